@@ -1,0 +1,1 @@
+//! draft-16 data (being written).

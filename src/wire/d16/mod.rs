@@ -1,0 +1,5 @@
+//! The draft-16 codec.
+
+pub mod control;
+pub mod data;
+pub mod params;

@@ -1,0 +1,1 @@
+//! draft-16 params (being written).

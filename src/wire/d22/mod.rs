@@ -1,0 +1,5 @@
+//! The draft-22 codec.
+
+pub mod control;
+pub mod data;
+pub mod params;

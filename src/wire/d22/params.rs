@@ -1,0 +1,1 @@
+//! draft-22 params (being written).

@@ -1,0 +1,17 @@
+//! `wire`: the MoQT codecs, sans-IO. No I/O, clocks or logging; no panics on any input;
+//! decoders never read past what they are given and report "need more bytes" distinctly.
+//!
+//! - [`model`]: the version-neutral types every layer above uses.
+//! - [`d16`]: draft-ietf-moq-transport-16 (ALPN `moqt-16`), QUIC varints.
+//! - [`d22`]: draft-ietf-moq-transport-22 (ALPN `moqt-22`), `vi64` integers.
+
+pub mod codec;
+pub mod common;
+pub mod d16;
+pub mod d22;
+pub mod error;
+pub mod model;
+pub mod varint;
+
+pub use error::{DecodeError, EncodeError, ErrorCode};
+pub use varint::{Quic, VarInt, Vi64};
