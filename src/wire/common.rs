@@ -255,3 +255,102 @@ pub fn read_control_frame<V: VarInt>(buf: &[u8]) -> Result<(u64, &[u8], usize), 
     let body = r.bytes(len)?;
     Ok((ty, body, r.position()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::error::ErrorCode;
+    use crate::wire::varint::{Quic, Vi64};
+
+    fn props_of<V: VarInt>(bytes: &[u8]) -> Result<Properties, DecodeError> {
+        read_properties(&mut Reader::<V>::new(bytes))
+    }
+
+    #[test]
+    fn properties_delta_types_and_values() {
+        // Type 4 = 7 (even, varint), then delta 73 -> type 77 (odd) with 3 bytes "abc".
+        let p = props_of::<Quic>(&[0x04, 0x07, 0x40, 73, 0x03, b'a', b'b', b'c']).expect("decodes");
+        assert_eq!(p.int(4), Some(7));
+        assert_eq!(p.bytes(77).map(|b| &b[..]), Some(&b"abc"[..]));
+        let mut out = Vec::new();
+        write_properties(&mut Writer::<Quic>::new(&mut out), &p).expect("encodes");
+        assert_eq!(out, [0x04, 0x07, 0x40, 73, 0x03, b'a', b'b', b'c']);
+    }
+
+    #[test]
+    fn properties_errors_use_kv_formatting_code() {
+        // Truncated value inside a bounded list.
+        assert_eq!(
+            props_of::<Quic>(&[0x05, 0x04, b'a']),
+            Err(DecodeError::kv_format("truncated key-value pair"))
+        );
+        // Delta type overflowing 2^64-1 (vi64 can carry u64::MAX).
+        let mut b = vec![0xff; 9];
+        b.push(0x00);
+        b.extend_from_slice(&[0x02, 0x00]);
+        let err = props_of::<Vi64>(&b).expect_err("overflow");
+        assert!(matches!(err, DecodeError::Invalid { code: ErrorCode::KeyValueFormatting, .. }), "{err:?}");
+        // A value longer than 2^16-1.
+        let err = props_of::<Quic>(&[0x01, 0x80, 0x01, 0x00, 0x00]).expect_err("too long");
+        assert!(matches!(err, DecodeError::Invalid { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn namespace_limits() {
+        let ns = |fields: &[&[u8]]| {
+            let mut out = Vec::new();
+            let mut w = Writer::<Quic>::new(&mut out);
+            w.int(fields.len() as u64).expect("int");
+            for f in fields {
+                w.len_prefixed(f).expect("field");
+            }
+            out
+        };
+        let ok = ns(&[b"a", b"bc"]);
+        assert_eq!(
+            read_namespace(&mut Reader::<Quic>::new(&ok), 1),
+            Ok(TrackNamespace::from_strs(&["a", "bc"]))
+        );
+        let violation = |b: &[u8], min| {
+            matches!(
+                read_namespace(&mut Reader::<Quic>::new(b), min),
+                Err(DecodeError::Invalid { code: ErrorCode::ProtocolViolation, .. })
+            )
+        };
+        assert!(violation(&ns(&[]), 1), "zero fields for a track namespace");
+        assert!(!violation(&ns(&[]), 0), "an empty prefix is fine");
+        let many: Vec<&[u8]> = vec![b"a"; 33];
+        assert!(violation(&ns(&many), 0), "33 fields");
+        assert!(violation(&ns(&[b"a", b""]), 1), "empty field");
+        let big = vec![b'x'; 2049];
+        assert!(violation(&ns(&[&big, &big]), 1), "4098 bytes");
+        // Truncation is "need more", not an error.
+        assert_eq!(read_namespace(&mut Reader::<Quic>::new(&ok[..3]), 1), Err(DecodeError::NeedMore));
+    }
+
+    #[test]
+    fn tokens() {
+        for t in [
+            AuthToken::Delete { alias: 9 },
+            AuthToken::Register { alias: 1, token_type: 0, value: Bytes::from_static(b"jwt") },
+            AuthToken::UseAlias { alias: 300 },
+            AuthToken::UseValue { token_type: 7, value: Bytes::new() },
+        ] {
+            let mut out = Vec::new();
+            write_token(&mut Writer::<Vi64>::new(&mut out), &t).expect("encodes");
+            assert_eq!(read_token::<Vi64>(&out), Ok(t));
+        }
+        assert_eq!(
+            read_token::<Quic>(&[0x04]),
+            Err(DecodeError::kv_format("unknown authorization token alias type"))
+        );
+        assert_eq!(
+            read_token::<Quic>(&[0x00, 0x01, 0x02]),
+            Err(DecodeError::kv_format("trailing bytes in authorization token"))
+        );
+        assert_eq!(
+            read_token::<Quic>(&[0x01, 0x01]),
+            Err(DecodeError::kv_format("malformed authorization token"))
+        );
+    }
+}
