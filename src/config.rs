@@ -9,9 +9,6 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
-/// ALPN identifiers the relay offers, newest first. The draft is chosen by ALPN.
-pub const ALPNS: &[&str] = &["moqt-22", "moqt-16"];
-
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
 

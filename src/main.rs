@@ -1,7 +1,8 @@
 //! moq-edge binary: parses configuration and (for now) reports what it would serve.
 
 use clap::Parser;
-use moq_edge::config::{Cli, Config, Tls, ALPNS};
+use moq_edge::config::{Cli, Config, Tls};
+use moq_edge::wire::Version;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,7 +18,8 @@ fn main() -> anyhow::Result<()> {
     println!("moq-edge {}", env!("CARGO_PKG_VERSION"));
     println!("  listen     udp {}", config.listen);
     println!("  cores      {}", config.cores);
-    println!("  alpn       {}", ALPNS.join(", "));
+    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+    println!("  alpn       {}", alpns.join(", "));
     println!("  tls        {tls}");
     if cli.check_config {
         println!("configuration ok");

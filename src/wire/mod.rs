@@ -4,14 +4,19 @@
 //! - [`model`]: the version-neutral types every layer above uses.
 //! - [`d16`]: draft-ietf-moq-transport-16 (ALPN `moqt-16`), QUIC varints.
 //! - [`d22`]: draft-ietf-moq-transport-22 (ALPN `moqt-22`), `vi64` integers.
+//! - [`data`]: data-plane logic shared by the dialects (each fixes its rules).
+//! - [`Version`]: the ALPN table and one entry point per operation, dispatching by draft.
 
 pub mod codec;
 pub mod common;
 pub mod d16;
 pub mod d22;
+pub mod data;
 pub mod error;
 pub mod model;
 pub mod varint;
+mod version;
 
 pub use error::{DecodeError, EncodeError, ErrorCode};
 pub use varint::{Quic, VarInt, Vi64};
+pub use version::Version;

@@ -8,7 +8,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 /// Integers that exercise every encoded length of both integer encodings, up to `max`.
-pub fn int_upto(max: u64) -> impl Strategy<Value = u64> {
+pub fn int_upto(max: u64) -> impl Strategy<Value = u64> + Clone {
     prop_oneof![
         0..64u64,
         64..16384u64,
@@ -19,12 +19,12 @@ pub fn int_upto(max: u64) -> impl Strategy<Value = u64> {
 }
 
 /// Any u64 a QUIC varint can carry (draft-16).
-pub fn int62() -> impl Strategy<Value = u64> {
+pub fn int62() -> impl Strategy<Value = u64> + Clone {
     int_upto((1 << 62) - 1)
 }
 
 /// Any u64 (draft-22 vi64).
-pub fn int64() -> impl Strategy<Value = u64> {
+pub fn int64() -> impl Strategy<Value = u64> + Clone {
     int_upto(u64::MAX)
 }
 
@@ -52,15 +52,18 @@ pub fn location(int: impl Strategy<Value = u64> + Clone) -> impl Strategy<Value 
 pub fn auth_token(int: impl Strategy<Value = u64> + Clone) -> impl Strategy<Value = AuthToken> {
     prop_oneof![
         int.clone().prop_map(|alias| AuthToken::Delete { alias }),
-        (int.clone(), int.clone(), bytes(40))
-            .prop_map(|(alias, token_type, value)| AuthToken::Register { alias, token_type, value }),
+        (int.clone(), int.clone(), bytes(40)).prop_map(|(alias, token_type, value)| AuthToken::Register {
+            alias,
+            token_type,
+            value
+        }),
         int.clone().prop_map(|alias| AuthToken::UseAlias { alias }),
         (int, bytes(40)).prop_map(|(token_type, value)| AuthToken::UseValue { token_type, value }),
     ]
 }
 
 /// A Key-Value-Pair value matching the parity of `ty`.
-pub fn kv_for(ty: u64, int: impl Strategy<Value = u64>) -> BoxedStrategy<KvValue> {
+pub fn kv_for(ty: u64, int: impl Strategy<Value = u64> + 'static) -> BoxedStrategy<KvValue> {
     if ty % 2 == 0 {
         int.prop_map(KvValue::Int).boxed()
     } else {

@@ -1,1 +1,739 @@
-//! draft-22 params (being written).
+//! draft-22 Setup Options (§9.1) and Message Parameters (§9.20).
+//!
+//! Setup Options are Key-Value-Pairs (§8.3) spanning the whole SETUP body; unknown options are
+//! kept. Message Parameters are a counted list of `Type Delta` + value, where the value's
+//! encoding is fixed by the parameter *type* (uint8, varint, Location, length-prefixed,
+//! namespace; §9.20), not by the even/odd rule of Key-Value-Pairs. Every parameter must be known
+//! and allowed in the message that carries it (§9.20, §9.20.1); [`ParamSet`] and [`allowed`]
+//! hold the per-message tables.
+//!
+//! Where the spec asks for a REQUEST_ERROR (`INVALID_FILTER`: a PRIORITY_FILTER value above
+//! 255, an odd property type, a repeated Type/SetID/Property Type triple) the value is kept in
+//! the model and left for the session to judge. Only a range delta that overflows 2^64-1
+//! (§8.6) cannot be represented at all; the codec closes the session with PROTOCOL_VIOLATION
+//! for it, since no conforming encoder can produce it.
+
+use bytes::Bytes;
+
+use crate::wire::codec::{Reader, Writer};
+use crate::wire::common::{read_kv, read_location, read_namespace, read_token, write_kv, write_location};
+use crate::wire::common::{write_namespace, write_token};
+use crate::wire::error::{DecodeError, EncodeError};
+use crate::wire::model::param_type as pt;
+use crate::wire::model::setup_type as st;
+use crate::wire::model::{
+    AuthToken, GroupOrder, KvValue, Location, LocationFilter, Parameters, Range, RangeFilter,
+    RangeFilterKind, RangeSet, SetupOptions,
+};
+use crate::wire::varint::Vi64;
+
+type R<'a> = Reader<'a, Vi64>;
+type W<'a> = Writer<'a, Vi64>;
+
+// ---------------------------------------------------------------------------------------------
+// Parameter sets
+// ---------------------------------------------------------------------------------------------
+
+/// A set of Message Parameter types. Every draft-22 type is below 64, so a bit mask suffices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ParamSet(u64);
+
+impl ParamSet {
+    /// The set holding `types`. Types of 64 and above cannot be members (draft-22 defines
+    /// none) and are left out.
+    pub const fn of(types: &[u64]) -> Self {
+        let mut bits = 0u64;
+        let mut i = 0;
+        while i < types.len() {
+            if types[i] < 64 {
+                bits |= 1 << types[i];
+            }
+            i += 1;
+        }
+        ParamSet(bits)
+    }
+
+    pub const fn contains(self, ty: u64) -> bool {
+        ty < 64 && self.0 & (1 << ty) != 0
+    }
+
+    pub const fn union(self, other: ParamSet) -> Self {
+        ParamSet(self.0 | other.0)
+    }
+
+    /// The smallest type in `self` that is not in `other`.
+    pub const fn first_outside(self, other: ParamSet) -> Option<u64> {
+        let rest = self.0 & !other.0;
+        if rest == 0 {
+            None
+        } else {
+            Some(rest.trailing_zeros() as u64)
+        }
+    }
+
+    fn insert(&mut self, ty: u64) {
+        if ty < 64 {
+            self.0 |= 1 << ty;
+        }
+    }
+}
+
+/// The range filters on Objects (all but TRACK_PROPERTY_FILTER), allowed together (§3.3.2).
+const OBJECT_RANGE_FILTERS: [u64; 4] =
+    [pt::SUBGROUP_FILTER, pt::OBJECTID_FILTER, pt::PRIORITY_FILTER, pt::OBJECT_PROPERTY_FILTER];
+
+/// Every Message Parameter draft-22 defines (§16.7, Table 14).
+pub const KNOWN: ParamSet = ParamSet::of(&[
+    pt::OBJECT_DELIVERY_TIMEOUT,
+    pt::AUTHORIZATION_TOKEN,
+    pt::RENDEZVOUS_TIMEOUT,
+    pt::SUBGROUP_DELIVERY_TIMEOUT,
+    pt::EXPIRES,
+    pt::LARGEST_OBJECT,
+    pt::FILL_TIMEOUT,
+    pt::FORWARD,
+    pt::SUBSCRIBER_PRIORITY,
+    pt::LOCATION_FILTER,
+    pt::GROUP_ORDER,
+    pt::FILL_PARAMETERS,
+    pt::SUBGROUP_FILTER,
+    pt::OBJECTID_FILTER,
+    pt::PRIORITY_FILTER,
+    pt::OBJECT_PROPERTY_FILTER,
+    pt::TRACK_PROPERTY_FILTER,
+    pt::NEW_GROUP_REQUEST,
+    pt::TRACK_NAMESPACE_PREFIX,
+    pt::INCLUDE_PROPERTIES,
+]);
+
+/// Types that may appear more than once in one message: AUTHORIZATION TOKEN (§8.9) and the
+/// range filters (§3.3.2).
+pub const REPEATABLE: ParamSet = ParamSet::of(&[
+    pt::AUTHORIZATION_TOKEN,
+    pt::SUBGROUP_FILTER,
+    pt::OBJECTID_FILTER,
+    pt::PRIORITY_FILTER,
+    pt::OBJECT_PROPERTY_FILTER,
+    pt::TRACK_PROPERTY_FILTER,
+]);
+
+/// The parameters each message may carry, from the message definitions in §9.x (they agree
+/// with the per-parameter lists in §9.20.x).
+pub mod allowed {
+    use super::{pt, ParamSet, OBJECT_RANGE_FILTERS};
+
+    /// `set` plus the four Object range filters.
+    const fn with_ranges(set: ParamSet) -> ParamSet {
+        set.union(ParamSet::of(&OBJECT_RANGE_FILTERS))
+    }
+
+    /// §9.6.
+    pub const SUBSCRIBE: ParamSet = with_ranges(ParamSet::of(&[
+        pt::OBJECT_DELIVERY_TIMEOUT,
+        pt::AUTHORIZATION_TOKEN,
+        pt::RENDEZVOUS_TIMEOUT,
+        pt::SUBGROUP_DELIVERY_TIMEOUT,
+        pt::FORWARD,
+        pt::SUBSCRIBER_PRIORITY,
+        pt::LOCATION_FILTER,
+        pt::GROUP_ORDER,
+        pt::FILL_PARAMETERS,
+        pt::NEW_GROUP_REQUEST,
+        pt::INCLUDE_PROPERTIES,
+    ]));
+    /// §9.7.
+    pub const SUBSCRIBE_OK: ParamSet = ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]);
+    /// §9.8.
+    pub const PUBLISH: ParamSet = ParamSet::of(&[
+        pt::OBJECT_DELIVERY_TIMEOUT,
+        pt::AUTHORIZATION_TOKEN,
+        pt::SUBGROUP_DELIVERY_TIMEOUT,
+        pt::EXPIRES,
+        pt::LARGEST_OBJECT,
+        pt::FORWARD,
+        pt::SUBSCRIBER_PRIORITY,
+        pt::LOCATION_FILTER,
+        pt::GROUP_ORDER,
+    ]);
+    /// §9.10.
+    pub const PUBLISH_STATE_NOTIFY: ParamSet =
+        ParamSet::of(&[pt::LARGEST_OBJECT, pt::FORWARD, pt::LOCATION_FILTER]);
+    /// §9.11.
+    pub const FETCH: ParamSet = with_ranges(ParamSet::of(&[
+        pt::AUTHORIZATION_TOKEN,
+        pt::FILL_TIMEOUT,
+        pt::SUBSCRIBER_PRIORITY,
+        pt::LOCATION_FILTER,
+        pt::GROUP_ORDER,
+        pt::INCLUDE_PROPERTIES,
+    ]));
+    /// §9.12: "No parameters are currently defined for FETCH_OK".
+    pub const FETCH_OK: ParamSet = ParamSet::of(&[]);
+    /// §9.13.
+    pub const TRACK_STATUS: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::INCLUDE_PROPERTIES]);
+    /// §9.14.
+    pub const PUBLISH_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
+    /// §9.15.
+    pub const SUBSCRIBE_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
+    /// §9.18.
+    pub const SUBSCRIBE_TRACKS: ParamSet = with_ranges(ParamSet::of(&[
+        pt::AUTHORIZATION_TOKEN,
+        pt::FORWARD,
+        pt::GROUP_ORDER,
+        pt::TRACK_PROPERTY_FILTER,
+        pt::INCLUDE_PROPERTIES,
+    ]));
+    /// §9.5, for a subscription.
+    pub const REQUEST_UPDATE_SUBSCRIPTION: ParamSet = with_ranges(ParamSet::of(&[
+        pt::OBJECT_DELIVERY_TIMEOUT,
+        pt::AUTHORIZATION_TOKEN,
+        pt::SUBGROUP_DELIVERY_TIMEOUT,
+        pt::FORWARD,
+        pt::SUBSCRIBER_PRIORITY,
+        pt::LOCATION_FILTER,
+        pt::FILL_PARAMETERS,
+        pt::NEW_GROUP_REQUEST,
+    ]));
+    /// §9.5, for a FETCH.
+    pub const REQUEST_UPDATE_FETCH: ParamSet =
+        ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::SUBSCRIBER_PRIORITY]);
+    /// §9.5, for a PUBLISH_NAMESPACE.
+    pub const REQUEST_UPDATE_PUBLISH_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
+    /// §9.5, for a SUBSCRIBE_NAMESPACE.
+    pub const REQUEST_UPDATE_SUBSCRIBE_NAMESPACE: ParamSet =
+        ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::TRACK_NAMESPACE_PREFIX]);
+    /// §9.5, for a SUBSCRIBE_TRACKS.
+    pub const REQUEST_UPDATE_SUBSCRIBE_TRACKS: ParamSet = ParamSet::of(&[
+        pt::AUTHORIZATION_TOKEN,
+        pt::FORWARD,
+        pt::TRACK_PROPERTY_FILTER,
+        pt::TRACK_NAMESPACE_PREFIX,
+    ]);
+    /// §9.5: the codec cannot know which request a REQUEST_UPDATE updates, so it accepts the
+    /// union; the session checks against the per-kind sets above.
+    pub const REQUEST_UPDATE: ParamSet = REQUEST_UPDATE_SUBSCRIPTION
+        .union(REQUEST_UPDATE_FETCH)
+        .union(REQUEST_UPDATE_PUBLISH_NAMESPACE)
+        .union(REQUEST_UPDATE_SUBSCRIBE_NAMESPACE)
+        .union(REQUEST_UPDATE_SUBSCRIBE_TRACKS);
+    /// §9.3, answering PUBLISH (PUBLISH_OK).
+    pub const PUBLISH_OK: ParamSet = ParamSet::of(&[pt::EXPIRES]);
+    /// §9.3: the union over the request kinds REQUEST_OK answers (the session checks per kind).
+    pub const REQUEST_OK: ParamSet = ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]);
+    /// §9.20.15, Table 7: the nested scope of FILL_PARAMETERS.
+    pub const FILL_PARAMETERS: ParamSet = with_ranges(ParamSet::of(&[
+        pt::FILL_TIMEOUT,
+        pt::SUBSCRIBER_PRIORITY,
+        pt::LOCATION_FILTER,
+        pt::GROUP_ORDER,
+    ]));
+}
+
+/// The parameter types present in `p`.
+pub fn present(p: &Parameters) -> ParamSet {
+    let mut s = ParamSet::default();
+    let mut put = |on: bool, ty: u64| {
+        if on {
+            s.insert(ty)
+        }
+    };
+    put(p.object_delivery_timeout.is_some(), pt::OBJECT_DELIVERY_TIMEOUT);
+    put(!p.auth_tokens.is_empty(), pt::AUTHORIZATION_TOKEN);
+    put(p.rendezvous_timeout.is_some(), pt::RENDEZVOUS_TIMEOUT);
+    put(p.subgroup_delivery_timeout.is_some(), pt::SUBGROUP_DELIVERY_TIMEOUT);
+    put(p.expires.is_some(), pt::EXPIRES);
+    put(p.largest_object.is_some(), pt::LARGEST_OBJECT);
+    put(p.fill_timeout.is_some(), pt::FILL_TIMEOUT);
+    put(p.forward.is_some(), pt::FORWARD);
+    put(p.subscriber_priority.is_some(), pt::SUBSCRIBER_PRIORITY);
+    put(p.location_filter.is_some(), pt::LOCATION_FILTER);
+    put(p.group_order.is_some(), pt::GROUP_ORDER);
+    put(p.fill_parameters.is_some(), pt::FILL_PARAMETERS);
+    for f in &p.range_filters {
+        put(true, range_filter_type(f.kind));
+    }
+    put(p.new_group_request.is_some(), pt::NEW_GROUP_REQUEST);
+    put(p.track_namespace_prefix.is_some(), pt::TRACK_NAMESPACE_PREFIX);
+    put(p.include_properties.is_some(), pt::INCLUDE_PROPERTIES);
+    s
+}
+
+/// Spec name of a parameter type, for encode errors.
+pub const fn param_name(ty: u64) -> &'static str {
+    match ty {
+        pt::OBJECT_DELIVERY_TIMEOUT => "OBJECT_DELIVERY_TIMEOUT in this message",
+        pt::AUTHORIZATION_TOKEN => "AUTHORIZATION_TOKEN in this message",
+        pt::RENDEZVOUS_TIMEOUT => "RENDEZVOUS_TIMEOUT in this message",
+        pt::SUBGROUP_DELIVERY_TIMEOUT => "SUBGROUP_DELIVERY_TIMEOUT in this message",
+        pt::EXPIRES => "EXPIRES in this message",
+        pt::LARGEST_OBJECT => "LARGEST_OBJECT in this message",
+        pt::FILL_TIMEOUT => "FILL_TIMEOUT in this message",
+        pt::FORWARD => "FORWARD in this message",
+        pt::SUBSCRIBER_PRIORITY => "SUBSCRIBER_PRIORITY in this message",
+        pt::LOCATION_FILTER => "LOCATION_FILTER in this message",
+        pt::GROUP_ORDER => "GROUP_ORDER in this message",
+        pt::FILL_PARAMETERS => "FILL_PARAMETERS in this message",
+        pt::SUBGROUP_FILTER => "SUBGROUP_FILTER in this message",
+        pt::OBJECTID_FILTER => "OBJECTID_FILTER in this message",
+        pt::PRIORITY_FILTER => "PRIORITY_FILTER in this message",
+        pt::OBJECT_PROPERTY_FILTER => "OBJECT_PROPERTY_FILTER in this message",
+        pt::TRACK_PROPERTY_FILTER => "TRACK_PROPERTY_FILTER in this message",
+        pt::NEW_GROUP_REQUEST => "NEW_GROUP_REQUEST in this message",
+        pt::TRACK_NAMESPACE_PREFIX => "TRACK_NAMESPACE_PREFIX in this message",
+        pt::INCLUDE_PROPERTIES => "INCLUDE_PROPERTIES in this message",
+        _ => "a parameter in this message",
+    }
+}
+
+const fn range_filter_type(kind: RangeFilterKind) -> u64 {
+    match kind {
+        RangeFilterKind::SubgroupId => pt::SUBGROUP_FILTER,
+        RangeFilterKind::ObjectId => pt::OBJECTID_FILTER,
+        RangeFilterKind::Priority => pt::PRIORITY_FILTER,
+        RangeFilterKind::ObjectProperty => pt::OBJECT_PROPERTY_FILTER,
+        RangeFilterKind::TrackProperty => pt::TRACK_PROPERTY_FILTER,
+    }
+}
+
+const RANGE_FILTER_KINDS: [RangeFilterKind; 5] = [
+    RangeFilterKind::SubgroupId,
+    RangeFilterKind::ObjectId,
+    RangeFilterKind::Priority,
+    RangeFilterKind::ObjectProperty,
+    RangeFilterKind::TrackProperty,
+];
+
+// ---------------------------------------------------------------------------------------------
+// Message Parameters: decoding
+// ---------------------------------------------------------------------------------------------
+
+/// Reads `Number of Parameters` and the parameters (§9.20), accepting only types in `allowed`.
+/// Inside a control message body; a short body surfaces as `NeedMore`, which the caller turns
+/// into a violation.
+pub fn read_params(r: &mut R<'_>, allowed: ParamSet) -> Result<Parameters, DecodeError> {
+    let n = r.count("message parameters")?;
+    let mut p = Parameters::default();
+    let mut prev: Option<u64> = None;
+    for _ in 0..n {
+        let delta = r.int()?;
+        let ty = prev
+            .unwrap_or(0)
+            .checked_add(delta)
+            .ok_or(DecodeError::violation("message parameter type overflows 2^64-1"))?;
+        if !KNOWN.contains(ty) {
+            return Err(DecodeError::violation("unknown message parameter"));
+        }
+        if !allowed.contains(ty) {
+            return Err(DecodeError::violation("message parameter not allowed in this message"));
+        }
+        // Types are non-decreasing by construction, so a repeat is always the previous type.
+        if prev == Some(ty) && !REPEATABLE.contains(ty) {
+            return Err(DecodeError::violation("duplicate message parameter"));
+        }
+        read_value(r, ty, &mut p)?;
+        prev = Some(ty);
+    }
+    Ok(p)
+}
+
+/// One parameter value of (known) type `ty`, stored into `p`.
+fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeError> {
+    match ty {
+        pt::OBJECT_DELIVERY_TIMEOUT => p.object_delivery_timeout = Some(r.int()?),
+        pt::AUTHORIZATION_TOKEN => {
+            let value = length_prefixed(r)?;
+            p.auth_tokens.push(read_token::<Vi64>(value.rest())?);
+        }
+        pt::RENDEZVOUS_TIMEOUT => p.rendezvous_timeout = Some(r.int()?),
+        pt::SUBGROUP_DELIVERY_TIMEOUT => p.subgroup_delivery_timeout = Some(r.int()?),
+        pt::EXPIRES => p.expires = Some(r.int()?),
+        pt::LARGEST_OBJECT => p.largest_object = Some(read_location(r)?),
+        pt::FILL_TIMEOUT => p.fill_timeout = Some(r.int()?),
+        pt::FORWARD => p.forward = Some(read_bool(r, "FORWARD other than 0 or 1")?),
+        pt::SUBSCRIBER_PRIORITY => p.subscriber_priority = Some(r.u8()?),
+        pt::LOCATION_FILTER => p.location_filter = Some(read_location_filter(r)?),
+        pt::GROUP_ORDER => {
+            let order = GroupOrder::from_code(u64::from(r.u8()?));
+            p.group_order = Some(order.ok_or(DecodeError::violation("GROUP_ORDER other than 1 or 2"))?);
+        }
+        pt::FILL_PARAMETERS => {
+            // §9.20.15: a separate scope with its own allowed set (Table 7), which does not
+            // include FILL_PARAMETERS, so nesting is one level deep.
+            let mut sub = length_prefixed(r)?;
+            let fill = read_params(&mut sub, allowed::FILL_PARAMETERS)?;
+            sub.finish("FILL_PARAMETERS longer than its parameters")?;
+            p.fill_parameters = Some(Box::new(fill));
+        }
+        pt::NEW_GROUP_REQUEST => p.new_group_request = Some(r.int()?),
+        pt::TRACK_NAMESPACE_PREFIX => p.track_namespace_prefix = Some(read_namespace(r, 0)?),
+        pt::INCLUDE_PROPERTIES => {
+            p.include_properties = Some(read_bool(r, "INCLUDE_PROPERTIES other than 0 or 1")?)
+        }
+        _ => {
+            let kind = match ty {
+                pt::SUBGROUP_FILTER => RangeFilterKind::SubgroupId,
+                pt::OBJECTID_FILTER => RangeFilterKind::ObjectId,
+                pt::PRIORITY_FILTER => RangeFilterKind::Priority,
+                pt::OBJECT_PROPERTY_FILTER => RangeFilterKind::ObjectProperty,
+                pt::TRACK_PROPERTY_FILTER => RangeFilterKind::TrackProperty,
+                _ => return Err(DecodeError::violation("unknown message parameter")),
+            };
+            p.range_filters.push(read_range_filter(r, kind)?);
+        }
+    }
+    Ok(())
+}
+
+/// A vi64 length and a sub-reader over that many bytes.
+fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
+    let len = usize::try_from(r.int()?).map_err(|_| DecodeError::violation("length exceeds the message"))?;
+    r.sub(len)
+}
+
+fn read_bool(r: &mut R<'_>, what: &'static str) -> Result<bool, DecodeError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::violation(what)),
+    }
+}
+
+/// LOCATION_FILTER (§9.20.9): Location Filter Type, then the fields that type names.
+/// EndGroupDelta is relative to StartGroup; the model holds the absolute end group.
+///
+/// Transcription note: the draft-22 figure has no Length before the type, while draft-19
+/// (Filter Type inside a length-prefixed value) and the editor's copy (length-prefixed, no
+/// type) both prefix a Length, and draft-22 §3.4 still speaks of a "zero-length"
+/// LOCATION_FILTER. This follows the draft-22 figure; its "zero-length" filter is type 0x00.
+pub fn read_location_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError> {
+    let add_delta = |start: Location, delta: u64| {
+        start.group.checked_add(delta).ok_or(DecodeError::violation("StartGroup + EndGroupDelta overflows"))
+    };
+    Ok(match r.int()? {
+        0x00 => LocationFilter::None,
+        0x01 => LocationFilter::RelativeStart { groups_back: r.int()? },
+        0x02 => LocationFilter::AbsoluteStart { start: read_location(r)? },
+        0x03 => {
+            let start = read_location(r)?;
+            let end_group = add_delta(start, r.int()?)?;
+            LocationFilter::AbsoluteStartGroupEnd { start, end_group }
+        }
+        0x04 => {
+            let start = read_location(r)?;
+            let group = add_delta(start, r.int()?)?;
+            LocationFilter::AbsoluteRange { start, end: Location { group, object: r.int()? } }
+        }
+        0x05 => LocationFilter::NextObject,
+        _ => return Err(DecodeError::violation("unknown Location Filter Type")),
+    })
+}
+
+/// A range filter (§8.6, §9.20.10-14): Length, then (when non-zero) SetID (8), the Property
+/// Type for the property filters, and delta-encoded Ranges filling the rest.
+fn read_range_filter(r: &mut R<'_>, kind: RangeFilterKind) -> Result<RangeFilter, DecodeError> {
+    let mut sub = length_prefixed(r)?;
+    if sub.is_empty() {
+        return Ok(RangeFilter { kind, set: None });
+    }
+    let set_id = sub.u8()?;
+    let property_type = match kind {
+        RangeFilterKind::ObjectProperty | RangeFilterKind::TrackProperty => Some(sub.int()?),
+        _ => None,
+    };
+    // §8.6: each Start is a delta from the previous End (0 at first), each End a delta from its
+    // Start; an End is present unless the Range is the last one (the Length runs out after
+    // its Start). An overflow should be INVALID_FILTER, which a codec cannot send and the
+    // model cannot hold: it is a PROTOCOL_VIOLATION here (see the module doc).
+    let overflow = || DecodeError::violation("range filter delta overflows 2^64-1");
+    let mut ranges = Vec::new();
+    let mut prev_end = 0u64;
+    while !sub.is_empty() {
+        let start = prev_end.checked_add(sub.int()?).ok_or_else(overflow)?;
+        if sub.is_empty() {
+            ranges.push(Range { start, end: None });
+            break;
+        }
+        let end = start.checked_add(sub.int()?).ok_or_else(overflow)?;
+        ranges.push(Range { start, end: Some(end) });
+        prev_end = end;
+    }
+    Ok(RangeFilter { kind, set: Some(RangeSet { set_id, property_type, ranges }) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message Parameters: encoding
+// ---------------------------------------------------------------------------------------------
+
+/// Writes `Number of Parameters` and the parameters of `p` in ascending type order (range
+/// filters are grouped by type, keeping their relative order within a type). Fails with
+/// `Unsupported` when `p` holds a parameter outside `allowed`.
+pub fn write_params(w: &mut W<'_>, p: &Parameters, allowed: ParamSet) -> Result<(), EncodeError> {
+    if let Some(ty) = present(p).first_outside(allowed) {
+        return Err(EncodeError::Unsupported(param_name(ty)));
+    }
+    w.int(count(p) as u64)?;
+    let mut pw = ParamWriter { w, prev: 0 };
+    if let Some(v) = p.object_delivery_timeout {
+        pw.ty(pt::OBJECT_DELIVERY_TIMEOUT)?.int(v)?;
+    }
+    for t in &p.auth_tokens {
+        pw.ty(pt::AUTHORIZATION_TOKEN)?.with_len_prefix(|w| write_token(w, t))?;
+    }
+    if let Some(v) = p.rendezvous_timeout {
+        pw.ty(pt::RENDEZVOUS_TIMEOUT)?.int(v)?;
+    }
+    if let Some(v) = p.subgroup_delivery_timeout {
+        pw.ty(pt::SUBGROUP_DELIVERY_TIMEOUT)?.int(v)?;
+    }
+    if let Some(v) = p.expires {
+        pw.ty(pt::EXPIRES)?.int(v)?;
+    }
+    if let Some(v) = p.largest_object {
+        write_location(pw.ty(pt::LARGEST_OBJECT)?, v)?;
+    }
+    if let Some(v) = p.fill_timeout {
+        pw.ty(pt::FILL_TIMEOUT)?.int(v)?;
+    }
+    if let Some(v) = p.forward {
+        pw.ty(pt::FORWARD)?.u8(u8::from(v));
+    }
+    if let Some(v) = p.subscriber_priority {
+        pw.ty(pt::SUBSCRIBER_PRIORITY)?.u8(v);
+    }
+    if let Some(f) = &p.location_filter {
+        write_location_filter(pw.ty(pt::LOCATION_FILTER)?, f)?;
+    }
+    if let Some(v) = p.group_order {
+        pw.ty(pt::GROUP_ORDER)?.u8(v.code() as u8);
+    }
+    if let Some(fill) = &p.fill_parameters {
+        pw.ty(pt::FILL_PARAMETERS)?.with_len_prefix(|w| write_params(w, fill, allowed::FILL_PARAMETERS))?;
+    }
+    for kind in RANGE_FILTER_KINDS {
+        for f in p.range_filters.iter().filter(|f| f.kind == kind) {
+            write_range_filter(pw.ty(range_filter_type(kind))?, f)?;
+        }
+    }
+    if let Some(v) = p.new_group_request {
+        pw.ty(pt::NEW_GROUP_REQUEST)?.int(v)?;
+    }
+    if let Some(ns) = &p.track_namespace_prefix {
+        write_namespace(pw.ty(pt::TRACK_NAMESPACE_PREFIX)?, ns)?;
+    }
+    if let Some(v) = p.include_properties {
+        pw.ty(pt::INCLUDE_PROPERTIES)?.u8(u8::from(v));
+    }
+    Ok(())
+}
+
+/// Number of parameters `p` puts on the wire.
+fn count(p: &Parameters) -> usize {
+    let singles = [
+        p.object_delivery_timeout.is_some(),
+        p.rendezvous_timeout.is_some(),
+        p.subgroup_delivery_timeout.is_some(),
+        p.expires.is_some(),
+        p.largest_object.is_some(),
+        p.fill_timeout.is_some(),
+        p.forward.is_some(),
+        p.subscriber_priority.is_some(),
+        p.location_filter.is_some(),
+        p.group_order.is_some(),
+        p.fill_parameters.is_some(),
+        p.new_group_request.is_some(),
+        p.track_namespace_prefix.is_some(),
+        p.include_properties.is_some(),
+    ];
+    singles.iter().filter(|b| **b).count() + p.auth_tokens.len() + p.range_filters.len()
+}
+
+/// Writes Type Deltas; callers go in ascending type order.
+struct ParamWriter<'w, 'a> {
+    w: &'w mut W<'a>,
+    prev: u64,
+}
+
+impl<'a> ParamWriter<'_, 'a> {
+    fn ty(&mut self, ty: u64) -> Result<&mut W<'a>, EncodeError> {
+        let delta = ty.checked_sub(self.prev).ok_or(EncodeError::OutOfRange("parameters not ascending"))?;
+        self.w.int(delta)?;
+        self.prev = ty;
+        Ok(self.w)
+    }
+}
+
+/// LOCATION_FILTER value (§9.20.9). An end group before the start group has no EndGroupDelta.
+pub fn write_location_filter(w: &mut W<'_>, f: &LocationFilter) -> Result<(), EncodeError> {
+    let delta = |start: Location, end_group: u64| {
+        end_group
+            .checked_sub(start.group)
+            .ok_or(EncodeError::OutOfRange("location filter ends before its start group"))
+    };
+    match *f {
+        LocationFilter::None => w.int(0x00),
+        LocationFilter::RelativeStart { groups_back } => {
+            w.int(0x01)?;
+            w.int(groups_back)
+        }
+        LocationFilter::AbsoluteStart { start } => {
+            w.int(0x02)?;
+            write_location(w, start)
+        }
+        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => {
+            let d = delta(start, end_group)?;
+            w.int(0x03)?;
+            write_location(w, start)?;
+            w.int(d)
+        }
+        LocationFilter::AbsoluteRange { start, end } => {
+            let d = delta(start, end.group)?;
+            w.int(0x04)?;
+            write_location(w, start)?;
+            w.int(d)?;
+            w.int(end.object)
+        }
+        LocationFilter::NextObject => w.int(0x05),
+    }
+}
+
+/// A range filter value (§8.6): Length, SetID, [Property Type], delta-encoded Ranges.
+fn write_range_filter(w: &mut W<'_>, f: &RangeFilter) -> Result<(), EncodeError> {
+    let Some(set) = &f.set else {
+        return w.int(0);
+    };
+    let wants_property = matches!(f.kind, RangeFilterKind::ObjectProperty | RangeFilterKind::TrackProperty);
+    if wants_property != set.property_type.is_some() {
+        return Err(EncodeError::OutOfRange("property type present exactly in the property filters"));
+    }
+    w.with_len_prefix(|w| {
+        w.u8(set.set_id);
+        if let Some(t) = set.property_type {
+            w.int(t)?;
+        }
+        let mut prev_end = 0u64;
+        for (i, range) in set.ranges.iter().enumerate() {
+            let start_delta =
+                range.start.checked_sub(prev_end).ok_or(EncodeError::OutOfRange("ranges not ascending"))?;
+            w.int(start_delta)?;
+            match range.end {
+                Some(end) => {
+                    w.int(
+                        end.checked_sub(range.start)
+                            .ok_or(EncodeError::OutOfRange("range ends before start"))?,
+                    )?;
+                    prev_end = end;
+                }
+                None if i + 1 == set.ranges.len() => {}
+                None => return Err(EncodeError::OutOfRange("open-ended range before the last")),
+            }
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup Options (§9.1)
+// ---------------------------------------------------------------------------------------------
+
+/// Setup Options spanning all of `r` (the SETUP body). `from_client`: the sender is the client,
+/// whose AUTHORIZATION TOKEN options may not DELETE or USE_ALIAS (§9.1.4).
+pub fn read_setup_options(r: &mut R<'_>, from_client: bool) -> Result<SetupOptions, DecodeError> {
+    let mut o = SetupOptions::default();
+    let mut prev = 0u64;
+    while !r.is_empty() {
+        let (ty, value) = read_kv(r, prev)?;
+        prev = ty;
+        // read_kv gives even types an Int and odd types Bytes, matching each known option.
+        match (ty, value) {
+            (st::PATH, KvValue::Bytes(b)) => set_once(&mut o.path, b)?,
+            (st::AUTHORIZATION_TOKEN, KvValue::Bytes(b)) => {
+                let token = read_token::<Vi64>(&b)?;
+                if from_client && matches!(token, AuthToken::Delete { .. } | AuthToken::UseAlias { .. }) {
+                    return Err(DecodeError::violation("DELETE or USE_ALIAS token in a client SETUP"));
+                }
+                o.auth_tokens.push(token);
+            }
+            (st::MAX_AUTH_TOKEN_CACHE_SIZE, KvValue::Int(v)) => {
+                set_once(&mut o.max_auth_token_cache_size, v)?
+            }
+            (st::AUTHORITY, KvValue::Bytes(b)) => set_once(&mut o.authority, b)?,
+            (st::MAX_FILTER_RANGES, KvValue::Int(v)) => set_once(&mut o.max_filter_ranges, v)?,
+            (st::MOQT_IMPLEMENTATION, KvValue::Bytes(b)) => set_once(&mut o.implementation, b)?,
+            (st::MAX_REQUEST_UPDATES, KvValue::Int(v)) => set_once(&mut o.max_request_updates, v)?,
+            // Unknown (including draft-16's MAX_REQUEST_ID, 0x02): kept, duplicates allowed.
+            (ty, value) => o.unknown.push((ty, value)),
+        }
+    }
+    Ok(o)
+}
+
+/// Stores a non-repeatable option; a second instance is a PROTOCOL_VIOLATION (§9.1).
+fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), DecodeError> {
+    if slot.is_some() {
+        return Err(DecodeError::violation("duplicate setup option"));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+/// True for the option types draft-22 defines (all but draft-16's MAX_REQUEST_ID).
+const fn is_known_option(ty: u64) -> bool {
+    matches!(
+        ty,
+        st::PATH
+            | st::AUTHORIZATION_TOKEN
+            | st::MAX_AUTH_TOKEN_CACHE_SIZE
+            | st::AUTHORITY
+            | st::MAX_FILTER_RANGES
+            | st::MOQT_IMPLEMENTATION
+            | st::MAX_REQUEST_UPDATES
+    )
+}
+
+/// Writes the Setup Options in ascending type order (unknown options merged in by type,
+/// keeping their relative order). `from_client` applies the §9.1.4 token rule.
+pub fn write_setup_options(w: &mut W<'_>, o: &SetupOptions, from_client: bool) -> Result<(), EncodeError> {
+    if o.max_request_id.is_some() {
+        return Err(EncodeError::Unsupported("MAX_REQUEST_ID setup option"));
+    }
+    if o.unknown.iter().any(|(ty, _)| is_known_option(*ty)) {
+        return Err(EncodeError::OutOfRange("unknown setup option with a known type"));
+    }
+    if from_client
+        && o.auth_tokens.iter().any(|t| matches!(t, AuthToken::Delete { .. } | AuthToken::UseAlias { .. }))
+    {
+        return Err(EncodeError::OutOfRange("DELETE or USE_ALIAS token in a client SETUP"));
+    }
+    let mut known: Vec<(u64, KvValue)> = Vec::new();
+    let mut bytes = |ty: u64, v: &Option<Bytes>| {
+        if let Some(b) = v {
+            known.push((ty, KvValue::Bytes(b.clone())));
+        }
+    };
+    bytes(st::PATH, &o.path);
+    bytes(st::AUTHORITY, &o.authority);
+    bytes(st::MOQT_IMPLEMENTATION, &o.implementation);
+    for (ty, v) in [
+        (st::MAX_AUTH_TOKEN_CACHE_SIZE, o.max_auth_token_cache_size),
+        (st::MAX_FILTER_RANGES, o.max_filter_ranges),
+        (st::MAX_REQUEST_UPDATES, o.max_request_updates),
+    ] {
+        if let Some(v) = v {
+            known.push((ty, KvValue::Int(v)));
+        }
+    }
+    for t in &o.auth_tokens {
+        let mut value = Vec::new();
+        write_token(&mut Writer::<Vi64>::new(&mut value), t)?;
+        known.push((st::AUTHORIZATION_TOKEN, KvValue::Bytes(Bytes::from(value))));
+    }
+    known.extend(o.unknown.iter().cloned());
+    // Stable: repeated tokens and repeated unknown options keep their order.
+    known.sort_by_key(|(ty, _)| *ty);
+    let mut prev = 0u64;
+    for (ty, value) in &known {
+        write_kv(w, prev, *ty, value)?;
+        prev = *ty;
+    }
+    Ok(())
+}

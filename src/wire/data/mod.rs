@@ -1,0 +1,163 @@
+//! The data plane, written once for both dialects: unidirectional stream headers, subgroup
+//! streams, object datagrams and fetch streams (draft-16 §10 "Data Streams and Datagrams",
+//! draft-22 §6.4.1 and §11).
+//!
+//! Everything here is generic over a [`DataRules`] type that names the integer encoding and
+//! the few rules that differ between drafts; `d16::data` and `d22::data` instantiate it.
+//!
+//! - `header`: unidirectional stream types and headers (SUBGROUP_HEADER, FETCH_HEADER,
+//!   draft-22 control and padding streams).
+//! - `subgroup`: the objects of a subgroup stream.
+//! - `datagram`: OBJECT_DATAGRAM and draft-22 padding datagrams.
+//! - `fetch`: the objects and End of Range markers of a fetch stream.
+//!
+//! Objects are never copied: decoders return header fields and the payload *length* (or, for
+//! a datagram, the offset where the payload starts); the caller slices the payload out of its
+//! own buffer. Writers append headers only (except [`encode_datagram`], which must build one
+//! contiguous datagram). The per-object paths allocate only when an object has properties.
+//!
+//! Stateful readers ([`SubgroupReader`], [`FetchReader`]) change their state only when a decode
+//! succeeds, so a decode that returned [`DecodeError::NeedMore`] can be retried with more bytes.
+//! Writers leave `out` untouched and their state unchanged when they return an error.
+
+mod datagram;
+mod fetch;
+mod header;
+mod subgroup;
+
+pub use datagram::*;
+pub use fetch::*;
+pub use header::*;
+pub use subgroup::*;
+
+use super::codec::{Reader, Writer};
+use super::common::write_object_properties;
+use super::error::{DecodeError, EncodeError};
+use super::model::{ObjectStatus, Properties};
+use super::varint::VarInt;
+
+/// What differs between the drafts on the data plane.
+pub trait DataRules {
+    /// The integer encoding (QUIC varint for draft-16, vi64 for draft-22).
+    type V: VarInt;
+    /// SUBGROUP_HEADER has the FIRST_OBJECT bit 0x40 (draft-22 §11.3.1).
+    const FIRST_OBJECT_BIT: bool;
+    /// Fetch streams may carry End of Timed-Out Range, 0x20C (draft-22 §11.4.1).
+    const TIMED_OUT_RANGE: bool;
+    /// Fetch objects carry Group ID Delta and Object ID Delta (draft-22 §11.4.1.1) rather than
+    /// absolute Group ID and Object ID fields (draft-16 §10.4.4).
+    const FETCH_ID_DELTAS: bool;
+    /// Unidirectional stream type that opens a control stream (draft-22: 0x2F00, §6.4.1).
+    const CONTROL_STREAM_TYPE: Option<u64>;
+    /// Unidirectional stream type of a padding stream (draft-22: 0x132B3E28, §11.5.1).
+    const PADDING_STREAM_TYPE: Option<u64>;
+    /// Datagram type of a padding datagram (draft-22: 0x132B3E29, §11.5.2).
+    const PADDING_DATAGRAM_TYPE: Option<u64>;
+}
+
+/// FETCH_HEADER stream type (draft-16 §10.4.4, draft-22 §11.4.1).
+pub const FETCH_HEADER_TYPE: u64 = 0x05;
+
+/// SUBGROUP_HEADER type bits (draft-16 §10.4.2, draft-22 §11.3.1).
+pub mod subgroup_bits {
+    /// EXTENSIONS (draft-16) / PROPERTIES (draft-22): every object has a properties field.
+    pub const PROPERTIES: u64 = 0x01;
+    /// SUBGROUP_ID_MODE, two bits.
+    pub const ID_MODE_MASK: u64 = 0x06;
+    pub const ID_MODE_ZERO: u64 = 0x00;
+    pub const ID_MODE_FIRST_OBJECT: u64 = 0x02;
+    pub const ID_MODE_PRESENT: u64 = 0x04;
+    /// 0b11 is reserved.
+    pub const ID_MODE_RESERVED: u64 = 0x06;
+    pub const END_OF_GROUP: u64 = 0x08;
+    /// Bit 4, always set in a SUBGROUP_HEADER type.
+    pub const MARKER: u64 = 0x10;
+    pub const DEFAULT_PRIORITY: u64 = 0x20;
+    /// draft-22 only.
+    pub const FIRST_OBJECT: u64 = 0x40;
+}
+
+/// OBJECT_DATAGRAM type bits (draft-16 §10.3.1, draft-22 §11.2.1). Both drafts define the
+/// same bits; bit 0x10 and every bit above 0x20 are invalid.
+pub mod datagram_bits {
+    pub const PROPERTIES: u64 = 0x01;
+    pub const END_OF_GROUP: u64 = 0x02;
+    pub const ZERO_OBJECT_ID: u64 = 0x04;
+    pub const DEFAULT_PRIORITY: u64 = 0x08;
+    pub const STATUS: u64 = 0x20;
+    /// Every defined bit.
+    pub const DEFINED: u64 = PROPERTIES | END_OF_GROUP | ZERO_OBJECT_ID | DEFAULT_PRIORITY | STATUS;
+}
+
+/// Fetch object Serialization Flags (draft-16 §10.4.4.1, draft-22 §11.4.1.1) and the
+/// reserved End of Range values (draft-16 §10.4.4, draft-22 §11.4.1 Table 8).
+pub mod fetch_flags {
+    pub const SUBGROUP_MASK: u64 = 0x03;
+    pub const SUBGROUP_ZERO: u64 = 0x00;
+    pub const SUBGROUP_PRIOR: u64 = 0x01;
+    pub const SUBGROUP_PRIOR_PLUS_ONE: u64 = 0x02;
+    pub const SUBGROUP_PRESENT: u64 = 0x03;
+    pub const OBJECT_ID: u64 = 0x04;
+    pub const GROUP_ID: u64 = 0x08;
+    pub const PRIORITY: u64 = 0x10;
+    pub const PROPERTIES: u64 = 0x20;
+    pub const DATAGRAM: u64 = 0x40;
+    /// Values at or above this are not flags.
+    pub const FIRST_RESERVED: u64 = 0x80;
+    pub const END_OF_NON_EXISTENT_RANGE: u64 = 0x8C;
+    pub const END_OF_UNKNOWN_RANGE: u64 = 0x10C;
+    /// draft-22 only.
+    pub const END_OF_TIMED_OUT_RANGE: u64 = 0x20C;
+}
+
+/// Runs `f` on `out`; if it fails, `out` is restored to its length before the call, so a
+/// writer that returns an error has written nothing.
+pub(super) fn write_atomic<V: VarInt, T>(
+    out: &mut Vec<u8>,
+    f: impl FnOnce(&mut Writer<'_, V>) -> Result<T, EncodeError>,
+) -> Result<T, EncodeError> {
+    let start = out.len();
+    let r = f(&mut Writer::new(out));
+    if r.is_err() {
+        out.truncate(start);
+    }
+    r
+}
+
+/// `v` as an ID of the dialect: every ID is an integer of its encoding, so a computed ID above
+/// what the encoding can carry (2^62-1 in draft-16, 2^64-1 in draft-22) is a violation.
+pub(super) fn id_in_range<R: DataRules>(v: Option<u64>, what: &'static str) -> Result<u64, DecodeError> {
+    v.filter(|v| *v <= R::V::MAX).ok_or(DecodeError::violation(what))
+}
+
+/// Object Status; an unknown value is a PROTOCOL_VIOLATION (draft-16 §10.2.1.1, draft-22 §11.1.1).
+pub(super) fn read_status<V: VarInt>(r: &mut Reader<'_, V>) -> Result<ObjectStatus, DecodeError> {
+    ObjectStatus::from_code(r.int()?).ok_or(DecodeError::violation("unknown Object Status"))
+}
+
+/// Only a Normal object has a payload or properties (draft-16 §10.2.1.1-2, draft-22 §11.1.1-2).
+pub(super) fn check_status(
+    status: ObjectStatus,
+    payload_len: u64,
+    props: &Properties,
+) -> Result<(), EncodeError> {
+    if status != ObjectStatus::Normal {
+        if payload_len != 0 {
+            return Err(EncodeError::OutOfRange("payload on an object whose status is not Normal"));
+        }
+        if !props.is_empty() {
+            return Err(EncodeError::OutOfRange("properties on an object whose status is not Normal"));
+        }
+    }
+    Ok(())
+}
+
+/// Object Properties: length and Key-Value-Pairs. Empty properties are a single zero length,
+/// written without the temporary buffer the general path needs.
+pub(super) fn write_props<V: VarInt>(w: &mut Writer<'_, V>, props: &Properties) -> Result<(), EncodeError> {
+    if props.is_empty() {
+        w.int(0)
+    } else {
+        write_object_properties(w, props)
+    }
+}

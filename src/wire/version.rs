@@ -1,0 +1,105 @@
+//! The dialect table: which draft an ALPN selects, and one entry point per codec operation
+//! that dispatches to that draft. Later drafts add a row here and a module beside d16/d22.
+
+use super::error::{DecodeError, EncodeError};
+use super::model::{
+    Datagram, DatagramHeader, DecodeContext, Message, RequestId, SubgroupHeader, UniStreamHeader,
+};
+use super::{d16, d22};
+
+/// A MoQT draft the relay speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// draft-ietf-moq-transport-16, ALPN `moqt-16`.
+    Draft16,
+    /// draft-ietf-moq-transport-22, ALPN `moqt-22`.
+    Draft22,
+}
+
+impl Version {
+    /// Every supported draft, in server preference order (newest first).
+    pub const ALL: [Version; 2] = [Version::Draft22, Version::Draft16];
+
+    /// The ALPN token that selects this draft.
+    pub const fn alpn(self) -> &'static str {
+        match self {
+            Version::Draft16 => "moqt-16",
+            Version::Draft22 => "moqt-22",
+        }
+    }
+
+    /// The draft an ALPN token selects, if any.
+    pub fn from_alpn(alpn: &[u8]) -> Option<Version> {
+        Version::ALL.into_iter().find(|v| v.alpn().as_bytes() == alpn)
+    }
+
+    pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self {
+            Version::Draft16 => d16::control::encode_message(msg, out),
+            Version::Draft22 => d22::control::encode_message(msg, out),
+        }
+    }
+
+    pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
+        match self {
+            Version::Draft16 => d16::control::decode_message(buf, ctx),
+            Version::Draft22 => d22::control::decode_message(buf, ctx),
+        }
+    }
+
+    pub fn decode_uni_stream_header(self, buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
+        match self {
+            Version::Draft16 => d16::data::decode_uni_stream_header(buf),
+            Version::Draft22 => d22::data::decode_uni_stream_header(buf),
+        }
+    }
+
+    pub fn encode_subgroup_header(self, h: &SubgroupHeader, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self {
+            Version::Draft16 => d16::data::encode_subgroup_header(h, out),
+            Version::Draft22 => d22::data::encode_subgroup_header(h, out),
+        }
+    }
+
+    pub fn encode_fetch_header(self, request_id: RequestId, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self {
+            Version::Draft16 => d16::data::encode_fetch_header(request_id, out),
+            Version::Draft22 => d22::data::encode_fetch_header(request_id, out),
+        }
+    }
+
+    pub fn decode_datagram(self, buf: &[u8]) -> Result<Datagram, DecodeError> {
+        match self {
+            Version::Draft16 => d16::data::decode_datagram(buf),
+            Version::Draft22 => d22::data::decode_datagram(buf),
+        }
+    }
+
+    pub fn encode_datagram(
+        self,
+        h: &DatagramHeader,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        match self {
+            Version::Draft16 => d16::data::encode_datagram(h, payload, out),
+            Version::Draft22 => d22::data::encode_datagram(h, payload, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpn_table() {
+        assert_eq!(Version::from_alpn(b"moqt-16"), Some(Version::Draft16));
+        assert_eq!(Version::from_alpn(b"moqt-22"), Some(Version::Draft22));
+        assert_eq!(Version::from_alpn(b"moqt-17"), None);
+        assert_eq!(Version::from_alpn(b"h3"), None);
+        for v in Version::ALL {
+            assert_eq!(Version::from_alpn(v.alpn().as_bytes()), Some(v));
+        }
+    }
+}
