@@ -70,7 +70,10 @@ impl VarInt for Vi64 {
     #[inline]
     fn decode(buf: &[u8]) -> Result<(u64, usize), DecodeError> {
         let first = *buf.first().ok_or(DecodeError::NeedMore)?;
-        let extra = first.leading_ones() as usize; // 0..=8
+        if first < 0x80 {
+            return Ok((u64::from(first), 1));
+        }
+        let extra = first.leading_ones() as usize; // 1..=8
         let len = extra + 1;
         let bytes = buf.get(..len).ok_or(DecodeError::NeedMore)?;
         // Bits of the first byte after the length prefix (none for 8 or 9 byte forms).
@@ -83,6 +86,11 @@ impl VarInt for Vi64 {
 
     #[inline]
     fn encode(v: u64, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
+        if v < 0x80 {
+            // The common case on the data path (deltas, small lengths): one byte as is.
+            out.push(v as u8);
+            return Ok(());
+        }
         let len = Self::size(v).unwrap_or(9);
         if len == 9 {
             out.push(0xff);
