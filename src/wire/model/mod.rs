@@ -114,3 +114,95 @@ impl GroupOrder {
         }
     }
 }
+
+/// The code points in the model against the drafts' IANA tables (draft-16 §13, draft-22 §16),
+/// written out here from the spec text rather than from the constants under test.
+#[cfg(test)]
+mod code_points {
+    use super::*;
+    use crate::wire::error::ErrorCode;
+
+    #[test]
+    fn message_parameters_draft22_table_14_and_draft16_13_2() {
+        use param_type::*;
+        let table: [(u64, u64); 20] = [
+            (OBJECT_DELIVERY_TIMEOUT, 0x02), // draft-16 DELIVERY_TIMEOUT is also 0x02
+            (AUTHORIZATION_TOKEN, 0x03),
+            (RENDEZVOUS_TIMEOUT, 0x04),
+            (SUBGROUP_DELIVERY_TIMEOUT, 0x06),
+            (EXPIRES, 0x08),
+            (LARGEST_OBJECT, 0x09),
+            (FILL_TIMEOUT, 0x0A),
+            (FORWARD, 0x10),
+            (SUBSCRIBER_PRIORITY, 0x20),
+            (LOCATION_FILTER, 0x21), // draft-16 SUBSCRIPTION_FILTER is also 0x21
+            (GROUP_ORDER, 0x22),
+            (FILL_PARAMETERS, 0x23),
+            (SUBGROUP_FILTER, 0x25),
+            (OBJECTID_FILTER, 0x26),
+            (PRIORITY_FILTER, 0x27),
+            (OBJECT_PROPERTY_FILTER, 0x28),
+            (TRACK_PROPERTY_FILTER, 0x29),
+            (NEW_GROUP_REQUEST, 0x32),
+            (TRACK_NAMESPACE_PREFIX, 0x34),
+            (INCLUDE_PROPERTIES, 0x35),
+        ];
+        for (ours, spec) in table {
+            assert_eq!(ours, spec);
+        }
+    }
+
+    #[test]
+    fn setup_options_draft22_table_11_and_draft16_9_3_1() {
+        use setup_type::*;
+        assert_eq!(
+            [PATH, MAX_REQUEST_ID, AUTHORIZATION_TOKEN, MAX_AUTH_TOKEN_CACHE_SIZE, AUTHORITY],
+            [0x01, 0x02, 0x03, 0x04, 0x05]
+        );
+        assert_eq!([MAX_FILTER_RANGES, MOQT_IMPLEMENTATION, MAX_REQUEST_UPDATES], [0x06, 0x07, 0x08]);
+    }
+
+    #[test]
+    fn properties_draft22_table_15_and_draft16_13_3() {
+        use property_type::*;
+        assert_eq!(
+            [
+                OBJECT_DELIVERY_TIMEOUT,
+                MAX_CACHE_DURATION,
+                SUBGROUP_DELIVERY_TIMEOUT,
+                IMMUTABLE_PROPERTIES,
+                DEFAULT_PUBLISHER_PRIORITY,
+                DEFAULT_PUBLISHER_GROUP_ORDER,
+                DYNAMIC_GROUPS,
+                PRIOR_GROUP_ID_GAP,
+                PRIOR_OBJECT_ID_GAP
+            ],
+            [0x02, 0x04, 0x06, 0x0B, 0x0E, 0x22, 0x30, 0x3C, 0x3E]
+        );
+    }
+
+    #[test]
+    fn enums_and_error_codes() {
+        // Object Status registry (draft-22 Table 17, draft-16 §10.2.1.1).
+        for (s, code) in
+            [(ObjectStatus::Normal, 0x0), (ObjectStatus::EndOfGroup, 0x3), (ObjectStatus::EndOfTrack, 0x4)]
+        {
+            assert_eq!(s.code(), code);
+            assert_eq!(ObjectStatus::from_code(code), Some(s));
+        }
+        assert_eq!(ObjectStatus::from_code(0x1), None);
+        // Group Order: Ascending 0x1, Descending 0x2.
+        assert_eq!(GroupOrder::from_code(1), Some(GroupOrder::Ascending));
+        assert_eq!(GroupOrder::from_code(2), Some(GroupOrder::Descending));
+        assert_eq!(GroupOrder::from_code(0), None);
+        // Authorization Token Alias Type (draft-22 Table 12).
+        let b = bytes::Bytes::new();
+        assert_eq!(AuthToken::Delete { alias: 0 }.alias_type(), 0x0);
+        assert_eq!(AuthToken::Register { alias: 0, token_type: 0, value: b.clone() }.alias_type(), 0x1);
+        assert_eq!(AuthToken::UseAlias { alias: 0 }.alias_type(), 0x2);
+        assert_eq!(AuthToken::UseValue { token_type: 0, value: b }.alias_type(), 0x3);
+        // Session termination codes the codec produces (draft-22 Table 19).
+        assert_eq!(ErrorCode::ProtocolViolation.code(), 0x3);
+        assert_eq!(ErrorCode::KeyValueFormatting.code(), 0x6);
+    }
+}
