@@ -91,6 +91,11 @@ impl VarInt for Vi64 {
             out.push(v as u8);
             return Ok(());
         }
+        if v < 0x4000 {
+            // Two bytes: 10xxxxxx xxxxxxxx (object payload lengths, most IDs).
+            out.extend_from_slice(&((v as u16) | 0x8000).to_be_bytes());
+            return Ok(());
+        }
         let len = Self::size(v).unwrap_or(9);
         if len == 9 {
             out.push(0xff);
