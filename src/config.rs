@@ -4,10 +4,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde::Deserialize;
+
+use crate::runtime::{RetryPolicy, RuntimeConfig, TlsSource};
 
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
@@ -36,6 +39,27 @@ pub struct Cli {
     #[arg(long, value_name = "PEM", requires = "cert")]
     pub key: Option<PathBuf>,
 
+    /// Congestion control: cubic, reno, bbr2 [default: cubic].
+    #[arg(long, value_name = "NAME")]
+    pub congestion_control: Option<String>,
+
+    /// Stateless retry (address validation): never, always, or auto (only while a core has
+    /// more than 1024 handshakes in progress) [default: auto].
+    #[arg(long, value_name = "POLICY")]
+    pub retry: Option<String>,
+
+    /// QUIC idle timeout in milliseconds [default: 30000].
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+
+    /// Connections one core accepts before refusing more [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_core: Option<usize>,
+
+    /// Send with UDP GSO (segmentation offload) [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub gso: Option<bool>,
+
     /// Parse and validate the configuration, print it, and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -49,6 +73,11 @@ struct FileConfig {
     cores: Option<usize>,
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
+    congestion_control: Option<String>,
+    retry: Option<String>,
+    idle_timeout_ms: Option<u64>,
+    max_connections_per_core: Option<usize>,
+    gso: Option<bool>,
 }
 
 /// Where the TLS identity comes from.
@@ -66,6 +95,37 @@ pub struct Config {
     pub listen: SocketAddr,
     pub cores: usize,
     pub tls: Tls,
+    pub congestion_control: String,
+    pub retry: RetryPolicy,
+    pub idle_timeout: Duration,
+    pub max_connections_per_core: usize,
+    pub gso: bool,
+}
+
+impl Config {
+    /// The runtime's view of this configuration.
+    pub fn runtime(&self) -> RuntimeConfig {
+        let mut rc = RuntimeConfig::new(self.listen, self.cores);
+        rc.tls = match &self.tls {
+            Tls::Files { cert, key } => TlsSource::Files { cert: cert.clone(), key: key.clone() },
+            Tls::SelfSigned => TlsSource::SelfSigned,
+        };
+        rc.congestion_control = self.congestion_control.clone();
+        rc.retry = self.retry;
+        rc.idle_timeout = self.idle_timeout;
+        rc.max_connections_per_core = self.max_connections_per_core;
+        rc.gso = self.gso;
+        rc
+    }
+}
+
+fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
+    match s {
+        "never" => Ok(RetryPolicy::Never),
+        "always" => Ok(RetryPolicy::Always),
+        "auto" => Ok(RetryPolicy::Auto { pending_handshakes: 1024 }),
+        other => bail!("config key `retry`: {other:?} is not one of never, always, auto"),
+    }
 }
 
 impl Config {
@@ -83,8 +143,8 @@ impl Config {
             (None, None) => DEFAULT_LISTEN.parse().context("default listen address")?,
         };
         let cores = cli.cores.or(file.cores).unwrap_or(available_cores);
-        if cores == 0 || cores > available_cores.max(1) * 4 {
-            bail!("config key `cores`: {cores} is out of range (1..={})", available_cores.max(1) * 4);
+        if cores == 0 || cores > 256 {
+            bail!("config key `cores`: {cores} is out of range (1..=256)");
         }
         let tls = match (cli.cert.clone().or(file.cert), cli.key.clone().or(file.key)) {
             (Some(cert), Some(key)) => Tls::Files { cert, key },
@@ -92,7 +152,32 @@ impl Config {
             (Some(_), None) => bail!("config key `key`: required when `cert` is set"),
             (None, Some(_)) => bail!("config key `cert`: required when `key` is set"),
         };
-        Ok(Config { listen, cores, tls })
+        let congestion_control =
+            cli.congestion_control.clone().or(file.congestion_control).unwrap_or_else(|| "cubic".into());
+        if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
+            bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
+        }
+        let retry = parse_retry(cli.retry.as_deref().or(file.retry.as_deref()).unwrap_or("auto"))?;
+        let idle_ms = cli.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(30_000);
+        if idle_ms == 0 {
+            bail!("config key `idle_timeout_ms`: must be greater than 0");
+        }
+        let max_connections_per_core =
+            cli.max_connections_per_core.or(file.max_connections_per_core).unwrap_or(10_000);
+        if max_connections_per_core == 0 {
+            bail!("config key `max_connections_per_core`: must be greater than 0");
+        }
+        let gso = cli.gso.or(file.gso).unwrap_or(true);
+        Ok(Config {
+            listen,
+            cores,
+            tls,
+            congestion_control,
+            retry,
+            idle_timeout: Duration::from_millis(idle_ms),
+            max_connections_per_core,
+            gso,
+        })
     }
 }
 
@@ -140,5 +225,22 @@ mod tests {
     fn cert_needs_key_and_cores_range() {
         assert!(Cli::try_parse_from(["moq-edge", "--cert", "a.pem"]).is_err());
         assert!(Config::resolve(&cli(&["--cores", "0"]), 8).is_err());
+        assert!(Config::resolve(&cli(&["--cores", "257"]), 8).is_err());
+    }
+
+    #[test]
+    fn runtime_knobs() {
+        let c = Config::resolve(
+            &cli(&["--retry", "always", "--gso", "false", "--congestion-control", "reno"]),
+            2,
+        )
+        .expect("resolves");
+        let rc = c.runtime();
+        assert_eq!(rc.retry, RetryPolicy::Always);
+        assert!(!rc.gso);
+        assert_eq!(rc.congestion_control, "reno");
+        assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
+        assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
+        assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());
     }
 }

@@ -1,3 +1,8 @@
 //! moq-edge: a thread-per-core MoQT relay.
+//!
+//! Layers (see ARCHITECTURE.md): [`wire`] (codecs), [`runtime`] (executors, sockets, QUIC,
+//! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`].
+pub mod client;
 pub mod config;
+pub mod runtime;
 pub mod wire;

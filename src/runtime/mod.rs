@@ -1,0 +1,91 @@
+//! `runtime`: the thread-per-core QUIC server. One glommio executor per core, each with its
+//! own SO_REUSEPORT UDP socket, its own quiche connections (which never leave it), its own
+//! timers, and its end of the cross-core mesh. This is the only layer that touches glommio,
+//! quiche, sockets, crossbeam and clocks; it makes no protocol decisions (those belong to the
+//! [`ConnApp`] it drives: the MoQT session, or a test/bench application).
+
+pub mod app;
+pub mod cid;
+pub mod mesh;
+pub mod retry;
+mod server;
+mod shard;
+mod stats;
+pub mod tls;
+mod udp;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use app::{AppFactory, ConnApp};
+pub use cid::ShardId;
+pub use server::{start, ServerHandle};
+pub use stats::{ShardReport, ShardStats};
+
+/// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryPolicy {
+    /// Never; accept every Initial that passes the connection cap.
+    Never,
+    /// Always require a validated address token.
+    Always,
+    /// Only while a core has more than this many handshakes in progress.
+    Auto { pending_handshakes: usize },
+}
+
+/// Where the TLS identity comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsSource {
+    /// PEM certificate chain and private key files.
+    Files { cert: PathBuf, key: PathBuf },
+    /// A self-signed ECDSA P-256 certificate for `localhost` and the listen address, valid for
+    /// 14 days, generated at start.
+    SelfSigned,
+}
+
+/// Everything the runtime needs; built from [`crate::config::Config`] (or directly by tests).
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub listen: SocketAddr,
+    /// Executors (and sockets). Each is pinned to one CPU when `pin` is set.
+    pub cores: usize,
+    pub pin: bool,
+    pub tls: TlsSource,
+    /// QUIC idle timeout.
+    pub idle_timeout: Duration,
+    /// Connections one core accepts before refusing new ones.
+    pub max_connections_per_core: usize,
+    /// quiche congestion control name: "cubic" (default), "reno", "bbr2", ...
+    pub congestion_control: String,
+    /// Batch sends with UDP_SEGMENT (falls back to plain sends when the kernel refuses).
+    pub gso: bool,
+    /// Attach the reuseport BPF program that steers short-header packets to their core.
+    pub steering: bool,
+    pub retry: RetryPolicy,
+    /// Key for stateless reset tokens and retry tokens; random when `None`. A fleet that shares
+    /// it can reset connections of a restarted node.
+    pub secret: Option<[u8; 32]>,
+    /// How long shutdown waits for connections to close.
+    pub drain_timeout: Duration,
+}
+
+impl RuntimeConfig {
+    /// Defaults for everything but the address and core count.
+    pub fn new(listen: SocketAddr, cores: usize) -> Self {
+        RuntimeConfig {
+            listen,
+            cores,
+            pin: true,
+            tls: TlsSource::SelfSigned,
+            idle_timeout: Duration::from_secs(30),
+            max_connections_per_core: 10_000,
+            congestion_control: "cubic".to_string(),
+            gso: true,
+            steering: true,
+            retry: RetryPolicy::Auto { pending_handshakes: 1024 },
+            secret: None,
+            drain_timeout: Duration::from_secs(3),
+        }
+    }
+}

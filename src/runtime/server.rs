@@ -1,0 +1,200 @@
+//! Starting and stopping the cores: binds one SO_REUSEPORT socket per core (in shard order,
+//! so the steering program's socket index is the shard), builds the mesh, and runs one pinned
+//! glommio executor per core.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use glommio::{LocalExecutorBuilder, Placement};
+use tracing::{info, warn};
+
+use super::app::AppFactory;
+use super::cid::{self, ShardId};
+use super::mesh::{Mesh, Waker};
+use super::shard::{Forwarded, Shard, ShardParts};
+use super::stats::{ShardReport, ShardStats};
+use super::{tls, udp, RuntimeConfig};
+
+/// Messages a core can hold for one other core before the sender sees "full".
+const MESH_CAPACITY: usize = 4096;
+/// glommio's registered I/O buffer per core is at most this (we do no file I/O).
+const MAX_IO_MEMORY: usize = 1 << 20;
+
+/// A running server.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    fingerprint: String,
+    stats: Arc<[ShardStats]>,
+    shutdown: Arc<AtomicBool>,
+    wakers: Vec<Waker>,
+    threads: Vec<glommio::ExecutorJoinHandle<ShardReport>>,
+}
+
+/// Something that can ask the server to stop from any thread (a signal handler thread).
+#[derive(Clone)]
+pub struct ShutdownTrigger {
+    shutdown: Arc<AtomicBool>,
+    wakers: Vec<Waker>,
+}
+
+impl ShutdownTrigger {
+    /// Stop accepting, close every connection (within the drain timeout), end the cores.
+    pub fn trigger(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        for w in &self.wakers {
+            w.wake();
+        }
+    }
+}
+
+impl ServerHandle {
+    /// The bound address (with the port the kernel chose when the configured port was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// SHA-256 fingerprint of the server certificate (`AB:CD:...`).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Per-core counters.
+    pub fn stats(&self) -> &[ShardStats] {
+        &self.stats
+    }
+
+    pub fn shutdown_trigger(&self) -> ShutdownTrigger {
+        ShutdownTrigger { shutdown: self.shutdown.clone(), wakers: self.wakers.clone() }
+    }
+
+    /// Stops the server and waits for every core. Returns each core's report.
+    pub fn shutdown(self) -> anyhow::Result<Vec<ShardReport>> {
+        self.shutdown_trigger().trigger();
+        self.join()
+    }
+
+    /// Waits until the cores stop (after a [`ShutdownTrigger`] fired).
+    pub fn join(self) -> anyhow::Result<Vec<ShardReport>> {
+        self.threads
+            .into_iter()
+            .map(|t| t.join().map_err(|e| anyhow!("core stopped with an error: {e}")))
+            .collect()
+    }
+}
+
+/// Starts `rc.cores` cores serving QUIC on `rc.listen`, each running `app` on its connections.
+pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<ServerHandle> {
+    if rc.cores == 0 || rc.cores > 256 {
+        bail!(
+            "cores must be between 1 and 256 (connection IDs carry the core in one byte), got {}",
+            rc.cores
+        );
+    }
+    let material = tls::load_identity(&rc)?;
+    let fingerprint = material.fingerprint().to_string();
+
+    // Bind in shard order: socket index in the reuseport group == shard.
+    let mut sockets = Vec::with_capacity(rc.cores);
+    let mut addr = rc.listen;
+    for i in 0..rc.cores {
+        let (socket, gro) = udp::bind_reuseport(addr).with_context(|| format!("binding UDP {addr}"))?;
+        if i == 0 {
+            addr = socket.local_addr()?.as_socket().unwrap_or(addr);
+            if rc.steering && rc.cores > 1 {
+                if let Err(e) = udp::attach_steering(&socket) {
+                    warn!(error = %e, "reuseport steering program refused; the mesh hands packets over instead");
+                }
+            }
+        }
+        sockets.push((socket, gro));
+    }
+
+    let secret = match rc.secret {
+        Some(s) => s,
+        None => cid::generate_secret(&ring::rand::SystemRandom::new())
+            .map_err(|_| anyhow!("the system random number generator failed"))?,
+    };
+    let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let mut endpoints = Mesh::<Forwarded>::new(rc.cores, MESH_CAPACITY).context("creating the mesh")?;
+    let wakers: Vec<Waker> =
+        (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
+    let io_memory = io_memory_per_core(rc.cores);
+    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+
+    let (ready_tx, ready_rx) = mpsc::channel::<usize>();
+    let mut threads = Vec::with_capacity(rc.cores);
+    for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
+        let placement = if rc.pin { Placement::Fixed(i % available) } else { Placement::Unbound };
+        let quic_config = material.server_config(&rc)?;
+        let parts = ShardParts {
+            id: ShardId(i as u8),
+            socket,
+            quic_config,
+            mesh,
+            app: app.clone(),
+            secret,
+            stats: stats.clone(),
+            shutdown: shutdown.clone(),
+            gro,
+        };
+        let rc = rc.clone();
+        let ready = ready_tx.clone();
+        let handle = LocalExecutorBuilder::new(placement)
+            .name(&format!("moq-edge-core{i}"))
+            .io_memory(io_memory)
+            .spawn(move || async move {
+                let shard = match Shard::new(&rc, parts) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(core = i, error = %e, "core failed to start");
+                        return ShardReport::default();
+                    }
+                };
+                let _ = ready.send(i);
+                shard.run().await
+            })
+            .map_err(|e| io_uring_hint(anyhow!("starting core {i}: {e}")))?;
+        threads.push(handle);
+    }
+    drop(ready_tx);
+    // Wait until every core runs; a core whose executor could not start (io_uring refused)
+    // never reports, and its thread's error explains why.
+    let mut started = 0;
+    while started < rc.cores {
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(_) => started += 1,
+            Err(_) => {
+                let handle = ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads };
+                let result = handle.shutdown();
+                return Err(io_uring_hint(match result {
+                    Err(e) => e,
+                    Ok(_) => anyhow!("a core did not start"),
+                }));
+            }
+        }
+    }
+    info!(%addr, cores = rc.cores, io_memory, "serving QUIC");
+    Ok(ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads })
+}
+
+/// glommio registers `io_memory` bytes per executor as locked memory; the sum must fit under
+/// RLIMIT_MEMLOCK (8 MiB by default) with room to spare, or registration fails.
+fn io_memory_per_core(cores: usize) -> usize {
+    let limit = udp::memlock_limit().map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let share = (limit / 2) / cores.max(1);
+    share.clamp(64 << 10, MAX_IO_MEMORY)
+}
+
+/// Adds what to do when the executor could not start: the usual cause is io_uring.
+fn io_uring_hint(e: anyhow::Error) -> anyhow::Error {
+    e.context(
+        "could not start a glommio executor: moq-edge needs io_uring (Linux 5.8 or newer, not \
+         disabled by sysctl kernel.io_uring_disabled, and allowed by the seccomp profile: \
+         containers need a profile that permits io_uring_setup/io_uring_enter/io_uring_register, \
+         see deploy/) and RLIMIT_MEMLOCK of at least 512 KiB (ulimit -l)",
+    )
+}

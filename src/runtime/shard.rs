@@ -1,0 +1,670 @@
+//! One core's event loop (design.md §3): receive a batch → route by connection ID (another
+//! core's packet goes over the mesh, an unknown Initial is accepted, an unknown short-header
+//! packet gets a stateless reset) → feed quiche → run the connection's application → drain the
+//! mesh → fire due timers → write GSO trains → arm one timer for the earliest deadline → wait
+//! for the socket, the doorbell or that timer. The clock is read once per turn.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::SocketAddr;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_lite::future;
+use quiche::ConnectionId;
+use tracing::{debug, info, warn};
+
+use super::app::{AppFactory, ConnApp};
+use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
+use super::mesh::{Doorbell, MeshEndpoint};
+use super::retry::RetryTokens;
+use super::stats::{ShardReport, ShardStats};
+use super::udp::{self, RecvBatch, MAX_GSO_SEGMENTS};
+use super::{RetryPolicy, RuntimeConfig};
+use crate::wire::Version;
+
+/// A QUIC datagram handed from the core that received it to the core that owns its connection.
+pub struct Forwarded {
+    pub data: Vec<u8>,
+    pub from: SocketAddr,
+}
+
+/// Datagrams handled per turn before the loop lets the other stages run.
+const RECV_BUDGET: usize = 256;
+/// Mesh messages handled per turn.
+const MESH_BUDGET: usize = 256;
+/// Largest QUIC packet we write (fits a 1500-byte MTU path with IPv6 and UDP headers).
+const MAX_DATAGRAM: usize = 1452;
+/// A packet whose release time is this close is sent now.
+const PACING_GRANULARITY: Duration = Duration::from_millis(1);
+
+struct Conn {
+    quic: quiche::Connection,
+    app: Option<Box<dyn ConnApp>>,
+    /// Every DCID under which packets for this connection arrive (ours, and the client's
+    /// original DCID for retransmitted Initials), to unregister on close.
+    cids: Vec<ConnectionId<'static>>,
+    /// The deadline currently in the timer heap for this connection.
+    scheduled: Option<Instant>,
+    /// Do not send before this instant (pacing).
+    paced_until: Option<Instant>,
+    handshake_counted: bool,
+    dirty: bool,
+}
+
+/// Everything one core owns.
+pub struct Shard {
+    id: ShardId,
+    cores: usize,
+    socket: glommio::net::UdpSocket,
+    fd: RawFd,
+    local: SocketAddr,
+    quic_config: quiche::Config,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    by_cid: HashMap<ConnectionId<'static>, usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    dirty: Vec<usize>,
+    mesh: MeshEndpoint<Forwarded>,
+    doorbell: Doorbell,
+    app: Arc<dyn AppFactory>,
+    cids: CidGenerator,
+    rng: ring::rand::SystemRandom,
+    reset: ResetKey,
+    retry_tokens: RetryTokens,
+    retry: RetryPolicy,
+    max_conns: usize,
+    gso: bool,
+    stats: Arc<[ShardStats]>,
+    recv: RecvBatch,
+    send_buf: Vec<u8>,
+    shutdown: Arc<AtomicBool>,
+    drain_timeout: Duration,
+}
+
+/// What `Shard::new` needs beyond the config.
+pub struct ShardParts {
+    pub id: ShardId,
+    pub socket: socket2::Socket,
+    pub quic_config: quiche::Config,
+    pub mesh: MeshEndpoint<Forwarded>,
+    pub app: Arc<dyn AppFactory>,
+    pub secret: [u8; 32],
+    pub stats: Arc<[ShardStats]>,
+    pub shutdown: Arc<AtomicBool>,
+    pub gro: bool,
+}
+
+impl Shard {
+    /// Builds the shard inside its executor (glommio objects are thread-local).
+    pub fn new(rc: &RuntimeConfig, mut parts: ShardParts) -> std::io::Result<Shard> {
+        let local = parts.socket.local_addr()?.as_socket().unwrap_or(rc.listen);
+        let fd = parts.socket.as_raw_fd();
+        let socket = glommio::net::UdpSocket::from(parts.socket);
+        let read_end =
+            parts.mesh.take_doorbell().ok_or_else(|| std::io::Error::other("mesh doorbell already taken"))?;
+        let doorbell = Doorbell::new(read_end)?;
+        debug!(shard = parts.id.0, gro = parts.gro, "shard socket ready");
+        Ok(Shard {
+            id: parts.id,
+            cores: rc.cores,
+            socket,
+            fd,
+            local,
+            quic_config: parts.quic_config,
+            conns: Vec::new(),
+            free: Vec::new(),
+            by_cid: HashMap::new(),
+            timers: BinaryHeap::new(),
+            dirty: Vec::new(),
+            mesh: parts.mesh,
+            doorbell,
+            app: parts.app,
+            cids: CidGenerator::new(),
+            rng: ring::rand::SystemRandom::new(),
+            reset: ResetKey::new(&parts.secret),
+            retry_tokens: RetryTokens::new(&parts.secret),
+            retry: rc.retry,
+            max_conns: rc.max_connections_per_core,
+            gso: rc.gso,
+            stats: parts.stats,
+            recv: RecvBatch::new(),
+            send_buf: vec![0u8; MAX_GSO_SEGMENTS * MAX_DATAGRAM],
+            shutdown: parts.shutdown,
+            drain_timeout: rc.drain_timeout,
+        })
+    }
+
+    fn stats(&self) -> &ShardStats {
+        &self.stats[self.id.index()]
+    }
+
+    /// Runs until shutdown has been requested and every connection is closed (or the drain
+    /// timeout passed). Returns the core's report.
+    pub async fn run(mut self) -> ShardReport {
+        let mut drain_deadline: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if drain_deadline.is_none() && self.shutdown.load(Ordering::Acquire) {
+                drain_deadline = Some(now + self.drain_timeout);
+                self.close_all();
+            }
+            if let Some(deadline) = drain_deadline {
+                if self.by_cid.is_empty() || now >= deadline {
+                    break;
+                }
+            }
+            let more_input = self.receive(now);
+            let more_mesh = self.drain_mesh(now);
+            self.fire_timers(now);
+            self.service_dirty(now).await;
+            self.mesh.flush();
+            if more_input || more_mesh {
+                future::yield_now().await;
+                continue;
+            }
+            self.wait(drain_deadline).await;
+        }
+        info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
+        ShardReport { cpu: udp::thread_cpu_time() }
+    }
+
+    /// Sleeps until the socket is readable, the doorbell rings, or the earliest timer is due.
+    async fn wait(&mut self, drain_deadline: Option<Instant>) {
+        let next = self.timers.peek().map(|Reverse((at, _))| *at);
+        let next = match (next, drain_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut peek = [0u8; 1];
+        let socket = &self.socket;
+        let doorbell = &mut self.doorbell;
+        let readable = async {
+            // peek_from, not peek: glommio's peek requires a connected socket.
+            let _ = socket.peek_from(&mut peek).await;
+        };
+        let rung = async {
+            // The doorbell's write ends live as long as the server, so an error cannot come
+            // from a peer; should one happen, wait on the socket and timers only.
+            if doorbell.wait().await.is_err() {
+                future::pending::<()>().await;
+            }
+        };
+        let sleep = async {
+            match next {
+                Some(at) => {
+                    let d = at.saturating_duration_since(Instant::now());
+                    glommio::timer::sleep(d).await;
+                }
+                None => future::pending::<()>().await,
+            }
+        };
+        future::or(readable, future::or(rung, sleep)).await;
+    }
+
+    /// Drains the socket (up to the per-turn budget). True when the budget ran out first.
+    fn receive(&mut self, now: Instant) -> bool {
+        // The batch is moved out while its datagrams are handled, so they can be passed to
+        // `&mut self` methods in place (quiche decrypts in place; nothing is copied).
+        let mut batch = std::mem::replace(&mut self.recv, RecvBatch::empty());
+        let mut handled = 0;
+        let exhausted = loop {
+            if handled >= RECV_BUDGET {
+                break true;
+            }
+            let n = match batch.recv(self.fd) {
+                Ok(0) => break false,
+                Ok(n) => n,
+                Err(e) => {
+                    warn!(shard = self.id.0, error = %e, "recvmmsg failed");
+                    break false;
+                }
+            };
+            for i in 0..n {
+                let Some((r, buf)) = batch.get(i) else { continue };
+                // A GRO super-datagram carries several packets of `segment` bytes each.
+                for packet in buf.chunks_mut(r.segment) {
+                    self.handle_datagram(packet, r.from, now);
+                    handled += 1;
+                }
+            }
+        };
+        self.recv = batch;
+        exhausted
+    }
+
+    fn drain_mesh(&mut self, now: Instant) -> bool {
+        let mut inbound = Vec::new();
+        let n = self.mesh.drain(MESH_BUDGET, |_src, msg| inbound.push(msg));
+        for mut m in inbound {
+            ShardStats::add(&self.stats().forwarded_in, 1);
+            self.handle_owned(&mut m.data, m.from, now);
+        }
+        n >= MESH_BUDGET
+    }
+
+    /// Routes one received datagram: to another core over the mesh when its connection ID
+    /// names that core (never for Initials, whose DCID the client chose), else handles it here.
+    fn handle_datagram(&mut self, data: &mut [u8], from: SocketAddr, now: Instant) {
+        ShardStats::add(&self.stats().datagrams_in, 1);
+        ShardStats::add(&self.stats().bytes_in, data.len() as u64);
+        let owner = match quiche::Header::from_slice(data, CID_LEN) {
+            Ok(hdr) if hdr.ty != quiche::Type::Initial => cid::shard_of(&hdr.dcid),
+            _ => None,
+        };
+        if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.cores) {
+            ShardStats::add(&self.stats().forwarded_out, 1);
+            // Droppable: a full queue means the owner is behind; QUIC recovers the loss.
+            if self.mesh.try_send(owner.index(), Forwarded { data: data.to_vec(), from }).is_err() {
+                ShardStats::add(&self.stats().dropped, 1);
+            }
+            return;
+        }
+        self.handle_owned(data, from, now);
+    }
+
+    /// Handles a datagram that belongs to this core (or to nobody yet).
+    fn handle_owned(&mut self, data: &mut [u8], from: SocketAddr, now: Instant) {
+        let hdr = match quiche::Header::from_slice(data, CID_LEN) {
+            Ok(h) => h,
+            Err(_) => {
+                ShardStats::add(&self.stats().dropped, 1);
+                return;
+            }
+        };
+        if let Some(&idx) = self.by_cid.get(&hdr.dcid) {
+            self.recv_into(idx, data, from);
+            return;
+        }
+        match hdr.ty {
+            quiche::Type::Short => self.stateless_reset(&hdr.dcid, data.len(), from),
+            quiche::Type::Initial => {
+                if !quiche::version_is_supported(hdr.version) {
+                    let mut out = [0u8; MAX_DATAGRAM];
+                    if let Ok(n) = quiche::negotiate_version(&hdr.scid, &hdr.dcid, &mut out) {
+                        self.send_raw(&out[..n], from);
+                    }
+                    return;
+                }
+                let (dcid, scid, token) = (hdr.dcid.into_owned(), hdr.scid.into_owned(), hdr.token);
+                self.accept(data, from, now, dcid, scid, token);
+            }
+            _ => ShardStats::add(&self.stats().dropped, 1),
+        }
+    }
+
+    /// A new connection from an Initial packet (after address validation when required).
+    fn accept(
+        &mut self,
+        data: &mut [u8],
+        from: SocketAddr,
+        _now: Instant,
+        dcid: ConnectionId<'static>,
+        client_scid: ConnectionId<'static>,
+        token: Option<Vec<u8>>,
+    ) {
+        let draining = self.shutdown.load(Ordering::Relaxed);
+        if draining || self.live_connections() >= self.max_conns {
+            ShardStats::add(&self.stats().refused, 1);
+            return;
+        }
+        let token = token.unwrap_or_default();
+        let odcid = if token.is_empty() {
+            None
+        } else {
+            match self.retry_tokens.validate(&token, from, SystemTime::now()) {
+                Some(odcid) => Some(odcid),
+                None => {
+                    // An invalid token: drop (RFC 9000 §8.1.3 allows it; a new Initial without
+                    // a token starts over).
+                    ShardStats::add(&self.stats().refused, 1);
+                    return;
+                }
+            }
+        };
+        let must_retry = match self.retry {
+            RetryPolicy::Never => false,
+            RetryPolicy::Always => true,
+            RetryPolicy::Auto { pending_handshakes } => {
+                ShardStats::get(&self.stats().handshakes) as usize >= pending_handshakes
+            }
+        };
+        if must_retry && odcid.is_none() {
+            let new_scid = self.cids.new_cid(self.id);
+            let token = self.retry_tokens.mint(from, &dcid, SystemTime::now());
+            let mut out = [0u8; MAX_DATAGRAM];
+            if let Ok(n) =
+                quiche::retry(&client_scid, &dcid, &new_scid, &token, quiche::PROTOCOL_VERSION, &mut out)
+            {
+                ShardStats::add(&self.stats().retries, 1);
+                self.send_raw(&out[..n], from);
+            }
+            return;
+        }
+        // After a Retry the client addresses us with the CID we chose in it (ours, carrying
+        // this shard); otherwise choose one now.
+        let scid = if odcid.is_some() && cid::shard_of(&dcid) == Some(self.id) {
+            dcid.clone()
+        } else {
+            self.cids.new_cid(self.id)
+        };
+        self.quic_config.set_stateless_reset_token(Some(self.reset.token(&scid)));
+        let quic = match quiche::accept(&scid, odcid.as_ref(), self.local, from, &mut self.quic_config) {
+            Ok(c) => c,
+            Err(e) => {
+                debug!(error = %e, "accept failed");
+                ShardStats::add(&self.stats().refused, 1);
+                return;
+            }
+        };
+        let mut cids = vec![scid.clone()];
+        if dcid != scid {
+            cids.push(dcid.clone());
+        }
+        let conn = Conn {
+            quic,
+            app: None,
+            cids: cids.clone(),
+            scheduled: None,
+            paced_until: None,
+            handshake_counted: true,
+            dirty: false,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.conns[i] = Some(conn);
+                i
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        for c in cids {
+            self.by_cid.insert(c, idx);
+        }
+        let stats = self.stats();
+        ShardStats::add(&stats.accepted, 1);
+        ShardStats::add(&stats.connections, 1);
+        ShardStats::add(&stats.handshakes, 1);
+        self.recv_into(idx, data, from);
+    }
+
+    fn live_connections(&self) -> usize {
+        self.conns.len() - self.free.len()
+    }
+
+    fn recv_into(&mut self, idx: usize, data: &mut [u8], from: SocketAddr) {
+        let local = self.local;
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        let info = quiche::RecvInfo { from, to: local };
+        if let Err(e) = conn.quic.recv(data, info) {
+            debug!(error = %e, "quic recv");
+        }
+        mark_dirty(&mut self.dirty, conn, idx);
+    }
+
+    /// RFC 9000 §10.3: answer a short-header packet for an unknown connection.
+    fn stateless_reset(&mut self, dcid: &[u8], trigger_len: usize, to: SocketAddr) {
+        let mut out = [0u8; 64];
+        if let Some(n) = self.reset.stateless_reset(dcid, trigger_len, &self.rng, &mut out) {
+            ShardStats::add(&self.stats().stateless_resets, 1);
+            self.send_raw(&out[..n], to);
+        } else {
+            ShardStats::add(&self.stats().dropped, 1);
+        }
+    }
+
+    /// One datagram outside any connection (Retry, version negotiation, reset). Best effort:
+    /// if the socket buffer is full it is dropped, as the peer will retransmit.
+    fn send_raw(&mut self, buf: &[u8], to: SocketAddr) {
+        match udp::send(self.fd, to, buf, buf.len(), false) {
+            Ok(n) => {
+                ShardStats::add(&self.stats().datagrams_out, 1);
+                ShardStats::add(&self.stats().bytes_out, n as u64);
+            }
+            Err(_) => ShardStats::add(&self.stats().dropped, 1),
+        }
+    }
+
+    /// Pops due timers; a connection whose deadline moved later is re-queued.
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(&Reverse((at, idx))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { continue };
+            if conn.scheduled != Some(at) {
+                continue; // stale entry
+            }
+            conn.scheduled = None;
+            if conn.paced_until.is_some_and(|p| p <= now) {
+                conn.paced_until = None;
+            }
+            if conn.quic.timeout_instant().is_some_and(|t| t <= now) {
+                conn.quic.on_timeout();
+            }
+            mark_dirty(&mut self.dirty, conn, idx);
+        }
+    }
+
+    /// Runs the application and writes output for every connection touched this turn.
+    async fn service_dirty(&mut self, now: Instant) {
+        let dirty = std::mem::take(&mut self.dirty);
+        for &idx in &dirty {
+            self.service(idx, now).await;
+        }
+        let mut dirty = dirty;
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+    }
+
+    async fn service(&mut self, idx: usize, now: Instant) {
+        let shard = self.id;
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        conn.dirty = false;
+        if conn.app.is_none() && conn.quic.is_established() {
+            if conn.handshake_counted {
+                conn.handshake_counted = false;
+                ShardStats::sub(&self.stats[shard.index()].handshakes, 1);
+            }
+            match Version::from_alpn(conn.quic.application_proto()) {
+                Some(v) => conn.app = Some(self.app.new_connection(shard, v)),
+                None => {
+                    let _ = conn.quic.close(false, 0x178, b"no application protocol");
+                }
+            }
+            // Give the peer spare connection IDs (for migration), each naming this core.
+            while conn.quic.scids_left() > 0 {
+                let c = self.cids.new_cid(shard);
+                if conn.quic.new_scid(&c, self.reset.token(&c), false).is_err() {
+                    break;
+                }
+                self.by_cid.insert(c.clone(), idx);
+                conn.cids.push(c);
+            }
+        }
+        if let Some(app) = conn.app.as_mut() {
+            app.on_io(&mut conn.quic);
+        }
+        while let Some(retired) = conn.quic.retired_scid_next() {
+            self.by_cid.remove(&retired);
+            conn.cids.retain(|c| *c != retired);
+        }
+        self.flush(idx, now).await;
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        if conn.quic.is_closed() {
+            self.close_conn(idx);
+            return;
+        }
+        // One heap entry per connection at its earliest deadline (timeout or pacing).
+        let deadline = match (conn.quic.timeout_instant(), conn.paced_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(at) = deadline {
+            if conn.scheduled.is_none_or(|s| at < s) {
+                conn.scheduled = Some(at);
+                self.timers.push(Reverse((at, idx)));
+            }
+        }
+    }
+
+    /// Writes everything quiche has for connection `idx` as GSO trains: up to 64 datagrams of
+    /// one size (the last may be shorter) to one destination, at most `send_quantum` bytes.
+    ///
+    /// Pacing (`SendInfo.at`) is honoured per train: a train is sent when built, and when its
+    /// last packet's release time is still ahead, the connection sends nothing more until then
+    /// (its timer covers `paced_until`). Release times never decrease, so the next packet is
+    /// never sent before the last one's time.
+    async fn flush(&mut self, idx: usize, now: Instant) {
+        // Bytes at the front of `send_buf` that start the next train (a packet that could not
+        // join the previous one), with its destination.
+        let mut carried: Option<(usize, SocketAddr)> = None;
+        loop {
+            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+            if conn.paced_until.is_some_and(|p| p > now) && carried.is_none() {
+                return;
+            }
+            let limit = if self.gso {
+                conn.quic.send_quantum().clamp(MAX_DATAGRAM, MAX_GSO_SEGMENTS * MAX_DATAGRAM)
+            } else {
+                MAX_DATAGRAM
+            };
+            // Without GSO every datagram is its own send.
+            let max_segments = if self.gso { MAX_GSO_SEGMENTS } else { 1 };
+            let (mut len, mut to) = match carried.take() {
+                Some((n, to)) => (n, Some(to)),
+                None => (0, None),
+            };
+            let mut segment = len;
+            let mut segments = usize::from(len > 0);
+            let mut last_at = None;
+            let mut finished = false;
+            while segments < max_segments && len < limit && len + MAX_DATAGRAM <= self.send_buf.len() {
+                match conn.quic.send(&mut self.send_buf[len..len + MAX_DATAGRAM]) {
+                    Ok((n, info)) => {
+                        last_at = Some(info.at);
+                        if to.is_none() {
+                            to = Some(info.to);
+                            segment = n;
+                        } else if to != Some(info.to) || n > segment {
+                            // It cannot join this train: it starts the next one.
+                            carried = Some((n, info.to));
+                            break;
+                        }
+                        len += n;
+                        segments += 1;
+                        if n < segment {
+                            break; // a shorter datagram must be the last of a train
+                        }
+                    }
+                    Err(quiche::Error::Done) => {
+                        finished = true;
+                        break;
+                    }
+                    Err(e) => {
+                        debug!(error = %e, "quic send");
+                        finished = true;
+                        break;
+                    }
+                }
+            }
+            if let Some(at) = last_at.filter(|at| *at > now + PACING_GRANULARITY) {
+                conn.paced_until = Some(at);
+            }
+            let Some(dest) = to else { return };
+            if len > 0 {
+                self.write_train(len, segment, dest).await;
+            }
+            match carried {
+                Some((n, _)) => self.send_buf.copy_within(len..len + n, 0),
+                None if finished => return,
+                None => {}
+            }
+        }
+    }
+
+    /// Sends `send_buf[..len]` to `to` as one GSO train of `segment`-byte datagrams.
+    async fn write_train(&mut self, len: usize, segment: usize, to: SocketAddr) {
+        let segment = segment.max(1);
+        let datagrams = len.div_ceil(segment) as u64;
+        loop {
+            match udp::send(self.fd, to, &self.send_buf[..len], segment, self.gso) {
+                Ok(_) => {
+                    let stats = &self.stats[self.id.index()];
+                    ShardStats::add(&stats.datagrams_out, datagrams);
+                    ShardStats::add(&stats.bytes_out, len as u64);
+                    if self.gso && datagrams > 1 {
+                        ShardStats::add(&stats.gso_sends, 1);
+                    }
+                    return;
+                }
+                Err(e) if self.gso && datagrams > 1 && udp::is_gso_unsupported(&e) => {
+                    warn!(shard = self.id.0, error = %e, "kernel refused UDP_SEGMENT; sending without GSO");
+                    self.gso = false;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // Socket buffer full: send segment by segment through glommio, which awaits
+                    // writability, instead of spinning.
+                    let mut off = 0;
+                    while off < len {
+                        let end = (off + segment).min(len);
+                        let chunk = self.send_buf[off..end].to_vec();
+                        if self.socket.send_to(&chunk, to).await.is_ok() {
+                            ShardStats::add(&self.stats[self.id.index()].datagrams_out, 1);
+                            ShardStats::add(&self.stats[self.id.index()].bytes_out, chunk.len() as u64);
+                        }
+                        off = end;
+                    }
+                    return;
+                }
+                Err(e) => {
+                    debug!(error = %e, "sendmsg");
+                    ShardStats::add(&self.stats[self.id.index()].dropped, datagrams);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close_conn(&mut self, idx: usize) {
+        let Some(mut conn) = self.conns.get_mut(idx).and_then(Option::take) else { return };
+        if let Some(app) = conn.app.as_mut() {
+            app.on_closed(&conn.quic);
+        }
+        for c in &conn.cids {
+            if self.by_cid.get(c) == Some(&idx) {
+                self.by_cid.remove(c);
+            }
+        }
+        let stats = &self.stats[self.id.index()];
+        ShardStats::sub(&stats.connections, 1);
+        if conn.handshake_counted {
+            ShardStats::sub(&stats.handshakes, 1);
+        }
+        self.free.push(idx);
+    }
+
+    /// Shutdown: close every connection with NO_ERROR; they drain and leave the table.
+    fn close_all(&mut self) {
+        for idx in 0..self.conns.len() {
+            if let Some(conn) = self.conns[idx].as_mut() {
+                let _ = conn.quic.close(true, 0x0, b"server shutting down");
+                mark_dirty(&mut self.dirty, conn, idx);
+            }
+        }
+    }
+}
+
+fn mark_dirty(dirty: &mut Vec<usize>, conn: &mut Conn, idx: usize) {
+    if !conn.dirty {
+        conn.dirty = true;
+        dirty.push(idx);
+    }
+}

@@ -1,0 +1,56 @@
+//! Per-core counters, written by their core only (relaxed atomics, no locks) and read by
+//! anyone (tests, the bench, later the metrics endpoint).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Counters of one core.
+#[derive(Debug, Default)]
+pub struct ShardStats {
+    /// Connections currently open on this core.
+    pub connections: AtomicU64,
+    /// Connections accepted since start.
+    pub accepted: AtomicU64,
+    /// Handshakes in progress.
+    pub handshakes: AtomicU64,
+    /// Initials refused (connection cap, bad token, unknown ALPN is counted by quiche).
+    pub refused: AtomicU64,
+    pub datagrams_in: AtomicU64,
+    pub datagrams_out: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    /// sendmsg calls that carried a UDP_SEGMENT train of more than one datagram.
+    pub gso_sends: AtomicU64,
+    /// Datagrams this core received for a connection of another core and handed over.
+    pub forwarded_out: AtomicU64,
+    /// Datagrams another core handed to this one.
+    pub forwarded_in: AtomicU64,
+    pub stateless_resets: AtomicU64,
+    pub retries: AtomicU64,
+    /// Datagrams dropped: unparseable, unknown version, full mesh queue.
+    pub dropped: AtomicU64,
+}
+
+impl ShardStats {
+    #[inline]
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sub(counter: &AtomicU64, n: u64) {
+        counter.fetch_sub(n, Relaxed);
+    }
+
+    /// A relaxed read of a counter.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Relaxed)
+    }
+}
+
+/// What a core reports when it stops.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShardReport {
+    /// CPU time of the core's thread (user + system).
+    pub cpu: Duration,
+}

@@ -1,0 +1,301 @@
+//! The UDP socket of one core: created with SO_REUSEPORT beside the other cores' sockets,
+//! drained in batches (`recvmmsg`, with UDP_GRO when the kernel offers it), written in GSO
+//! trains (`sendmsg` with UDP_SEGMENT), and steered by a classic BPF reuseport program that
+//! sends short-header QUIC packets to the core named in their connection ID.
+//!
+//! glommio's `UdpSocket` has no control-message support, so the core awaits readiness through
+//! glommio (an awaited `peek`) and then drains this raw non-blocking socket directly; see
+//! ARCHITECTURE.md ("UDP I/O"). All `unsafe` here is libc socket calls on buffers this module
+//! owns; each block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{size_of, zeroed, MaybeUninit};
+use std::net::SocketAddr;
+use std::os::unix::io::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// Largest UDP payload we accept (a GRO super-datagram can be this large).
+pub const MAX_UDP_PAYLOAD: usize = 65_535;
+/// Datagrams pulled by one `recvmmsg`.
+pub const RECV_BATCH: usize = 16;
+/// Segments in one GSO train (the kernel's limit is 64).
+pub const MAX_GSO_SEGMENTS: usize = 64;
+
+/// Creates a UDP socket bound to `addr` with SO_REUSEPORT, large buffers, and
+/// (best effort) UDP_GRO. Returns the socket and whether GRO is on.
+pub fn bind_reuseport(addr: SocketAddr) -> io::Result<(Socket, bool)> {
+    let domain = if addr.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false)?;
+    }
+    socket.set_reuse_port(true)?;
+    // The socket stays in blocking mode: io_uring (glommio's readiness `peek`) would otherwise
+    // complete at once with EAGAIN instead of waiting. Our own calls pass MSG_DONTWAIT.
+    // Best effort: the kernel caps these at net.core.{r,w}mem_max (see perf/ and deploy/).
+    let _ = socket.set_recv_buffer_size(8 << 20);
+    let _ = socket.set_send_buffer_size(8 << 20);
+    socket.bind(&SockAddr::from(addr))?;
+    let gro = setsockopt_int(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+    Ok((socket, gro))
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `value` lives across the call and its size is passed; fd is a valid socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Attaches the reuseport steering program to the group `socket` belongs to (attach once, on
+/// the first socket; the kernel applies it to the whole group). The program returns, as the
+/// index of the socket to deliver to:
+/// - for a short-header packet (first byte's top bit clear), byte 1 of the UDP payload — the
+///   first byte of the Destination Connection ID, which our CIDs set to the owning shard
+///   (`cid.rs`); shards bind in order, so socket index == shard;
+/// - for a long-header packet, an out-of-range index, which makes the kernel fall back to its
+///   4-tuple hash (Initials have client-chosen CIDs; later long-header packets of a connection
+///   come from the same 4-tuple and hash to the core that accepted it).
+///
+/// An index beyond the group (a forged shard byte) also falls back to the hash, and the core
+/// that receives such a packet hands it over the mesh or answers it.
+pub fn attach_steering(socket: &Socket) -> io::Result<()> {
+    const BPF_LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const BPF_JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const BPF_RET_A: u16 = (libc::BPF_RET | libc::BPF_A) as u16;
+    let mut program = [
+        libc::sock_filter { code: BPF_LD_B_ABS, jt: 0, jf: 0, k: 0 }, // A = payload[0]
+        libc::sock_filter { code: BPF_JSET_K, jt: 0, jf: 1, k: 0x80 }, // long header?
+        libc::sock_filter { code: BPF_RET_K, jt: 0, jf: 0, k: u32::MAX }, // yes: kernel hash
+        libc::sock_filter { code: BPF_LD_B_ABS, jt: 0, jf: 0, k: 1 }, // A = DCID[0] = shard
+        libc::sock_filter { code: BPF_RET_A, jt: 0, jf: 0, k: 0 },    // deliver to shard A
+    ];
+    let prog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
+    // SAFETY: `prog` points at `program`, both alive across the call; the kernel copies them.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            &prog as *const libc::sock_fprog as *const libc::c_void,
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One received UDP datagram (or GRO super-datagram) in the batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    pub len: usize,
+    pub from: SocketAddr,
+    /// The GRO segment size: the datagram is `len / segment` packets of that size (the last
+    /// may be shorter). Equal to `len` without GRO.
+    pub segment: usize,
+}
+
+/// Buffers for `recvmmsg`, allocated once per core.
+pub struct RecvBatch {
+    bufs: Vec<u8>,
+    addrs: Vec<libc::sockaddr_storage>,
+    iovs: Vec<libc::iovec>,
+    cmsgs: Vec<[u8; 64]>,
+    hdrs: Vec<libc::mmsghdr>,
+    got: Vec<Received>,
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecvBatch {
+    pub fn new() -> Self {
+        RecvBatch {
+            bufs: vec![0u8; RECV_BATCH * MAX_UDP_PAYLOAD],
+            // SAFETY: sockaddr_storage, iovec and mmsghdr are plain C structs for which all-zero
+            // bytes is a valid value.
+            addrs: vec![unsafe { zeroed() }; RECV_BATCH],
+            iovs: vec![unsafe { zeroed() }; RECV_BATCH],
+            cmsgs: vec![[0u8; 64]; RECV_BATCH],
+            hdrs: vec![unsafe { zeroed() }; RECV_BATCH],
+            got: Vec::with_capacity(RECV_BATCH),
+        }
+    }
+
+    /// A placeholder with no buffers (what the shard leaves while it holds the real batch).
+    pub fn empty() -> Self {
+        RecvBatch {
+            bufs: Vec::new(),
+            addrs: Vec::new(),
+            iovs: Vec::new(),
+            cmsgs: Vec::new(),
+            hdrs: Vec::new(),
+            got: Vec::new(),
+        }
+    }
+
+    /// Receives up to [`RECV_BATCH`] datagrams without blocking. Returns how many; 0 when the
+    /// socket is empty.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        if self.hdrs.len() < RECV_BATCH {
+            return Ok(0); // the empty placeholder
+        }
+        for i in 0..RECV_BATCH {
+            self.iovs[i] = libc::iovec {
+                iov_base: self.bufs[i * MAX_UDP_PAYLOAD..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: MAX_UDP_PAYLOAD,
+            };
+            // SAFETY: msghdr is a plain C struct; all-zero is valid and fields are set below.
+            let mut msg: libc::msghdr = unsafe { zeroed() };
+            msg.msg_name = &mut self.addrs[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+            msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            msg.msg_iov = &mut self.iovs[i];
+            msg.msg_iovlen = 1;
+            msg.msg_control = self.cmsgs[i].as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = self.cmsgs[i].len() as _;
+            self.hdrs[i] = libc::mmsghdr { msg_hdr: msg, msg_len: 0 };
+        }
+        // SAFETY: every header points into buffers owned by `self`, which outlive the call and
+        // are not touched until it returns; the lengths passed are the buffers' lengths.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                RECV_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        self.got.clear();
+        for i in 0..n as usize {
+            let hdr = &self.hdrs[i];
+            let len = hdr.msg_len as usize;
+            let Some(from) = sockaddr_to_std(&self.addrs[i], hdr.msg_hdr.msg_namelen) else { continue };
+            let segment = gro_segment(&hdr.msg_hdr).filter(|&s| s > 0).unwrap_or(len.max(1));
+            self.got.push(Received { len, from, segment });
+        }
+        Ok(self.got.len())
+    }
+
+    /// The `i`th datagram of the last batch, and its bytes (mutable: quiche decrypts in place).
+    pub fn get(&mut self, i: usize) -> Option<(Received, &mut [u8])> {
+        let r = *self.got.get(i)?;
+        let start = i * MAX_UDP_PAYLOAD;
+        Some((r, &mut self.bufs[start..start + r.len.min(MAX_UDP_PAYLOAD)]))
+    }
+}
+
+/// The UDP_GRO segment size from a received message's control data, if any.
+fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
+    // SAFETY: `msg` was filled by recvmmsg, so its control buffer and length are consistent;
+    // the CMSG_* macros stay within msg_controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                let data = libc::CMSG_DATA(cmsg) as *const libc::c_int;
+                return usize::try_from(std::ptr::read_unaligned(data)).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+fn sockaddr_to_std(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    // SAFETY: the kernel wrote a socket address of `len` bytes into `storage`.
+    let addr = unsafe { SockAddr::new(*storage, len) };
+    addr.as_socket()
+}
+
+/// Sends `buf` to `to`: as one GSO train of `segment`-sized datagrams (the last may be shorter)
+/// when `gso` is set and there is more than one, otherwise as one datagram. Returns the bytes
+/// sent. `WouldBlock` means the socket buffer is full; the caller awaits and retries.
+pub fn send(fd: RawFd, to: SocketAddr, buf: &[u8], segment: usize, gso: bool) -> io::Result<usize> {
+    let addr = SockAddr::from(to);
+    let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: msghdr is a plain C struct; all-zero is valid and fields are set below.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = addr.as_ptr() as *mut libc::c_void;
+    msg.msg_namelen = addr.len();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let mut control = MaybeUninit::<[u8; 32]>::zeroed();
+    if gso && buf.len() > segment {
+        // SAFETY: `control` is large enough for one cmsg carrying a u16 (CMSG_SPACE(2) <= 24);
+        // the header and data are written inside it.
+        unsafe {
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, segment as u16);
+        }
+    }
+    // SAFETY: every pointer in `msg` refers to locals or `buf`, alive across the call.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// True for the errors with which a kernel or device refuses UDP_SEGMENT (then fall back to
+/// plain sends for the rest of the core's life).
+pub fn is_gso_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO) | Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) | Some(libc::ENOPROTOOPT)
+    )
+}
+
+/// CPU time consumed by the calling thread.
+pub fn thread_cpu_time() -> std::time::Duration {
+    // SAFETY: clock_gettime writes one timespec into the local.
+    let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: as above; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// RLIMIT_MEMLOCK (soft), in bytes; `None` when unlimited or unknown.
+pub fn memlock_limit() -> Option<u64> {
+    // SAFETY: getrlimit writes one rlimit into the local.
+    let mut r: libc::rlimit = unsafe { zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
