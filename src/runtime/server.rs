@@ -18,8 +18,12 @@ use super::shard::{Forwarded, Shard, ShardParts};
 use super::stats::{ShardReport, ShardStats};
 use super::{tls, udp, RuntimeConfig};
 
-/// Messages a core can hold for one other core before the sender sees "full".
-const MESH_CAPACITY: usize = 4096;
+/// Messages one core can queue for another before the sender sees "full": 4096 on small
+/// machines, less per pair as cores grow so the queues (allocated up front, cores² of them)
+/// stay within tens of MiB.
+fn mesh_capacity(cores: usize) -> usize {
+    (16_384 / cores.max(1)).clamp(256, 4096)
+}
 /// glommio's registered I/O buffer per core is at most this (we do no file I/O).
 const MAX_IO_MEMORY: usize = 1 << 20;
 
@@ -119,7 +123,7 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     };
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
-    let mut endpoints = Mesh::<Forwarded>::new(rc.cores, MESH_CAPACITY).context("creating the mesh")?;
+    let mut endpoints = Mesh::<Forwarded>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);

@@ -68,6 +68,8 @@ pub struct Shard {
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     dirty: Vec<usize>,
     mesh: MeshEndpoint<Forwarded>,
+    /// Reused buffer for one turn's mesh messages.
+    inbound: Vec<Forwarded>,
     doorbell: Doorbell,
     app: Arc<dyn AppFactory>,
     cids: CidGenerator,
@@ -120,6 +122,7 @@ impl Shard {
             timers: BinaryHeap::new(),
             dirty: Vec::new(),
             mesh: parts.mesh,
+            inbound: Vec::with_capacity(MESH_BUDGET),
             doorbell,
             app: parts.app,
             cids: CidGenerator::new(),
@@ -235,13 +238,15 @@ impl Shard {
         exhausted
     }
 
+    /// Handles datagrams other cores handed over. True when the budget ran out first.
     fn drain_mesh(&mut self, now: Instant) -> bool {
-        let mut inbound = Vec::new();
+        let mut inbound = std::mem::take(&mut self.inbound);
         let n = self.mesh.drain(MESH_BUDGET, |_src, msg| inbound.push(msg));
-        for mut m in inbound {
-            ShardStats::add(&self.stats().forwarded_in, 1);
+        ShardStats::add(&self.stats().forwarded_in, n as u64);
+        for mut m in inbound.drain(..) {
             self.handle_owned(&mut m.data, m.from, now);
         }
+        self.inbound = inbound;
         n >= MESH_BUDGET
     }
 
