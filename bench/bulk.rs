@@ -6,7 +6,9 @@
 //! a decimal byte count with FIN; the server answers with that many bytes and FIN. Each client
 //! runs in its own thread on `moq_edge::client`.
 //!
-//!     cargo bench --bench bulk -- --cores 1,2 --clients 8 --bytes 2000000000 --gso on,off
+//! ```text
+//! cargo bench --bench bulk -- --cores 1,2 --clients 8 --bytes 2000000000 --gso on,off
+//! ```
 //!
 //! `--bytes` is the total per configuration, split evenly among the clients. Without
 //! `--bench` on the command line (as under `cargo test --benches`) it runs one tiny smoke
@@ -149,6 +151,9 @@ struct Outcome {
     bytes: u64,
     elapsed: Duration,
     server_cpu: Duration,
+    /// CPU time of the whole process minus the server's: the client threads (and the
+    /// harness), when /proc is readable.
+    client_cpu: Option<Duration>,
     datagrams_out: u64,
     gso_sends: u64,
 }
@@ -157,7 +162,20 @@ fn total(server: &ServerHandle, counter: impl Fn(&ShardStats) -> &AtomicU64) -> 
     server.stats().iter().map(|s| ShardStats::get(counter(s))).sum()
 }
 
+/// User + system CPU time of this process so far, from /proc/self/stat (Linux, in clock
+/// ticks of USER_HZ = 100 per second).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
 fn run(cores: usize, gso: bool, clients: usize, bytes: u64) -> anyhow::Result<Outcome> {
+    let cpu_before = process_cpu();
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), cores);
     rc.gso = gso;
     rc.pin = false;
@@ -196,6 +214,11 @@ fn run(cores: usize, gso: bool, clients: usize, bytes: u64) -> anyhow::Result<Ou
     let datagrams_out = total(&server, |s| &s.datagrams_out);
     let gso_sends = total(&server, |s| &s.gso_sends);
     let reports = server.shutdown()?;
+    let server_cpu: Duration = reports.iter().map(|r| r.cpu).sum();
+    let client_cpu = match (cpu_before, process_cpu()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a).saturating_sub(server_cpu)),
+        _ => None,
+    };
 
     let received: u64 = results.iter().map(|r| r.0).sum();
     if received != per_client * clients as u64 {
@@ -203,13 +226,7 @@ fn run(cores: usize, gso: bool, clients: usize, bytes: u64) -> anyhow::Result<Ou
     }
     let start = results.iter().map(|r| r.1).min().ok_or_else(|| anyhow!("no clients"))?;
     let end = results.iter().map(|r| r.2).max().ok_or_else(|| anyhow!("no clients"))?;
-    Ok(Outcome {
-        bytes: received,
-        elapsed: end - start,
-        server_cpu: reports.iter().map(|r| r.cpu).sum(),
-        datagrams_out,
-        gso_sends,
-    })
+    Ok(Outcome { bytes: received, elapsed: end - start, server_cpu, client_cpu, datagrams_out, gso_sends })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -221,8 +238,10 @@ fn main() -> anyhow::Result<()> {
         o.bytes,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    println!("| server cores | GSO | Gbit/s | server CPU s/GB | datagrams out | GSO trains |");
-    println!("|---:|:---:|---:|---:|---:|---:|");
+    println!(
+        "| server cores | GSO | Gbit/s | server CPU s/GB | client CPU s/GB | datagrams out | GSO trains |"
+    );
+    println!("|---:|:---:|---:|---:|---:|---:|---:|");
     for &cores in &o.cores {
         for &gso in &o.gso {
             let r = run(cores, gso, o.clients, o.bytes)
@@ -230,10 +249,11 @@ fn main() -> anyhow::Result<()> {
             let secs = r.elapsed.as_secs_f64().max(1e-9);
             let gb = r.bytes as f64 / 1e9;
             println!(
-                "| {cores} | {} | {:.2} | {:.2} | {} | {} |",
+                "| {cores} | {} | {:.2} | {:.2} | {} | {} | {} |",
                 if gso { "on" } else { "off" },
                 r.bytes as f64 * 8.0 / secs / 1e9,
                 r.server_cpu.as_secs_f64() / gb.max(1e-9),
+                r.client_cpu.map_or("-".to_string(), |c| format!("{:.2}", c.as_secs_f64() / gb.max(1e-9))),
                 r.datagrams_out,
                 r.gso_sends,
             );

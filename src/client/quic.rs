@@ -167,6 +167,8 @@ impl std::fmt::Debug for QuicConn {
 impl QuicConn {
     /// Starts a handshake with `peer` offering the one ALPN `alpn`, without verifying the
     /// server's certificate. Returns once the first Initial is sent; see [`Self::handshake`].
+    /// Builds a quiche config each time (which loads the system trust store); use
+    /// [`Self::connect_with`] and one config for many connections.
     pub fn connect(peer: SocketAddr, alpn: &str) -> Result<Self, ClientError> {
         let mut config = crate::runtime::tls::client_config(&[alpn], false)?;
         Self::connect_with(peer, &mut config)
@@ -270,6 +272,11 @@ impl QuicConn {
     /// connection ID from the server, then quiche switches to it, probes the new path and
     /// sends from it, and the connection ID of the old path is retired (so that the server
     /// can issue a replacement). Returns the new local address.
+    ///
+    /// quiche 0.30 gives the next new connection ID to the abandoned path (it fills every path
+    /// that lacks one), and frees old paths only when it needs room, so a connection can move
+    /// about as many times as it holds spare IDs: once, against a server with
+    /// `active_connection_id_limit` 2.
     pub fn migrate(&mut self, deadline: Instant) -> Result<SocketAddr, ClientError> {
         self.drive(deadline, |c| Ok(c.conn.available_dcids() > 0))?;
         let bound = bind_for(self.peer)?;
@@ -363,18 +370,22 @@ impl QuicConn {
         Ok(())
     }
 
-    fn on_timer(&mut self, now: Instant) {
-        if self.conn.timeout_instant().is_some_and(|t| t <= now) {
+    /// Fires quiche's timer if it is due; `true` if it was.
+    fn on_timer(&mut self, now: Instant) -> bool {
+        let due = self.conn.timeout_instant().is_some_and(|t| t <= now);
+        if due {
             self.conn.on_timeout();
         }
+        due
     }
 }
 
 /// Drives all `conns` from this thread until `step(i, conn)` has returned `true` once for
-/// every connection. `step` is called after every batch of I/O of a connection that is not
-/// done yet; it reads and writes streams. Finished connections keep being serviced (ACKs,
-/// timers) until the call returns. Fails when a connection that is not done closes (the
-/// error carries its index) or when `deadline` passes.
+/// every connection. `step` is called once at the start and then after every batch of I/O
+/// (datagrams in, timer fired) of a connection that is not done yet; it reads and writes
+/// streams. Finished connections keep being serviced (ACKs, timers) until the call returns.
+/// Fails when a connection that is not done closes (the error carries its index) or when
+/// `deadline` passes.
 pub fn drive_many<F>(conns: &mut [QuicConn], deadline: Instant, mut step: F) -> Result<(), ClientError>
 where
     F: FnMut(usize, &mut QuicConn) -> Result<bool, ClientError>,
@@ -382,10 +393,15 @@ where
     let mut buf = vec![0u8; BUF_LEN];
     let mut done = vec![false; conns.len()];
     let mut remaining = conns.len();
+    // Connections with news since their last step, each listed once (`is_dirty`).
+    let mut dirty: Vec<usize> = (0..conns.len()).collect();
+    let mut is_dirty = vec![true; conns.len()];
     let mut fds: Vec<libc::pollfd> = Vec::new();
-    let mut owners: Vec<(usize, usize)> = Vec::new();
+    let mut owners: Vec<usize> = Vec::new();
     loop {
-        for (i, c) in conns.iter_mut().enumerate() {
+        for &i in &dirty {
+            is_dirty[i] = false;
+            let c = &mut conns[i];
             if !done[i] {
                 if step(i, c).map_err(|e| e.at(i))? {
                     done[i] = true;
@@ -397,6 +413,7 @@ where
             c.offer_scids().map_err(|e| e.at(i))?;
             c.flush(&mut buf).map_err(|e| e.at(i))?;
         }
+        dirty.clear();
         if remaining == 0 {
             return Ok(());
         }
@@ -409,21 +426,31 @@ where
         fds.clear();
         owners.clear();
         for (i, c) in conns.iter().enumerate() {
-            for (j, b) in c.sockets.iter().enumerate() {
+            for b in &c.sockets {
                 fds.push(libc::pollfd { fd: b.socket.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-                owners.push((i, j));
+                owners.push(i);
             }
         }
         if wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
-            for (fd, &(i, j)) in fds.iter().zip(&owners) {
+            let mut socket = 0;
+            for (k, fd) in fds.iter().enumerate() {
+                let i = owners[k];
+                socket = if k > 0 && owners[k - 1] == i { socket + 1 } else { 0 };
                 if fd.revents != 0 {
-                    conns[i].receive(j, &mut buf).map_err(|e| e.at(i))?;
+                    conns[i].receive(socket, &mut buf).map_err(|e| e.at(i))?;
+                    if !is_dirty[i] {
+                        is_dirty[i] = true;
+                        dirty.push(i);
+                    }
                 }
             }
         }
         let now = Instant::now();
-        for c in conns.iter_mut() {
-            c.on_timer(now);
+        for (i, c) in conns.iter_mut().enumerate() {
+            if c.on_timer(now) && !is_dirty[i] {
+                is_dirty[i] = true;
+                dirty.push(i);
+            }
         }
     }
 }

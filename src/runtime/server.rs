@@ -123,7 +123,8 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     };
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
-    let mut endpoints = Mesh::<Forwarded>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
+    let mut endpoints =
+        Mesh::<Forwarded>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);

@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::mem::{size_of, zeroed, MaybeUninit};
+use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
 use std::os::unix::io::{AsRawFd, RawFd};
 
@@ -117,7 +117,8 @@ pub struct RecvBatch {
     bufs: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
-    cmsgs: Vec<[u8; 64]>,
+    /// Control buffers; u64 elements keep them aligned for `cmsghdr`.
+    cmsgs: Vec<[u64; 8]>,
     hdrs: Vec<libc::mmsghdr>,
     got: Vec<Received>,
 }
@@ -136,7 +137,7 @@ impl RecvBatch {
             // bytes is a valid value.
             addrs: vec![unsafe { zeroed() }; RECV_BATCH],
             iovs: vec![unsafe { zeroed() }; RECV_BATCH],
-            cmsgs: vec![[0u8; 64]; RECV_BATCH],
+            cmsgs: vec![[0u64; 8]; RECV_BATCH],
             hdrs: vec![unsafe { zeroed() }; RECV_BATCH],
             got: Vec::with_capacity(RECV_BATCH),
         }
@@ -172,7 +173,7 @@ impl RecvBatch {
             msg.msg_iov = &mut self.iovs[i];
             msg.msg_iovlen = 1;
             msg.msg_control = self.cmsgs[i].as_mut_ptr() as *mut libc::c_void;
-            msg.msg_controllen = self.cmsgs[i].len() as _;
+            msg.msg_controllen = size_of::<[u64; 8]>() as _;
             self.hdrs[i] = libc::mmsghdr { msg_hdr: msg, msg_len: 0 };
         }
         // SAFETY: every header points into buffers owned by `self`, which outlive the call and
@@ -247,10 +248,11 @@ pub fn send(fd: RawFd, to: SocketAddr, buf: &[u8], segment: usize, gso: bool) ->
     msg.msg_namelen = addr.len();
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    let mut control = MaybeUninit::<[u8; 32]>::zeroed();
+    // u64 elements: control messages must be aligned for `cmsghdr`.
+    let mut control = [0u64; 4];
     if gso && buf.len() > segment {
-        // SAFETY: `control` is large enough for one cmsg carrying a u16 (CMSG_SPACE(2) <= 24);
-        // the header and data are written inside it.
+        // SAFETY: `control` is 32 bytes, 8-byte aligned, enough for one cmsg carrying a u16
+        // (CMSG_SPACE(2) = 24); the header and data are written inside it.
         unsafe {
             msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
             msg.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
