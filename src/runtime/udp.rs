@@ -43,14 +43,20 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<(Socket, bool)> {
 }
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `value` lives across the call and its size is passed; fd is a valid socket.
+    setsockopt(fd, level, name, &value)
+}
+
+/// `setsockopt` with a plain-old-data value.
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a live reference for the duration of the call and its size is passed;
+    // the kernel copies the bytes. `fd` is a socket this module opened.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             level,
             name,
-            &value as *const libc::c_int as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
+            value as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
         )
     };
     if rc == 0 {
@@ -85,21 +91,8 @@ pub fn attach_steering(socket: &Socket) -> io::Result<()> {
         libc::sock_filter { code: BPF_RET_A, jt: 0, jf: 0, k: 0 },    // deliver to shard A
     ];
     let prog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
-    // SAFETY: `prog` points at `program`, both alive across the call; the kernel copies them.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            &prog as *const libc::sock_fprog as *const libc::c_void,
-            size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // `prog` points at `program`, both alive across the call; the kernel copies them.
+    setsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_REUSEPORT_CBPF, &prog)
 }
 
 /// One received UDP datagram (or GRO super-datagram) in the batch.
