@@ -13,7 +13,7 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -431,7 +431,7 @@ where
                 owners.push(i);
             }
         }
-        if wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
+        if crate::runtime::udp::wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
             let mut socket = 0;
             for (k, fd) in fds.iter().enumerate() {
                 let i = owners[k];
@@ -453,21 +453,6 @@ where
             }
         }
     }
-}
-
-/// Blocks until one of `fds` is readable or `timeout` passes; returns how many are ready.
-#[allow(unsafe_code)]
-fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
-    // Round up: waking a little late is harmless, waking early spins.
-    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `fds` is a valid, exclusively borrowed slice of initialised `pollfd`s whose
-    // length is passed along; poll(2) writes only their `revents` fields.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
-    }
-    Ok(n as usize)
 }
 
 /// One request/response on a client bidirectional stream: send the request with FIN, then
@@ -604,6 +589,7 @@ pub fn raw_exchange(peer: SocketAddr, datagram: &[u8], deadline: Instant) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn raw_exchange_returns_the_reply_from_the_peer() -> Result<(), Box<dyn std::error::Error>> {

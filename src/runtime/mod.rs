@@ -12,7 +12,7 @@ mod server;
 mod shard;
 mod stats;
 pub mod tls;
-mod udp;
+pub mod udp;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

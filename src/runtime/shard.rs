@@ -155,7 +155,10 @@ impl Shard {
                 self.close_all();
             }
             if let Some(deadline) = drain_deadline {
-                if self.by_cid.is_empty() || now >= deadline {
+                // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
+                // draining period that follows needs no more packets from us.
+                let quiet = self.conns.iter().flatten().all(|c| c.quic.is_closed() || c.quic.is_draining());
+                if quiet || now >= deadline {
                     break;
                 }
             }

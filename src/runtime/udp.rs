@@ -294,3 +294,18 @@ pub fn memlock_limit() -> Option<u64> {
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
     (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
+
+/// Blocks until one of `fds` is readable or `timeout` passes; returns how many are ready.
+/// (For the synchronous client in `crate::client`, which keeps `unsafe` out of its own code.)
+pub fn wait_readable(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    // Round up: waking a little late is harmless, waking early spins.
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of initialised `pollfd`s whose
+    // length is passed along; poll(2) writes only their `revents` fields.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
+    }
+    Ok(n as usize)
+}
