@@ -199,7 +199,7 @@ fn io_uring_hint(e: anyhow::Error) -> anyhow::Error {
     e.context(
         "could not start a glommio executor: moq-edge needs io_uring (Linux 5.8 or newer, not \
          disabled by sysctl kernel.io_uring_disabled, and allowed by the seccomp profile: \
-         containers need a profile that permits io_uring_setup/io_uring_enter/io_uring_register, \
-         see deploy/) and RLIMIT_MEMLOCK of at least 512 KiB (ulimit -l)",
+         containers need a profile that permits io_uring_setup/io_uring_enter/io_uring_register) \
+ and RLIMIT_MEMLOCK of at least 512 KiB (ulimit -l)",
     )
 }
