@@ -17,7 +17,7 @@ test: deps
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test --all-targets
 	$(CARGO) test --doc
-	$(CARGO) check --manifest-path fuzz/Cargo.toml
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) check --manifest-path fuzz/Cargo.toml
 
 fmt:
 	$(CARGO) fmt --all
