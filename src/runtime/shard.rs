@@ -162,8 +162,8 @@ impl Shard {
                     break;
                 }
             }
-            let more_input = self.receive(now);
-            let more_mesh = self.drain_mesh(now);
+            let more_input = self.receive();
+            let more_mesh = self.drain_mesh();
             self.fire_timers(now);
             self.service_dirty(now).await;
             self.mesh.flush();
@@ -211,7 +211,7 @@ impl Shard {
     }
 
     /// Drains the socket (up to the per-turn budget). True when the budget ran out first.
-    fn receive(&mut self, now: Instant) -> bool {
+    fn receive(&mut self) -> bool {
         // The batch is moved out while its datagrams are handled, so they can be passed to
         // `&mut self` methods in place (quiche decrypts in place; nothing is copied).
         let mut batch = std::mem::replace(&mut self.recv, RecvBatch::empty());
@@ -232,7 +232,7 @@ impl Shard {
                 let Some((r, buf)) = batch.get(i) else { continue };
                 // A GRO super-datagram carries several packets of `segment` bytes each.
                 for packet in buf.chunks_mut(r.segment) {
-                    self.handle_datagram(packet, r.from, now);
+                    self.handle_datagram(packet, r.from);
                     handled += 1;
                 }
             }
@@ -242,12 +242,12 @@ impl Shard {
     }
 
     /// Handles datagrams other cores handed over. True when the budget ran out first.
-    fn drain_mesh(&mut self, now: Instant) -> bool {
+    fn drain_mesh(&mut self) -> bool {
         let mut inbound = std::mem::take(&mut self.inbound);
         let n = self.mesh.drain(MESH_BUDGET, |_src, msg| inbound.push(msg));
         ShardStats::add(&self.stats().forwarded_in, n as u64);
         for mut m in inbound.drain(..) {
-            self.handle_owned(&mut m.data, m.from, now);
+            self.handle_owned(&mut m.data, m.from);
         }
         self.inbound = inbound;
         n >= MESH_BUDGET
@@ -255,7 +255,7 @@ impl Shard {
 
     /// Routes one received datagram: to another core over the mesh when its connection ID
     /// names that core (never for Initials, whose DCID the client chose), else handles it here.
-    fn handle_datagram(&mut self, data: &mut [u8], from: SocketAddr, now: Instant) {
+    fn handle_datagram(&mut self, data: &mut [u8], from: SocketAddr) {
         ShardStats::add(&self.stats().datagrams_in, 1);
         ShardStats::add(&self.stats().bytes_in, data.len() as u64);
         let owner = match quiche::Header::from_slice(data, CID_LEN) {
@@ -270,11 +270,11 @@ impl Shard {
             }
             return;
         }
-        self.handle_owned(data, from, now);
+        self.handle_owned(data, from);
     }
 
     /// Handles a datagram that belongs to this core (or to nobody yet).
-    fn handle_owned(&mut self, data: &mut [u8], from: SocketAddr, now: Instant) {
+    fn handle_owned(&mut self, data: &mut [u8], from: SocketAddr) {
         let hdr = match quiche::Header::from_slice(data, CID_LEN) {
             Ok(h) => h,
             Err(_) => {
@@ -297,7 +297,7 @@ impl Shard {
                     return;
                 }
                 let (dcid, scid, token) = (hdr.dcid.into_owned(), hdr.scid.into_owned(), hdr.token);
-                self.accept(data, from, now, dcid, scid, token);
+                self.accept(data, from, dcid, scid, token);
             }
             _ => ShardStats::add(&self.stats().dropped, 1),
         }
@@ -308,7 +308,6 @@ impl Shard {
         &mut self,
         data: &mut [u8],
         from: SocketAddr,
-        _now: Instant,
         dcid: ConnectionId<'static>,
         client_scid: ConnectionId<'static>,
         token: Option<Vec<u8>>,
@@ -461,15 +460,14 @@ impl Shard {
 
     /// Runs the application and writes output for every connection touched this turn.
     async fn service_dirty(&mut self, now: Instant) {
-        let dirty = std::mem::take(&mut self.dirty);
+        let mut dirty = std::mem::take(&mut self.dirty);
         for &idx in &dirty {
             self.service(idx, now).await;
         }
-        let mut dirty = dirty;
+        // Reuse the buffer, keeping anything marked while servicing.
         dirty.clear();
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
-        }
+        dirty.append(&mut self.dirty);
+        self.dirty = dirty;
     }
 
     async fn service(&mut self, idx: usize, now: Instant) {
