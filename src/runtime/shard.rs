@@ -171,14 +171,16 @@ impl Shard {
                 future::yield_now().await;
                 continue;
             }
-            self.wait(drain_deadline).await;
+            self.wait(now, drain_deadline).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
         ShardReport { cpu: udp::thread_cpu_time() }
     }
 
     /// Sleeps until the socket is readable, the doorbell rings, or the earliest timer is due.
-    async fn wait(&mut self, drain_deadline: Option<Instant>) {
+    /// `now` is the turn's clock reading (the only one): a timer may fire up to one turn late,
+    /// never early.
+    async fn wait(&mut self, now: Instant, drain_deadline: Option<Instant>) {
         let next = self.timers.peek().map(|Reverse((at, _))| *at);
         let next = match (next, drain_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -201,7 +203,7 @@ impl Shard {
         let sleep = async {
             match next {
                 Some(at) => {
-                    let d = at.saturating_duration_since(Instant::now());
+                    let d = at.saturating_duration_since(now);
                     glommio::timer::sleep(d).await;
                 }
                 None => future::pending::<()>().await,
