@@ -5,4 +5,5 @@
 pub mod client;
 pub mod config;
 pub mod runtime;
+pub mod session;
 pub mod wire;

@@ -1,0 +1,573 @@
+//! The session state machine: SETUP exchange, control stream(s), request streams, Request ID
+//! checks, routing of outgoing messages, cancellation and closing.
+//!
+//! - draft-16 ("Session initialization", "Control Messages"): the client opens bidirectional stream 0 with
+//!   CLIENT_SETUP, the server answers SERVER_SETUP on it; every control message travels there,
+//!   except SUBSCRIBE_NAMESPACE, which opens its own bidirectional stream carrying its
+//!   REQUEST_OK/REQUEST_ERROR and then NAMESPACE / NAMESPACE_DONE ("SUBSCRIBE_NAMESPACE").
+//! - draft-22 (§6.3-§6.4): each side opens a unidirectional control stream beginning with SETUP
+//!   (both send at once); every request opens a bidirectional stream whose responses travel
+//!   back on it, without a Request ID on the wire. FIN ends one direction and is not a
+//!   cancellation; RESET_STREAM / STOP_SENDING cancel the request (§6.4.2.2, §6.4.2.3).
+//! - Peer request streams that arrive before SETUP are buffered (bounded by
+//!   [`SessionConfig::max_pre_setup_streams`] and [`SessionConfig::max_stream_buffer`]) and
+//!   processed once the session is ready.
+//! - Every protocol violation queues [`Transmit::Close`] and [`Event::Closed`] with the spec's
+//!   code; afterwards all input is ignored. Nothing here panics on any input.
+//!
+//! This file owns the receiving half (SETUP exchange, parsing, Request ID checks, FIN / reset /
+//! STOP_SENDING handling); `control/outgoing.rs` owns the sending half (routing, Request ID
+//! allocation, MAX_REQUEST_ID grants, FIN and cancel). Unidirectional data streams (objects) are
+//! out of scope: their bytes are ignored here.
+
+mod outgoing;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+
+use super::error::{SessionCode, SessionError};
+use super::requests::{consumed_id, opens_stream, referenced_id, RequestIds};
+use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf};
+use super::{Event, Transmit};
+use crate::wire::d22::control::message_type::SETUP as D22_SETUP;
+use crate::wire::model::{DecodeContext, Message, RequestId, Role, SetupOptions};
+use crate::wire::{DecodeError, VarInt, Version, Vi64};
+
+/// Stream reset / STOP_SENDING code used when a request is cancelled (draft-22 §12.5
+/// CANCELLED = 0x1).
+pub const RESET_CANCELLED: u64 = 0x1;
+
+/// Limits and identity of one session.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Bytes buffered per receive stream waiting for a whole message (a control message is at
+    /// most 65,535 bytes of body plus its header).
+    pub max_stream_buffer: usize,
+    /// Peer streams (request streams, or draft-22 unidirectional streams of unknown type) that
+    /// may wait for SETUP before the session closes.
+    pub max_pre_setup_streams: usize,
+    /// draft-16: the peer's initial request window (MAX_REQUEST_ID = 2 × this).
+    pub max_requests: u64,
+    /// MOQT_IMPLEMENTATION sent in our SETUP when the caller's options have none.
+    pub implementation: Option<Bytes>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            max_stream_buffer: 65_535 + 32,
+            max_pre_setup_streams: 16,
+            max_requests: 100,
+            implementation: Some(Bytes::from_static(b"moq-edge")),
+        }
+    }
+}
+
+/// One request stream (draft-22), or a SUBSCRIBE_NAMESPACE stream (draft-16).
+#[derive(Debug)]
+struct ReqStream {
+    /// `None` until the first message of a peer-opened stream has been parsed.
+    request_id: Option<RequestId>,
+    recv: RecvBuf,
+    /// We sent FIN.
+    send_fin: bool,
+}
+
+/// One MoQT session (see the module header).
+#[derive(Debug)]
+pub struct Session {
+    version: Version,
+    role: Role,
+    peer: Role,
+    config: SessionConfig,
+    local_setup: SetupOptions,
+    sent_setup: bool,
+    peer_setup: Option<SetupOptions>,
+    ready: bool,
+    closed: bool,
+    events: VecDeque<Event>,
+    transmits: VecDeque<Transmit>,
+    /// Our sending control stream (draft-16: 0; draft-22: our first unidirectional stream).
+    local_control: u64,
+    /// The peer's control stream once known (draft-16: 0).
+    peer_control: Option<u64>,
+    control_recv: RecvBuf,
+    goaway_received: bool,
+    /// draft-22: peer unidirectional streams whose type is not yet known.
+    uni_pending: HashMap<u64, RecvBuf>,
+    /// draft-22: peer unidirectional data streams (ignored here).
+    uni_data: HashSet<u64>,
+    streams: HashMap<u64, ReqStream>,
+    /// Peer-opened bidirectional streams already finished with (late bytes are ignored).
+    closed_peer: ClosedStreams,
+    by_request: HashMap<RequestId, u64>,
+    /// Peer streams waiting for SETUP, in arrival order.
+    pre_setup: Vec<u64>,
+    next_local_bidi: u64,
+    ids: RequestIds,
+}
+
+impl Session {
+    /// A new session. A client queues its SETUP at once; a draft-22 server does too (§6.3: each
+    /// side opens its control stream); a draft-16 server answers CLIENT_SETUP.
+    pub fn new(version: Version, role: Role, config: SessionConfig, setup: SetupOptions) -> Session {
+        let peer = match role {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        };
+        let mut local_setup = setup;
+        if local_setup.implementation.is_none() {
+            local_setup.implementation = config.implementation.clone();
+        }
+        let local_max = config.max_requests.saturating_mul(2);
+        let (local_control, peer_control) = match version {
+            Version::Draft16 => {
+                local_setup.max_request_id = Some(local_max);
+                (0, Some(0))
+            }
+            Version::Draft22 => {
+                local_setup.max_request_id = None;
+                (first_id(role, true), None)
+            }
+        };
+        let mut next_local_bidi = first_id(role, false);
+        if version == Version::Draft16 && role == Role::Client {
+            next_local_bidi += 4; // stream 0 is the control stream
+        }
+        let mut s = Session {
+            version,
+            role,
+            peer,
+            config,
+            local_setup,
+            sent_setup: false,
+            peer_setup: None,
+            ready: false,
+            closed: false,
+            events: VecDeque::new(),
+            transmits: VecDeque::new(),
+            local_control,
+            peer_control,
+            control_recv: RecvBuf::default(),
+            goaway_received: false,
+            uni_pending: HashMap::new(),
+            uni_data: HashSet::new(),
+            streams: HashMap::new(),
+            // draft-16: the client's stream 0 is the control stream, never a request stream.
+            closed_peer: ClosedStreams::new(if version == Version::Draft16 && peer == Role::Client {
+                4
+            } else {
+                first_id(peer, false)
+            }),
+            by_request: HashMap::new(),
+            pre_setup: Vec::new(),
+            next_local_bidi,
+            ids: RequestIds::new(version, role, local_max),
+        };
+        if role == Role::Client || version == Version::Draft22 {
+            s.send_setup();
+        }
+        s
+    }
+
+    /// The draft this session speaks.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// True once both SETUP messages have been exchanged.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// True once the session has closed (no more input is processed).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The next thing for the transport to do, if any.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Closes the session with `code` (for example NO_ERROR, or GOAWAY_TIMEOUT).
+    pub fn close(&mut self, code: SessionCode, reason: impl Into<String>) {
+        if self.closed {
+            return;
+        }
+        let reason = reason.into();
+        self.closed = true;
+        self.transmits.push_back(Transmit::Close { code: code.code(), reason: reason.clone() });
+        self.events.push_back(Event::Closed { code: code.code(), reason });
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Input
+    // -----------------------------------------------------------------------------------------
+
+    /// Bytes arrived on stream `id` (`fin`: the peer ended its direction).
+    pub fn on_stream_data(&mut self, id: u64, data: &[u8], fin: bool) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self.handle_data(id, data, fin) {
+            self.fail(e);
+        }
+    }
+
+    /// The peer reset its sending direction of stream `id`.
+    pub fn on_stream_reset(&mut self, id: u64, code: u64) {
+        let _ = code;
+        if self.closed {
+            return;
+        }
+        if self.peer_control == Some(id) {
+            return self.fail(SessionError::violation("control stream reset"));
+        }
+        self.uni_pending.remove(&id);
+        self.uni_data.remove(&id);
+        self.pre_setup.retain(|&s| s != id);
+        self.peer_cancelled(id, false);
+    }
+
+    /// The peer asked us to stop sending on stream `id`.
+    pub fn on_stop_sending(&mut self, id: u64, code: u64) {
+        let _ = code;
+        if self.closed {
+            return;
+        }
+        if id == self.local_control {
+            return self.fail(SessionError::violation("STOP_SENDING on the control stream"));
+        }
+        self.peer_cancelled(id, true);
+    }
+
+    fn fail(&mut self, e: SessionError) {
+        match e {
+            SessionError::Protocol { code, reason } => self.close(code, reason),
+            other => self.close(SessionCode::InternalError, other.to_string()),
+        }
+    }
+
+    fn handle_data(&mut self, id: u64, data: &[u8], fin: bool) -> Result<(), SessionError> {
+        let limit = self.config.max_stream_buffer;
+        let overflow = |_| SessionError::violation("stream buffer limit exceeded");
+        if self.peer_control == Some(id) {
+            self.control_recv.push(data, limit).map_err(overflow)?;
+            self.control_recv.fin |= fin;
+            return self.process_control();
+        }
+        if is_uni(id) {
+            if initiator(id) == self.role || self.version == Version::Draft16 || self.uni_data.contains(&id) {
+                // Our own direction cannot receive; data streams are not this layer's business.
+                if fin {
+                    self.uni_data.remove(&id);
+                }
+                return Ok(());
+            }
+            return self.on_uni_data(id, data, fin);
+        }
+        if initiator(id) == self.role {
+            // One of our request streams; unknown ones were already torn down.
+            let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+            st.recv.push(data, limit).map_err(overflow)?;
+            st.recv.fin |= fin;
+        } else {
+            if self.closed_peer.contains(id) {
+                return Ok(());
+            }
+            if !self.streams.contains_key(&id) {
+                if !self.ready {
+                    if self.pending_count() >= self.config.max_pre_setup_streams {
+                        return Err(SessionError::violation("too many streams before SETUP"));
+                    }
+                    self.pre_setup.push(id);
+                }
+                self.streams
+                    .insert(id, ReqStream { request_id: None, recv: RecvBuf::default(), send_fin: false });
+            }
+            if let Some(st) = self.streams.get_mut(&id) {
+                st.recv.push(data, limit).map_err(overflow)?;
+                st.recv.fin |= fin;
+            }
+        }
+        if self.ready {
+            self.process_stream(id)?;
+        }
+        Ok(())
+    }
+
+    fn pending_count(&self) -> usize {
+        self.pre_setup.len() + self.uni_pending.len()
+    }
+
+    /// draft-22 peer unidirectional stream: the control stream begins with SETUP (§6.4.1).
+    fn on_uni_data(&mut self, id: u64, data: &[u8], fin: bool) -> Result<(), SessionError> {
+        if !self.uni_pending.contains_key(&id) && self.pending_count() >= self.config.max_pre_setup_streams {
+            return Err(SessionError::violation("too many streams of unknown type"));
+        }
+        let limit = self.config.max_stream_buffer;
+        let buf = self.uni_pending.entry(id).or_default();
+        buf.push(data, limit).map_err(|_| SessionError::violation("stream buffer limit exceeded"))?;
+        buf.fin |= fin;
+        let ty = match Vi64::decode(buf.data()) {
+            Ok((ty, _)) => ty,
+            Err(DecodeError::NeedMore) => {
+                if fin {
+                    self.uni_pending.remove(&id);
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(buf) = self.uni_pending.remove(&id) else { return Ok(()) };
+        if ty != D22_SETUP {
+            if !fin {
+                self.uni_data.insert(id);
+            }
+            return Ok(());
+        }
+        if self.peer_control.is_some() {
+            return Err(SessionError::violation("a second control stream"));
+        }
+        self.peer_control = Some(id);
+        self.control_recv = buf;
+        self.process_control()
+    }
+
+    fn process_control(&mut self) -> Result<(), SessionError> {
+        let ctx = DecodeContext::control(self.peer);
+        while !self.closed {
+            match self.version.decode_message(self.control_recv.data(), &ctx) {
+                Ok((msg, n)) => {
+                    self.control_recv.consume(n);
+                    self.on_control_message(msg)?;
+                }
+                Err(DecodeError::NeedMore) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if self.control_recv.fin && !self.closed {
+            return Err(SessionError::violation("control stream closed"));
+        }
+        Ok(())
+    }
+
+    fn on_control_message(&mut self, msg: Message) -> Result<(), SessionError> {
+        if self.peer_setup.is_none() {
+            let options = match (msg, self.peer) {
+                (Message::ClientSetup(s), Role::Client) | (Message::ServerSetup(s), Role::Server) => {
+                    s.options
+                }
+                (other, _) => return Err(SessionError::violation(format!("{} before SETUP", other.name()))),
+            };
+            if self.peer == Role::Server && options.path.is_some() {
+                // draft-22 §9.1.2 / draft-16 "PATH": only a client sends PATH (INVALID_PATH).
+                return Err(SessionError::protocol(SessionCode::InvalidPath, "PATH in a server SETUP"));
+            }
+            if self.version == Version::Draft16 {
+                self.ids.set_peer_initial_max(options.max_request_id);
+            }
+            self.peer_setup = Some(options);
+            if !self.sent_setup {
+                self.send_setup();
+            }
+            return self.maybe_ready();
+        }
+        match msg {
+            Message::ClientSetup(_) | Message::ServerSetup(_) => {
+                Err(SessionError::violation("a second SETUP"))
+            }
+            Message::GoAway(_) => {
+                if self.goaway_received {
+                    return Err(SessionError::violation("a second GOAWAY"));
+                }
+                self.goaway_received = true;
+                self.events.push_back(Event::Message(msg));
+                Ok(())
+            }
+            _ if self.version == Version::Draft22 => {
+                Err(SessionError::violation(format!("{} on the control stream", msg.name())))
+            }
+            Message::MaxRequestId(max) => self.ids.on_max_request_id(max.0),
+            Message::SubscribeNamespace(_) | Message::Namespace(_) | Message::NamespaceDone(_) => {
+                Err(SessionError::violation(format!("{} on the control stream", msg.name())))
+            }
+            msg => {
+                if let Some(id) = consumed_id(&msg) {
+                    self.ids.on_peer_request(id)?;
+                }
+                if let Some(id) = referenced_id(&msg) {
+                    if !self.ids.is_known(id) {
+                        return Err(SessionError::protocol(
+                            SessionCode::InvalidRequestId,
+                            format!("{} names an unknown Request ID", msg.name()),
+                        ));
+                    }
+                }
+                self.events.push_back(Event::Message(msg));
+                Ok(())
+            }
+        }
+    }
+
+    fn maybe_ready(&mut self) -> Result<(), SessionError> {
+        if self.ready || !self.sent_setup {
+            return Ok(());
+        }
+        let Some(peer) = self.peer_setup.clone() else { return Ok(()) };
+        self.ready = true;
+        self.events.push_back(Event::Ready { peer });
+        for id in std::mem::take(&mut self.pre_setup) {
+            if self.closed {
+                break;
+            }
+            self.process_stream(id)?;
+        }
+        Ok(())
+    }
+
+    /// Parses whole messages on a request stream (draft-22) or SUBSCRIBE_NAMESPACE stream
+    /// (draft-16).
+    fn process_stream(&mut self, id: u64) -> Result<(), SessionError> {
+        let version = self.version;
+        loop {
+            if self.closed {
+                return Ok(());
+            }
+            let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+            let ctx = match st.request_id {
+                Some(r) => DecodeContext::request(self.peer, r),
+                None => DecodeContext::control(self.peer),
+            };
+            match version.decode_message(st.recv.data(), &ctx) {
+                Ok((msg, n)) => {
+                    st.recv.consume(n);
+                    self.on_stream_message(id, msg)?;
+                }
+                Err(DecodeError::NeedMore) => {
+                    if st.recv.fin {
+                        if !st.recv.is_empty() {
+                            return Err(SessionError::violation("FIN inside a message"));
+                        }
+                        return self.on_peer_fin(id);
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn on_stream_message(&mut self, id: u64, msg: Message) -> Result<(), SessionError> {
+        let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+        let Some(rid) = st.request_id else {
+            // The first message of a peer-opened stream.
+            let allowed = match self.version {
+                Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
+                Version::Draft22 => opens_stream(&msg),
+            };
+            let Some(rid) = consumed_id(&msg).filter(|_| allowed) else {
+                return Err(SessionError::violation(format!(
+                    "bidirectional stream begins with {}",
+                    msg.name()
+                )));
+            };
+            st.request_id = Some(rid);
+            self.ids.on_peer_request(rid)?;
+            self.by_request.insert(rid, id);
+            self.events.push_back(Event::Message(msg));
+            return Ok(());
+        };
+        let local = initiator(id) == self.role;
+        match (&msg, self.version) {
+            (Message::Namespace(_) | Message::NamespaceDone(_), _) if local => {
+                self.events.push_back(Event::RequestMessage { request_id: rid, message: msg });
+                return Ok(());
+            }
+            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft16)
+                if local && referenced_id(&msg) != Some(rid) =>
+            {
+                return Err(SessionError::protocol(
+                    SessionCode::InvalidRequestId,
+                    "response names another request",
+                ));
+            }
+            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft16) if local => {}
+            (_, Version::Draft16) => {
+                return Err(SessionError::violation(format!(
+                    "{} on a SUBSCRIBE_NAMESPACE stream",
+                    msg.name()
+                )));
+            }
+            (m, Version::Draft22) if opens_stream(m) => {
+                return Err(SessionError::violation(format!("{} on an open request stream", msg.name())));
+            }
+            (Message::RequestUpdate(u), Version::Draft22) => {
+                if local {
+                    return Err(SessionError::violation("REQUEST_UPDATE from the responder"));
+                }
+                self.ids.on_peer_request(u.request_id)?;
+            }
+            _ => {}
+        }
+        self.events.push_back(Event::Message(msg));
+        Ok(())
+    }
+
+    /// The peer finished its direction of a request stream after whole messages.
+    fn on_peer_fin(&mut self, id: u64) -> Result<(), SessionError> {
+        let Some(st) = self.streams.get(&id) else { return Ok(()) };
+        match st.request_id {
+            // draft-16 "SUBSCRIBE_NAMESPACE": a SUBSCRIBE_NAMESPACE is cancelled by FIN from the subscriber.
+            Some(rid) if self.version == Version::Draft16 && initiator(id) != self.role => {
+                self.events.push_back(Event::Cancelled { request_id: rid });
+                self.finish_stream(id);
+                self.drop_stream(id);
+            }
+            Some(_) => {
+                // draft-22 §6.4.2.2: a FIN is not a cancellation; forget the stream once both
+                // directions are done.
+                if st.send_fin {
+                    self.drop_stream(id);
+                }
+            }
+            None => self.drop_stream(id),
+        }
+        Ok(())
+    }
+
+    /// A reset (`stop_sending` false) or STOP_SENDING from the peer on a request stream:
+    /// the request is cancelled (draft-22 §6.4.2.3); we abort what is still open.
+    fn peer_cancelled(&mut self, id: u64, stop_sending: bool) {
+        let Some(st) = self.streams.get(&id) else { return };
+        if let Some(rid) = st.request_id {
+            self.events.push_back(Event::Cancelled { request_id: rid });
+        }
+        if !st.send_fin {
+            self.transmits.push_back(Transmit::Reset { id, code: RESET_CANCELLED });
+        }
+        if stop_sending && !st.recv.fin {
+            self.transmits.push_back(Transmit::StopSending { id, code: RESET_CANCELLED });
+        }
+        self.drop_stream(id);
+    }
+
+    fn drop_stream(&mut self, id: u64) {
+        if let Some(st) = self.streams.remove(&id) {
+            if let Some(rid) = st.request_id {
+                self.by_request.remove(&rid);
+            }
+        }
+        if initiator(id) != self.role {
+            self.closed_peer.insert(id);
+        }
+        self.pre_setup.retain(|&s| s != id);
+    }
+}

@@ -1,0 +1,215 @@
+//! The sending half of [`Session`]: SETUP, Request ID allocation and MAX_REQUEST_ID grants
+//! (draft-16 "MAX_REQUEST_ID", "REQUESTS_BLOCKED"), and routing each outgoing message onto its
+//! stream. draft-16: the control stream, or a SUBSCRIBE_NAMESPACE's own stream for its response
+//! and NAMESPACE messages. draft-22 (§6.4.2): a new bidirectional stream per request (client 0,
+//! 4, 8..., server 1, 5, 9...), responses and updates on the request's stream, GOAWAY on the
+//! control stream; plus graceful FIN and cancellation (draft-22 §6.4.2.2-§6.4.2.3).
+
+use super::{ReqStream, Session, RESET_CANCELLED};
+use crate::session::error::{SessionCode, SessionError};
+use crate::session::requests::{consumed_id, opens_stream, referenced_id, Alloc};
+use crate::session::streams::RecvBuf;
+use crate::session::Transmit;
+use crate::wire::model::{Message, RequestId, Role, Setup};
+use crate::wire::Version;
+
+impl Session {
+    pub(super) fn send_setup(&mut self) {
+        let setup = Setup { options: self.local_setup.clone() };
+        let msg = match self.role {
+            Role::Client => Message::ClientSetup(setup),
+            Role::Server => Message::ServerSetup(setup),
+        };
+        match self.encode(&msg) {
+            Ok(data) => {
+                self.sent_setup = true;
+                self.transmits.push_back(Transmit::Stream { id: self.local_control, data, fin: false });
+            }
+            Err(e) => self.close(SessionCode::InternalError, format!("cannot encode SETUP: {e}")),
+        }
+    }
+
+    fn encode(&self, msg: &Message) -> Result<Vec<u8>, SessionError> {
+        let mut out = Vec::new();
+        self.version.encode_message(msg, &mut out)?;
+        Ok(out)
+    }
+
+    fn write(&mut self, id: u64, data: Vec<u8>) {
+        self.transmits.push_back(Transmit::Stream { id, data, fin: false });
+    }
+
+    /// The next Request ID for a request of ours. draft-16: fails before the peer's SETUP and
+    /// when the peer's MAX_REQUEST_ID is reached (queueing REQUESTS_BLOCKED once per limit).
+    pub fn next_request_id(&mut self) -> Result<RequestId, SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        match self.ids.allocate() {
+            Ok(id) => Ok(id),
+            Err(Alloc::NotReady) => Err(SessionError::NotReady),
+            Err(Alloc::Blocked { max, send_blocked }) => {
+                if send_blocked {
+                    let data = self.encode(&Message::RequestsBlocked(RequestId(max)))?;
+                    self.write(self.local_control, data);
+                }
+                Err(SessionError::Blocked { max })
+            }
+        }
+    }
+
+    /// draft-16: lets the peer make `requests` more requests (sends MAX_REQUEST_ID). draft-22
+    /// has no such message (QUIC stream limits apply): a no-op.
+    pub fn grant_requests(&mut self, requests: u64) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        if self.version == Version::Draft16 && requests > 0 {
+            let max = self.ids.grant(requests);
+            let data = self.encode(&Message::MaxRequestId(RequestId(max)))?;
+            self.write(self.local_control, data);
+        }
+        Ok(())
+    }
+
+    /// Sends a version-neutral message on the stream it belongs on (see the module header).
+    /// NAMESPACE / NAMESPACE_DONE name no request: use [`Session::send_on`].
+    pub fn send(&mut self, msg: Message) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        if !self.sent_setup {
+            return Err(SessionError::NotReady);
+        }
+        match &msg {
+            Message::ClientSetup(_) | Message::ServerSetup(_) => {
+                return Err(SessionError::Misrouted("SETUP"))
+            }
+            Message::Namespace(_) | Message::NamespaceDone(_) => {
+                return Err(SessionError::Misrouted(msg.name()))
+            }
+            _ => {}
+        }
+        if let Some(rid) = consumed_id(&msg) {
+            if !self.ids.is_ours(rid) {
+                return Err(SessionError::UnknownRequest(rid.0));
+            }
+        }
+        match self.version {
+            Version::Draft16 => self.send_d16(msg),
+            Version::Draft22 => self.send_d22(msg),
+        }
+    }
+
+    fn send_d16(&mut self, msg: Message) -> Result<(), SessionError> {
+        let data = self.encode(&msg)?;
+        match &msg {
+            Message::SubscribeNamespace(m) => {
+                let id = self.open_request_stream(m.request_id);
+                self.write(id, data);
+            }
+            Message::RequestOk(_) | Message::RequestError(_) => {
+                let stream = referenced_id(&msg).and_then(|r| self.by_request.get(&r).copied());
+                self.write(stream.unwrap_or(self.local_control), data);
+            }
+            Message::MaxRequestId(m) => {
+                self.ids.set_local_max(m.0);
+                self.write(self.local_control, data);
+            }
+            _ => self.write(self.local_control, data),
+        }
+        Ok(())
+    }
+
+    fn send_d22(&mut self, msg: Message) -> Result<(), SessionError> {
+        match &msg {
+            Message::GoAway(_) => {
+                let data = self.encode(&msg)?;
+                self.write(self.local_control, data);
+                return Ok(());
+            }
+            Message::Unsubscribe(r) | Message::FetchCancel(r) => return self.cancel(*r),
+            Message::PublishNamespaceDone(r) => return self.finish(*r),
+            _ => {}
+        }
+        let data = self.encode(&msg)?;
+        if opens_stream(&msg) {
+            if let Some(rid) = consumed_id(&msg) {
+                let id = self.open_request_stream(rid);
+                self.write(id, data);
+                return Ok(());
+            }
+        }
+        let rid = referenced_id(&msg).ok_or(SessionError::Misrouted(msg.name()))?;
+        let id = *self.by_request.get(&rid).ok_or(SessionError::UnknownRequest(rid.0))?;
+        self.write(id, data);
+        Ok(())
+    }
+
+    fn open_request_stream(&mut self, rid: RequestId) -> u64 {
+        let id = self.next_local_bidi;
+        self.next_local_bidi = self.next_local_bidi.saturating_add(4);
+        self.streams
+            .insert(id, ReqStream { request_id: Some(rid), recv: RecvBuf::default(), send_fin: false });
+        self.by_request.insert(rid, id);
+        id
+    }
+
+    /// Sends `msg` on the stream of request `request_id` (NAMESPACE / NAMESPACE_DONE on a
+    /// SUBSCRIBE_NAMESPACE stream, or any response).
+    pub fn send_on(&mut self, request_id: RequestId, msg: Message) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
+        let data = self.encode(&msg)?;
+        self.write(id, data);
+        Ok(())
+    }
+
+    /// Ends our direction of the request's stream gracefully (FIN; draft-22 §6.4.2.2).
+    pub fn finish(&mut self, request_id: RequestId) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
+        self.finish_stream(id);
+        if self.streams.get(&id).is_some_and(|s| s.recv.fin && s.recv.is_empty()) {
+            self.drop_stream(id);
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish_stream(&mut self, id: u64) {
+        if let Some(st) = self.streams.get_mut(&id) {
+            if !st.send_fin {
+                st.send_fin = true;
+                self.transmits.push_back(Transmit::Stream { id, data: Vec::new(), fin: true });
+            }
+        }
+    }
+
+    /// Cancels a request that has its own stream (draft-22 requests, draft-16
+    /// SUBSCRIBE_NAMESPACE): RESET_STREAM our direction, STOP_SENDING theirs (§6.4.2.3).
+    pub fn cancel(&mut self, request_id: RequestId) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        let Some(&id) = self.by_request.get(&request_id) else {
+            return Err(match self.version {
+                Version::Draft16 => SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL"),
+                Version::Draft22 => SessionError::UnknownRequest(request_id.0),
+            });
+        };
+        if let Some(st) = self.streams.get(&id) {
+            if !st.send_fin {
+                self.transmits.push_back(Transmit::Reset { id, code: RESET_CANCELLED });
+            }
+            if !st.recv.fin {
+                self.transmits.push_back(Transmit::StopSending { id, code: RESET_CANCELLED });
+            }
+        }
+        self.drop_stream(id);
+        Ok(())
+    }
+}

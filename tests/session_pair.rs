@@ -1,0 +1,718 @@
+//! Pair harness for `session`: a client and a server [`Session`] back to back, the transmits of
+//! one pumped into the other (no QUIC), for draft-16 and draft-22. Covers the SETUP exchange,
+//! request/response routing, byte-split delivery, Request ID rules and flow control (draft-16
+//! §9.1, §9.5-§9.6; draft-22 §6.4.2.1), GOAWAY, pre-SETUP buffering (draft-22 §6.3),
+//! cancellation (draft-22 §6.4.2.3) and garbage input.
+#![allow(clippy::unwrap_used)]
+
+use bytes::Bytes;
+use moq_edge::session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
+use moq_edge::wire::model::{
+    FullTrackName, GoAway, Message, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup,
+    SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
+};
+use moq_edge::wire::Version;
+use proptest::prelude::*;
+
+const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
+
+/// How to cut the bytes of each Transmit::Stream before delivering them.
+#[derive(Clone, Copy, PartialEq)]
+enum Split {
+    Whole,
+    Bytes,
+}
+
+struct Side {
+    s: Session,
+    events: Vec<Event>,
+    /// Every transmit this side produced, in order.
+    sent: Vec<Transmit>,
+}
+
+struct Pair {
+    c: Side,
+    s: Side,
+}
+
+fn side(v: Version, role: Role, config: SessionConfig, setup: SetupOptions) -> Side {
+    Side { s: Session::new(v, role, config, setup), events: Vec::new(), sent: Vec::new() }
+}
+
+fn deliver(to: &mut Session, t: &Transmit, split: Split) {
+    match t {
+        Transmit::Stream { id, data, fin } => {
+            if split == Split::Bytes && data.len() > 1 {
+                for (i, b) in data.iter().enumerate() {
+                    to.on_stream_data(*id, &[*b], *fin && i + 1 == data.len());
+                }
+            } else {
+                to.on_stream_data(*id, data, *fin);
+            }
+        }
+        Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
+        Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
+        Transmit::Close { .. } => {}
+    }
+}
+
+impl Pair {
+    fn new(v: Version) -> Pair {
+        Pair::with(v, SessionConfig::default(), SessionConfig::default())
+    }
+
+    fn with(v: Version, cc: SessionConfig, sc: SessionConfig) -> Pair {
+        let copts = SetupOptions {
+            path: Some(Bytes::from_static(b"/moq")),
+            authority: Some(Bytes::from_static(b"relay.example")),
+            implementation: Some(Bytes::from_static(b"test-client")),
+            ..Default::default()
+        };
+        let sopts = SetupOptions { max_auth_token_cache_size: Some(4096), ..Default::default() };
+        Pair { c: side(v, Role::Client, cc, copts), s: side(v, Role::Server, sc, sopts) }
+    }
+
+    /// Moves transmits both ways until both sides are quiet.
+    fn pump(&mut self, split: Split) {
+        loop {
+            let mut moved = false;
+            while let Some(t) = self.c.s.poll_transmit() {
+                deliver(&mut self.s.s, &t, split);
+                self.c.sent.push(t);
+                moved = true;
+            }
+            while let Some(t) = self.s.s.poll_transmit() {
+                deliver(&mut self.c.s, &t, split);
+                self.s.sent.push(t);
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+        while let Some(e) = self.c.s.poll_event() {
+            self.c.events.push(e);
+        }
+        while let Some(e) = self.s.s.poll_event() {
+            self.s.events.push(e);
+        }
+    }
+
+    fn ready(v: Version) -> Pair {
+        let mut p = Pair::new(v);
+        p.pump(Split::Whole);
+        assert!(p.c.s.is_ready() && p.s.s.is_ready());
+        p.c.events.clear();
+        p.s.events.clear();
+        p
+    }
+}
+
+fn subscribe(id: RequestId) -> Message {
+    Message::Subscribe(Subscribe {
+        request_id: id,
+        track: FullTrackName {
+            namespace: TrackNamespace::from_strs(&["live"]),
+            name: Bytes::from_static(b"video"),
+        },
+        ..Default::default()
+    })
+}
+
+fn encode(v: Version, m: &Message) -> Vec<u8> {
+    let mut out = Vec::new();
+    v.encode_message(m, &mut out).unwrap();
+    out
+}
+
+fn closed_with(events: &[Event]) -> Option<u64> {
+    events.iter().find_map(|e| match e {
+        Event::Closed { code, .. } => Some(*code),
+        _ => None,
+    })
+}
+
+fn drain(s: &mut Session) -> Vec<Event> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+/// A server that has completed SETUP with a raw client (bytes injected by the test).
+fn raw_server(v: Version) -> Session {
+    let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+    let setup = Message::ClientSetup(Setup::default());
+    let control = if v == Version::Draft16 { 0 } else { 2 };
+    s.on_stream_data(control, &encode(v, &setup), false);
+    assert!(s.is_ready(), "{v:?}");
+    drain(&mut s);
+    s
+}
+
+/// Where a raw client request goes: draft-16 the control stream, draft-22 a new bidi stream.
+fn raw_request(s: &mut Session, v: Version, stream: u64, m: &Message) {
+    let id = if v == Version::Draft16 { 0 } else { stream };
+    s.on_stream_data(id, &encode(v, m), false);
+}
+
+#[test]
+fn setup_completes_and_ready_carries_peer_options() {
+    for v in BOTH {
+        let mut p = Pair::new(v);
+        p.pump(Split::Whole);
+        let Some(Event::Ready { peer }) = p.s.events.first() else { panic!("{v:?}: {:?}", p.s.events) };
+        assert_eq!(peer.path.as_deref(), Some(&b"/moq"[..]));
+        assert_eq!(peer.authority.as_deref(), Some(&b"relay.example"[..]));
+        assert_eq!(peer.implementation.as_deref(), Some(&b"test-client"[..]));
+        let Some(Event::Ready { peer }) = p.c.events.first() else { panic!("{v:?}: {:?}", p.c.events) };
+        assert_eq!(peer.max_auth_token_cache_size, Some(4096));
+        assert_eq!(peer.implementation.as_deref(), Some(&b"moq-edge"[..]));
+        match v {
+            Version::Draft16 => assert_eq!(peer.max_request_id, Some(200)),
+            Version::Draft22 => assert_eq!(peer.max_request_id, None),
+        }
+        // The SETUP went on the right stream: draft-16 bidi 0, draft-22 uni 2 / 3.
+        let first = |sent: &[Transmit]| match sent.first() {
+            Some(Transmit::Stream { id, .. }) => *id,
+            other => panic!("{other:?}"),
+        };
+        let (c_id, s_id) = if v == Version::Draft16 { (0, 0) } else { (2, 3) };
+        assert_eq!((first(&p.c.sent), first(&p.s.sent)), (c_id, s_id), "{v:?}");
+    }
+}
+
+#[test]
+fn draft22_setup_options_all_travel() {
+    let v = Version::Draft22;
+    let copts = SetupOptions {
+        path: Some(Bytes::from_static(b"/p")),
+        authority: Some(Bytes::from_static(b"a")),
+        implementation: Some(Bytes::from_static(b"i")),
+        max_auth_token_cache_size: Some(1),
+        max_request_updates: Some(2),
+        max_filter_ranges: Some(3),
+        ..Default::default()
+    };
+    let mut p = Pair {
+        c: side(v, Role::Client, SessionConfig::default(), copts.clone()),
+        s: side(v, Role::Server, SessionConfig::default(), SetupOptions::default()),
+    };
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events.first(), Some(&Event::Ready { peer: copts }));
+}
+
+/// SUBSCRIBE → SUBSCRIBE_OK and SUBSCRIBE → REQUEST_ERROR, both drafts, whole or byte-split.
+fn request_flow(v: Version, split: Split) -> (Vec<Event>, Vec<Event>, Vec<Transmit>) {
+    let mut p = Pair::new(v);
+    p.pump(split);
+    let a = p.c.s.next_request_id().unwrap();
+    let b = p.c.s.next_request_id().unwrap();
+    assert_eq!((a, b), (RequestId(0), RequestId(2)));
+    p.c.s.send(subscribe(a)).unwrap();
+    p.c.s.send(subscribe(b)).unwrap();
+    p.pump(split);
+    assert!(p.s.events.contains(&Event::Message(subscribe(a))), "{v:?} {:?}", p.s.events);
+    assert!(p.s.events.contains(&Event::Message(subscribe(b))));
+    let ok =
+        Message::SubscribeOk(SubscribeOk { request_id: a, track_alias: TrackAlias(7), ..Default::default() });
+    let err = Message::RequestError(RequestError {
+        request_id: b,
+        error_code: 0x4,
+        reason: Bytes::from_static(b"no such track"),
+        ..Default::default()
+    });
+    p.s.s.send(ok.clone()).unwrap();
+    p.s.s.send(err.clone()).unwrap();
+    p.pump(split);
+    assert!(p.c.events.contains(&Event::Message(ok)), "{v:?} {:?}", p.c.events);
+    assert!(p.c.events.contains(&Event::Message(err)));
+    assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+    (p.c.events, p.s.events, p.s.sent)
+}
+
+#[test]
+fn subscribe_responses_matched_by_request_id() {
+    for v in BOTH {
+        let (_, _, server_sent) = request_flow(v, Split::Whole);
+        // Where the responses went: draft-16 the control stream, draft-22 the request streams
+        // (client bidi 4 and 8; 0 is the first request stream in draft-22).
+        let ids: Vec<u64> = server_sent
+            .iter()
+            .filter_map(|t| match t {
+                Transmit::Stream { id, .. } => Some(*id),
+                _ => None,
+            })
+            .collect();
+        match v {
+            Version::Draft16 => assert_eq!(ids, vec![0, 0, 0]),
+            Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
+        }
+    }
+}
+
+#[test]
+fn byte_by_byte_delivery_gives_the_same_events() {
+    for v in BOTH {
+        let (c1, s1, _) = request_flow(v, Split::Whole);
+        let (c2, s2, _) = request_flow(v, Split::Bytes);
+        assert_eq!(c1, c2, "{v:?}");
+        assert_eq!(s1, s2, "{v:?}");
+    }
+}
+
+#[test]
+fn every_two_way_split_of_the_client_bytes_gives_the_same_events() {
+    for v in BOTH {
+        let mut c = Session::new(v, Role::Client, SessionConfig::default(), SetupOptions::default());
+        let mut stream_bytes: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut take = |c: &mut Session| {
+            while let Some(t) = c.poll_transmit() {
+                if let Transmit::Stream { id, data, .. } = t {
+                    match stream_bytes.iter_mut().find(|(i, _)| *i == id) {
+                        Some((_, b)) => b.extend(data),
+                        None => stream_bytes.push((id, data)),
+                    }
+                }
+            }
+        };
+        take(&mut c);
+        // Make the client ready with a raw SERVER_SETUP so it can send requests.
+        let ss = encode(
+            v,
+            &Message::ServerSetup(Setup {
+                options: SetupOptions { max_request_id: None, ..Default::default() },
+            }),
+        );
+        let ss = if v == Version::Draft16 {
+            encode(
+                v,
+                &Message::ServerSetup(Setup {
+                    options: SetupOptions { max_request_id: Some(10), ..Default::default() },
+                }),
+            )
+        } else {
+            ss
+        };
+        c.on_stream_data(if v == Version::Draft16 { 0 } else { 3 }, &ss, false);
+        let id = c.next_request_id().unwrap();
+        c.send(subscribe(id)).unwrap();
+        take(&mut c);
+        let reference = {
+            let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+            for (id, b) in &stream_bytes {
+                s.on_stream_data(*id, b, false);
+            }
+            drain(&mut s)
+        };
+        assert!(reference.contains(&Event::Message(subscribe(id))), "{v:?} {reference:?}");
+        for (sid, bytes) in &stream_bytes {
+            for k in 0..=bytes.len() {
+                let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+                for (other, b) in &stream_bytes {
+                    if other == sid {
+                        s.on_stream_data(*sid, &bytes[..k], false);
+                        s.on_stream_data(*sid, &bytes[k..], false);
+                    } else {
+                        s.on_stream_data(*other, b, false);
+                    }
+                }
+                assert_eq!(drain(&mut s), reference, "{v:?} stream {sid} split at {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn request_id_violations_close_with_the_right_code() {
+    let invalid = SessionCode::InvalidRequestId.code();
+    for v in BOTH {
+        // Wrong parity.
+        let mut s = raw_server(v);
+        raw_request(&mut s, v, 0, &subscribe(RequestId(1)));
+        assert_eq!(closed_with(&drain(&mut s)), Some(invalid), "{v:?} parity");
+        assert!(s.is_closed());
+        // Duplicate.
+        let mut s = raw_server(v);
+        raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+        raw_request(&mut s, v, 4, &subscribe(RequestId(0)));
+        let ev = drain(&mut s);
+        assert_eq!(ev.first(), Some(&Event::Message(subscribe(RequestId(0)))));
+        assert_eq!(closed_with(&ev), Some(invalid), "{v:?} duplicate");
+    }
+    // draft-16: a skipped ID, and one at MAX_REQUEST_ID (the server advertises 200).
+    let v = Version::Draft16;
+    let mut s = raw_server(v);
+    raw_request(&mut s, v, 0, &subscribe(RequestId(2)));
+    assert_eq!(closed_with(&drain(&mut s)), Some(invalid), "skipped");
+    let config = SessionConfig { max_requests: 1, ..Default::default() };
+    let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
+    s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
+    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+    raw_request(&mut s, v, 0, &subscribe(RequestId(2)));
+    let ev = drain(&mut s);
+    assert!(ev.contains(&Event::Message(subscribe(RequestId(0)))));
+    assert_eq!(closed_with(&ev), Some(SessionCode::TooManyRequests.code()));
+    // draft-22: request streams may arrive out of order, so a gap is not a violation.
+    let v = Version::Draft22;
+    let mut s = raw_server(v);
+    raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
+    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+    let ev = drain(&mut s);
+    assert_eq!(closed_with(&ev), None);
+    assert_eq!(ev.len(), 2);
+}
+
+#[test]
+fn draft16_max_request_id_and_requests_blocked() {
+    let v = Version::Draft16;
+    let sc = SessionConfig { max_requests: 2, ..Default::default() };
+    let mut p = Pair::with(v, SessionConfig::default(), sc);
+    // Before SERVER_SETUP the client does not know the limit.
+    assert_eq!(p.c.s.next_request_id(), Err(SessionError::NotReady));
+    p.pump(Split::Whole);
+    assert_eq!(p.c.s.next_request_id(), Ok(RequestId(0)));
+    assert_eq!(p.c.s.next_request_id(), Ok(RequestId(2)));
+    assert_eq!(p.c.s.next_request_id(), Err(SessionError::Blocked { max: 4 }));
+    assert_eq!(p.c.s.next_request_id(), Err(SessionError::Blocked { max: 4 }));
+    p.c.events.clear();
+    p.s.events.clear();
+    p.pump(Split::Whole);
+    // REQUESTS_BLOCKED went out once.
+    assert_eq!(p.s.events, vec![Event::Message(Message::RequestsBlocked(RequestId(4)))]);
+    p.s.s.grant_requests(3).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.c.s.next_request_id(), Ok(RequestId(4)));
+    p.c.s.send(subscribe(RequestId(0))).unwrap();
+    p.c.s.send(subscribe(RequestId(2))).unwrap();
+    p.c.s.send(subscribe(RequestId(4))).unwrap();
+    p.pump(Split::Whole);
+    assert!(!p.s.s.is_closed());
+    assert_eq!(p.s.events.iter().filter(|e| matches!(e, Event::Message(Message::Subscribe(_)))).count(), 3);
+    // A MAX_REQUEST_ID that does not increase is a PROTOCOL_VIOLATION.
+    p.c.s.on_stream_data(0, &encode(v, &Message::MaxRequestId(RequestId(10))), false);
+    assert_eq!(closed_with(&drain(&mut p.c.s)), Some(SessionCode::ProtocolViolation.code()));
+}
+
+#[test]
+fn second_goaway_is_a_protocol_violation() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        p.s.s.send(Message::GoAway(GoAway::default())).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.c.events, vec![Event::Message(Message::GoAway(GoAway::default()))]);
+        p.s.s.send(Message::GoAway(GoAway::default())).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(closed_with(&p.c.events), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
+        assert!(p.c.s.is_closed());
+        // The closing side asks the transport to close the connection with the same code.
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Close { code: 0x3, .. })));
+    }
+}
+
+#[test]
+fn draft16_message_before_setup_is_a_protocol_violation() {
+    let v = Version::Draft16;
+    let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+    s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+    // Input after the close is ignored.
+    s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
+    assert!(drain(&mut s).is_empty());
+    assert!(!s.is_ready());
+}
+
+#[test]
+fn draft22_request_streams_before_setup_are_buffered() {
+    let v = Version::Draft22;
+    let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+    s.on_stream_data(4, &encode(v, &subscribe(RequestId(2))), false);
+    s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
+    assert!(drain(&mut s).is_empty());
+    s.on_stream_data(2, &encode(v, &Message::ClientSetup(Setup::default())), false);
+    let ev = drain(&mut s);
+    assert!(matches!(ev.first(), Some(Event::Ready { .. })), "{ev:?}");
+    assert_eq!(&ev[1..], &[Event::Message(subscribe(RequestId(2))), Event::Message(subscribe(RequestId(0)))]);
+    // The response goes on the buffered request's stream.
+    let ok = Message::SubscribeOk(SubscribeOk { request_id: RequestId(2), ..Default::default() });
+    s.send(ok).unwrap();
+    let last = std::iter::from_fn(|| s.poll_transmit()).last();
+    assert!(matches!(last, Some(Transmit::Stream { id: 4, .. })), "{last:?}");
+}
+
+#[test]
+fn draft22_too_many_streams_before_setup_close() {
+    let v = Version::Draft22;
+    let config = SessionConfig { max_pre_setup_streams: 2, ..Default::default() };
+    let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
+    for (i, stream) in [0u64, 4, 8].iter().enumerate() {
+        s.on_stream_data(*stream, &encode(v, &subscribe(RequestId(2 * i as u64))), false);
+    }
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+    // And a stream that exceeds its byte limit.
+    let config = SessionConfig { max_stream_buffer: 8, ..Default::default() };
+    let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
+    s.on_stream_data(0, &[0x03, 0x00, 0xFF, 0, 0, 0, 0, 0, 0, 0], false);
+    assert!(s.is_closed());
+}
+
+#[test]
+fn draft22_response_on_control_stream_is_a_protocol_violation() {
+    let v = Version::Draft22;
+    for m in [
+        Message::SubscribeOk(SubscribeOk::default()),
+        Message::RequestError(RequestError::default()),
+        subscribe(RequestId(0)),
+    ] {
+        let mut s = raw_server(v);
+        s.on_stream_data(2, &encode(v, &m), false);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{}", m.name());
+    }
+    // A control stream closed (FIN) or reset is a PROTOCOL_VIOLATION too.
+    let mut s = raw_server(v);
+    s.on_stream_data(2, &[], true);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+    let mut s = raw_server(v);
+    s.on_stream_reset(2, 0);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+}
+
+#[test]
+fn draft22_cancel_resets_the_request_stream() {
+    let v = Version::Draft22;
+    let mut p = Pair::ready(v);
+    let id = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(id)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
+    p.c.s.cancel(id).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
+    assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Reset { id: 0, code: 0x1 })));
+    assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::StopSending { id: 0, code: 0x1 })));
+    // The server forgot the request: a response for it has no stream.
+    let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
+    assert_eq!(p.s.s.send(ok), Err(SessionError::UnknownRequest(0)));
+    // draft-16 UNSUBSCRIBE maps onto the same cancellation in draft-22.
+    let id = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(id)).unwrap();
+    p.pump(Split::Whole);
+    p.c.s.send(Message::Unsubscribe(id)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
+    assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+}
+
+#[test]
+fn draft22_fin_is_not_a_cancellation() {
+    let v = Version::Draft22;
+    let mut p = Pair::ready(v);
+    let id = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(id)).unwrap();
+    p.c.s.finish(id).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
+    let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
+    p.s.s.send(ok.clone()).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.c.events, vec![Event::Message(ok)]);
+}
+
+#[test]
+fn draft16_cancel_needs_a_message() {
+    let mut p = Pair::ready(Version::Draft16);
+    let id = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(id)).unwrap();
+    assert!(matches!(p.c.s.cancel(id), Err(SessionError::Misrouted(_))));
+    p.c.s.send(Message::Unsubscribe(id)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events, vec![Event::Message(subscribe(id)), Event::Message(Message::Unsubscribe(id))]);
+}
+
+#[test]
+fn subscribe_namespace_stream_carries_namespace_messages() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let id = p.c.s.next_request_id().unwrap();
+        let sn = Message::SubscribeNamespace(SubscribeNamespace {
+            request_id: id,
+            prefix: TrackNamespace::from_strs(&["live"]),
+            ..Default::default()
+        });
+        p.c.s.send(sn.clone()).unwrap();
+        p.pump(Split::Bytes);
+        assert_eq!(p.s.events, vec![Event::Message(sn)], "{v:?}");
+        // draft-16: its own bidi stream (4, after the control stream 0); draft-22: stream 0.
+        let stream = if v == Version::Draft16 { 4 } else { 0 };
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Stream { id, .. } if *id == stream)));
+        let ok = Message::RequestOk(RequestOk { request_id: id, ..Default::default() });
+        p.s.s.send(ok.clone()).unwrap();
+        let ns = Message::Namespace(TrackNamespace::from_strs(&["a"]));
+        assert!(matches!(p.s.s.send(ns.clone()), Err(SessionError::Misrouted(_))));
+        p.s.s.send_on(id, ns.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(
+            p.c.events,
+            vec![Event::Message(ok), Event::RequestMessage { request_id: id, message: ns }],
+            "{v:?}"
+        );
+        let server_streams: Vec<u64> =
+            p.s.sent
+                .iter()
+                .filter_map(|t| match t {
+                    Transmit::Stream { id, .. } => Some(*id),
+                    _ => None,
+                })
+                .collect();
+        assert_eq!(server_streams.last(), Some(&stream));
+        // Cancelling it reaches the server as Cancelled.
+        p.c.s.cancel(id).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }), "{v:?}");
+        assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+    }
+}
+
+#[test]
+fn bidi_stream_with_a_wrong_first_message_is_a_protocol_violation() {
+    for v in BOTH {
+        let mut s = raw_server(v);
+        // draft-16 bidi streams other than the control stream begin with SUBSCRIBE_NAMESPACE;
+        // draft-22 ones with a request (a response there has no request to name).
+        let (stream, m) = match v {
+            Version::Draft16 => (4, subscribe(RequestId(0))),
+            Version::Draft22 => (0, Message::RequestOk(RequestOk::default())),
+        };
+        s.on_stream_data(stream, &encode(v, &m), false);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
+    }
+}
+
+#[test]
+fn server_requests_use_odd_ids_and_server_streams() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let id = p.s.s.next_request_id().unwrap();
+        assert_eq!(id, RequestId(1));
+        p.s.s.send(subscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.c.events, vec![Event::Message(subscribe(id))], "{v:?}");
+        if v == Version::Draft22 {
+            assert!(matches!(p.s.sent.last(), Some(Transmit::Stream { id: 1, .. })));
+        }
+        let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
+        p.c.s.send(ok.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events, vec![Event::Message(ok)], "{v:?}");
+    }
+}
+
+#[test]
+fn request_update_references_its_request() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let a = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(a)).unwrap();
+        let b = p.c.s.next_request_id().unwrap();
+        let up = Message::RequestUpdate(RequestUpdate {
+            request_id: b,
+            existing_request_id: a,
+            ..Default::default()
+        });
+        p.c.s.send(up.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events, vec![Event::Message(subscribe(a)), Event::Message(up)], "{v:?}");
+    }
+}
+
+#[test]
+fn stop_sending_on_a_request_stream_cancels_it() {
+    let v = Version::Draft22;
+    let mut p = Pair::ready(v);
+    let id = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(id)).unwrap();
+    p.pump(Split::Whole);
+    p.c.s.on_stop_sending(0, 0x1);
+    assert_eq!(drain(&mut p.c.s), vec![Event::Cancelled { request_id: id }]);
+    let t: Vec<Transmit> = std::iter::from_fn(|| p.c.s.poll_transmit()).collect();
+    assert_eq!(t, vec![Transmit::Reset { id: 0, code: 1 }, Transmit::StopSending { id: 0, code: 1 }]);
+}
+
+#[test]
+fn path_from_a_server_is_invalid_path() {
+    for v in BOTH {
+        let mut c = Session::new(v, Role::Client, SessionConfig::default(), SetupOptions::default());
+        let opts = SetupOptions {
+            path: Some(Bytes::from_static(b"/x")),
+            max_request_id: None,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        // Written by hand through the client-side encoder of the same option set.
+        v.encode_message(&Message::ServerSetup(Setup { options: opts }), &mut bytes).unwrap();
+        c.on_stream_data(if v == Version::Draft16 { 0 } else { 3 }, &bytes, false);
+        assert_eq!(closed_with(&drain(&mut c)), Some(SessionCode::InvalidPath.code()), "{v:?}");
+    }
+}
+
+#[test]
+fn draft22_fin_inside_a_message_and_duplicate_update_id() {
+    let v = Version::Draft22;
+    let mut s = raw_server(v);
+    let bytes = encode(v, &subscribe(RequestId(0)));
+    s.on_stream_data(0, &bytes[..bytes.len() - 1], true);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+    let mut s = raw_server(v);
+    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+    let up = Message::RequestUpdate(RequestUpdate {
+        request_id: RequestId(0),
+        existing_request_id: RequestId(0),
+        ..Default::default()
+    });
+    s.on_stream_data(0, &encode(v, &up), false);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
+}
+
+#[test]
+fn late_bytes_on_a_cancelled_stream_are_ignored() {
+    let v = Version::Draft22;
+    let mut s = raw_server(v);
+    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+    s.on_stream_reset(0, 0x1);
+    assert_eq!(drain(&mut s).last(), Some(&Event::Cancelled { request_id: RequestId(0) }));
+    // A REQUEST_UPDATE that was in flight when the stream was cancelled.
+    let up = Message::RequestUpdate(RequestUpdate {
+        request_id: RequestId(2),
+        existing_request_id: RequestId(0),
+        ..Default::default()
+    });
+    s.on_stream_data(0, &encode(v, &up), false);
+    assert!(drain(&mut s).is_empty());
+    assert!(!s.is_closed());
+    raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
+    assert_eq!(drain(&mut s), vec![Event::Message(subscribe(RequestId(2)))]);
+}
+
+proptest! {
+    #[test]
+    fn garbage_on_the_control_stream_never_panics(
+        data in proptest::collection::vec(any::<u8>(), 0..512),
+        cut in 0usize..512,
+        d22 in any::<bool>(),
+        with_setup in any::<bool>(),
+    ) {
+        let v = if d22 { Version::Draft22 } else { Version::Draft16 };
+        let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+        let control = if d22 { 2 } else { 0 };
+        let mut bytes = Vec::new();
+        if with_setup {
+            bytes = encode(v, &Message::ClientSetup(Setup::default()));
+        }
+        bytes.extend_from_slice(&data);
+        let cut = cut.min(bytes.len());
+        s.on_stream_data(control, &bytes[..cut], false);
+        s.on_stream_data(control, &bytes[cut..], false);
+        s.on_stream_data(4, &data, true);
+        s.on_stream_reset(8, 0);
+        let events = drain(&mut s);
+        prop_assert_eq!(s.is_closed(), closed_with(&events).is_some());
+        while s.poll_transmit().is_some() {}
+    }
+}
