@@ -52,6 +52,7 @@ fn deliver(to: &mut Session, t: &Transmit, split: Split) {
         }
         Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
         Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
+        Transmit::Datagram { data } => to.on_datagram(data.clone()),
         Transmit::Close { .. } => {}
     }
 }
@@ -268,7 +269,7 @@ fn every_two_way_split_of_the_client_bytes_gives_the_same_events() {
                 if let Transmit::Stream { id, data, .. } = t {
                     match stream_bytes.iter_mut().find(|(i, _)| *i == id) {
                         Some((_, b)) => b.extend(data),
-                        None => stream_bytes.push((id, data)),
+                        None => stream_bytes.push((id, data.to_vec())),
                     }
                 }
             }

@@ -17,15 +17,19 @@
 //!
 //! This file owns the receiving half (SETUP exchange, parsing, Request ID checks, FIN / reset /
 //! STOP_SENDING handling); `control/outgoing.rs` owns the sending half (routing, Request ID
-//! allocation, MAX_REQUEST_ID grants, FIN and cancel). Unidirectional data streams (objects) are
-//! out of scope: their bytes are ignored here.
+//! allocation, MAX_REQUEST_ID grants, FIN and cancel); `control/data_in.rs` routes peer data
+//! streams and datagrams into [`DataState`] and keeps its Track Alias table in step.
 
+mod data_in;
+mod data_out;
 mod outgoing;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
+use self::data_out::DataOut;
+use super::data::{DataLimits, DataState};
 use super::error::{SessionCode, SessionError};
 use super::requests::{consumed_id, opens_stream, referenced_id, RequestIds};
 use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf};
@@ -51,6 +55,8 @@ pub struct SessionConfig {
     pub max_requests: u64,
     /// MOQT_IMPLEMENTATION sent in our SETUP when the caller's options have none.
     pub implementation: Option<Bytes>,
+    /// Data-plane limits (object size, data streams, streams held for an unknown alias).
+    pub data: DataLimits,
 }
 
 impl Default for SessionConfig {
@@ -60,6 +66,7 @@ impl Default for SessionConfig {
             max_pre_setup_streams: 16,
             max_requests: 100,
             implementation: Some(Bytes::from_static(b"moq-edge")),
+            data: DataLimits::default(),
         }
     }
 }
@@ -96,8 +103,10 @@ pub struct Session {
     goaway_received: bool,
     /// draft-22: peer unidirectional streams whose type is not yet known.
     uni_pending: HashMap<u64, RecvBuf>,
-    /// draft-22: peer unidirectional data streams (ignored here).
-    uni_data: HashSet<u64>,
+    /// Peer data streams, datagrams and the Track Alias table.
+    data: DataState,
+    /// Our data streams.
+    data_out: DataOut,
     streams: HashMap<u64, ReqStream>,
     /// Peer-opened bidirectional streams already finished with (late bytes are ignored).
     closed_peer: ClosedStreams,
@@ -135,6 +144,7 @@ impl Session {
         if version == Version::Draft16 && role == Role::Client {
             next_local_bidi += 4; // stream 0 is the control stream
         }
+        let data = DataState::new(version, config.data, first_id(peer, true));
         let mut s = Session {
             version,
             role,
@@ -152,7 +162,9 @@ impl Session {
             control_recv: RecvBuf::default(),
             goaway_received: false,
             uni_pending: HashMap::new(),
-            uni_data: HashSet::new(),
+            data,
+            // draft-22: our first unidirectional stream is the control stream.
+            data_out: DataOut::new(first_id(role, true) + if version == Version::Draft22 { 4 } else { 0 }),
             streams: HashMap::new(),
             // draft-16: the client's stream 0 is the control stream, never a request stream.
             closed_peer: ClosedStreams::new(if version == Version::Draft16 && peer == Role::Client {
@@ -223,27 +235,34 @@ impl Session {
 
     /// The peer reset its sending direction of stream `id`.
     pub fn on_stream_reset(&mut self, id: u64, code: u64) {
-        let _ = code;
         if self.closed {
             return;
         }
         if self.peer_control == Some(id) {
             return self.fail(SessionError::violation("control stream reset"));
         }
-        self.uni_pending.remove(&id);
-        self.uni_data.remove(&id);
+        if is_uni(id) && self.data_stream_reset(id, code) {
+            return;
+        }
+        if self.uni_pending.remove(&id).is_some() {
+            self.data.retire(id);
+        }
         self.pre_setup.retain(|&s| s != id);
         self.peer_cancelled(id, false);
     }
 
     /// The peer asked us to stop sending on stream `id`.
     pub fn on_stop_sending(&mut self, id: u64, code: u64) {
-        let _ = code;
         if self.closed {
             return;
         }
         if id == self.local_control {
             return self.fail(SessionError::violation("STOP_SENDING on the control stream"));
+        }
+        if is_uni(id) {
+            // STOP_SENDING on a data stream: answer with RESET_STREAM (RFC 9000 §3.5).
+            self.data_stop_sending(id, code);
+            return;
         }
         self.peer_cancelled(id, true);
     }
@@ -264,12 +283,13 @@ impl Session {
             return self.process_control();
         }
         if is_uni(id) {
-            if initiator(id) == self.role || self.version == Version::Draft16 || self.uni_data.contains(&id) {
-                // Our own direction cannot receive; data streams are not this layer's business.
-                if fin {
-                    self.uni_data.remove(&id);
-                }
+            if initiator(id) == self.role {
+                // Our own unidirectional streams cannot receive.
                 return Ok(());
+            }
+            if self.version == Version::Draft16 || self.data.owns(id) {
+                // draft-16: every peer unidirectional stream is a data stream.
+                return self.data_stream_input(id, data, fin);
             }
             return self.on_uni_data(id, data, fin);
         }
@@ -321,6 +341,7 @@ impl Session {
             Err(DecodeError::NeedMore) => {
                 if fin {
                     self.uni_pending.remove(&id);
+                    self.data.retire(id);
                 }
                 return Ok(());
             }
@@ -328,15 +349,15 @@ impl Session {
         };
         let Some(buf) = self.uni_pending.remove(&id) else { return Ok(()) };
         if ty != D22_SETUP {
-            if !fin {
-                self.uni_data.insert(id);
-            }
-            return Ok(());
+            // A data or padding stream (§6.4.1): its buffered bytes start the data parser.
+            return self.data_stream_input(id, buf.data(), buf.fin);
         }
         if self.peer_control.is_some() {
             return Err(SessionError::violation("a second control stream"));
         }
         self.peer_control = Some(id);
+        // Never a data stream: lets the data plane's closed-stream watermark pass it.
+        self.data.retire(id);
         self.control_recv = buf;
         self.process_control()
     }
@@ -411,8 +432,8 @@ impl Session {
                         ));
                     }
                 }
-                self.events.push_back(Event::Message(msg));
-                Ok(())
+                self.events.push_back(Event::Message(msg.clone()));
+                self.observe_incoming(&msg)
             }
         }
     }
@@ -482,8 +503,8 @@ impl Session {
             st.request_id = Some(rid);
             self.ids.on_peer_request(rid)?;
             self.by_request.insert(rid, id);
-            self.events.push_back(Event::Message(msg));
-            return Ok(());
+            self.events.push_back(Event::Message(msg.clone()));
+            return self.observe_incoming(&msg);
         };
         let local = initiator(id) == self.role;
         match (&msg, self.version) {
@@ -517,8 +538,8 @@ impl Session {
             }
             _ => {}
         }
-        self.events.push_back(Event::Message(msg));
-        Ok(())
+        self.events.push_back(Event::Message(msg.clone()));
+        self.observe_incoming(&msg)
     }
 
     /// The peer finished its direction of a request stream after whole messages.
@@ -549,6 +570,7 @@ impl Session {
         let Some(st) = self.streams.get(&id) else { return };
         if let Some(rid) = st.request_id {
             self.events.push_back(Event::Cancelled { request_id: rid });
+            self.data.remove_request(rid);
         }
         if !st.send_fin {
             self.transmits.push_back(Transmit::Reset { id, code: RESET_CANCELLED });

@@ -111,6 +111,9 @@ pub enum SessionError {
     /// The message names a request this session does not know (or has no stream for).
     #[error("unknown request {0}")]
     UnknownRequest(u64),
+    /// No open data stream of ours has this id.
+    #[error("unknown data stream {0}")]
+    UnknownStream(u64),
     /// The message cannot be sent with this API (for example NAMESPACE without its request).
     #[error("{0} cannot be sent here")]
     Misrouted(&'static str),

@@ -7,26 +7,39 @@
 //! bidirectional control stream (plus a bidirectional stream per SUBSCRIBE_NAMESPACE);
 //! draft-22 opens a unidirectional control stream each way (SETUP, GOAWAY) and one
 //! bidirectional stream per request, whose responses travel on the same stream.
+//!
+//! The data plane (`data`, `control/data_in.rs`, `control/data_out.rs`): peer subgroup and
+//! fetch streams are parsed incrementally into [`Event::Object`]s whose payloads are `Bytes`
+//! slices of the receive buffer, datagrams into [`Event::Datagram`]; Track Aliases from
+//! SUBSCRIBE_OK / PUBLISH resolve them to Request IDs. Outgoing subgroup streams, fetch streams
+//! and datagrams are queued as [`Transmit`]s with the caller's payload `Bytes` uncopied.
 
 mod control;
+mod data;
 mod error;
 mod requests;
 mod streams;
 
 pub use control::{Session, SessionConfig};
+pub use data::{DataLimits, DataObject};
 pub use error::{SessionCode, SessionError};
 
-use crate::wire::model::{Message, RequestId, SetupOptions};
+use bytes::Bytes;
+
+use crate::wire::model::{DatagramHeader, Message, RequestId, SetupOptions};
 
 /// What the session asks the transport to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
     /// Append `data` to stream `id` (opening it when new); `fin` ends our direction.
-    Stream { id: u64, data: Vec<u8>, fin: bool },
+    /// `data` is `Bytes` so object payloads travel uncopied.
+    Stream { id: u64, data: Bytes, fin: bool },
     /// End our sending direction of `id` abruptly with an application error code.
     Reset { id: u64, code: u64 },
     /// Ask the peer to stop sending on `id`.
     StopSending { id: u64, code: u64 },
+    /// Send one QUIC DATAGRAM (an OBJECT_DATAGRAM).
+    Datagram { data: Bytes },
     /// Close the connection with an application error code (a session termination code).
     Close { code: u64, reason: String },
 }
@@ -45,6 +58,16 @@ pub enum Event {
     /// The peer cancelled request `request_id` (draft-22: reset or STOP_SENDING on its
     /// request stream; draft-16 expresses this with UNSUBSCRIBE/FETCH_CANCEL/... messages).
     Cancelled { request_id: RequestId },
+    /// A whole object (or fetch End of Range) from data stream `stream`, for request
+    /// `request_id` (a subgroup stream's Track Alias resolved; a fetch stream's Request ID).
+    /// `payload` shares the receive buffer (no copy).
+    Object { stream: u64, request_id: RequestId, object: DataObject, payload: Bytes },
+    /// A data stream that produced `Object` events ended: `reset` is `None` after FIN, the
+    /// peer's reset code, or the STOP_SENDING code we sent when we abandoned it (object over
+    /// [`DataLimits::max_object_size`]).
+    DataStreamEnd { stream: u64, reset: Option<u64> },
+    /// An object datagram for request `request_id` (status datagrams have an empty payload).
+    Datagram { request_id: RequestId, header: DatagramHeader, payload: Bytes },
     /// The session is over (by the peer, or by us after a protocol violation).
     Closed { code: u64, reason: String },
 }

@@ -23,7 +23,11 @@ impl Session {
         match self.encode(&msg) {
             Ok(data) => {
                 self.sent_setup = true;
-                self.transmits.push_back(Transmit::Stream { id: self.local_control, data, fin: false });
+                self.transmits.push_back(Transmit::Stream {
+                    id: self.local_control,
+                    data: data.into(),
+                    fin: false,
+                });
             }
             Err(e) => self.close(SessionCode::InternalError, format!("cannot encode SETUP: {e}")),
         }
@@ -36,7 +40,7 @@ impl Session {
     }
 
     fn write(&mut self, id: u64, data: Vec<u8>) {
-        self.transmits.push_back(Transmit::Stream { id, data, fin: false });
+        self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false });
     }
 
     /// The next Request ID for a request of ours. draft-16: fails before the peer's SETUP and
@@ -95,6 +99,7 @@ impl Session {
                 return Err(SessionError::UnknownRequest(rid.0));
             }
         }
+        self.observe_outgoing(&msg);
         match self.version {
             Version::Draft16 => self.send_d16(msg),
             Version::Draft22 => self.send_d22(msg),
@@ -184,7 +189,7 @@ impl Session {
         if let Some(st) = self.streams.get_mut(&id) {
             if !st.send_fin {
                 st.send_fin = true;
-                self.transmits.push_back(Transmit::Stream { id, data: Vec::new(), fin: true });
+                self.transmits.push_back(Transmit::Stream { id, data: bytes::Bytes::new(), fin: true });
             }
         }
     }
@@ -210,6 +215,7 @@ impl Session {
             }
         }
         self.drop_stream(id);
+        self.request_ended(request_id);
         Ok(())
     }
 }

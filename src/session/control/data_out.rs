@@ -1,0 +1,172 @@
+//! The sending half of the data plane: subgroup streams and object datagrams (draft-16 §10.3.1,
+//! §10.4.2; draft-22 §11.2.1, §11.3.1). Each subgroup stream is a new local unidirectional
+//! stream (client 2, 6, 10..., server 3, 7, 11...; draft-22 skips our control stream). Object
+//! headers are encoded here; payloads travel as the caller's `Bytes`, never copied.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::Session;
+use crate::session::error::SessionError;
+use crate::session::Transmit;
+use crate::wire::d16::data as d16;
+use crate::wire::d22::data as d22;
+use crate::wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
+use crate::wire::{EncodeError, Version};
+
+#[derive(Debug)]
+enum Writer {
+    W16(d16::SubgroupWriter),
+    W22(d22::SubgroupWriter),
+    /// A fetch stream: objects are written by the caller with the fetch writers.
+    Fetch,
+}
+
+/// Our open data streams.
+#[derive(Debug)]
+pub(crate) struct DataOut {
+    next_uni: u64,
+    streams: HashMap<u64, Writer>,
+}
+
+impl DataOut {
+    /// `first_uni` is the first local unidirectional stream id free for data.
+    pub(crate) fn new(first_uni: u64) -> Self {
+        DataOut { next_uni: first_uni, streams: HashMap::new() }
+    }
+
+    fn open(&mut self, w: Writer) -> u64 {
+        let id = self.next_uni;
+        self.next_uni = self.next_uni.saturating_add(4);
+        self.streams.insert(id, w);
+        id
+    }
+}
+
+impl Session {
+    fn check_open(&self) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        if !self.ready {
+            return Err(SessionError::NotReady);
+        }
+        Ok(())
+    }
+
+    /// Opens a subgroup stream and queues its SUBGROUP_HEADER; returns the stream id.
+    pub fn open_subgroup(&mut self, header: &SubgroupHeader) -> Result<u64, SessionError> {
+        self.check_open()?;
+        let mut out = Vec::new();
+        let w = match self.version {
+            Version::Draft16 => {
+                d16::encode_subgroup_header(header, &mut out)?;
+                Writer::W16(d16::SubgroupWriter::new(header))
+            }
+            Version::Draft22 => {
+                d22::encode_subgroup_header(header, &mut out)?;
+                Writer::W22(d22::SubgroupWriter::new(header))
+            }
+        };
+        let id = self.data_out.open(w);
+        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false });
+        Ok(id)
+    }
+
+    /// Opens a fetch stream for request `request_id` and queues its FETCH_HEADER; the caller
+    /// writes the items with the draft's `FetchWriter` and [`Session::send_raw_data`].
+    pub fn open_fetch_stream(&mut self, request_id: RequestId) -> Result<u64, SessionError> {
+        self.check_open()?;
+        let mut out = Vec::new();
+        match self.version {
+            Version::Draft16 => d16::encode_fetch_header(request_id, &mut out)?,
+            Version::Draft22 => d22::encode_fetch_header(request_id, &mut out)?,
+        }
+        let id = self.data_out.open(Writer::Fetch);
+        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false });
+        Ok(id)
+    }
+
+    /// Queues one object on subgroup stream `stream`: its header, then `payload` (uncopied).
+    /// `payload.len()` must equal `object.payload_len`.
+    pub fn send_object(
+        &mut self,
+        stream: u64,
+        object: &SubgroupObject,
+        payload: Bytes,
+    ) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        if payload.len() as u64 != object.payload_len {
+            return Err(EncodeError::OutOfRange("payload length differs from payload_len").into());
+        }
+        let mut out = Vec::new();
+        match self.data_out.streams.get_mut(&stream) {
+            Some(Writer::W16(w)) => w.encode(object, &mut out)?,
+            Some(Writer::W22(w)) => w.encode(object, &mut out)?,
+            Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
+            None => return Err(SessionError::UnknownStream(stream)),
+        }
+        self.transmits.push_back(Transmit::Stream { id: stream, data: out.into(), fin: false });
+        if !payload.is_empty() {
+            self.transmits.push_back(Transmit::Stream { id: stream, data: payload, fin: false });
+        }
+        Ok(())
+    }
+
+    /// Queues bytes already encoded by the caller (fetch stream items and their payloads).
+    pub fn send_raw_data(&mut self, stream: u64, data: Bytes) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        if !self.data_out.streams.contains_key(&stream) {
+            return Err(SessionError::UnknownStream(stream));
+        }
+        self.transmits.push_back(Transmit::Stream { id: stream, data, fin: false });
+        Ok(())
+    }
+
+    /// Ends data stream `stream` with FIN.
+    pub fn finish_data_stream(&mut self, stream: u64) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        self.data_out.streams.remove(&stream).ok_or(SessionError::UnknownStream(stream))?;
+        self.transmits.push_back(Transmit::Stream { id: stream, data: Bytes::new(), fin: true });
+        Ok(())
+    }
+
+    /// Resets data stream `stream` with a stream reset code (draft-22 §12.5).
+    pub fn reset_data_stream(&mut self, stream: u64, code: u64) -> Result<(), SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        self.data_out.streams.remove(&stream).ok_or(SessionError::UnknownStream(stream))?;
+        self.transmits.push_back(Transmit::Reset { id: stream, code });
+        Ok(())
+    }
+
+    /// Queues an OBJECT_DATAGRAM (one contiguous datagram: header and payload).
+    pub fn send_datagram(&mut self, header: &DatagramHeader, payload: &[u8]) -> Result<(), SessionError> {
+        self.check_open()?;
+        let mut out = Vec::with_capacity(payload.len() + 32);
+        match self.version {
+            Version::Draft16 => d16::encode_datagram(header, payload, &mut out)?,
+            Version::Draft22 => d22::encode_datagram(header, payload, &mut out)?,
+        }
+        self.transmits.push_back(Transmit::Datagram { data: out.into() });
+        Ok(())
+    }
+
+    /// The peer sent STOP_SENDING on one of our data streams: it is reset and forgotten.
+    /// True when `stream` was one.
+    pub(super) fn data_stop_sending(&mut self, stream: u64, code: u64) -> bool {
+        if self.data_out.streams.remove(&stream).is_none() {
+            return false;
+        }
+        self.transmits.push_back(Transmit::Reset { id: stream, code });
+        true
+    }
+}

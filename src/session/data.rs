@@ -1,0 +1,585 @@
+//! Incoming data plane of one session: subgroup and fetch streams parsed incrementally, object
+//! datagrams, and the peer's Track Alias table (draft-16 §10 "Data Streams and Datagrams" and
+//! "Track Alias"; draft-22 §3.1.3-§3.1.3.1, §6.4.1, §11).
+//!
+//! - Each peer data stream keeps a `bytes::BytesMut`. The stream header is parsed first, then
+//!   object headers; a payload is handed out as a `Bytes` split off that buffer (no copy) once
+//!   all of it has arrived. An object header is consumed as soon as it decodes (the readers are
+//!   stateful), and its payload is awaited afterwards.
+//! - A subgroup stream whose Track Alias is not yet known is *held* (draft-22 §3.1.3.1: "MAY
+//!   drop the data or buffer it briefly"): its bytes are kept unparsed until SUBSCRIBE_OK or
+//!   PUBLISH names the alias, then released in arrival order. Held streams are bounded in
+//!   count and in total bytes; past either limit the stream is dropped with STOP_SENDING.
+//! - Datagrams with an unknown alias are dropped and counted (not buffered: a datagram is
+//!   droppable by nature, and the spec allows dropping).
+//! - An object larger than [`DataLimits::max_object_size`] cannot be delivered whole: the
+//!   stream is abandoned with STOP_SENDING (draft-22 EXCESSIVE_LOAD 0x9, §12.5; draft-16 has no
+//!   such code and gets CANCELLED 0x1) and [`Event::DataStreamEnd`] reports the code. This is a
+//!   local resource limit, not a protocol violation, so the session stays open.
+//! - A FIN inside a stream header or an object is a PROTOCOL_VIOLATION (the drafts' "stream
+//!   ended inside a message" rule for data streams); bad header bytes close the session with the
+//!   codec's code.
+//!
+//! [`Event::DataStreamEnd`] is emitted once for every subgroup or fetch stream that was
+//! surfaced (its alias resolved, or a fetch stream), when it ends by FIN, by the peer's reset,
+//! or by our STOP_SENDING. Streams dropped while held, refused by the stream limit, and
+//! padding streams end silently.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::error::{SessionCode, SessionError};
+use super::streams::ClosedStreams;
+use super::{Event, Transmit};
+use crate::wire::d16::data as d16;
+use crate::wire::d22::data as d22;
+use crate::wire::model::{
+    Datagram, FetchItem, GroupOrder, RequestId, SubgroupHeader, SubgroupObject, TrackAlias, UniStreamHeader,
+};
+use crate::wire::{DecodeError, Version};
+
+/// One object (or fetch End of Range) from a data stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataObject {
+    /// An object on a subgroup stream, with the stream's header.
+    Subgroup { header: SubgroupHeader, object: SubgroupObject },
+    /// An item on a fetch stream (an End of Range has an empty payload).
+    Fetch(FetchItem),
+}
+
+/// The data-plane limits (part of [`SessionConfig`](super::SessionConfig)).
+#[derive(Debug, Clone, Copy)]
+pub struct DataLimits {
+    /// Largest object payload buffered whole; larger objects abandon their stream.
+    pub max_object_size: usize,
+    /// Peer data streams buffered at once; further new streams get STOP_SENDING.
+    pub max_data_streams: usize,
+    /// Subgroup streams held for an unknown Track Alias.
+    pub max_held_streams: usize,
+    /// Total bytes of held streams.
+    pub max_held_bytes: usize,
+    /// Total bytes buffered across all data streams (held ones included); the stream whose
+    /// bytes cross it is abandoned. Should be at least `max_object_size`.
+    pub max_buffered_bytes: usize,
+}
+
+impl Default for DataLimits {
+    fn default() -> Self {
+        DataLimits {
+            max_object_size: 8 << 20,
+            max_data_streams: 256,
+            max_held_streams: 16,
+            max_held_bytes: 1 << 20,
+            max_buffered_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Room for object headers (properties) on top of the largest payload.
+const HEADER_SLACK: usize = 65_536;
+
+#[derive(Debug)]
+enum Reader {
+    Sub16(SubgroupHeader, d16::SubgroupReader),
+    Sub22(SubgroupHeader, d22::SubgroupReader),
+    Fetch16(d16::FetchReader),
+    Fetch22(d22::FetchReader),
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the stream type and header.
+    Header,
+    /// A subgroup stream whose alias is unknown: bytes are kept unparsed.
+    Held { header: SubgroupHeader },
+    /// Objects flow; `pending` is a decoded object header awaiting its payload.
+    Objects { request_id: RequestId, reader: Reader, pending: Option<(DataObject, usize)> },
+    /// draft-22 padding stream: discard everything.
+    Padding,
+}
+
+#[derive(Debug)]
+struct DataStream {
+    buf: BytesMut,
+    phase: Phase,
+    fin: bool,
+    /// `buf.len()` as last counted into [`DataState::buffered`].
+    counted: usize,
+}
+
+/// The incoming data plane and alias table of one session (see the module header).
+#[derive(Debug)]
+pub struct DataState {
+    version: Version,
+    limits: DataLimits,
+    streams: HashMap<u64, DataStream>,
+    /// Peer unidirectional streams finished with; late bytes on them are ignored.
+    closed: ClosedStreams,
+    aliases: HashMap<TrackAlias, RequestId>,
+    alias_of: HashMap<RequestId, TrackAlias>,
+    /// Held streams in arrival order.
+    held: Vec<u64>,
+    held_bytes: usize,
+    /// Sum of the `counted` bytes of all streams.
+    buffered: usize,
+    dropped_datagrams: u64,
+    /// Group Order of our FETCH requests (draft-22 fetch streams carry Group ID deltas).
+    fetch_orders: HashMap<RequestId, GroupOrder>,
+}
+
+/// Where processing writes its output.
+pub struct Out<'a> {
+    pub events: &'a mut VecDeque<Event>,
+    pub transmits: &'a mut VecDeque<Transmit>,
+}
+
+impl DataState {
+    /// `first_peer_uni` is the first unidirectional stream id the peer opens.
+    pub fn new(version: Version, limits: DataLimits, first_peer_uni: u64) -> Self {
+        DataState {
+            version,
+            limits,
+            streams: HashMap::new(),
+            closed: ClosedStreams::new(first_peer_uni),
+            aliases: HashMap::new(),
+            alias_of: HashMap::new(),
+            held: Vec::new(),
+            held_bytes: 0,
+            buffered: 0,
+            dropped_datagrams: 0,
+            fetch_orders: HashMap::new(),
+        }
+    }
+
+    /// Datagrams dropped for an unknown Track Alias.
+    pub fn dropped_datagrams(&self) -> u64 {
+        self.dropped_datagrams
+    }
+
+    /// True when `id` is a data stream this state owns or has finished with.
+    pub fn owns(&self, id: u64) -> bool {
+        self.streams.contains_key(&id) || self.closed.contains(id)
+    }
+
+    /// Peer unidirectional stream `id` is not (or no longer) a data stream: late bytes on it
+    /// are ignored, and the closed-stream watermark can pass it.
+    pub fn retire(&mut self, id: u64) {
+        self.forget(id);
+    }
+
+    fn forget(&mut self, id: u64) {
+        if let Some(st) = self.remove_stream(id) {
+            self.forget_held(id, &st);
+        }
+        self.closed.insert(id);
+    }
+
+    /// The request a Track Alias belongs to.
+    pub fn request_of(&self, alias: TrackAlias) -> Option<RequestId> {
+        self.aliases.get(&alias).copied()
+    }
+
+    /// STOP_SENDING code for a stream we abandon for a local limit.
+    fn overload_code(&self) -> u64 {
+        match self.version {
+            Version::Draft16 => 0x1, // CANCELLED
+            Version::Draft22 => 0x9, // EXCESSIVE_LOAD (§12.5)
+        }
+    }
+
+    /// Records that our FETCH `rid` asked for `order` (needed to read draft-22 fetch streams).
+    pub fn set_fetch_order(&mut self, rid: RequestId, order: GroupOrder) {
+        if self.fetch_orders.len() < 4096 {
+            self.fetch_orders.insert(rid, order);
+        }
+    }
+
+    /// SUBSCRIBE_OK or PUBLISH from the peer maps `alias` to `rid` (draft-22 §3.1.3, draft-16
+    /// "Track Alias"): an alias in use by another request is DUPLICATE_TRACK_ALIAS. Held
+    /// streams with this alias are released.
+    pub fn add_alias(
+        &mut self,
+        alias: TrackAlias,
+        rid: RequestId,
+        out: &mut Out<'_>,
+    ) -> Result<(), SessionError> {
+        match self.aliases.get(&alias) {
+            Some(r) if *r != rid => {
+                return Err(SessionError::protocol(
+                    SessionCode::DuplicateTrackAlias,
+                    format!("Track Alias {} already used by request {}", alias.0, r.0),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(old) = self.alias_of.insert(rid, alias) {
+            self.aliases.remove(&old);
+        }
+        self.aliases.insert(alias, rid);
+        let ready: Vec<u64> = self
+            .held
+            .iter()
+            .copied()
+            .filter(|id| matches!(self.streams.get(id), Some(DataStream { phase: Phase::Held { header }, .. }) if header.track_alias == alias))
+            .collect();
+        for id in ready {
+            self.held.retain(|&s| s != id);
+            if let Some(st) = self.streams.get_mut(&id) {
+                self.held_bytes = self.held_bytes.saturating_sub(st.buf.len());
+                if let Phase::Held { header } = st.phase {
+                    st.phase = Phase::Objects {
+                        request_id: rid,
+                        reader: subgroup_reader(self.version, header),
+                        pending: None,
+                    };
+                }
+            }
+            self.process(id, out)?;
+            self.recount(id);
+        }
+        Ok(())
+    }
+
+    /// Request `rid` ended: its alias is forgotten.
+    pub fn remove_request(&mut self, rid: RequestId) {
+        if let Some(alias) = self.alias_of.remove(&rid) {
+            self.aliases.remove(&alias);
+        }
+        self.fetch_orders.remove(&rid);
+    }
+
+    /// Bytes on peer data stream `id`.
+    pub fn on_data(
+        &mut self,
+        id: u64,
+        data: &[u8],
+        fin: bool,
+        out: &mut Out<'_>,
+    ) -> Result<(), SessionError> {
+        if self.closed.contains(id) {
+            return Ok(());
+        }
+        if !self.streams.contains_key(&id) {
+            if data.is_empty() && fin {
+                self.closed.insert(id);
+                return Ok(());
+            }
+            if self.streams.len() >= self.limits.max_data_streams {
+                out.transmits.push_back(Transmit::StopSending { id, code: self.overload_code() });
+                self.closed.insert(id);
+                return Ok(());
+            }
+            self.streams.insert(
+                id,
+                DataStream { buf: BytesMut::new(), phase: Phase::Header, fin: false, counted: 0 },
+            );
+        }
+        let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+        st.fin |= fin;
+        match st.phase {
+            Phase::Padding => {}
+            Phase::Held { .. } => {
+                if self.held_bytes.saturating_add(data.len()) > self.limits.max_held_bytes {
+                    self.abandon(id, false, out);
+                    return Ok(());
+                }
+                self.held_bytes += data.len();
+                st.buf.extend_from_slice(data);
+            }
+            _ => st.buf.extend_from_slice(data),
+        }
+        self.recount(id);
+        if self.buffered > self.limits.max_buffered_bytes {
+            self.abandon(id, true, out);
+            return Ok(());
+        }
+        self.process(id, out)?;
+        self.recount(id);
+        Ok(())
+    }
+
+    /// The peer reset data stream `id`; false when it is not one of ours.
+    pub fn on_reset(&mut self, id: u64, code: u64, out: &mut Out<'_>) -> bool {
+        let Some(st) = self.remove_stream(id) else { return self.closed.contains(id) };
+        self.closed.insert(id);
+        self.forget_held(id, &st);
+        if matches!(st.phase, Phase::Objects { .. }) {
+            out.events.push_back(Event::DataStreamEnd { stream: id, reset: Some(code) });
+        }
+        true
+    }
+
+    fn remove_stream(&mut self, id: u64) -> Option<DataStream> {
+        let st = self.streams.remove(&id)?;
+        self.buffered = self.buffered.saturating_sub(st.counted);
+        Some(st)
+    }
+
+    /// Brings [`DataState::buffered`] up to date with stream `id`'s buffer.
+    fn recount(&mut self, id: u64) {
+        if let Some(st) = self.streams.get_mut(&id) {
+            self.buffered = self.buffered.saturating_sub(st.counted).saturating_add(st.buf.len());
+            st.counted = st.buf.len();
+        }
+    }
+
+    fn forget_held(&mut self, id: u64, st: &DataStream) {
+        if matches!(st.phase, Phase::Held { .. }) {
+            self.held.retain(|&s| s != id);
+            self.held_bytes = self.held_bytes.saturating_sub(st.buf.len());
+        }
+    }
+
+    /// Drops stream `id` with STOP_SENDING (a local limit); surfaced streams report it.
+    fn abandon(&mut self, id: u64, report: bool, out: &mut Out<'_>) {
+        let code = self.overload_code();
+        if let Some(st) = self.remove_stream(id) {
+            self.forget_held(id, &st);
+            if !st.fin {
+                out.transmits.push_back(Transmit::StopSending { id, code });
+            }
+            if report && matches!(st.phase, Phase::Objects { .. }) {
+                out.events.push_back(Event::DataStreamEnd { stream: id, reset: Some(code) });
+            }
+        }
+        self.closed.insert(id);
+    }
+
+    fn finish(&mut self, id: u64, out: &mut Out<'_>) {
+        if let Some(st) = self.remove_stream(id) {
+            if matches!(st.phase, Phase::Objects { .. }) {
+                out.events.push_back(Event::DataStreamEnd { stream: id, reset: None });
+            }
+        }
+        self.closed.insert(id);
+    }
+
+    /// Parses as far as the buffered bytes allow.
+    fn process(&mut self, id: u64, out: &mut Out<'_>) -> Result<(), SessionError> {
+        loop {
+            let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+            match &mut st.phase {
+                Phase::Header => {
+                    let r = match self.version {
+                        Version::Draft16 => d16::decode_uni_stream_header(&st.buf),
+                        Version::Draft22 => d22::decode_uni_stream_header(&st.buf),
+                    };
+                    let (header, n) = match r {
+                        Ok(v) => v,
+                        Err(DecodeError::NeedMore) => {
+                            if st.fin {
+                                return Err(SessionError::violation("data stream ended inside its header"));
+                            }
+                            if st.buf.len() > HEADER_SLACK {
+                                return Err(SessionError::violation("data stream header too long"));
+                            }
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    st.buf.advance(n);
+                    match header {
+                        UniStreamHeader::Subgroup(h) => match self.aliases.get(&h.track_alias) {
+                            Some(&rid) => {
+                                st.phase = Phase::Objects {
+                                    request_id: rid,
+                                    reader: subgroup_reader(self.version, h),
+                                    pending: None,
+                                };
+                            }
+                            None => {
+                                let len = st.buf.len();
+                                if self.held.len() >= self.limits.max_held_streams
+                                    || self.held_bytes.saturating_add(len) > self.limits.max_held_bytes
+                                {
+                                    // Still in the Header phase: nothing held to undo.
+                                    self.abandon(id, false, out);
+                                    return Ok(());
+                                }
+                                st.phase = Phase::Held { header: h };
+                                self.held.push(id);
+                                self.held_bytes += len;
+                                return Ok(());
+                            }
+                        },
+                        UniStreamHeader::Fetch { request_id } => {
+                            let order =
+                                self.fetch_orders.get(&request_id).copied().unwrap_or(GroupOrder::Ascending);
+                            st.phase = Phase::Objects {
+                                request_id,
+                                reader: match self.version {
+                                    Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
+                                    Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
+                                },
+                                pending: None,
+                            };
+                        }
+                        UniStreamHeader::Padding => st.phase = Phase::Padding,
+                        UniStreamHeader::Control => {
+                            return Err(SessionError::violation("a control stream type on a data stream"))
+                        }
+                    }
+                }
+                // Kept unparsed (FIN included) until the alias is known.
+                Phase::Held { .. } => return Ok(()),
+                Phase::Padding => {
+                    st.buf.clear();
+                    if st.fin {
+                        self.remove_stream(id);
+                        self.closed.insert(id);
+                    }
+                    return Ok(());
+                }
+                Phase::Objects { request_id, reader, pending } => {
+                    if let Some((_, len)) = pending {
+                        if st.buf.len() < *len {
+                            if st.fin {
+                                return Err(SessionError::violation("data stream ended inside an object"));
+                            }
+                            return Ok(());
+                        }
+                        let Some((object, len)) = pending.take() else { return Ok(()) };
+                        let payload = st.buf.split_to(len).freeze();
+                        out.events.push_back(Event::Object {
+                            stream: id,
+                            request_id: *request_id,
+                            object,
+                            payload,
+                        });
+                        continue;
+                    }
+                    if st.buf.is_empty() {
+                        if st.fin {
+                            self.finish(id, out);
+                        }
+                        return Ok(());
+                    }
+                    let r = match reader {
+                        Reader::Sub16(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
+                        Reader::Sub22(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
+                        Reader::Fetch16(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
+                        Reader::Fetch22(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
+                    };
+                    match r {
+                        Ok((object, n)) => {
+                            st.buf.advance(n);
+                            let len = payload_len(&object);
+                            if len > self.limits.max_object_size as u64 {
+                                self.abandon(id, true, out);
+                                return Ok(());
+                            }
+                            // Bounded by max_object_size above.
+                            *pending = Some((object, len as usize));
+                        }
+                        Err(DecodeError::NeedMore) => {
+                            if st.fin {
+                                return Err(SessionError::violation(
+                                    "data stream ended inside an object header",
+                                ));
+                            }
+                            if st.buf.len() > HEADER_SLACK {
+                                // Properties beyond what we buffer: a local limit.
+                                self.abandon(id, true, out);
+                            }
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A datagram from the peer (draft-16 §10.3.1, draft-22 §11.2.1, §11.5.2). A truncated
+    /// datagram is a PROTOCOL_VIOLATION (a datagram is always whole).
+    pub fn on_datagram(&mut self, data: Bytes, out: &mut Out<'_>) -> Result<(), SessionError> {
+        let r = match self.version {
+            Version::Draft16 => d16::decode_datagram(&data),
+            Version::Draft22 => d22::decode_datagram(&data),
+        };
+        let (header, offset) = match r {
+            Ok(Datagram::Object { header, payload_offset }) => (header, payload_offset),
+            Ok(Datagram::Padding) => return Ok(()),
+            Err(DecodeError::NeedMore) => return Err(SessionError::violation("truncated datagram")),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(&request_id) = self.aliases.get(&header.track_alias) else {
+            self.dropped_datagrams = self.dropped_datagrams.saturating_add(1);
+            return Ok(());
+        };
+        let payload = data.slice(offset.min(data.len())..);
+        out.events.push_back(Event::Datagram { request_id, header, payload });
+        Ok(())
+    }
+}
+
+fn sub_object(header: &SubgroupHeader, object: SubgroupObject) -> DataObject {
+    DataObject::Subgroup { header: *header, object }
+}
+
+fn subgroup_reader(version: Version, h: SubgroupHeader) -> Reader {
+    match version {
+        Version::Draft16 => Reader::Sub16(h, d16::SubgroupReader::new(&h)),
+        Version::Draft22 => Reader::Sub22(h, d22::SubgroupReader::new(&h)),
+    }
+}
+
+fn payload_len(o: &DataObject) -> u64 {
+    match o {
+        DataObject::Subgroup { object, .. } => object.payload_len,
+        DataObject::Fetch(FetchItem::Object(f)) => f.payload_len,
+        DataObject::Fetch(FetchItem::EndOfRange { .. }) => 0,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::wire::model::{SubgroupId, SubgroupObject};
+
+    fn stream_bytes(alias: u64, payload: &[u8]) -> Vec<u8> {
+        let h = SubgroupHeader {
+            track_alias: TrackAlias(alias),
+            group_id: 1,
+            subgroup_id: SubgroupId::Zero,
+            publisher_priority: None,
+            has_properties: false,
+            end_of_group: false,
+            first_object: false,
+        };
+        let mut out = Vec::new();
+        d22::encode_subgroup_header(&h, &mut out).unwrap();
+        let obj = SubgroupObject { object_id: 0, payload_len: payload.len() as u64, ..Default::default() };
+        d22::SubgroupWriter::new(&h).encode(&obj, &mut out).unwrap();
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn accounting_returns_to_zero() {
+        let mut d = DataState::new(Version::Draft22, DataLimits::default(), 2);
+        let (mut ev, mut tx) = (VecDeque::new(), VecDeque::new());
+        let mut out = Out { events: &mut ev, transmits: &mut tx };
+        let a = stream_bytes(1, b"hello");
+        // Stream 6: alias known; stream 10: held, then released; stream 14: reset while held.
+        d.add_alias(TrackAlias(1), RequestId(0), &mut out).unwrap();
+        d.on_data(6, &a[..4], false, &mut out).unwrap();
+        assert!(d.buffered > 0);
+        d.on_data(6, &a[4..], true, &mut out).unwrap();
+        let b = stream_bytes(2, b"world");
+        d.on_data(10, &b, true, &mut out).unwrap();
+        d.on_data(14, &b[..6], false, &mut out).unwrap();
+        assert_eq!(d.held.len(), 2);
+        assert!(d.held_bytes > 0);
+        assert!(d.on_reset(14, 0, &mut out));
+        d.add_alias(TrackAlias(2), RequestId(2), &mut out).unwrap();
+        assert_eq!((d.buffered, d.held_bytes, d.held.len(), d.streams.len()), (0, 0, 0, 0));
+        let objects = ev.iter().filter(|e| matches!(e, Event::Object { .. })).count();
+        let ends = ev.iter().filter(|e| matches!(e, Event::DataStreamEnd { reset: None, .. })).count();
+        assert_eq!((objects, ends), (2, 2));
+        // Finished streams stay known, so late bytes on them are ignored.
+        assert!(d.owns(6) && d.owns(10) && d.owns(14) && !d.owns(18));
+    }
+}
