@@ -3,6 +3,8 @@
 //! §3.1.3-§3.1.3.1, §11). A client and a server [`Session`] back to back, no QUIC.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use bytes::Bytes;
 use moq_edge::session::{DataObject, Event, Session, SessionConfig, Transmit};
 use moq_edge::wire::model::{
@@ -12,34 +14,11 @@ use moq_edge::wire::model::{
 };
 use moq_edge::wire::Version;
 use proptest::prelude::*;
+use support::session::{deliver, Split};
 
 const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
 const PROTOCOL_VIOLATION: u64 = 0x3;
 const DUPLICATE_TRACK_ALIAS: u64 = 0x5;
-
-#[derive(Clone, Copy, PartialEq)]
-enum Split {
-    Whole,
-    Bytes,
-}
-
-fn deliver(to: &mut Session, t: &Transmit, split: Split) {
-    match t {
-        Transmit::Stream { id, data, fin } => {
-            if split == Split::Bytes && data.len() > 1 {
-                for (i, b) in data.iter().enumerate() {
-                    to.on_stream_data(*id, &[*b], *fin && i + 1 == data.len());
-                }
-            } else {
-                to.on_stream_data(*id, data, *fin);
-            }
-        }
-        Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
-        Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
-        Transmit::Datagram { data } => to.on_datagram(data.clone()),
-        Transmit::Close { .. } => {}
-    }
-}
 
 struct Pair {
     c: Session,

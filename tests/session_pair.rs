@@ -5,6 +5,8 @@
 //! cancellation (draft-22 §6.4.2.3) and garbage input.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use bytes::Bytes;
 use moq_edge::session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
 use moq_edge::wire::model::{
@@ -13,15 +15,11 @@ use moq_edge::wire::model::{
 };
 use moq_edge::wire::Version;
 use proptest::prelude::*;
+use support::session::{deliver, Split};
 
 const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
 
 /// How to cut the bytes of each Transmit::Stream before delivering them.
-#[derive(Clone, Copy, PartialEq)]
-enum Split {
-    Whole,
-    Bytes,
-}
 
 struct Side {
     s: Session,
@@ -37,24 +35,6 @@ struct Pair {
 
 fn side(v: Version, role: Role, config: SessionConfig, setup: SetupOptions) -> Side {
     Side { s: Session::new(v, role, config, setup), events: Vec::new(), sent: Vec::new() }
-}
-
-fn deliver(to: &mut Session, t: &Transmit, split: Split) {
-    match t {
-        Transmit::Stream { id, data, fin } => {
-            if split == Split::Bytes && data.len() > 1 {
-                for (i, b) in data.iter().enumerate() {
-                    to.on_stream_data(*id, &[*b], *fin && i + 1 == data.len());
-                }
-            } else {
-                to.on_stream_data(*id, data, *fin);
-            }
-        }
-        Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
-        Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
-        Transmit::Datagram { data } => to.on_datagram(data.clone()),
-        Transmit::Close { .. } => {}
-    }
 }
 
 impl Pair {

@@ -2,6 +2,8 @@
 //! Each test file includes this with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
+pub mod session;
+
 use bytes::Bytes;
 use moq_edge::wire::model::*;
 use proptest::collection::vec;
