@@ -19,8 +19,6 @@ use support::session::{deliver, Split};
 
 const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
 
-/// How to cut the bytes of each Transmit::Stream before delivering them.
-
 struct Side {
     s: Session,
     events: Vec<Event>,
