@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use moq_edge::config::{Cli, Config, Tls};
-use moq_edge::runtime::{self, app::DiscardApp};
+use moq_edge::runtime::{self, moqt::MoqtFactory};
 use moq_edge::wire::Version;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -38,9 +38,9 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
-    // The MoQT session layer is not built yet: connections complete the QUIC handshake and
-    // their streams are read and discarded (see README "Status").
-    let server = runtime::start(config.runtime(), Arc::new(DiscardApp))?;
+    // Every connection runs a MoQT session (SETUP in both drafts); until the relay exists,
+    // requests are answered with REQUEST_ERROR NOT_SUPPORTED (see README "Status").
+    let server = runtime::start(config.runtime(), Arc::new(MoqtFactory::default()))?;
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
 

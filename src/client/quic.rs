@@ -60,6 +60,9 @@ pub enum ClientError {
     Closed,
     #[error("deadline passed")]
     Deadline,
+    /// The MoQT session closed (or refused a message): the session termination code, if any.
+    #[error("moqt session: {reason} (code {code:#x})")]
+    Session { code: u64, reason: String },
     /// A failure of one connection among several driven by [`drive_many`].
     #[error("connection {index}: {source}")]
     Conn { index: usize, source: Box<ClientError> },

@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cid;
 pub mod mesh;
+pub mod moqt;
 pub mod retry;
 mod server;
 mod shard;

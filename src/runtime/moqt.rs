@@ -1,0 +1,201 @@
+//! The glue between a quiche connection and a sans-IO MoQT [`Session`]: stream bytes, resets,
+//! STOP_SENDING and datagrams go into the session; its transmits go out through quiche, with
+//! a per-stream queue for what flow control does not take yet. It moves bytes and makes no
+//! protocol decision; what to do with requests is the [`RequestHandler`]'s business (the
+//! relay, when it exists).
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::app::{AppFactory, ConnApp};
+use super::ShardId;
+use crate::session::{Event, Session, SessionConfig, Transmit};
+use crate::wire::model::{Message, RequestError, RequestId, Role, SetupOptions};
+use crate::wire::Version;
+
+/// REQUEST_ERROR NOT_SUPPORTED (0x3) in both drafts.
+const NOT_SUPPORTED: u64 = 0x3;
+
+/// Decides what to answer to the peer's requests.
+pub trait RequestHandler {
+    /// An event from the session (requests, responses, objects, ...). Answer through `session`.
+    fn on_event(&mut self, session: &mut Session, event: Event);
+}
+
+/// The answer of a node that does not relay yet: every request gets REQUEST_ERROR
+/// NOT_SUPPORTED ("the endpoint does not support the type of request"), which is true of this
+/// build; the SETUP exchange itself is complete and correct.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RefuseRequests;
+
+impl RequestHandler for RefuseRequests {
+    fn on_event(&mut self, session: &mut Session, event: Event) {
+        let Event::Message(msg) = event else { return };
+        let request_id = match &msg {
+            Message::Subscribe(m) | Message::TrackStatus(m) => m.request_id,
+            Message::Publish(m) => m.request_id,
+            Message::Fetch(m) => m.request_id,
+            Message::PublishNamespace(m) => m.request_id,
+            Message::SubscribeNamespace(m) => m.request_id,
+            Message::SubscribeTracks(m) => m.request_id,
+            Message::RequestUpdate(m) => m.existing_request_id,
+            _ => return,
+        };
+        refuse(session, request_id);
+    }
+}
+
+fn refuse(session: &mut Session, request_id: RequestId) {
+    let error = Message::RequestError(RequestError {
+        request_id,
+        error_code: NOT_SUPPORTED,
+        retry_interval: 0,
+        reason: Bytes::from_static(b"moq-edge: relaying is not implemented in this build"),
+        redirect: None,
+    });
+    if let Err(e) = session.send(error) {
+        debug!(error = %e, "could not refuse request");
+    }
+    // draft-22: the request stream ends after the error (draft-16 has no request streams).
+    if session.version() == Version::Draft22 {
+        let _ = session.finish(request_id);
+    }
+}
+
+/// One connection's MoQT session over quiche.
+pub struct MoqtApp<H> {
+    session: Session,
+    handler: H,
+    /// Bytes the session wrote that quiche has not taken yet, per stream, in order.
+    pending: HashMap<u64, VecDeque<(Bytes, bool)>>,
+    buf: Vec<u8>,
+}
+
+impl<H: RequestHandler> MoqtApp<H> {
+    /// Glue for `session` (either role: the server's connections and our client use it).
+    pub fn new(session: Session, handler: H) -> Self {
+        MoqtApp { session, handler, pending: HashMap::new(), buf: vec![0u8; 65_536] }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+
+    fn read(&mut self, conn: &mut quiche::Connection) {
+        while let Some(id) = conn.stream_readable_next() {
+            loop {
+                match conn.stream_recv(id, &mut self.buf) {
+                    Ok((n, fin)) => {
+                        self.session.on_stream_data(id, &self.buf[..n], fin);
+                        if fin {
+                            break;
+                        }
+                    }
+                    Err(quiche::Error::Done) => break,
+                    Err(quiche::Error::StreamReset(code)) => {
+                        self.session.on_stream_reset(id, code);
+                        break;
+                    }
+                    Err(e) => {
+                        debug!(stream = id, error = %e, "stream_recv");
+                        break;
+                    }
+                }
+            }
+        }
+        while let Ok(n) = conn.dgram_recv(&mut self.buf) {
+            self.session.on_datagram(Bytes::copy_from_slice(&self.buf[..n]));
+        }
+    }
+
+    fn write(&mut self, conn: &mut quiche::Connection) {
+        while let Some(t) = self.session.poll_transmit() {
+            match t {
+                Transmit::Stream { id, data, fin } => {
+                    self.pending.entry(id).or_default().push_back((data, fin));
+                }
+                Transmit::Reset { id, code } => {
+                    self.pending.remove(&id);
+                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
+                }
+                Transmit::StopSending { id, code } => {
+                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
+                }
+                Transmit::Datagram { data } => {
+                    // Best effort by nature: a full queue drops the datagram.
+                    let _ = conn.dgram_send(&data);
+                }
+                Transmit::Close { code, reason } => {
+                    let _ = conn.close(true, code, reason.as_bytes());
+                }
+            }
+        }
+        let session = &mut self.session;
+        self.pending.retain(|&id, queue| {
+            while let Some((data, fin)) = queue.front_mut() {
+                match conn.stream_send(id, data, *fin) {
+                    Ok(n) if n == data.len() => {
+                        queue.pop_front();
+                    }
+                    Ok(n) => {
+                        let _ = data.split_to(n);
+                        return true; // flow control: the rest waits for the next call
+                    }
+                    Err(quiche::Error::Done) => return true,
+                    Err(quiche::Error::StreamStopped(code)) => {
+                        session.on_stop_sending(id, code);
+                        return false;
+                    }
+                    Err(e) => {
+                        debug!(stream = id, error = %e, "stream_send");
+                        return false;
+                    }
+                }
+            }
+            false
+        });
+    }
+}
+
+impl<H: RequestHandler> ConnApp for MoqtApp<H> {
+    fn on_io(&mut self, conn: &mut quiche::Connection) {
+        self.read(conn);
+        while let Some(event) = self.session.poll_event() {
+            self.handler.on_event(&mut self.session, event);
+        }
+        // Answers may produce more transmits, and STOP_SENDING seen while writing more events.
+        for _ in 0..2 {
+            self.write(conn);
+            while let Some(event) = self.session.poll_event() {
+                self.handler.on_event(&mut self.session, event);
+            }
+        }
+    }
+}
+
+/// Serves MoQT on every connection, refusing requests until the relay exists.
+#[derive(Debug, Default, Clone)]
+pub struct MoqtFactory {
+    pub config: SessionConfig,
+}
+
+impl AppFactory for MoqtFactory {
+    fn new_connection(&self, _shard: ShardId, version: Version) -> Box<dyn ConnApp> {
+        let session = Session::new(version, Role::Server, self.config.clone(), SetupOptions::default());
+        Box::new(MoqtApp::new(session, RefuseRequests))
+    }
+}
