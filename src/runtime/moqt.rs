@@ -95,6 +95,17 @@ impl<H: RequestHandler> MoqtApp<H> {
         &mut self.handler
     }
 
+    /// Hands the next session event to the handler; false when there was none.
+    fn handle_next_event(&mut self) -> bool {
+        match self.session.poll_event() {
+            Some(event) => {
+                self.handler.on_event(&mut self.session, event);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn read(&mut self, conn: &mut quiche::Connection) {
         while let Some(id) = conn.stream_readable_next() {
             loop {
@@ -174,14 +185,13 @@ impl<H: RequestHandler> MoqtApp<H> {
 impl<H: RequestHandler> ConnApp for MoqtApp<H> {
     fn on_io(&mut self, conn: &mut quiche::Connection) {
         self.read(conn);
-        while let Some(event) = self.session.poll_event() {
-            self.handler.on_event(&mut self.session, event);
-        }
-        // Answers may produce more transmits, and STOP_SENDING seen while writing more events.
-        for _ in 0..2 {
+        loop {
+            while self.handle_next_event() {}
             self.write(conn);
-            while let Some(event) = self.session.poll_event() {
-                self.handler.on_event(&mut self.session, event);
+            // Writing can surface events (a STOP_SENDING seen by stream_send); stop when it
+            // did not. Every round consumes queued work, so this ends.
+            if !self.handle_next_event() {
+                break;
             }
         }
     }
