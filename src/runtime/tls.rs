@@ -436,20 +436,31 @@ mod tests {
         assert_eq!(names("192.0.2.7"), ["localhost", "127.0.0.1", "::1", "192.0.2.7"]);
     }
 
-    #[test]
-    fn files_path_loads_pem() {
-        let dir = TempDir::new("files");
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    /// Writes a certificate for `example.test` signed by `signer` and the key `written` as
+    /// PEM files in `dir`; returns a config that loads them, and the certificate.
+    fn pem_files(
+        dir: &TempDir,
+        signer: &rcgen::KeyPair,
+        written: &rcgen::KeyPair,
+    ) -> (RuntimeConfig, rcgen::Certificate) {
         let cert = rcgen::CertificateParams::new(vec!["example.test".to_string()])
             .unwrap()
-            .self_signed(&key)
+            .self_signed(signer)
             .unwrap();
         let cert_path = dir.0.join("cert.pem");
         let key_path = dir.0.join("key.pem");
         std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        std::fs::write(&key_path, written.serialize_pem()).unwrap();
         let mut rc = rc();
         rc.tls = TlsSource::Files { cert: cert_path, key: key_path };
+        (rc, cert)
+    }
+
+    #[test]
+    fn files_path_loads_pem() {
+        let dir = TempDir::new("files");
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let (rc, cert) = pem_files(&dir, &key, &key);
         let (_config, id) = server_config(&rc).unwrap();
         assert!(!id.self_signed);
         assert_eq!(id.fingerprint, fingerprint(cert.der()));
@@ -460,16 +471,7 @@ mod tests {
         let dir = TempDir::new("mismatch");
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["example.test".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let cert_path = dir.0.join("cert.pem");
-        let key_path = dir.0.join("key.pem");
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, other.serialize_pem()).unwrap();
-        let mut rc = rc();
-        rc.tls = TlsSource::Files { cert: cert_path, key: key_path };
+        let (rc, _cert) = pem_files(&dir, &key, &other);
         assert!(server_config(&rc).is_err());
     }
 
