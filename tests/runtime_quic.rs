@@ -176,13 +176,14 @@ fn wrong_core_server() -> anyhow::Result<ServerHandle> {
     start(rc)
 }
 
-#[test]
-fn migrated_connection_reached_through_the_wrong_core() -> anyhow::Result<()> {
+/// Moves connections (with `mv`) on a server without steering until one is served through
+/// the other core, and checks both cores counted the hand-over.
+fn served_through_the_wrong_core(
+    alpn: &str,
+    mv: impl FnMut(&mut QuicConn) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let server = wrong_core_server()?;
-    let attempts = move_until_forwarded(&server, "moqt-22", |c| {
-        c.migrate(deadline())?;
-        Ok(())
-    })?;
+    let attempts = move_until_forwarded(&server, alpn, mv)?;
     assert!(total(&server, |s| &s.forwarded_out) > 0);
     assert!(total(&server, |s| &s.forwarded_in) > 0);
     assert_eq!(total(&server, |s| &s.accepted), attempts as u64);
@@ -190,16 +191,19 @@ fn migrated_connection_reached_through_the_wrong_core() -> anyhow::Result<()> {
 }
 
 #[test]
+fn migrated_connection_reached_through_the_wrong_core() -> anyhow::Result<()> {
+    served_through_the_wrong_core("moqt-22", |c| {
+        c.migrate(deadline())?;
+        Ok(())
+    })
+}
+
+#[test]
 fn rebound_connection_reached_through_the_wrong_core() -> anyhow::Result<()> {
-    let server = wrong_core_server()?;
-    let attempts = move_until_forwarded(&server, "moqt-16", |c| {
+    served_through_the_wrong_core("moqt-16", |c| {
         c.rebind()?;
         Ok(())
-    })?;
-    assert!(total(&server, |s| &s.forwarded_out) > 0);
-    assert!(total(&server, |s| &s.forwarded_in) > 0);
-    assert_eq!(total(&server, |s| &s.accepted), attempts as u64);
-    shutdown(server, 2)
+    })
 }
 
 /// With the steering program, a moved connection's packets go straight to the core named by
