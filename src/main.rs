@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use clap::Parser;
 use moq_edge::config::{Cli, Config, Tls};
-use moq_edge::runtime::{self, moqt::MoqtFactory};
+use moq_edge::relay::RelayConfig;
+use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory};
+use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -38,9 +40,12 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
-    // Every connection runs a MoQT session (SETUP in both drafts); until the relay exists,
-    // requests are answered with REQUEST_ERROR NOT_SUPPORTED (see README "Status").
-    let server = runtime::start(config.runtime(), Arc::new(MoqtFactory::default()))?;
+    // Every connection runs a MoQT session in the relay (see README "Status" for what is
+    // relayed and what is answered NOT_SUPPORTED).
+    let secret = generate_secret(&ring::rand::SystemRandom::new())
+        .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
+    let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &secret);
+    let server = runtime::start(config.runtime(), Arc::new(factory))?;
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
 

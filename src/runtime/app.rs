@@ -20,7 +20,48 @@ pub trait ConnApp {
 /// Makes one [`ConnApp`] per established connection. Shared by all cores.
 pub trait AppFactory: Send + Sync + 'static {
     /// A connection on `shard` finished its handshake and chose `version` by ALPN.
+    /// Used when [`AppFactory::shard_app`] returns `None`.
     fn new_connection(&self, shard: ShardId, version: Version) -> Box<dyn ConnApp>;
+
+    /// Per-core application state (the relay shard), built on its core. When present, the
+    /// core asks it for connections and feeds it the messages other cores sent.
+    fn shard_app(&self, _shard: ShardId, _cores: usize) -> Option<Box<dyn ShardApp>> {
+        None
+    }
+}
+
+/// A connection as its core names it to the application: slot and generation, so a handle
+/// to a closed connection never reaches the slot's next tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnHandle(pub u64);
+
+/// An opaque message from one core's application to another's, carried by the mesh.
+pub type AppMessage = Box<dyn std::any::Any + Send>;
+
+/// What a [`ShardApp`] asks of its core after a turn.
+#[derive(Default)]
+pub struct ShardOutput {
+    /// Messages for other cores' applications, `(core, message)`, in order per core. Never
+    /// dropped by the mesh.
+    pub messages: Vec<(usize, AppMessage)>,
+    /// Connections whose output changed outside their own `on_io` (fan-out): the core runs
+    /// their `on_io` again this turn.
+    pub wake: Vec<ConnHandle>,
+    /// The application's earliest deadline ([`ShardApp::poll`] is called again by then).
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// Application state owned by one core, shared by that core's connections.
+pub trait ShardApp {
+    /// A connection finished its handshake with `version`.
+    fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp>;
+    /// The core's clock reading for the turn that starts (the only one it takes).
+    fn begin_turn(&mut self, _now: std::time::Instant) {}
+    /// A message another core's application sent (`from` is that core).
+    fn on_message(&mut self, from: usize, msg: AppMessage);
+    /// Called once per turn after connections were serviced, and when its deadline passes.
+    /// `now` is the turn's clock reading.
+    fn poll(&mut self, now: std::time::Instant, out: &mut ShardOutput);
 }
 
 /// Reads and discards everything; keeps connections open until they idle out. What `make run`

@@ -8,6 +8,7 @@ pub mod app;
 pub mod cid;
 pub mod mesh;
 pub mod moqt;
+pub mod relay_host;
 pub mod retry;
 mod server;
 mod shard;
@@ -19,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use app::{AppFactory, ConnApp};
+pub use app::{AppFactory, AppMessage, ConnApp, ConnHandle, ShardApp, ShardOutput};
 pub use cid::ShardId;
 pub use server::{start, ServerHandle};
 pub use stats::{ShardReport, ShardStats};

@@ -64,19 +64,110 @@ fn refuse(session: &mut Session, request_id: RequestId) {
     }
 }
 
-/// One connection's MoQT session over quiche.
+/// Moves bytes between one quiche connection and its [`Session`]: stream data, resets,
+/// STOP_SENDING and datagrams in; the session's transmits out, with a per-stream queue for
+/// what flow control does not take yet.
+#[derive(Debug, Default)]
+pub struct Pump {
+    /// Bytes the session wrote that quiche has not taken yet, per stream, in order.
+    pending: HashMap<u64, VecDeque<(Bytes, bool)>>,
+}
+
+impl Pump {
+    /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
+    pub fn read(&mut self, conn: &mut quiche::Connection, session: &mut Session, buf: &mut [u8]) {
+        while let Some(id) = conn.stream_readable_next() {
+            loop {
+                match conn.stream_recv(id, buf) {
+                    Ok((n, fin)) => {
+                        session.on_stream_data(id, &buf[..n], fin);
+                        if fin {
+                            break;
+                        }
+                    }
+                    Err(quiche::Error::Done) => break,
+                    Err(quiche::Error::StreamReset(code)) => {
+                        session.on_stream_reset(id, code);
+                        break;
+                    }
+                    Err(e) => {
+                        debug!(stream = id, error = %e, "stream_recv");
+                        break;
+                    }
+                }
+            }
+        }
+        while let Ok(n) = conn.dgram_recv(buf) {
+            session.on_datagram(Bytes::copy_from_slice(&buf[..n]));
+        }
+    }
+
+    /// Writes the session's transmits into `conn` (what does not fit waits here).
+    pub fn write(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
+        while let Some(t) = session.poll_transmit() {
+            match t {
+                Transmit::Stream { id, data, fin } => {
+                    self.pending.entry(id).or_default().push_back((data, fin));
+                }
+                Transmit::Reset { id, code } => {
+                    self.pending.remove(&id);
+                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
+                }
+                Transmit::StopSending { id, code } => {
+                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
+                }
+                Transmit::Datagram { data } => {
+                    // Best effort by nature: a full queue drops the datagram.
+                    let _ = conn.dgram_send(&data);
+                }
+                Transmit::Close { code, reason } => {
+                    let _ = conn.close(true, code, reason.as_bytes());
+                }
+            }
+        }
+        self.pending.retain(|&id, queue| {
+            while let Some((data, fin)) = queue.front_mut() {
+                match conn.stream_send(id, data, *fin) {
+                    Ok(n) if n == data.len() => {
+                        queue.pop_front();
+                    }
+                    Ok(n) => {
+                        let _ = data.split_to(n);
+                        return true; // flow control: the rest waits for the next call
+                    }
+                    Err(quiche::Error::Done) => return true,
+                    Err(quiche::Error::StreamStopped(code)) => {
+                        session.on_stop_sending(id, code);
+                        return false;
+                    }
+                    Err(e) => {
+                        debug!(stream = id, error = %e, "stream_send");
+                        return false;
+                    }
+                }
+            }
+            false
+        });
+    }
+
+    /// Bytes waiting for flow control.
+    pub fn queued_bytes(&self) -> usize {
+        self.pending.values().flatten().map(|(b, _)| b.len()).sum()
+    }
+}
+
+/// One connection's MoQT session over quiche, with a handler for its events (our client).
 pub struct MoqtApp<H> {
     session: Session,
     handler: H,
-    /// Bytes the session wrote that quiche has not taken yet, per stream, in order.
-    pending: HashMap<u64, VecDeque<(Bytes, bool)>>,
+    pump: Pump,
     buf: Vec<u8>,
 }
 
 impl<H: RequestHandler> MoqtApp<H> {
     /// Glue for `session` (either role: the server's connections and our client use it).
     pub fn new(session: Session, handler: H) -> Self {
-        MoqtApp { session, handler, pending: HashMap::new(), buf: vec![0u8; 65_536] }
+        MoqtApp { session, handler, pump: Pump::default(), buf: vec![0u8; 65_536] }
     }
 
     pub fn session(&self) -> &Session {
@@ -107,78 +198,11 @@ impl<H: RequestHandler> MoqtApp<H> {
     }
 
     fn read(&mut self, conn: &mut quiche::Connection) {
-        while let Some(id) = conn.stream_readable_next() {
-            loop {
-                match conn.stream_recv(id, &mut self.buf) {
-                    Ok((n, fin)) => {
-                        self.session.on_stream_data(id, &self.buf[..n], fin);
-                        if fin {
-                            break;
-                        }
-                    }
-                    Err(quiche::Error::Done) => break,
-                    Err(quiche::Error::StreamReset(code)) => {
-                        self.session.on_stream_reset(id, code);
-                        break;
-                    }
-                    Err(e) => {
-                        debug!(stream = id, error = %e, "stream_recv");
-                        break;
-                    }
-                }
-            }
-        }
-        while let Ok(n) = conn.dgram_recv(&mut self.buf) {
-            self.session.on_datagram(Bytes::copy_from_slice(&self.buf[..n]));
-        }
+        self.pump.read(conn, &mut self.session, &mut self.buf);
     }
 
     fn write(&mut self, conn: &mut quiche::Connection) {
-        while let Some(t) = self.session.poll_transmit() {
-            match t {
-                Transmit::Stream { id, data, fin } => {
-                    self.pending.entry(id).or_default().push_back((data, fin));
-                }
-                Transmit::Reset { id, code } => {
-                    self.pending.remove(&id);
-                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
-                }
-                Transmit::StopSending { id, code } => {
-                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
-                }
-                Transmit::Datagram { data } => {
-                    // Best effort by nature: a full queue drops the datagram.
-                    let _ = conn.dgram_send(&data);
-                }
-                Transmit::Close { code, reason } => {
-                    let _ = conn.close(true, code, reason.as_bytes());
-                }
-            }
-        }
-        let session = &mut self.session;
-        self.pending.retain(|&id, queue| {
-            while let Some((data, fin)) = queue.front_mut() {
-                match conn.stream_send(id, data, *fin) {
-                    Ok(n) if n == data.len() => {
-                        queue.pop_front();
-                    }
-                    Ok(n) => {
-                        let _ = data.split_to(n);
-                        return true; // flow control: the rest waits for the next call
-                    }
-                    Err(quiche::Error::Done) => return true,
-                    Err(quiche::Error::StreamStopped(code)) => {
-                        session.on_stop_sending(id, code);
-                        return false;
-                    }
-                    Err(e) => {
-                        debug!(stream = id, error = %e, "stream_send");
-                        return false;
-                    }
-                }
-            }
-            false
-        });
+        self.pump.write(conn, &mut self.session);
     }
 }
 

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use super::app::AppFactory;
 use super::cid::{self, ShardId};
 use super::mesh::{Mesh, Waker};
-use super::shard::{Forwarded, Shard, ShardParts};
+use super::shard::{MeshMsg, Shard, ShardParts};
 use super::stats::{ShardReport, ShardStats};
 use super::{tls, udp, RuntimeConfig};
 
@@ -124,7 +124,7 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
     let mut endpoints =
-        Mesh::<Forwarded>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
+        Mesh::<MeshMsg>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);

@@ -16,7 +16,7 @@ use futures_lite::future;
 use quiche::ConnectionId;
 use tracing::{debug, info, warn};
 
-use super::app::{AppFactory, ConnApp};
+use super::app::{AppFactory, ConnApp, ConnHandle, ShardApp, ShardOutput};
 use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
 use super::mesh::{Doorbell, MeshEndpoint};
 use super::retry::RetryTokens;
@@ -29,6 +29,13 @@ use crate::wire::Version;
 pub struct Forwarded {
     pub data: Vec<u8>,
     pub from: SocketAddr,
+}
+
+/// What travels between cores: QUIC packets that arrived at the wrong core, and the
+/// application's own messages (the relay's).
+pub enum MeshMsg {
+    Packet(Forwarded),
+    App(super::app::AppMessage),
 }
 
 /// Datagrams handled per turn before the loop lets the other stages run.
@@ -52,6 +59,8 @@ struct Conn {
     paced_until: Option<Instant>,
     handshake_counted: bool,
     dirty: bool,
+    /// Generation of this slot, part of the connection's [`ConnHandle`].
+    gen: u32,
 }
 
 /// Everything one core owns.
@@ -67,9 +76,14 @@ pub struct Shard {
     by_cid: HashMap<ConnectionId<'static>, usize>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     dirty: Vec<usize>,
-    mesh: MeshEndpoint<Forwarded>,
+    mesh: MeshEndpoint<MeshMsg>,
     /// Reused buffer for one turn's mesh messages.
-    inbound: Vec<Forwarded>,
+    inbound: Vec<(usize, MeshMsg)>,
+    /// Per-core application state, when the factory has one.
+    shard_app: Option<Box<dyn ShardApp>>,
+    app_out: ShardOutput,
+    app_deadline: Option<Instant>,
+    next_gen: u32,
     doorbell: Doorbell,
     app: Arc<dyn AppFactory>,
     cids: CidGenerator,
@@ -91,7 +105,7 @@ pub struct ShardParts {
     pub id: ShardId,
     pub socket: socket2::Socket,
     pub quic_config: quiche::Config,
-    pub mesh: MeshEndpoint<Forwarded>,
+    pub mesh: MeshEndpoint<MeshMsg>,
     pub app: Arc<dyn AppFactory>,
     pub secret: [u8; 32],
     pub stats: Arc<[ShardStats]>,
@@ -109,6 +123,7 @@ impl Shard {
             parts.mesh.take_doorbell().ok_or_else(|| std::io::Error::other("mesh doorbell already taken"))?;
         let doorbell = Doorbell::new(read_end)?;
         debug!(shard = parts.id.0, gro = parts.gro, "shard socket ready");
+        let shard_app = parts.app.shard_app(parts.id, rc.cores);
         Ok(Shard {
             id: parts.id,
             cores: rc.cores,
@@ -123,6 +138,10 @@ impl Shard {
             dirty: Vec::new(),
             mesh: parts.mesh,
             inbound: Vec::with_capacity(MESH_BUDGET),
+            shard_app,
+            app_out: ShardOutput::default(),
+            app_deadline: None,
+            next_gen: 0,
             doorbell,
             app: parts.app,
             cids: CidGenerator::new(),
@@ -150,6 +169,9 @@ impl Shard {
         let mut drain_deadline: Option<Instant> = None;
         loop {
             let now = Instant::now();
+            if let Some(app) = self.shard_app.as_mut() {
+                app.begin_turn(now);
+            }
             if drain_deadline.is_none() && self.shutdown.load(Ordering::Acquire) {
                 drain_deadline = Some(now + self.drain_timeout);
                 self.close_all();
@@ -166,8 +188,9 @@ impl Shard {
             let more_mesh = self.drain_mesh();
             self.fire_timers(now);
             self.service_dirty(now).await;
+            let woke = self.poll_app(now);
             self.mesh.flush();
-            if more_input || more_mesh {
+            if more_input || more_mesh || woke {
                 future::yield_now().await;
                 continue;
             }
@@ -182,6 +205,10 @@ impl Shard {
     /// never early.
     async fn wait(&mut self, now: Instant, drain_deadline: Option<Instant>) {
         let next = self.timers.peek().map(|Reverse((at, _))| *at);
+        let next = match (next, self.app_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let next = match (next, drain_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -243,16 +270,51 @@ impl Shard {
         exhausted
     }
 
-    /// Handles datagrams other cores handed over. True when the budget ran out first.
+    /// Handles what other cores sent: datagrams they received for our connections, and
+    /// application messages. True when the budget ran out first.
     fn drain_mesh(&mut self) -> bool {
         let mut inbound = std::mem::take(&mut self.inbound);
-        let n = self.mesh.drain(MESH_BUDGET, |_src, msg| inbound.push(msg));
-        ShardStats::add(&self.stats().forwarded_in, n as u64);
-        for mut m in inbound.drain(..) {
-            self.handle_owned(&mut m.data, m.from);
+        let n = self.mesh.drain(MESH_BUDGET, |src, msg| inbound.push((src, msg)));
+        for (src, m) in inbound.drain(..) {
+            match m {
+                MeshMsg::Packet(mut p) => {
+                    ShardStats::add(&self.stats().forwarded_in, 1);
+                    self.handle_owned(&mut p.data, p.from);
+                }
+                MeshMsg::App(msg) => {
+                    if let Some(app) = self.shard_app.as_mut() {
+                        app.on_message(src, msg);
+                    }
+                }
+            }
         }
         self.inbound = inbound;
         n >= MESH_BUDGET
+    }
+
+    /// Lets the per-core application act on the turn (its messages to other cores, the
+    /// connections it wrote to, its next deadline). True when it woke connections, which are
+    /// then serviced before the core waits again.
+    fn poll_app(&mut self, now: Instant) -> bool {
+        let Some(app) = self.shard_app.as_mut() else { return false };
+        app.poll(now, &mut self.app_out);
+        self.app_deadline = self.app_out.deadline.take();
+        for (dst, msg) in self.app_out.messages.drain(..) {
+            if self.mesh.send(dst, MeshMsg::App(msg)).is_err() {
+                warn!(shard = self.id.0, dst, "application message for a core that does not exist");
+            }
+        }
+        let mut woke = false;
+        for ConnHandle(h) in self.app_out.wake.drain(..) {
+            let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
+            if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+                if conn.gen == gen {
+                    mark_dirty(&mut self.dirty, conn, idx);
+                    woke = true;
+                }
+            }
+        }
+        woke
     }
 
     /// Routes one received datagram: to another core over the mesh when its connection ID
@@ -267,7 +329,8 @@ impl Shard {
         if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.cores) {
             ShardStats::add(&self.stats().forwarded_out, 1);
             // Droppable: a full queue means the owner is behind; QUIC recovers the loss.
-            if self.mesh.try_send(owner.index(), Forwarded { data: data.to_vec(), from }).is_err() {
+            let packet = MeshMsg::Packet(Forwarded { data: data.to_vec(), from });
+            if self.mesh.try_send(owner.index(), packet).is_err() {
                 ShardStats::add(&self.stats().dropped, 1);
             }
             return;
@@ -380,7 +443,9 @@ impl Shard {
             paced_until: None,
             handshake_counted: true,
             dirty: false,
+            gen: self.next_gen,
         };
+        self.next_gen = self.next_gen.wrapping_add(1);
         let idx = match self.free.pop() {
             Some(i) => {
                 self.conns[i] = Some(conn);
@@ -482,7 +547,14 @@ impl Shard {
                 ShardStats::sub(&self.stats[shard.index()].handshakes, 1);
             }
             match Version::from_alpn(conn.quic.application_proto()) {
-                Some(v) => conn.app = Some(self.app.new_connection(shard, v)),
+                Some(v) => {
+                    conn.app = Some(match self.shard_app.as_mut() {
+                        Some(app) => {
+                            app.new_connection(ConnHandle(u64::from(conn.gen) << 32 | idx as u64), v)
+                        }
+                        None => self.app.new_connection(shard, v),
+                    })
+                }
                 None => {
                     let _ = conn.quic.close(false, 0x178, b"no application protocol");
                 }

@@ -203,6 +203,11 @@ impl Session {
         self.events.pop_front()
     }
 
+    /// True when events are waiting for [`Session::poll_event`].
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next thing for the transport to do, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()

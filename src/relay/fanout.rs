@@ -1,0 +1,320 @@
+//! The subscriber side of a shard: downstream subscriptions of its sessions, grouped by the
+//! relay's Track Alias. The first local subscription of a track asks the owner; later ones
+//! on a core that already receives the track are answered at once from local state. Each
+//! upstream stream becomes one downstream subgroup stream per subscription, opened at the
+//! first object that passes the subscription's filter; objects are written in the order they
+//! arrive, payloads shared, never copied.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::msg::{Data, RelayMsg, StreamKey, TrackInfo};
+use super::{code, session, RelayShard};
+use crate::wire::model::{
+    Location, LocationFilter, Message, Parameters, PublishDone, RequestId, SubgroupHeader, Subscribe,
+    SubscribeOk, TrackAlias,
+};
+use crate::wire::Version;
+
+#[derive(Debug)]
+struct LocalSub {
+    conn: u64,
+    rid: RequestId,
+    filter: Option<LocationFilter>,
+    /// First and last Location delivered (set when Established).
+    start: Location,
+    end: Option<Location>,
+    forward: bool,
+    established: bool,
+    /// Data streams opened for this subscription (PUBLISH_DONE Stream Count).
+    streams: u64,
+    /// Open downstream streams: upstream key → our stream id.
+    open: Vec<(StreamKey, u64)>,
+}
+
+#[derive(Debug)]
+struct FanStream {
+    header: SubgroupHeader,
+    /// Objects seen on it here (a stream joined later is not "first object").
+    objects: u64,
+}
+
+#[derive(Debug)]
+struct SubTrack {
+    /// The owner answered: objects flow to this core.
+    live: bool,
+    info: TrackInfo,
+    subs: Vec<LocalSub>,
+    streams: HashMap<StreamKey, FanStream>,
+}
+
+#[derive(Debug, Default)]
+pub struct Fanout {
+    tracks: HashMap<TrackAlias, SubTrack>,
+    by_req: HashMap<(u64, RequestId), TrackAlias>,
+    per_session: HashMap<u64, usize>,
+}
+
+impl Fanout {
+    pub fn len(&self) -> usize {
+        self.by_req.len()
+    }
+
+    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
+        self.by_req.contains_key(&(conn, rid))
+    }
+}
+
+/// Where a subscription starts and ends, given the largest Location known when it becomes
+/// Established (draft-22 §9.20.9 LOCATION_FILTER; draft-16 filter types map onto it).
+fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Location, Option<Location>) {
+    let next =
+        largest.map(|l| Location { group: l.group, object: l.object.saturating_add(1) }).unwrap_or_default();
+    match filter {
+        None | Some(LocationFilter::NextObject) => (next, None),
+        Some(LocationFilter::None) => (Location::default(), None),
+        Some(LocationFilter::RelativeStart { groups_back }) => {
+            let group = largest.map_or(0, |l| l.group.saturating_add(1).saturating_sub(groups_back));
+            (Location { group, object: 0 }, None)
+        }
+        Some(LocationFilter::AbsoluteStart { start }) => (start, None),
+        Some(LocationFilter::AbsoluteStartGroupEnd { start, end_group }) => {
+            (start, Some(Location { group: end_group, object: u64::MAX }))
+        }
+        Some(LocationFilter::AbsoluteRange { start, end }) => (start, Some(end)),
+    }
+}
+
+impl RelayShard {
+    pub(super) fn fanout_subscribe(&mut self, conn: u64, m: Subscribe) {
+        let count = self.fanout.per_session.entry(conn).or_default();
+        if *count >= self.config.max_subscriptions_per_session {
+            return self.answer_error(
+                conn,
+                m.request_id,
+                code::INTERNAL_ERROR,
+                "too many subscriptions",
+                true,
+            );
+        }
+        *count += 1;
+        let alias = self.key.alias(&m.track);
+        self.fanout.by_req.insert((conn, m.request_id), alias);
+        let sub = LocalSub {
+            conn,
+            rid: m.request_id,
+            filter: m.params.location_filter,
+            start: Location::default(),
+            end: None,
+            forward: m.params.forward.unwrap_or(true),
+            established: false,
+            streams: 0,
+            open: Vec::new(),
+        };
+        match self.fanout.tracks.get_mut(&alias) {
+            Some(st) => {
+                st.subs.push(sub);
+                if st.live {
+                    self.establish(alias);
+                }
+            }
+            None => {
+                let st = SubTrack {
+                    live: false,
+                    info: TrackInfo::default(),
+                    subs: vec![sub],
+                    streams: HashMap::new(),
+                };
+                self.fanout.tracks.insert(alias, st);
+                let from = self.core;
+                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track: m.track, from });
+            }
+        }
+    }
+
+    /// Sends SUBSCRIBE_OK to every subscription of `alias` not yet Established.
+    fn establish(&mut self, alias: TrackAlias) {
+        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        for sub in st.subs.iter_mut().filter(|s| !s.established) {
+            sub.established = true;
+            (sub.start, sub.end) = window(sub.filter, st.info.largest);
+            let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+            let ok = Message::SubscribeOk(SubscribeOk {
+                request_id: sub.rid,
+                track_alias: alias,
+                params: Parameters {
+                    largest_object: st.info.largest,
+                    group_order: st.info.group_order,
+                    ..Parameters::default()
+                },
+                track_properties: st.info.properties.clone(),
+            });
+            if let Err(e) = s.send(ok) {
+                debug!(conn = sub.conn, error = %e, "SUBSCRIBE_OK not sent");
+            }
+        }
+    }
+
+    pub(super) fn fanout_subscribe_ok(
+        &mut self,
+        alias: TrackAlias,
+        info: TrackInfo,
+        open: Vec<(StreamKey, SubgroupHeader)>,
+    ) {
+        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        st.live = true;
+        st.info = info;
+        for (key, header) in open {
+            // Joined mid-stream: the next object is not the stream's first.
+            st.streams.insert(key, FanStream { header, objects: 1 });
+        }
+        self.establish(alias);
+    }
+
+    pub(super) fn fanout_subscribe_error(&mut self, alias: TrackAlias, code: u64, reason: Bytes) {
+        let Some(st) = self.fanout.tracks.remove(&alias) else { return };
+        let reason = String::from_utf8_lossy(&reason).into_owned();
+        for sub in st.subs {
+            self.forget_sub(sub.conn, sub.rid);
+            self.answer_error(sub.conn, sub.rid, code, &reason, true);
+        }
+    }
+
+    /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
+    pub(super) fn fanout_track_done(&mut self, alias: TrackAlias, status: u64, reason: Bytes) {
+        let Some(st) = self.fanout.tracks.remove(&alias) else { return };
+        for sub in st.subs {
+            self.forget_sub(sub.conn, sub.rid);
+            let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+            for (_, id) in &sub.open {
+                let _ = s.reset_data_stream(*id, code::INTERNAL_ERROR);
+            }
+            let done = Message::PublishDone(PublishDone {
+                request_id: sub.rid,
+                status_code: status,
+                stream_count: sub.streams,
+                reason: reason.clone(),
+            });
+            if let Err(e) = s.send(done) {
+                debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
+            }
+            if s.version() == Version::Draft22 {
+                let _ = s.finish(sub.rid);
+            }
+        }
+    }
+
+    fn forget_sub(&mut self, conn: u64, rid: RequestId) {
+        self.fanout.by_req.remove(&(conn, rid));
+        if let Some(c) = self.fanout.per_session.get_mut(&conn) {
+            *c = c.saturating_sub(1);
+        }
+    }
+
+    /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
+    /// open streams are reset; the last subscription of a track on this core tells the owner.
+    pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId, _cancelled: bool) {
+        let Some(&alias) = self.fanout.by_req.get(&(conn, rid)) else { return };
+        self.forget_sub(conn, rid);
+        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        let Some(pos) = st.subs.iter().position(|s| s.conn == conn && s.rid == rid) else { return };
+        let sub = st.subs.swap_remove(pos);
+        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            for (_, id) in &sub.open {
+                let _ = s.reset_data_stream(*id, code::RESET_CANCELLED);
+            }
+        }
+        if st.subs.is_empty() {
+            self.fanout.tracks.remove(&alias);
+            let from = self.core;
+            self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
+        }
+    }
+
+    pub(super) fn fanout_session_closed(&mut self, conn: u64) {
+        let rids: Vec<RequestId> =
+            self.fanout.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        for rid in rids {
+            self.fanout_unsubscribe(conn, rid, true);
+        }
+        self.fanout.per_session.remove(&conn);
+    }
+
+    /// Objects and stream events from the owner, written to every subscription they pass.
+    pub(super) fn fanout_data(&mut self, alias: TrackAlias, data: Data) {
+        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        if !st.live {
+            return;
+        }
+        match data {
+            Data::StreamOpen { key, header } => {
+                st.streams.insert(key, FanStream { header, objects: 0 });
+            }
+            Data::Object { key, object, payload } => {
+                let Some(fs) = st.streams.get_mut(&key) else { return };
+                let at = Location { group: fs.header.group_id, object: object.object_id };
+                if st.info.largest.is_none_or(|l| at > l) {
+                    st.info.largest = Some(at);
+                }
+                let first = fs.objects == 0;
+                fs.objects += 1;
+                for sub in st.subs.iter_mut() {
+                    if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
+                        continue;
+                    }
+                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    let stream = match sub.open.iter().find(|(k, _)| *k == key) {
+                        Some(&(_, id)) => id,
+                        None => {
+                            let mut header = fs.header;
+                            header.first_object &= first;
+                            match s.open_subgroup(&header) {
+                                Ok(id) => {
+                                    sub.streams += 1;
+                                    sub.open.push((key, id));
+                                    id
+                                }
+                                Err(e) => {
+                                    debug!(conn = sub.conn, error = %e, "subgroup stream not opened");
+                                    continue;
+                                }
+                            }
+                        }
+                    };
+                    if let Err(e) = s.send_object(stream, &object, payload.clone()) {
+                        debug!(conn = sub.conn, error = %e, "object not sent");
+                    }
+                }
+            }
+            Data::StreamEnd { key, reset } => {
+                st.streams.remove(&key);
+                for sub in st.subs.iter_mut() {
+                    let Some(pos) = sub.open.iter().position(|(k, _)| *k == key) else { continue };
+                    let (_, id) = sub.open.swap_remove(pos);
+                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    let _ = match reset {
+                        None => s.finish_data_stream(id),
+                        Some(c) => s.reset_data_stream(id, c),
+                    };
+                }
+            }
+            Data::Datagram { header, payload } => {
+                let at = Location { group: header.group_id, object: header.object_id };
+                if st.info.largest.is_none_or(|l| at > l) {
+                    st.info.largest = Some(at);
+                }
+                for sub in st.subs.iter() {
+                    if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
+                        continue;
+                    }
+                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    if let Err(e) = s.send_datagram(&header, &payload) {
+                        debug!(conn = sub.conn, error = %e, "datagram not sent");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! The publisher side of a shard: namespaces its sessions publish, the upstream subscriptions
+//! it holds on them (SUBSCRIBEs the relay sent, PUBLISHes it accepted), and their data
+//! streams. Each upstream stream gets a [`StreamKey`]; its objects go to the track's owner in
+//! arrival order with the publisher's Track Alias replaced by the relay's.
+//!
+//! A PUBLISH_DONE from upstream is passed on only once the streams it counts have ended here
+//! (or after [`RelayConfig::done_wait`](super::RelayConfig)), so no subscriber is told "done"
+//! while objects are still on their way.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
+use super::{code, session, RelayShard};
+use crate::wire::model::{
+    DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
+    PublishNamespace, PublishOk, RequestError, RequestId, RequestOk, RequestUpdate, SubgroupHeader,
+    SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
+};
+
+/// PUBLISH_DONE Stream Count values that mean "unknown" (2^62-1 is what draft-16 peers
+/// send, 2^64-1 what draft-22 says).
+fn count_unknown(n: u64) -> bool {
+    n >= (1 << 62) - 1
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// A SUBSCRIBE the relay sent; `established` after SUBSCRIBE_OK.
+    Subscribe { established: bool },
+    /// A PUBLISH the relay received; `answered` once PUBLISH_OK went out.
+    Publish { answered: bool, forward: bool },
+}
+
+#[derive(Debug)]
+struct Upstream {
+    alias: TrackAlias,
+    epoch: Epoch,
+    kind: Kind,
+    open_streams: u64,
+    streams_seen: u64,
+    /// PUBLISH_DONE received and held: status, reason, Stream Count, give up waiting at.
+    done: Option<(u64, Bytes, u64, Instant)>,
+}
+
+#[derive(Debug, Default)]
+pub struct Ingest {
+    ups: HashMap<(u64, RequestId), Upstream>,
+    by_epoch: HashMap<Epoch, (u64, RequestId)>,
+    /// Upstream data streams: (session, stream id) → (session's request, key).
+    streams: HashMap<(u64, u64), (RequestId, StreamKey)>,
+    next_stream: u64,
+    namespaces: HashMap<(u64, RequestId), TrackNamespace>,
+    /// Sessions' counts of namespaces and upstream subscriptions (limits).
+    per_session: HashMap<u64, (usize, usize)>,
+}
+
+impl Ingest {
+    pub fn len(&self) -> usize {
+        self.ups.len()
+    }
+
+    pub fn has_namespace(&self, conn: u64, rid: RequestId) -> bool {
+        self.namespaces.contains_key(&(conn, rid))
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.ups.values().filter_map(|u| u.done.as_ref().map(|d| d.3)).min()
+    }
+}
+
+impl RelayShard {
+    pub(super) fn ingest_publish_namespace(&mut self, conn: u64, m: PublishNamespace) {
+        let count = self.ingest.per_session.entry(conn).or_default();
+        if count.0 >= self.config.max_namespaces_per_session {
+            return self.answer_error(conn, m.request_id, code::INTERNAL_ERROR, "too many namespaces", true);
+        }
+        count.0 += 1;
+        self.ingest.namespaces.insert((conn, m.request_id), m.namespace.clone());
+        let publisher = self.me(conn);
+        for core in 0..self.cores {
+            self.send(core, RelayMsg::NamespaceAnnounced { namespace: m.namespace.clone(), publisher });
+        }
+        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            let ok = Message::RequestOk(RequestOk {
+                request_id: m.request_id,
+                params: Parameters::default(),
+                track_properties: Default::default(),
+            });
+            if let Err(e) = s.send(ok) {
+                debug!(conn, error = %e, "PUBLISH_NAMESPACE answer not sent");
+            }
+        }
+    }
+
+    pub(super) fn ingest_withdraw_namespace(&mut self, conn: u64, rid: RequestId) {
+        let Some(namespace) = self.ingest.namespaces.remove(&(conn, rid)) else { return };
+        if let Some(c) = self.ingest.per_session.get_mut(&conn) {
+            c.0 = c.0.saturating_sub(1);
+        }
+        let publisher = self.me(conn);
+        for core in 0..self.cores {
+            self.send(core, RelayMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+        }
+    }
+
+    /// The owner wants `track` from session `publisher` (on this core).
+    pub(super) fn ingest_upstream_subscribe(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+    ) {
+        let owner = self.owner_of(alias);
+        let conn = publisher.conn;
+        let refuse = |code: u64, why: &'static str| RelayMsg::UpstreamError {
+            alias,
+            epoch,
+            code,
+            reason: Bytes::from_static(why.as_bytes()),
+        };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else {
+            return self.send(owner, refuse(code::DOES_NOT_EXIST, "the publisher went away"));
+        };
+        let rid = match s.next_request_id() {
+            Ok(r) => r,
+            Err(_) => {
+                return self.send(owner, refuse(code::INTERNAL_ERROR, "publisher allows no more requests"))
+            }
+        };
+        let params = Parameters {
+            forward: Some(true),
+            location_filter: Some(LocationFilter::NextObject),
+            ..Parameters::default()
+        };
+        if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
+            debug!(conn, error = %e, "upstream SUBSCRIBE not sent");
+            return self.send(owner, refuse(code::INTERNAL_ERROR, "upstream SUBSCRIBE failed"));
+        }
+        let up = Upstream {
+            alias,
+            epoch,
+            kind: Kind::Subscribe { established: false },
+            open_streams: 0,
+            streams_seen: 0,
+            done: None,
+        };
+        self.ingest.ups.insert((conn, rid), up);
+        self.ingest.by_epoch.insert(epoch, (conn, rid));
+    }
+
+    pub(super) fn ingest_subscribe_ok(&mut self, conn: u64, m: SubscribeOk) {
+        let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
+        let Kind::Subscribe { established } = &mut up.kind else { return };
+        if *established {
+            return;
+        }
+        *established = true;
+        let info = TrackInfo {
+            largest: m.params.largest_object,
+            properties: m.track_properties,
+            group_order: m.params.group_order,
+        };
+        let (alias, epoch) = (up.alias, up.epoch);
+        self.send(self.owner_of(alias), RelayMsg::UpstreamOk { alias, epoch, info });
+    }
+
+    pub(super) fn ingest_request_error(&mut self, conn: u64, m: RequestError) {
+        let key = (conn, m.request_id);
+        if !matches!(self.ingest.ups.get(&key), Some(Upstream { kind: Kind::Subscribe { .. }, .. })) {
+            return; // an answer to one of our REQUEST_UPDATEs
+        }
+        let Some(up) = self.remove_upstream(key) else { return };
+        let msg = RelayMsg::UpstreamError {
+            alias: up.alias,
+            epoch: up.epoch,
+            code: m.error_code,
+            reason: m.reason,
+        };
+        self.send(self.owner_of(up.alias), msg);
+    }
+
+    pub(super) fn ingest_publish(&mut self, conn: u64, m: Publish) {
+        let count = self.ingest.per_session.entry(conn).or_default();
+        if count.1 >= self.config.max_subscriptions_per_session {
+            return self.answer_error(conn, m.request_id, code::INTERNAL_ERROR, "too many tracks", true);
+        }
+        count.1 += 1;
+        let alias = self.key.alias(&m.track);
+        let epoch = self.new_epoch();
+        let up = Upstream {
+            alias,
+            epoch,
+            kind: Kind::Publish { answered: false, forward: false },
+            open_streams: 0,
+            streams_seen: 0,
+            done: None,
+        };
+        self.ingest.ups.insert((conn, m.request_id), up);
+        self.ingest.by_epoch.insert(epoch, (conn, m.request_id));
+        let info = TrackInfo {
+            largest: m.params.largest_object,
+            properties: m.track_properties,
+            group_order: m.params.group_order,
+        };
+        let publisher = self.me(conn);
+        self.send(
+            self.owner_of(alias),
+            RelayMsg::Published { alias, track: m.track, publisher, epoch, info },
+        );
+    }
+
+    /// The owner's answer to a PUBLISH (PUBLISH_OK), or a later change of its Forward State
+    /// (REQUEST_UPDATE).
+    pub(super) fn ingest_publish_forward(&mut self, epoch: Epoch, forward: bool) {
+        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
+        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+        let Kind::Publish { answered, forward: current } = &mut up.kind else { return };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let params = Parameters { forward: Some(forward), ..Parameters::default() };
+        let result = if !*answered {
+            *answered = true;
+            s.send(Message::PublishOk(PublishOk { request_id: rid, params }))
+        } else if *current != forward {
+            s.next_request_id().and_then(|request_id| {
+                s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
+            })
+        } else {
+            Ok(())
+        };
+        *current = forward;
+        if let Err(e) = result {
+            debug!(conn, error = %e, "PUBLISH answer or update not sent");
+        }
+    }
+
+    pub(super) fn ingest_publish_refused(&mut self, epoch: Epoch, code: u64, reason: Bytes) {
+        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
+        self.remove_upstream((conn, rid));
+        let reason = String::from_utf8_lossy(&reason).into_owned();
+        self.answer_error(conn, rid, code, &reason, true);
+    }
+
+    /// The owner no longer wants upstream `epoch`: UNSUBSCRIBE (draft-16) or cancel its
+    /// request stream (draft-22).
+    pub(super) fn ingest_upstream_stop(&mut self, epoch: Epoch) {
+        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
+        self.remove_upstream((conn, rid));
+        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            if let Err(e) = s.send(Message::Unsubscribe(rid)) {
+                debug!(conn, error = %e, "upstream UNSUBSCRIBE not sent");
+            }
+        }
+    }
+
+    pub(super) fn ingest_publish_done(&mut self, conn: u64, m: PublishDone) {
+        let deadline = self.now + self.config.done_wait;
+        let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
+        up.done = Some((m.status_code, m.reason, m.stream_count, deadline));
+        self.try_finish((conn, m.request_id), false);
+    }
+
+    /// The publisher cancelled one of its requests (draft-22 reset / STOP_SENDING).
+    pub(super) fn ingest_cancelled(&mut self, conn: u64, rid: RequestId) {
+        if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+            let reason = Bytes::from_static(b"the publisher cancelled the subscription");
+            up.done = Some((code::INTERNAL_ERROR, reason, 0, self.now));
+            self.try_finish((conn, rid), true);
+        }
+    }
+
+    /// Passes a held PUBLISH_DONE on once its streams have all ended (or `force`).
+    fn try_finish(&mut self, key: (u64, RequestId), force: bool) {
+        let Some(up) = self.ingest.ups.get(&key) else { return };
+        let Some((_, _, count, _)) = &up.done else { return };
+        let complete = up.open_streams == 0 && (count_unknown(*count) || up.streams_seen >= *count);
+        if !complete && !force {
+            return;
+        }
+        let Some(up) = self.remove_upstream(key) else { return };
+        let Some((status, reason, _, _)) = up.done else { return };
+        let owner = self.owner_of(up.alias);
+        let (alias, epoch) = (up.alias, up.epoch);
+        // Streams still open upstream end here (reset: their objects will not come).
+        let open: Vec<StreamKey> = self
+            .ingest
+            .streams
+            .iter()
+            .filter(|(k, _)| k.0 == key.0)
+            .filter(|(_, v)| v.0 == key.1)
+            .map(|(_, v)| v.1)
+            .collect();
+        self.ingest.streams.retain(|k, v| !(k.0 == key.0 && v.0 == key.1));
+        for k in open {
+            let data = Data::StreamEnd { key: k, reset: Some(code::RESET_SESSION_CLOSED) };
+            self.send(owner, RelayMsg::Upstream { alias, epoch, data });
+        }
+        self.send(owner, RelayMsg::UpstreamDone { alias, epoch, status, reason });
+        if let Some(s) = self.sessions.get_mut(&key.0) {
+            let _ = s.finish(key.1); // draft-22: our side of the request stream ends too
+            self.woken.add(key.0);
+        }
+    }
+
+    fn remove_upstream(&mut self, key: (u64, RequestId)) -> Option<Upstream> {
+        let up = self.ingest.ups.remove(&key)?;
+        self.ingest.by_epoch.remove(&up.epoch);
+        if let Kind::Publish { .. } = up.kind {
+            if let Some(c) = self.ingest.per_session.get_mut(&key.0) {
+                c.1 = c.1.saturating_sub(1);
+            }
+        }
+        if up.done.is_none() {
+            // Stopped, refused or failed: forget its streams (their bytes are discarded by
+            // the session once the request is gone).
+            self.ingest.streams.retain(|k, v| !(k.0 == key.0 && v.0 == key.1));
+        }
+        Some(up)
+    }
+
+    pub(super) fn ingest_object(
+        &mut self,
+        conn: u64,
+        stream: u64,
+        rid: RequestId,
+        header: SubgroupHeader,
+        object: SubgroupObject,
+        payload: Bytes,
+    ) {
+        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+        let (alias, epoch) = (up.alias, up.epoch);
+        let owner = super::alias::owner(alias, self.cores);
+        let key = match self.ingest.streams.get(&(conn, stream)) {
+            Some(&(_, key)) => key,
+            None => {
+                up.open_streams += 1;
+                up.streams_seen += 1;
+                self.ingest.next_stream += 1;
+                let key = StreamKey { core: self.core, seq: self.ingest.next_stream };
+                self.ingest.streams.insert((conn, stream), (rid, key));
+                let mut header = header;
+                header.track_alias = alias;
+                if header.subgroup_id == SubgroupId::FirstObject {
+                    header.subgroup_id = SubgroupId::Explicit(object.object_id);
+                }
+                self.send(owner, RelayMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
+                key
+            }
+        };
+        self.send(owner, RelayMsg::Upstream { alias, epoch, data: Data::Object { key, object, payload } });
+    }
+
+    pub(super) fn ingest_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) {
+        let Some((rid, key)) = self.ingest.streams.remove(&(conn, stream)) else { return };
+        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+        up.open_streams = up.open_streams.saturating_sub(1);
+        let (alias, epoch) = (up.alias, up.epoch);
+        self.send(
+            self.owner_of(alias),
+            RelayMsg::Upstream { alias, epoch, data: Data::StreamEnd { key, reset } },
+        );
+        self.try_finish((conn, rid), false);
+    }
+
+    pub(super) fn ingest_datagram(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        mut header: DatagramHeader,
+        payload: Bytes,
+    ) {
+        let Some(up) = self.ingest.ups.get(&(conn, rid)) else { return };
+        let (alias, epoch) = (up.alias, up.epoch);
+        header.track_alias = alias;
+        self.send(
+            self.owner_of(alias),
+            RelayMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload } },
+        );
+    }
+
+    /// Held PUBLISH_DONEs whose wait is over.
+    pub(super) fn ingest_tick(&mut self) {
+        let due: Vec<(u64, RequestId)> = self
+            .ingest
+            .ups
+            .iter()
+            .filter(|(_, u)| u.done.as_ref().is_some_and(|d| d.3 <= self.now))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            self.try_finish(key, true);
+        }
+    }
+
+    /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
+    pub(super) fn ingest_session_closed(&mut self, conn: u64) {
+        let namespaces: Vec<RequestId> =
+            self.ingest.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        for rid in namespaces {
+            self.ingest_withdraw_namespace(conn, rid);
+        }
+        let ups: Vec<RequestId> =
+            self.ingest.ups.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        for rid in ups {
+            if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+                let reason = Bytes::from_static(b"the publisher's session closed");
+                up.done = Some((code::INTERNAL_ERROR, reason, 0, self.now));
+            }
+            self.try_finish((conn, rid), true);
+        }
+        self.ingest.streams.retain(|k, _| k.0 != conn);
+        self.ingest.per_session.remove(&conn);
+    }
+}

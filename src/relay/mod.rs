@@ -1,0 +1,375 @@
+//! `relay`: per-shard relay state (design.md §2, §4). One [`RelayShard`] per core holds that
+//! core's sessions and three roles, each in its own file:
+//!
+//! - `ingest.rs` (publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay sends,
+//!   PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track Alias
+//!   to the relay's.
+//! - `owner.rs` (track owner, `alias % cores`): one entry per track with its single upstream
+//!   subscription, the set of cores that have subscribers, the open upstream streams and the
+//!   largest location; it aggregates subscriptions and forwards each object once per core.
+//! - `fanout.rs` (subscriber side): downstream subscriptions, their filters, and one
+//!   downstream subgroup stream per upstream stream per subscription.
+//!
+//! The shard never does I/O and takes no lock: it writes into sans-IO [`Session`]s, names the
+//! sessions it wrote to ([`RelayShard::take_woken`]), and returns messages for other cores
+//! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
+
+pub mod alias;
+mod fanout;
+mod ingest;
+pub mod msg;
+mod namespaces;
+mod owner;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::debug;
+
+use self::alias::AliasKey;
+use self::msg::{Epoch, RelayMsg, SessionRef};
+use self::namespaces::NamespaceTable;
+use crate::session::{DataObject, Event, Session};
+use crate::wire::model::{Message, RequestError, RequestId};
+use crate::wire::Version;
+
+/// Codes the relay sends (the same numbers in draft-16 and draft-22 unless noted).
+pub mod code {
+    /// REQUEST_ERROR and PUBLISH_DONE INTERNAL_ERROR.
+    pub const INTERNAL_ERROR: u64 = 0x0;
+    /// REQUEST_ERROR NOT_SUPPORTED.
+    pub const NOT_SUPPORTED: u64 = 0x3;
+    /// REQUEST_ERROR DOES_NOT_EXIST.
+    pub const DOES_NOT_EXIST: u64 = 0x10;
+    /// PUBLISH_DONE TRACK_ENDED.
+    pub const TRACK_ENDED: u64 = 0x2;
+    /// Stream reset CANCELLED.
+    pub const RESET_CANCELLED: u64 = 0x1;
+    /// Stream reset SESSION_CLOSED.
+    pub const RESET_SESSION_CLOSED: u64 = 0x3;
+}
+
+/// Relay limits and timers.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// How long an upstream subscription outlives its last downstream subscriber (a quick
+    /// re-subscribe reuses it).
+    pub linger: Duration,
+    /// How long a PUBLISH_DONE from upstream waits for the data streams it counts before it
+    /// is passed on anyway.
+    pub done_wait: Duration,
+    /// PUBLISH_NAMESPACE per session.
+    pub max_namespaces_per_session: usize,
+    /// Downstream subscriptions and upstream PUBLISHes per session.
+    pub max_subscriptions_per_session: usize,
+    /// Tracks owned by one shard.
+    pub max_tracks_per_shard: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            linger: Duration::from_secs(2),
+            done_wait: Duration::from_secs(2),
+            max_namespaces_per_session: 256,
+            max_subscriptions_per_session: 1024,
+            max_tracks_per_shard: 100_000,
+        }
+    }
+}
+
+/// Sessions the shard wrote to outside their own turn.
+#[derive(Debug, Default)]
+struct Woken {
+    list: Vec<u64>,
+    set: HashSet<u64>,
+}
+
+impl Woken {
+    fn add(&mut self, conn: u64) {
+        if self.set.insert(conn) {
+            self.list.push(conn);
+        }
+    }
+}
+
+/// Looks up session `conn` and notes that it has output.
+fn session<'a>(
+    sessions: &'a mut HashMap<u64, Session>,
+    woken: &mut Woken,
+    conn: u64,
+) -> Option<&'a mut Session> {
+    let s = sessions.get_mut(&conn)?;
+    woken.add(conn);
+    Some(s)
+}
+
+/// One core's relay state (see the module header).
+#[derive(Debug)]
+pub struct RelayShard {
+    core: usize,
+    cores: usize,
+    config: RelayConfig,
+    key: AliasKey,
+    sessions: HashMap<u64, Session>,
+    namespaces: NamespaceTable,
+    owner: owner::Owner,
+    ingest: ingest::Ingest,
+    fanout: fanout::Fanout,
+    local: VecDeque<RelayMsg>,
+    outbox: Vec<(usize, RelayMsg)>,
+    woken: Woken,
+    next_epoch: u64,
+    now: Instant,
+}
+
+impl RelayShard {
+    pub fn new(core: usize, cores: usize, config: RelayConfig, key: AliasKey, now: Instant) -> Self {
+        RelayShard {
+            core,
+            cores,
+            config,
+            key,
+            sessions: HashMap::new(),
+            namespaces: NamespaceTable::default(),
+            owner: owner::Owner::default(),
+            ingest: ingest::Ingest::default(),
+            fanout: fanout::Fanout::default(),
+            local: VecDeque::new(),
+            outbox: Vec::new(),
+            woken: Woken::default(),
+            next_epoch: 0,
+            now,
+        }
+    }
+
+    /// A new session on this core, named `conn` (unique on this core).
+    pub fn add_session(&mut self, conn: u64, session: Session) {
+        self.sessions.insert(conn, session);
+    }
+
+    pub fn session_mut(&mut self, conn: u64) -> Option<&mut Session> {
+        self.sessions.get_mut(&conn)
+    }
+
+    /// Sessions on this core.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Tracks this shard owns, downstream subscriptions and upstream subscriptions on it
+    /// (for tests and metrics: all zero when nothing is relayed).
+    pub fn state_counts(&self) -> (usize, usize, usize) {
+        (self.owner.len(), self.fanout.len(), self.ingest.len())
+    }
+
+    /// Handles every queued event of session `conn`, then the messages this shard sent
+    /// itself.
+    pub fn handle_events(&mut self, conn: u64, now: Instant) {
+        self.now = now;
+        loop {
+            let Some(event) = self.sessions.get_mut(&conn).and_then(Session::poll_event) else { break };
+            self.on_event(conn, event);
+        }
+        self.run_local();
+    }
+
+    /// The connection under session `conn` is gone: forget the session and everything it
+    /// had (subscriptions end upstream, its tracks end downstream).
+    pub fn remove_session(&mut self, conn: u64, now: Instant) {
+        self.now = now;
+        if self.sessions.remove(&conn).is_none() {
+            return;
+        }
+        self.fanout_session_closed(conn);
+        self.ingest_session_closed(conn);
+        self.run_local();
+    }
+
+    /// A message from the relay shard on core `from`.
+    pub fn on_message(&mut self, _from: usize, msg: RelayMsg, now: Instant) {
+        self.now = now;
+        self.dispatch(msg);
+        self.run_local();
+    }
+
+    /// Timers (linger, held PUBLISH_DONE). Returns the next deadline.
+    pub fn tick(&mut self, now: Instant) -> Option<Instant> {
+        self.now = now;
+        self.owner_tick();
+        self.ingest_tick();
+        self.run_local();
+        match (self.owner.next_deadline(), self.ingest.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Messages for other cores, in order.
+    pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg)>) {
+        out.append(&mut self.outbox);
+    }
+
+    /// Sessions written to since the last call.
+    pub fn take_woken(&mut self, out: &mut Vec<u64>) {
+        self.woken.set.clear();
+        out.append(&mut self.woken.list);
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    fn send(&mut self, dst: usize, msg: RelayMsg) {
+        if dst == self.core {
+            self.local.push_back(msg);
+        } else {
+            self.outbox.push((dst, msg));
+        }
+    }
+
+    fn owner_of(&self, alias: crate::wire::model::TrackAlias) -> usize {
+        alias::owner(alias, self.cores)
+    }
+
+    fn new_epoch(&mut self) -> Epoch {
+        self.next_epoch += 1;
+        (self.core as u64) << 48 | self.next_epoch
+    }
+
+    fn me(&self, conn: u64) -> SessionRef {
+        SessionRef { core: self.core, conn }
+    }
+
+    fn run_local(&mut self) {
+        while let Some(msg) = self.local.pop_front() {
+            self.dispatch(msg);
+        }
+    }
+
+    fn dispatch(&mut self, msg: RelayMsg) {
+        use RelayMsg as M;
+        match msg {
+            M::NamespaceAnnounced { namespace, publisher } => self.namespaces.insert(namespace, publisher),
+            M::NamespaceWithdrawn { namespace, publisher } => self.namespaces.remove(&namespace, publisher),
+            M::Subscribe { alias, track, from } => self.owner_subscribe(alias, track, from),
+            M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
+            M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
+            M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
+            M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),
+            M::UpstreamSubscribe { alias, track, publisher, epoch } => {
+                self.ingest_upstream_subscribe(alias, track, publisher, epoch)
+            }
+            M::UpstreamStop { alias: _, epoch } => self.ingest_upstream_stop(epoch),
+            M::PublishForward { alias: _, epoch, forward } => self.ingest_publish_forward(epoch, forward),
+            M::UpstreamOk { alias, epoch, info } => self.owner_upstream_ok(alias, epoch, info),
+            M::UpstreamError { alias, epoch, code, reason } => {
+                self.owner_upstream_error(alias, epoch, code, reason)
+            }
+            M::UpstreamDone { alias, epoch, status, reason } => {
+                self.owner_upstream_done(alias, epoch, status, reason)
+            }
+            M::Published { alias, track, publisher, epoch, info } => {
+                self.owner_published(alias, track, publisher, epoch, info)
+            }
+            M::PublishRefused { alias: _, epoch, code, reason } => {
+                self.ingest_publish_refused(epoch, code, reason)
+            }
+            M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
+            M::Downstream { alias, data } => self.fanout_data(alias, data),
+        }
+    }
+
+    fn on_event(&mut self, conn: u64, event: Event) {
+        match event {
+            Event::Ready { .. } | Event::RequestMessage { .. } => {}
+            Event::Message(msg) => self.on_control(conn, msg),
+            Event::Cancelled { request_id } => self.on_cancelled(conn, request_id),
+            Event::Object {
+                stream,
+                request_id,
+                object: DataObject::Subgroup { header, object },
+                payload,
+            } => self.ingest_object(conn, stream, request_id, header, object, payload),
+            // Fetch responses: the relay sends no FETCH upstream yet.
+            Event::Object { .. } => {}
+            Event::DataStreamEnd { stream, reset } => self.ingest_stream_end(conn, stream, reset),
+            Event::Datagram { request_id, header, payload } => {
+                self.ingest_datagram(conn, request_id, header, payload)
+            }
+            Event::Closed { code, reason } => {
+                debug!(conn, code, %reason, "session closed");
+            }
+        }
+    }
+
+    fn on_control(&mut self, conn: u64, msg: Message) {
+        match msg {
+            Message::PublishNamespace(m) => self.ingest_publish_namespace(conn, m),
+            Message::PublishNamespaceDone(rid) => self.ingest_withdraw_namespace(conn, rid),
+            Message::Subscribe(m) => self.fanout_subscribe(conn, m),
+            Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid, false),
+            Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
+            Message::RequestError(m) => self.ingest_request_error(conn, m),
+            Message::Publish(m) => self.ingest_publish(conn, m),
+            Message::PublishDone(m) => self.ingest_publish_done(conn, m),
+            Message::TrackStatus(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "TRACK_STATUS"),
+            Message::Fetch(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "FETCH"),
+            Message::SubscribeNamespace(m) => {
+                self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_NAMESPACE")
+            }
+            Message::SubscribeTracks(m) => {
+                self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_TRACKS")
+            }
+            Message::RequestUpdate(m) => {
+                // draft-16 answers with the update's own Request ID; draft-22 answers on the
+                // updated request's stream.
+                let rid = match self.sessions.get(&conn).map(Session::version) {
+                    Some(Version::Draft22) => m.existing_request_id,
+                    _ => m.request_id,
+                };
+                self.answer_error(
+                    conn,
+                    rid,
+                    code::NOT_SUPPORTED,
+                    "REQUEST_UPDATE is not supported yet",
+                    false,
+                );
+            }
+            // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
+            _ => {}
+        }
+    }
+
+    fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
+        if self.fanout.has(conn, rid) {
+            self.fanout_unsubscribe(conn, rid, true);
+        } else if self.ingest.has_namespace(conn, rid) {
+            self.ingest_withdraw_namespace(conn, rid);
+        } else {
+            self.ingest_cancelled(conn, rid);
+        }
+    }
+
+    /// REQUEST_ERROR for a request this build does not serve (draft-22: then FIN).
+    fn refuse(&mut self, conn: u64, rid: RequestId, code: u64, what: &str) {
+        let reason = format!("moq-edge: {what} is not supported yet");
+        self.answer_error(conn, rid, code, &reason, true);
+    }
+
+    fn answer_error(&mut self, conn: u64, rid: RequestId, code: u64, reason: &str, finish: bool) {
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let msg = Message::RequestError(RequestError {
+            request_id: rid,
+            error_code: code,
+            retry_interval: 0,
+            reason: Bytes::copy_from_slice(reason.as_bytes()),
+            redirect: None,
+        });
+        if let Err(e) = s.send(msg) {
+            debug!(conn, error = %e, "REQUEST_ERROR not sent");
+        }
+        if finish && s.version() == Version::Draft22 {
+            let _ = s.finish(rid);
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! What relay shards tell each other over the mesh. Every message names a track by its
+//! relay-assigned Track Alias; the owner shard of that alias (`alias % cores`) holds the
+//! track's state. Each (source, destination) core pair is one FIFO queue, so messages about
+//! one upstream stream arrive in the order they were sent.
+
+use bytes::Bytes;
+
+use crate::wire::model::{
+    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, SubgroupHeader, SubgroupObject,
+    TrackAlias, TrackNamespace,
+};
+
+/// A session on some core (the relay's name for a connection: core and per-core id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionRef {
+    pub core: usize,
+    pub conn: u64,
+}
+
+/// One upstream data stream, named by the ingest core and a per-core sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamKey {
+    pub core: usize,
+    pub seq: u64,
+}
+
+/// Identifies one upstream subscription (one SUBSCRIBE the relay sent, or one PUBLISH it
+/// accepted). Unique across cores: the core that made it in the top bits.
+pub type Epoch = u64;
+
+/// What the owner learned from an upstream that became Established.
+#[derive(Debug, Clone, Default)]
+pub struct TrackInfo {
+    pub largest: Option<Location>,
+    pub properties: Properties,
+    pub group_order: Option<GroupOrder>,
+}
+
+#[derive(Debug)]
+pub enum RelayMsg {
+    // ---- namespace table, replicated to every core ----
+    NamespaceAnnounced {
+        namespace: TrackNamespace,
+        publisher: SessionRef,
+    },
+    NamespaceWithdrawn {
+        namespace: TrackNamespace,
+        publisher: SessionRef,
+    },
+
+    // ---- subscriber core → owner ----
+    /// The first local subscription of `alias` on core `from`.
+    Subscribe {
+        alias: TrackAlias,
+        track: FullTrackName,
+        from: usize,
+    },
+    /// The last local subscription of `alias` on core `from` ended.
+    Unsubscribe {
+        alias: TrackAlias,
+        from: usize,
+    },
+
+    // ---- owner → subscriber core ----
+    /// The upstream is Established: core `to` is in the track's fan-out set from now on.
+    /// `open` are the upstream streams already open (objects continue on them).
+    SubscribeOk {
+        alias: TrackAlias,
+        info: TrackInfo,
+        open: Vec<(StreamKey, SubgroupHeader)>,
+    },
+    SubscribeError {
+        alias: TrackAlias,
+        code: u64,
+        reason: Bytes,
+    },
+    /// The track ended upstream: every subscription ends with PUBLISH_DONE `status`.
+    TrackDone {
+        alias: TrackAlias,
+        status: u64,
+        reason: Bytes,
+    },
+
+    // ---- owner → ingest core ----
+    /// SUBSCRIBE `track` upstream on session `publisher`.
+    UpstreamSubscribe {
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+    },
+    /// Nobody wants the track any more: end upstream subscription `epoch`.
+    UpstreamStop {
+        alias: TrackAlias,
+        epoch: Epoch,
+    },
+    /// Change the Forward State of the accepted PUBLISH `epoch` (REQUEST_UPDATE), or answer
+    /// it (PUBLISH_OK) when it is still waiting.
+    PublishForward {
+        alias: TrackAlias,
+        epoch: Epoch,
+        forward: bool,
+    },
+
+    // ---- ingest core → owner ----
+    UpstreamOk {
+        alias: TrackAlias,
+        epoch: Epoch,
+        info: TrackInfo,
+    },
+    UpstreamError {
+        alias: TrackAlias,
+        epoch: Epoch,
+        code: u64,
+        reason: Bytes,
+    },
+    /// PUBLISH_DONE from upstream (after its streams ended), or the publisher went away.
+    UpstreamDone {
+        alias: TrackAlias,
+        epoch: Epoch,
+        status: u64,
+        reason: Bytes,
+    },
+    /// A publisher sent PUBLISH for `track`.
+    Published {
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+        info: TrackInfo,
+    },
+
+    /// The owner cannot take this PUBLISH.
+    PublishRefused {
+        alias: TrackAlias,
+        epoch: Epoch,
+        code: u64,
+        reason: Bytes,
+    },
+
+    // ---- data ----
+    /// Ingest core → owner, for upstream subscription `epoch`.
+    Upstream {
+        alias: TrackAlias,
+        epoch: Epoch,
+        data: Data,
+    },
+    /// Owner → a core with subscribers of `alias`.
+    Downstream {
+        alias: TrackAlias,
+        data: Data,
+    },
+}
+
+/// Objects and stream events of one track, as they travel between cores.
+#[derive(Debug, Clone)]
+pub enum Data {
+    /// An upstream subgroup stream began (its header carries the relay's alias).
+    StreamOpen {
+        key: StreamKey,
+        header: SubgroupHeader,
+    },
+    Object {
+        key: StreamKey,
+        object: SubgroupObject,
+        payload: Bytes,
+    },
+    /// The upstream stream ended: FIN (`reset == None`) or reset with a code.
+    StreamEnd {
+        key: StreamKey,
+        reset: Option<u64>,
+    },
+    Datagram {
+        header: DatagramHeader,
+        payload: Bytes,
+    },
+}

@@ -1,0 +1,355 @@
+//! The track owner (design.md §4): the shard `alias % cores` keeps one entry per track with
+//! its single upstream subscription, the cores that have subscribers, the upstream streams
+//! that are open and the largest location seen. It aggregates: the first subscriber anywhere
+//! makes it subscribe upstream; later ones are answered from its state; the upstream ends a
+//! linger after the last subscriber leaves. Every object is forwarded once per subscriber
+//! core, in the order it arrived (one FIFO queue per core pair).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::code;
+use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
+use super::RelayShard;
+use crate::wire::model::{FullTrackName, Location, SubgroupHeader, TrackAlias};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// SUBSCRIBE sent upstream, no answer yet.
+    Pending { publisher: SessionRef, epoch: Epoch },
+    /// Upstream SUBSCRIBE answered with SUBSCRIBE_OK.
+    Subscribed { publisher: SessionRef, epoch: Epoch },
+    /// A PUBLISH the relay accepted; `forward` is the Forward State it asked for.
+    Published { publisher: SessionRef, epoch: Epoch, forward: bool },
+}
+
+impl Source {
+    fn epoch(self) -> Epoch {
+        match self {
+            Source::Pending { epoch, .. }
+            | Source::Subscribed { epoch, .. }
+            | Source::Published { epoch, .. } => epoch,
+        }
+    }
+
+    fn publisher(self) -> SessionRef {
+        match self {
+            Source::Pending { publisher, .. }
+            | Source::Subscribed { publisher, .. }
+            | Source::Published { publisher, .. } => publisher,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Track {
+    name: FullTrackName,
+    source: Source,
+    /// Cores with Established subscribers (each gets every object once).
+    cores: Vec<usize>,
+    /// Cores waiting for the upstream to become Established.
+    waiting: Vec<usize>,
+    /// Upstream subgroup streams open now, with their headers (for cores that join).
+    streams: HashMap<StreamKey, SubgroupHeader>,
+    info: TrackInfo,
+    /// Since when nobody wants the track (linger).
+    idle_since: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+pub struct Owner {
+    tracks: HashMap<TrackAlias, Track>,
+    /// Linger deadlines, checked lazily against `idle_since`.
+    idle: BinaryHeap<Reverse<(Instant, u64)>>,
+}
+
+impl Owner {
+    pub fn len(&self) -> usize {
+        self.tracks.len()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.idle.peek().map(|Reverse((at, _))| *at)
+    }
+}
+
+fn max_location(a: Option<Location>, b: Location) -> Location {
+    match a {
+        Some(a) if a > b => a,
+        _ => b,
+    }
+}
+
+impl RelayShard {
+    fn set_idle(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.cores.is_empty() && t.waiting.is_empty() && t.idle_since.is_none() {
+            t.idle_since = Some(self.now);
+            self.owner.idle.push(Reverse((self.now + self.config.linger, alias.0)));
+        }
+    }
+
+    /// Answers every waiting core: the upstream is Established.
+    fn release_waiting(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let waiting = std::mem::take(&mut t.waiting);
+        let info = t.info.clone();
+        let open: Vec<_> = t.streams.iter().map(|(k, h)| (*k, *h)).collect();
+        for core in waiting {
+            if !t.cores.contains(&core) {
+                t.cores.push(core);
+            }
+            let msg = RelayMsg::SubscribeOk { alias, info: info.clone(), open: open.clone() };
+            if core == self.core {
+                self.local.push_back(msg);
+            } else {
+                self.outbox.push((core, msg));
+            }
+        }
+    }
+
+    pub(super) fn owner_subscribe(&mut self, alias: TrackAlias, track: FullTrackName, from: usize) {
+        if let Some(t) = self.owner.tracks.get_mut(&alias) {
+            if t.name != track {
+                let reason = Bytes::from_static(b"track alias collision");
+                return self
+                    .send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
+            }
+            t.idle_since = None;
+            if !t.waiting.contains(&from) && !t.cores.contains(&from) {
+                t.waiting.push(from);
+            }
+            match t.source {
+                Source::Pending { .. } => {}
+                Source::Subscribed { .. } => self.release_waiting(alias),
+                Source::Published { publisher, epoch, forward } => {
+                    if !forward {
+                        t.source = Source::Published { publisher, epoch, forward: true };
+                        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: true });
+                    }
+                    self.release_waiting(alias);
+                }
+            }
+            return;
+        }
+        if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
+            let reason = Bytes::from_static(b"relay track limit reached");
+            return self.send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
+        }
+        let Some(publisher) = self.namespaces.route(&track.namespace) else {
+            let reason = Bytes::from_static(b"no publisher for this track");
+            return self.send(from, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
+        };
+        let epoch = self.new_epoch();
+        self.owner.tracks.insert(
+            alias,
+            Track {
+                name: track.clone(),
+                source: Source::Pending { publisher, epoch },
+                cores: Vec::new(),
+                waiting: vec![from],
+                streams: HashMap::new(),
+                info: TrackInfo::default(),
+                idle_since: None,
+            },
+        );
+        self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+    }
+
+    pub(super) fn owner_unsubscribe(&mut self, alias: TrackAlias, from: usize) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        t.cores.retain(|&c| c != from);
+        t.waiting.retain(|&c| c != from);
+        self.set_idle(alias);
+    }
+
+    pub(super) fn owner_upstream_ok(&mut self, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Source::Pending { publisher, epoch: e } = t.source else { return };
+        if e != epoch {
+            return;
+        }
+        t.source = Source::Subscribed { publisher, epoch };
+        t.info.properties = info.properties;
+        t.info.group_order = info.group_order;
+        if let Some(l) = info.largest {
+            t.info.largest = Some(max_location(t.info.largest, l));
+        }
+        self.release_waiting(alias);
+        self.set_idle(alias);
+    }
+
+    pub(super) fn owner_upstream_error(&mut self, alias: TrackAlias, epoch: Epoch, code: u64, reason: Bytes) {
+        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
+            return;
+        }
+        let Some(t) = self.owner.tracks.remove(&alias) else { return };
+        for core in t.waiting {
+            self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
+        }
+    }
+
+    pub(super) fn owner_upstream_done(
+        &mut self,
+        alias: TrackAlias,
+        epoch: Epoch,
+        status: u64,
+        reason: Bytes,
+    ) {
+        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        if t.source.epoch() != epoch {
+            return;
+        }
+        let Some(t) = self.owner.tracks.remove(&alias) else { return };
+        for core in t.cores {
+            self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
+        }
+        for core in t.waiting {
+            let reason = Bytes::from_static(b"the track ended upstream");
+            self.send(core, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
+        }
+    }
+
+    /// A PUBLISH for `track`: it becomes (or replaces) the track's upstream, and its
+    /// PUBLISH_OK asks for objects only when someone is subscribed.
+    pub(super) fn owner_published(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+        info: TrackInfo,
+    ) {
+        let existing = self.owner.tracks.get(&alias).map(|t| (t.name == track, t.source));
+        match existing {
+            Some((false, _)) => {
+                let reason = Bytes::from_static(b"track alias collision");
+                self.send(
+                    publisher.core,
+                    RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason },
+                );
+            }
+            Some((true, old)) => {
+                // The newest source wins: the old upstream ends, its open streams end here.
+                self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+                let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+                let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
+                let cores = t.cores.clone();
+                let wants = !t.cores.is_empty() || !t.waiting.is_empty();
+                t.source = Source::Published { publisher, epoch, forward: wants };
+                t.info.properties = info.properties;
+                t.info.group_order = info.group_order;
+                if let Some(l) = info.largest {
+                    t.info.largest = Some(max_location(t.info.largest, l));
+                }
+                for key in ended {
+                    for &core in &cores {
+                        let data = Data::StreamEnd { key, reset: Some(code::RESET_CANCELLED) };
+                        let msg = RelayMsg::Downstream { alias, data };
+                        if core == self.core {
+                            self.local.push_back(msg);
+                        } else {
+                            self.outbox.push((core, msg));
+                        }
+                    }
+                }
+                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wants });
+                self.release_waiting(alias);
+            }
+            None => {
+                if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
+                    let reason = Bytes::from_static(b"relay track limit reached");
+                    let msg = RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason };
+                    return self.send(publisher.core, msg);
+                }
+                self.owner.tracks.insert(
+                    alias,
+                    Track {
+                        name: track,
+                        source: Source::Published { publisher, epoch, forward: false },
+                        cores: Vec::new(),
+                        waiting: Vec::new(),
+                        streams: HashMap::new(),
+                        info,
+                        idle_since: None,
+                    },
+                );
+                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+            }
+        }
+    }
+
+    /// Upstream data for `alias`: remembered (open streams, largest location) and sent once
+    /// to every core with subscribers.
+    pub(super) fn owner_data(&mut self, alias: TrackAlias, epoch: Epoch, data: Data) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.source.epoch() != epoch {
+            return; // a replaced or stopped upstream
+        }
+        match &data {
+            Data::StreamOpen { key, header } => {
+                t.streams.insert(*key, *header);
+            }
+            Data::Object { key, object, .. } => {
+                if let Some(h) = t.streams.get(key) {
+                    let at = Location { group: h.group_id, object: object.object_id };
+                    t.info.largest = Some(max_location(t.info.largest, at));
+                }
+            }
+            Data::StreamEnd { key, .. } => {
+                t.streams.remove(key);
+            }
+            Data::Datagram { header, .. } => {
+                let at = Location { group: header.group_id, object: header.object_id };
+                t.info.largest = Some(max_location(t.info.largest, at));
+            }
+        }
+        let n = t.cores.len();
+        let mut data = Some(data);
+        for i in 0..n {
+            let core = t.cores[i];
+            // One message per core; the last takes the original (payloads are shared anyway).
+            let Some(data) = (if i + 1 == n { data.take() } else { data.clone() }) else { break };
+            let msg = RelayMsg::Downstream { alias, data };
+            if core == self.core {
+                self.local.push_back(msg);
+            } else {
+                self.outbox.push((core, msg));
+            }
+        }
+    }
+
+    /// Lingering tracks whose time is up: an upstream SUBSCRIBE ends, an accepted PUBLISH is
+    /// paused (FORWARD 0) and kept until its publisher ends it.
+    pub(super) fn owner_tick(&mut self) {
+        while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
+            if at > self.now {
+                break;
+            }
+            self.owner.idle.pop();
+            let alias = TrackAlias(alias);
+            let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
+            let due = t.idle_since.is_some_and(|s| s + self.config.linger <= self.now);
+            if !due || !t.cores.is_empty() || !t.waiting.is_empty() {
+                continue;
+            }
+            t.idle_since = None;
+            match t.source {
+                Source::Published { publisher, epoch, forward } => {
+                    if forward {
+                        t.source = Source::Published { publisher, epoch, forward: false };
+                        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+                    }
+                }
+                Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
+                    self.owner.tracks.remove(&alias);
+                    self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
+                }
+            }
+        }
+    }
+}
