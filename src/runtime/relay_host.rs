@@ -7,6 +7,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::warn;
@@ -21,18 +23,49 @@ use crate::session::{Session, SessionConfig};
 use crate::wire::model::{Role, SetupOptions};
 use crate::wire::Version;
 
+/// One core's relay state sizes, published after every turn (read by tests and metrics;
+/// relaxed atomics, written only by their core).
+#[derive(Debug, Default)]
+pub struct RelayGauges {
+    pub sessions: AtomicU64,
+    /// Tracks this core owns.
+    pub tracks: AtomicU64,
+    /// Downstream subscriptions on this core's sessions.
+    pub subscriptions: AtomicU64,
+    /// Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) on this core's sessions.
+    pub upstreams: AtomicU64,
+}
+
+impl RelayGauges {
+    /// (sessions, tracks, subscriptions, upstreams).
+    pub fn read(&self) -> (u64, u64, u64, u64) {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (g(&self.sessions), g(&self.tracks), g(&self.subscriptions), g(&self.upstreams))
+    }
+}
+
 /// Serves the relay on every connection.
 #[derive(Debug, Clone)]
 pub struct RelayFactory {
     pub relay: RelayConfig,
     pub session: SessionConfig,
     key: AliasKey,
+    gauges: Arc<[RelayGauges]>,
 }
+
+/// Cores a relay can have (connection IDs carry the core in one byte).
+const MAX_CORES: usize = 256;
 
 impl RelayFactory {
     /// `secret` keys the Track Alias hash (the same on every core of this relay).
     pub fn new(relay: RelayConfig, session: SessionConfig, secret: &[u8; 32]) -> Self {
-        RelayFactory { relay, session, key: AliasKey::new(secret) }
+        let gauges: Arc<[RelayGauges]> = (0..MAX_CORES).map(|_| RelayGauges::default()).collect();
+        RelayFactory { relay, session, key: AliasKey::new(secret), gauges }
+    }
+
+    /// Per-core state sizes (index = core; cores beyond the server's stay zero).
+    pub fn gauges(&self) -> Arc<[RelayGauges]> {
+        self.gauges.clone()
     }
 }
 
@@ -53,6 +86,8 @@ impl AppFactory for RelayFactory {
             now,
             outbox: Vec::new(),
             woken: Vec::new(),
+            gauges: self.gauges.clone(),
+            core: shard.index(),
         };
         Some(Box::new(RelayHost(Rc::new(RefCell::new(host)))))
     }
@@ -67,6 +102,8 @@ struct Host {
     now: Instant,
     outbox: Vec<(usize, RelayMsg)>,
     woken: Vec<u64>,
+    gauges: Arc<[RelayGauges]>,
+    core: usize,
 }
 
 impl Host {
@@ -113,6 +150,13 @@ impl ShardApp for RelayHost {
         }
         host.relay.take_woken(&mut host.woken);
         out.wake.extend(host.woken.drain(..).map(ConnHandle));
+        if let Some(g) = host.gauges.get(host.core) {
+            let (tracks, subscriptions, upstreams) = host.relay.state_counts();
+            g.sessions.store(host.relay.session_count() as u64, Ordering::Relaxed);
+            g.tracks.store(tracks as u64, Ordering::Relaxed);
+            g.subscriptions.store(subscriptions as u64, Ordering::Relaxed);
+            g.upstreams.store(upstreams as u64, Ordering::Relaxed);
+        }
     }
 }
 
