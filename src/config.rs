@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::relay::RelayConfig;
 use crate::runtime::{RetryPolicy, RuntimeConfig, TlsSource};
 
 /// Default listen address: every interface, UDP 4443.
@@ -60,6 +61,11 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     pub gso: Option<bool>,
 
+    /// How long an upstream subscription outlives its last subscriber, in milliseconds
+    /// [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub linger_ms: Option<u64>,
+
     /// Parse and validate the configuration, print it, and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -78,6 +84,7 @@ struct FileConfig {
     idle_timeout_ms: Option<u64>,
     max_connections_per_core: Option<usize>,
     gso: Option<bool>,
+    linger_ms: Option<u64>,
 }
 
 /// Where the TLS identity comes from.
@@ -100,6 +107,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub max_connections_per_core: usize,
     pub gso: bool,
+    pub linger: Duration,
 }
 
 impl Config {
@@ -116,6 +124,11 @@ impl Config {
         rc.max_connections_per_core = self.max_connections_per_core;
         rc.gso = self.gso;
         rc
+    }
+
+    /// The relay's view of this configuration.
+    pub fn relay(&self) -> RelayConfig {
+        RelayConfig { linger: self.linger, ..RelayConfig::default() }
     }
 }
 
@@ -168,6 +181,10 @@ impl Config {
             bail!("config key `max_connections_per_core`: must be greater than 0");
         }
         let gso = cli.gso.or(file.gso).unwrap_or(true);
+        let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
+        if linger_ms > 3_600_000 {
+            bail!("config key `linger_ms`: {linger_ms} is more than an hour");
+        }
         Ok(Config {
             listen,
             cores,
@@ -177,6 +194,7 @@ impl Config {
             idle_timeout: Duration::from_millis(idle_ms),
             max_connections_per_core,
             gso,
+            linger: Duration::from_millis(linger_ms),
         })
     }
 }
@@ -219,6 +237,14 @@ mod tests {
         let err = Config::resolve(&cli(&["--config", p]), 8).expect_err("bad address rejected");
         assert!(format!("{err:#}").contains("listen"), "{err:#}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn linger_is_configurable_and_bounded() {
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().linger, Duration::from_secs(2));
+        let c = Config::resolve(&cli(&["--linger-ms", "250"]), 8).expect("linger");
+        assert_eq!(c.relay().linger, Duration::from_millis(250));
+        assert!(Config::resolve(&cli(&["--linger-ms", "3600001"]), 8).is_err());
     }
 
     #[test]

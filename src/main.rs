@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use clap::Parser;
 use moq_edge::config::{Cli, Config, Tls};
-use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
@@ -35,6 +34,7 @@ fn main() -> anyhow::Result<()> {
     println!("  cores      {}", config.cores);
     println!("  alpn       {}", alpns.join(", "));
     println!("  tls        {tls}");
+    println!("  linger     {} ms", config.linger.as_millis());
     if cli.check_config {
         println!("configuration ok");
         return Ok(());
@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     // relayed and what is answered NOT_SUPPORTED).
     let secret = generate_secret(&ring::rand::SystemRandom::new())
         .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
-    let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &secret);
+    let factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
     let server = runtime::start(config.runtime(), Arc::new(factory))?;
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");

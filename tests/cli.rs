@@ -23,6 +23,7 @@ fn help_explains_every_flag() {
         "--idle-timeout-ms",
         "--max-connections-per-core",
         "--gso",
+        "--linger-ms",
         "--check-config",
     ] {
         assert!(text.contains(flag), "--help does not mention {flag}:\n{text}");
