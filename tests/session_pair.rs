@@ -10,8 +10,9 @@ mod support;
 use bytes::Bytes;
 use moq_edge::session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
 use moq_edge::wire::model::{
-    FullTrackName, GoAway, Message, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup,
-    SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
+    FullTrackName, GoAway, Message, Parameters, Publish, PublishNamespace, RequestError, RequestId,
+    RequestOk, RequestUpdate, Role, Setup, SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk,
+    TrackAlias, TrackNamespace,
 };
 use moq_edge::wire::Version;
 use proptest::prelude::*;
@@ -694,4 +695,66 @@ proptest! {
         prop_assert_eq!(s.is_closed(), closed_with(&events).is_some());
         while s.poll_transmit().is_some() {}
     }
+}
+
+fn publish(id: RequestId) -> Message {
+    Message::Publish(Publish {
+        request_id: id,
+        track: FullTrackName {
+            namespace: TrackNamespace::from_strs(&["live"]),
+            name: Bytes::from_static(b"v"),
+        },
+        track_alias: TrackAlias(7),
+        params: Parameters::default(),
+        track_properties: Default::default(),
+    })
+}
+
+/// draft-22 §9.5: REQUEST_UPDATE comes from the subscriber. On a PUBLISH stream that is the
+/// side that did not open it (the relay switching a publisher's Forward State); the publisher
+/// updating its own PUBLISH is a protocol violation.
+#[test]
+fn draft22_request_update_on_a_publish_comes_from_its_receiver() {
+    let v = Version::Draft22;
+    let mut p = Pair::ready(v);
+    let a = p.c.s.next_request_id().unwrap();
+    p.c.s.send(publish(a)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events, vec![Event::Message(publish(a))]);
+    let b = p.s.s.next_request_id().unwrap();
+    let params = Parameters { forward: Some(true), ..Default::default() };
+    let up = Message::RequestUpdate(RequestUpdate { request_id: b, existing_request_id: a, params });
+    p.s.s.send(up.clone()).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.c.events, vec![Event::Message(up)]);
+    assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+
+    let mut p = Pair::ready(v);
+    let a = p.c.s.next_request_id().unwrap();
+    p.c.s.send(publish(a)).unwrap();
+    let b = p.c.s.next_request_id().unwrap();
+    let up =
+        Message::RequestUpdate(RequestUpdate { request_id: b, existing_request_id: a, ..Default::default() });
+    p.c.s.send(up).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(closed_with(&p.s.events), Some(SessionCode::ProtocolViolation.code()));
+}
+
+/// draft-22 §3.3.2: PUBLISH_NAMESPACE is withdrawn by cancelling its request stream; the
+/// receiver sees the cancellation.
+#[test]
+fn draft22_publish_namespace_done_cancels_the_request() {
+    let v = Version::Draft22;
+    let mut p = Pair::ready(v);
+    let a = p.c.s.next_request_id().unwrap();
+    let ns = Message::PublishNamespace(PublishNamespace {
+        request_id: a,
+        namespace: TrackNamespace::from_strs(&["live"]),
+        params: Parameters::default(),
+    });
+    p.c.s.send(ns).unwrap();
+    p.pump(Split::Whole);
+    p.c.s.send(Message::PublishNamespaceDone(a)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: a }));
 }

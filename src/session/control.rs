@@ -79,6 +79,8 @@ struct ReqStream {
     recv: RecvBuf,
     /// We sent FIN.
     send_fin: bool,
+    /// The request is a PUBLISH: its REQUEST_UPDATEs come from the side that did not open it.
+    publish: bool,
 }
 
 /// One MoQT session (see the module header).
@@ -314,8 +316,10 @@ impl Session {
                     }
                     self.pre_setup.push(id);
                 }
-                self.streams
-                    .insert(id, ReqStream { request_id: None, recv: RecvBuf::default(), send_fin: false });
+                self.streams.insert(
+                    id,
+                    ReqStream { request_id: None, recv: RecvBuf::default(), send_fin: false, publish: false },
+                );
             }
             if let Some(st) = self.streams.get_mut(&id) {
                 st.recv.push(data, limit).map_err(overflow)?;
@@ -506,12 +510,14 @@ impl Session {
                 )));
             };
             st.request_id = Some(rid);
+            st.publish = matches!(msg, Message::Publish(_));
             self.ids.on_peer_request(rid)?;
             self.by_request.insert(rid, id);
             self.events.push_back(Event::Message(msg.clone()));
             return self.observe_incoming(&msg);
         };
         let local = initiator(id) == self.role;
+        let publish = st.publish;
         match (&msg, self.version) {
             (Message::Namespace(_) | Message::NamespaceDone(_), _) if local => {
                 self.events.push_back(Event::RequestMessage { request_id: rid, message: msg });
@@ -536,8 +542,10 @@ impl Session {
                 return Err(SessionError::violation(format!("{} on an open request stream", msg.name())));
             }
             (Message::RequestUpdate(u), Version::Draft22) => {
-                if local {
-                    return Err(SessionError::violation("REQUEST_UPDATE from the responder"));
+                // §9.5: the subscriber updates: the requester of a SUBSCRIBE (FETCH, ...),
+                // the receiver of a PUBLISH.
+                if local != publish {
+                    return Err(SessionError::violation("REQUEST_UPDATE from the publisher"));
                 }
                 self.ids.on_peer_request(u.request_id)?;
             }

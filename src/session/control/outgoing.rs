@@ -110,7 +110,7 @@ impl Session {
         let data = self.encode(&msg)?;
         match &msg {
             Message::SubscribeNamespace(m) => {
-                let id = self.open_request_stream(m.request_id);
+                let id = self.open_request_stream(m.request_id, false);
                 self.write(id, data);
             }
             Message::RequestOk(_) | Message::RequestError(_) => {
@@ -134,13 +134,14 @@ impl Session {
                 return Ok(());
             }
             Message::Unsubscribe(r) | Message::FetchCancel(r) => return self.cancel(*r),
-            Message::PublishNamespaceDone(r) => return self.finish(*r),
+            // §3.3.2 / §9.16: a PUBLISH_NAMESPACE is withdrawn by cancelling its request.
+            Message::PublishNamespaceDone(r) => return self.cancel(*r),
             _ => {}
         }
         let data = self.encode(&msg)?;
         if opens_stream(&msg) {
             if let Some(rid) = consumed_id(&msg) {
-                let id = self.open_request_stream(rid);
+                let id = self.open_request_stream(rid, matches!(msg, Message::Publish(_)));
                 self.write(id, data);
                 return Ok(());
             }
@@ -151,11 +152,13 @@ impl Session {
         Ok(())
     }
 
-    fn open_request_stream(&mut self, rid: RequestId) -> u64 {
+    fn open_request_stream(&mut self, rid: RequestId, publish: bool) -> u64 {
         let id = self.next_local_bidi;
         self.next_local_bidi = self.next_local_bidi.saturating_add(4);
-        self.streams
-            .insert(id, ReqStream { request_id: Some(rid), recv: RecvBuf::default(), send_fin: false });
+        self.streams.insert(
+            id,
+            ReqStream { request_id: Some(rid), recv: RecvBuf::default(), send_fin: false, publish },
+        );
         self.by_request.insert(rid, id);
         id
     }
