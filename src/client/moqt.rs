@@ -1,5 +1,10 @@
 //! A MoQT client session over [`QuicConn`]: the same sans-IO [`Session`] the server uses, the
 //! same quiche glue ([`MoqtApp`]), driven synchronously for tests and the bench.
+//!
+//! Protocol logic that outlives one request (the publisher and subscriber of
+//! [`super::publisher`] and [`super::subscriber`]) is a [`SessionCore`]: a state machine fed
+//! every session event together with the session, so that it can answer at once.
+//! [`MoqtClient::drive_core`] runs one over a connection; [`super::fleet::Fleet`] runs many.
 
 use std::time::Instant;
 
@@ -10,6 +15,81 @@ use crate::wire::model::{Message, Role, SetupOptions};
 use crate::wire::Version;
 
 use super::quic::{ClientError, QuicConn};
+
+/// A client-side MoQT state machine over a [`Session`]: it sees every event of the session
+/// (with the session, to answer requests at once) and keeps its own state. Everything it does
+/// goes through the session, so the same state machine runs over QUIC ([`MoqtClient`],
+/// [`super::fleet::Fleet`]) and back to back against another session in tests.
+pub trait SessionCore {
+    /// One event of the session, in order. Answers go through `session`.
+    fn on_event(&mut self, session: &mut Session, event: Event);
+}
+
+/// Where a request of ours (PUBLISH_NAMESPACE, PUBLISH, SUBSCRIBE, REQUEST_UPDATE) stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestState {
+    /// Sent; no answer yet.
+    Pending,
+    /// REQUEST_OK, SUBSCRIBE_OK or PUBLISH_OK arrived.
+    Accepted,
+    /// REQUEST_ERROR arrived with this code and reason.
+    Refused { code: u64, reason: String },
+    /// The peer cancelled the request (draft-22: reset or STOP_SENDING of its stream;
+    /// draft-16: PUBLISH_NAMESPACE_CANCEL).
+    Cancelled,
+}
+
+impl RequestState {
+    /// `Ok(true)` once accepted, `Ok(false)` while pending, the refusal as an error.
+    pub fn outcome(&self) -> Result<bool, ClientError> {
+        match self {
+            RequestState::Pending => Ok(false),
+            RequestState::Accepted => Ok(true),
+            RequestState::Refused { code, reason } => {
+                Err(ClientError::Refused { code: *code, reason: reason.clone() })
+            }
+            RequestState::Cancelled => {
+                Err(ClientError::Refused { code: 0, reason: "cancelled by the peer".to_string() })
+            }
+        }
+    }
+}
+
+/// Who started a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The subscriber, with SUBSCRIBE.
+    Subscribe,
+    /// The publisher, with PUBLISH.
+    Publish,
+}
+
+/// One round of a connection's MoQT work: stream and datagram I/O through the glue, then every
+/// session event to `core`, repeated until no event is left (so the core's answers are handed
+/// to quiche). A session close is [`ClientError::Session`] (the core has seen the event).
+pub(crate) fn service<C: SessionCore>(
+    app: &mut MoqtApp<Collect>,
+    conn: &mut quiche::Connection,
+    core: &mut C,
+) -> Result<(), ClientError> {
+    loop {
+        app.on_io(conn);
+        let events = std::mem::take(&mut app.handler_mut().events);
+        if events.is_empty() {
+            return Ok(());
+        }
+        for event in events {
+            let closed = match &event {
+                Event::Closed { code, reason } => Some((*code, reason.clone())),
+                _ => None,
+            };
+            core.on_event(app.session_mut(), event);
+            if let Some((code, reason)) = closed {
+                return Err(ClientError::Session { code, reason });
+            }
+        }
+    }
+}
 
 /// Keeps every event for the caller.
 #[derive(Debug, Default)]
@@ -37,7 +117,29 @@ impl MoqtClient {
         setup: SetupOptions,
         deadline: Instant,
     ) -> Result<MoqtClient, ClientError> {
-        let mut conn = QuicConn::connect(peer, version.alpn())?;
+        let conn = QuicConn::connect(peer, version.alpn())?;
+        Self::setup(conn, version, setup, deadline)
+    }
+
+    /// Like [`MoqtClient::connect`] with the caller's quiche configuration (one configuration
+    /// for many connections; it must offer the ALPN of `version`).
+    pub fn connect_with(
+        peer: std::net::SocketAddr,
+        config: &mut quiche::Config,
+        version: Version,
+        setup: SetupOptions,
+        deadline: Instant,
+    ) -> Result<MoqtClient, ClientError> {
+        let conn = QuicConn::connect_with(peer, config)?;
+        Self::setup(conn, version, setup, deadline)
+    }
+
+    fn setup(
+        mut conn: QuicConn,
+        version: Version,
+        setup: SetupOptions,
+        deadline: Instant,
+    ) -> Result<MoqtClient, ClientError> {
         conn.handshake(deadline)?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
         let mut client = MoqtClient { conn, app: MoqtApp::new(session, Collect::default()) };
@@ -45,12 +147,59 @@ impl MoqtClient {
         Ok(client)
     }
 
+    pub fn session(&self) -> &Session {
+        self.app.session()
+    }
+
     pub fn session_mut(&mut self) -> &mut Session {
         self.app.session_mut()
     }
 
+    /// The QUIC connection.
+    pub fn conn(&self) -> &QuicConn {
+        &self.conn
+    }
+
+    /// The connection and the glue, for driving several clients with [`super::drive_many`]
+    /// (see [`super::fleet::Fleet`]).
+    pub fn into_parts(self) -> (QuicConn, MoqtApp<Collect>) {
+        (self.conn, self.app)
+    }
+
+    /// Reassembles a client from [`MoqtClient::into_parts`].
+    pub fn from_parts(conn: QuicConn, app: MoqtApp<Collect>) -> MoqtClient {
+        MoqtClient { conn, app }
+    }
+
+    /// Drives the connection with `core` seeing every session event, until `done` returns
+    /// `true` (it runs after each round of I/O and events, and may act on the session: what
+    /// it queues is written out before the driver waits again), the session or connection
+    /// closes (an error), or `deadline` passes ([`ClientError::Deadline`]). Events already
+    /// collected (by [`MoqtClient::until`]) go to `core` first. `done` runs when this
+    /// connection had I/O or a timer fired, not when state outside it changed.
+    pub fn drive_core<C: SessionCore>(
+        &mut self,
+        core: &mut C,
+        deadline: Instant,
+        mut done: impl FnMut(&mut C, &mut Session) -> Result<bool, ClientError>,
+    ) -> Result<(), ClientError> {
+        let app = &mut self.app;
+        self.conn.drive(deadline, |c| {
+            service(app, c.conn_mut(), core)?;
+            let finished = done(core, app.session_mut())?;
+            service(app, c.conn_mut(), core)?;
+            Ok(finished)
+        })
+    }
+
+    /// Hands what the session has queued to quiche and sends it, without waiting; events that
+    /// arrived meanwhile go to `core`.
+    pub fn flush_core<C: SessionCore>(&mut self, core: &mut C) -> Result<(), ClientError> {
+        self.drive_core(core, Instant::now() + std::time::Duration::from_secs(3600), |_, _| Ok(true))
+    }
+
     /// Drives the connection until an event matching `want` arrives, and returns it (events
-    /// before it are dropped). A session close is an error.
+    /// before it are dropped; those after it stay collected). A session close is an error.
     pub fn until(
         &mut self,
         deadline: Instant,
@@ -60,16 +209,25 @@ impl MoqtClient {
         let app = &mut self.app;
         self.conn.drive(deadline, |c| {
             app.on_io(c.conn_mut());
-            for event in app.handler_mut().events.drain(..) {
-                if found.is_none() && want(&event) {
+            let events = std::mem::take(&mut app.handler_mut().events);
+            let mut rest = events.into_iter();
+            for event in rest.by_ref() {
+                if want(&event) {
                     found = Some(event);
+                    break;
                 } else if let Event::Closed { code, reason } = event {
                     return Err(ClientError::Session { code, reason });
                 }
             }
+            app.handler_mut().events.extend(rest);
             Ok(found.is_some())
         })?;
         found.ok_or(ClientError::Deadline)
+    }
+
+    /// Sends CONNECTION_CLOSE (application error 0) without waiting for the peer.
+    pub fn close(&mut self) -> Result<(), ClientError> {
+        self.conn.close()
     }
 
     /// Sends `msg` and waits for the first control message from the peer.

@@ -63,6 +63,12 @@ pub enum ClientError {
     /// The MoQT session closed (or refused a message): the session termination code, if any.
     #[error("moqt session: {reason} (code {code:#x})")]
     Session { code: u64, reason: String },
+    /// A session command was refused locally (not ready, blocked by MAX_REQUEST_ID, ...).
+    #[error("moqt: {0}")]
+    Command(#[from] crate::session::SessionError),
+    /// The peer answered a request with REQUEST_ERROR (or refused it otherwise).
+    #[error("request refused: {reason} (error code {code:#x})")]
+    Refused { code: u64, reason: String },
     /// A failure of one connection among several driven by [`drive_many`].
     #[error("connection {index}: {source}")]
     Conn { index: usize, source: Box<ClientError> },

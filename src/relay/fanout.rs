@@ -144,11 +144,9 @@ impl RelayShard {
             let ok = Message::SubscribeOk(SubscribeOk {
                 request_id: sub.rid,
                 track_alias: alias,
-                params: Parameters {
-                    largest_object: st.info.largest,
-                    group_order: st.info.group_order,
-                    ..Parameters::default()
-                },
+                // GROUP_ORDER may not appear in SUBSCRIBE_OK (either draft): the encoder would
+                // refuse the whole message.
+                params: Parameters { largest_object: st.info.largest, ..Parameters::default() },
                 track_properties: st.info.properties.clone(),
             });
             if let Err(e) = s.send(ok) {
@@ -269,7 +267,9 @@ impl RelayShard {
                         Some(&(_, id)) => id,
                         None => {
                             let mut header = fs.header;
-                            header.first_object &= first;
+                            // FIRST_OBJECT exists only in draft-22 (a draft-16 header cannot
+                            // carry it), and only when this stream starts at the first object.
+                            header.first_object &= first && s.version() == Version::Draft22;
                             match s.open_subgroup(&header) {
                                 Ok(id) => {
                                     sub.streams += 1;

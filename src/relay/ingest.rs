@@ -20,6 +20,7 @@ use crate::wire::model::{
     PublishNamespace, PublishOk, RequestError, RequestId, RequestOk, RequestUpdate, SubgroupHeader,
     SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
+use crate::wire::Version;
 
 /// PUBLISH_DONE Stream Count values that mean "unknown" (2^62-1 is what draft-16 peers
 /// send, 2^64-1 what draft-22 says).
@@ -195,7 +196,9 @@ impl RelayShard {
         let up = Upstream {
             alias,
             epoch,
-            kind: Kind::Publish { answered: false, forward: false },
+            // The Forward State the PUBLISH set (absent = 1); draft-22 PUBLISH_OK cannot
+            // change it.
+            kind: Kind::Publish { answered: false, forward: m.params.forward.unwrap_or(true) },
             open_streams: 0,
             streams_seen: 0,
             done: None,
@@ -222,9 +225,26 @@ impl RelayShard {
         let Kind::Publish { answered, forward: current } = &mut up.kind else { return };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
-        let result = if !*answered {
+        let result = if !*answered && s.version() == Version::Draft16 {
             *answered = true;
             s.send(Message::PublishOk(PublishOk { request_id: rid, params }))
+        } else if !*answered {
+            // draft-22 PUBLISH_OK (REQUEST_OK) carries no FORWARD (§9.3): answer, then change
+            // the Forward State the PUBLISH set with REQUEST_UPDATE (§3.1.1) when it differs.
+            *answered = true;
+            let ok = Parameters::default();
+            s.send(Message::PublishOk(PublishOk { request_id: rid, params: ok })).and_then(|()| {
+                if *current == forward {
+                    return Ok(());
+                }
+                s.next_request_id().and_then(|request_id| {
+                    s.send(Message::RequestUpdate(RequestUpdate {
+                        request_id,
+                        existing_request_id: rid,
+                        params,
+                    }))
+                })
+            })
         } else if *current != forward {
             s.next_request_id().and_then(|request_id| {
                 s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))

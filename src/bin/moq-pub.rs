@@ -1,0 +1,164 @@
+//! moq-pub: publishes generated objects on one track to a MoQT relay, either draft.
+//!
+//! Each object's payload begins with an 8-byte big-endian sequence number and an 8-byte
+//! big-endian send time in microseconds (`moq_edge::client::stamp`), padded to
+//! `--object-size`. Objects go out at `--rate` per second, `--group-size` to a group, one
+//! subgroup stream per group (or one datagram each with `--datagrams`). With `--announce`
+//! (the default) the track is offered with PUBLISH_NAMESPACE and sent to whoever subscribes;
+//! with `--publish` it is pushed with PUBLISH. Ends after `--count` objects (or on Ctrl-C)
+//! with PUBLISH_DONE.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use clap::Parser;
+use moq_edge::client::codes::publish_done;
+use moq_edge::client::stamp::{now_micros, parse_namespace, stamped};
+use moq_edge::client::Publisher;
+use moq_edge::wire::model::{FullTrackName, Location};
+use moq_edge::wire::Version;
+
+#[derive(Debug, Parser)]
+#[command(name = "moq-pub", version, about = "Publish generated objects on a MoQT track")]
+struct Args {
+    /// Relay address (host:port, UDP).
+    #[arg(long, default_value = "127.0.0.1:4443")]
+    relay: String,
+    /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
+    #[arg(long, default_value_t = 16, value_parser = parse_draft)]
+    draft: u8,
+    /// Track namespace, fields separated by '/' (for example live/room1).
+    #[arg(long)]
+    namespace: String,
+    /// Track name.
+    #[arg(long)]
+    track: String,
+    /// Offer the namespace with PUBLISH_NAMESPACE and serve SUBSCRIBEs (the default).
+    #[arg(long, conflicts_with = "publish")]
+    announce: bool,
+    /// Push the track with PUBLISH instead.
+    #[arg(long)]
+    publish: bool,
+    /// Objects per second.
+    #[arg(long, default_value_t = 30.0)]
+    rate: f64,
+    /// Objects per group.
+    #[arg(long, default_value_t = 30)]
+    group_size: u64,
+    /// Payload bytes per object (at least 16, the stamp).
+    #[arg(long, default_value_t = 1000)]
+    object_size: usize,
+    /// Objects to send before finishing (default: until Ctrl-C).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Send each object as a datagram instead of on subgroup streams.
+    #[arg(long)]
+    datagrams: bool,
+    /// Seconds allowed for connecting and for the relay's answers.
+    #[arg(long, default_value_t = 10)]
+    timeout_s: u64,
+}
+
+fn parse_draft(s: &str) -> Result<u8, String> {
+    match s {
+        "16" => Ok(16),
+        "22" => Ok(22),
+        _ => Err(format!("unknown draft {s:?} (16 or 22)")),
+    }
+}
+
+fn version_of(draft: u8) -> Version {
+    if draft == 22 {
+        Version::Draft22
+    } else {
+        Version::Draft16
+    }
+}
+
+fn resolve(relay: &str) -> anyhow::Result<SocketAddr> {
+    relay
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {relay}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{relay}: no address"))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if !(args.rate > 0.0 && args.rate.is_finite()) {
+        bail!("--rate must be a positive number");
+    }
+    if args.group_size == 0 {
+        bail!("--group-size must be at least 1");
+    }
+    let peer = resolve(&args.relay)?;
+    let version = version_of(args.draft);
+    let namespace = parse_namespace(&args.namespace).map_err(|e| anyhow!(e))?;
+    let track = FullTrackName { namespace: namespace.clone(), name: Bytes::from(args.track.clone()) };
+    let wait = Duration::from_secs(args.timeout_s);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+
+    let mut publisher = Publisher::connect(peer, version, Instant::now() + wait)
+        .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
+    publisher.add_track(track.clone());
+    if args.publish {
+        publisher.publish(track.clone(), true, Instant::now() + wait).context("PUBLISH")?;
+        eprintln!("moq-pub: publishing {}/{} to {peer} ({})", args.namespace, args.track, version.alpn());
+    } else {
+        publisher.announce(namespace, Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
+        eprintln!(
+            "moq-pub: announced {} to {peer} ({}); serving {}",
+            args.namespace,
+            version.alpn(),
+            args.track
+        );
+    }
+
+    let interval = Duration::from_secs_f64(1.0 / args.rate);
+    let start = Instant::now();
+    let mut seq: u64 = 0;
+    let mut active = 0;
+    while args.count.is_none_or(|n| seq < n) && !stop.load(Ordering::Relaxed) {
+        let due = start + interval.mul_f64(seq as f64);
+        match publisher.pump_until(due, |_| stop.load(Ordering::Relaxed)) {
+            Ok(()) | Err(moq_edge::client::ClientError::Deadline) => {}
+            Err(e) => return Err(e).context("serving the relay"),
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let now_active = publisher.core().active(&track);
+        if now_active != active {
+            eprintln!("moq-pub: {now_active} active subscription(s)");
+            active = now_active;
+        }
+        let at = Location::new(seq / args.group_size, seq % args.group_size);
+        let payload = stamped(seq, now_micros(), args.object_size);
+        if args.datagrams {
+            publisher.send_datagram(&track, at, &payload, at.object + 1 == args.group_size)?;
+        } else {
+            if at.object == 0 {
+                publisher.begin_group(&track, at.group)?;
+            }
+            publisher.send_object(&track, payload)?;
+            if at.object + 1 == args.group_size {
+                publisher.end_group(&track)?;
+            }
+        }
+        seq += 1;
+    }
+    let ended = publisher.done(&track, publish_done::TRACK_ENDED, "moq-pub finished")?;
+    // Let the last objects and PUBLISH_DONE reach the relay before closing.
+    publisher.pump(Instant::now() + Duration::from_secs(1))?;
+    publisher.close()?;
+    let secs = start.elapsed().as_secs_f64();
+    println!("moq-pub: sent {seq} objects in {secs:.1} s; ended {ended} subscription(s)");
+    Ok(())
+}

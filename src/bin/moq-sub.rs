@@ -1,0 +1,171 @@
+//! moq-sub: subscribes to one track at a MoQT relay, either draft, and prints one line per
+//! object (group, object, size; for payloads made by moq-pub also the sequence number and
+//! the one-way latency), then a summary: objects received, sequence numbers missing (gaps),
+//! late or duplicate ones, latency. Ends after `--count` objects, on PUBLISH_DONE, or on
+//! Ctrl-C (then it unsubscribes).
+
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use moq_edge::client::stamp::{now_micros, parse_namespace, read_stamp, SeqStats};
+use moq_edge::client::{ClientError, Subscriber};
+use moq_edge::wire::model::{FullTrackName, LocationFilter};
+use moq_edge::wire::Version;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Start {
+    /// The next object published (draft-16 "Largest Object" filter).
+    NextObject,
+    /// The start of the next group (draft-16 "Next Group Start").
+    NextGroup,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "moq-sub", version, about = "Subscribe to a MoQT track and print its objects")]
+struct Args {
+    /// Relay address (host:port, UDP).
+    #[arg(long, default_value = "127.0.0.1:4443")]
+    relay: String,
+    /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
+    #[arg(long, default_value_t = 16, value_parser = parse_draft)]
+    draft: u8,
+    /// Track namespace, fields separated by '/' (for example live/room1).
+    #[arg(long)]
+    namespace: String,
+    /// Track name.
+    #[arg(long)]
+    track: String,
+    /// Objects to receive before unsubscribing (default: until PUBLISH_DONE or Ctrl-C).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Where the subscription starts.
+    #[arg(long, value_enum, default_value_t = Start::NextObject)]
+    start: Start,
+    /// Print only the summary.
+    #[arg(long)]
+    quiet: bool,
+    /// Seconds allowed for connecting and for the SUBSCRIBE answer.
+    #[arg(long, default_value_t = 10)]
+    timeout_s: u64,
+}
+
+fn parse_draft(s: &str) -> Result<u8, String> {
+    match s {
+        "16" => Ok(16),
+        "22" => Ok(22),
+        _ => Err(format!("unknown draft {s:?} (16 or 22)")),
+    }
+}
+
+fn resolve(relay: &str) -> anyhow::Result<SocketAddr> {
+    relay
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {relay}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{relay}: no address"))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let peer = resolve(&args.relay)?;
+    let version = if args.draft == 22 { Version::Draft22 } else { Version::Draft16 };
+    let namespace = parse_namespace(&args.namespace).map_err(|e| anyhow!(e))?;
+    let track = FullTrackName { namespace, name: Bytes::from(args.track.clone()) };
+    let filter = match args.start {
+        Start::NextObject => LocationFilter::NextObject,
+        Start::NextGroup => LocationFilter::RelativeStart { groups_back: 0 },
+    };
+    let wait = Duration::from_secs(args.timeout_s);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+
+    let mut sub = Subscriber::connect(peer, version, Instant::now() + wait)
+        .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
+    let rid = match sub.subscribe(track, Some(filter), Instant::now() + wait) {
+        Ok(rid) => rid,
+        Err(ClientError::Refused { code, reason }) => {
+            anyhow::bail!("SUBSCRIBE refused: REQUEST_ERROR {code:#x} {reason:?}")
+        }
+        Err(e) => return Err(e).context("SUBSCRIBE"),
+    };
+    eprintln!("moq-sub: subscribed to {}/{} at {peer} ({})", args.namespace, args.track, version.alpn());
+
+    let mut stats = SeqStats::default();
+    let mut objects: u64 = 0;
+    let mut bytes: u64 = 0;
+    let (mut latency_sum, mut latency_max, mut latency_n) = (0u128, 0u64, 0u64);
+    let out = std::io::stdout();
+    let started = Instant::now();
+    let reason = loop {
+        let slice = Instant::now() + Duration::from_millis(500);
+        let wake = |c: &moq_edge::client::SubscriberCore| {
+            stop.load(Ordering::Relaxed)
+                || !c.received(rid).is_empty()
+                || c.subscription(rid).is_some_and(|s| s.done.is_some())
+        };
+        match sub.pump_until(slice, wake) {
+            Ok(()) | Err(ClientError::Deadline) => {}
+            Err(e) => return Err(e).context("receiving"),
+        }
+        let mut lines = out.lock();
+        for r in sub.take_received(rid) {
+            objects += 1;
+            bytes += r.payload.len() as u64;
+            let mut line = format!("group {} object {} size {}", r.group, r.object, r.payload.len());
+            if let Some(stamp) = read_stamp(&r.payload) {
+                stats.record(stamp.seq);
+                let latency = now_micros().saturating_sub(stamp.micros);
+                latency_sum += u128::from(latency);
+                latency_max = latency_max.max(latency);
+                latency_n += 1;
+                line.push_str(&format!(" seq {} latency_us {latency}", stamp.seq));
+            }
+            if r.via_datagram {
+                line.push_str(" datagram");
+            }
+            if !args.quiet {
+                writeln!(lines, "{line}")?;
+            }
+            if args.count.is_some_and(|n| objects >= n) {
+                break;
+            }
+        }
+        lines.flush()?;
+        drop(lines);
+        if args.count.is_some_and(|n| objects >= n) {
+            sub.unsubscribe(rid)?;
+            break "count reached".to_string();
+        }
+        if let Some(done) = sub.core().subscription(rid).and_then(|s| s.done.clone()) {
+            break format!(
+                "PUBLISH_DONE status {:#x} {:?}",
+                done.status,
+                String::from_utf8_lossy(&done.reason)
+            );
+        }
+        if stop.load(Ordering::Relaxed) {
+            sub.unsubscribe(rid)?;
+            break "interrupted".to_string();
+        }
+    };
+    let resets = sub.core().subscription(rid).map_or(0, |s| s.resets.len());
+    sub.close()?;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "moq-sub: {reason}; received {objects} objects ({bytes} bytes) in {secs:.1} s; gaps {} ({} missing), \
+         late/duplicate {}, streams reset {resets}",
+        stats.gaps, stats.missing, stats.out_of_order
+    );
+    if latency_n > 0 {
+        println!("moq-sub: latency avg {} us, max {latency_max} us", latency_sum / u128::from(latency_n));
+    }
+    Ok(())
+}
