@@ -162,6 +162,13 @@ impl RelayShard {
         open: Vec<(StreamKey, SubgroupHeader)>,
     ) {
         let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        if st.subs.is_empty() {
+            // Every subscriber left while this core's SUBSCRIBE was unanswered (see
+            // `fanout_unsubscribe`): now it can end.
+            self.fanout.tracks.remove(&alias);
+            let from = self.core;
+            return self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
+        }
         st.live = true;
         st.info = info;
         for (key, header) in open {
@@ -182,6 +189,11 @@ impl RelayShard {
 
     /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
     pub(super) fn fanout_track_done(&mut self, alias: TrackAlias, status: u64, reason: Bytes) {
+        if !self.fanout.tracks.get(&alias).is_some_and(|st| st.live) {
+            // Not for this core's current SUBSCRIBE (still unanswered): it was sent to an
+            // earlier one that has since unsubscribed; the owner answers the current one.
+            return;
+        }
         let Some(st) = self.fanout.tracks.remove(&alias) else { return };
         for sub in st.subs {
             self.forget_sub(sub.conn, sub.rid);
@@ -224,7 +236,11 @@ impl RelayShard {
                 let _ = s.reset_data_stream(*id, code::RESET_CANCELLED);
             }
         }
-        if st.subs.is_empty() {
+        // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
+        // its UNSUBSCRIBE waits for the answer: a new local SUBSCRIBE meanwhile joins it, rather
+        // than sending a second SUBSCRIBE that the answer to the first would be taken for (the
+        // owner drops this core between the two, and objects in that gap would be lost).
+        if st.subs.is_empty() && st.live {
             self.fanout.tracks.remove(&alias);
             let from = self.core;
             self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });

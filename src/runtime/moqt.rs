@@ -135,7 +135,9 @@ impl Pump {
                         let _ = data.split_to(n);
                         return true; // flow control: the rest waits for the next call
                     }
-                    Err(quiche::Error::Done) => return true,
+                    // No credit yet (flow control, or the peer's stream limit for a new
+                    // stream): the bytes wait here, in order, for its MAX_DATA/MAX_STREAMS.
+                    Err(quiche::Error::Done | quiche::Error::StreamLimit) => return true,
                     Err(quiche::Error::StreamStopped(code)) => {
                         session.on_stop_sending(id, code);
                         return false;

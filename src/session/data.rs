@@ -126,7 +126,14 @@ pub struct DataState {
     dropped_datagrams: u64,
     /// Group Order of our FETCH requests (draft-22 fetch streams carry Group ID deltas).
     fetch_orders: HashMap<RequestId, GroupOrder>,
+    /// Requests ended by PUBLISH_DONE whose alias still resolves late-opening streams
+    /// (draft-22 §9.9: PUBLISH_DONE usually overtakes them), oldest first, at most
+    /// [`DRAINING_ALIASES`]; a new request may take such an alias over.
+    draining: VecDeque<RequestId>,
 }
+
+/// Aliases kept for requests that ended with PUBLISH_DONE.
+const DRAINING_ALIASES: usize = 64;
 
 /// Where processing writes its output.
 pub struct Out<'a> {
@@ -149,6 +156,7 @@ impl DataState {
             buffered: 0,
             dropped_datagrams: 0,
             fetch_orders: HashMap::new(),
+            draining: VecDeque::new(),
         }
     }
 
@@ -205,6 +213,10 @@ impl DataState {
         out: &mut Out<'_>,
     ) -> Result<(), SessionError> {
         match self.aliases.get(&alias) {
+            Some(r) if *r != rid && self.draining.contains(r) => {
+                let old = *r;
+                self.remove_request(old);
+            }
             Some(r) if *r != rid => {
                 return Err(SessionError::protocol(
                     SessionCode::DuplicateTrackAlias,
@@ -241,8 +253,23 @@ impl DataState {
         Ok(())
     }
 
+    /// Request `rid` ended with PUBLISH_DONE: its alias keeps resolving streams that open
+    /// late, until [`DRAINING_ALIASES`] newer ones ended or another request takes it.
+    pub fn finish_request(&mut self, rid: RequestId) {
+        if !self.alias_of.contains_key(&rid) || self.draining.contains(&rid) {
+            return;
+        }
+        self.draining.push_back(rid);
+        if self.draining.len() > DRAINING_ALIASES {
+            if let Some(old) = self.draining.pop_front() {
+                self.remove_request(old);
+            }
+        }
+    }
+
     /// Request `rid` ended: its alias is forgotten.
     pub fn remove_request(&mut self, rid: RequestId) {
+        self.draining.retain(|r| *r != rid);
         if let Some(alias) = self.alias_of.remove(&rid) {
             self.aliases.remove(&alias);
         }

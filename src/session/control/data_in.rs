@@ -53,7 +53,8 @@ impl Session {
             Message::SubscribeOk(m) => (m.track_alias, m.request_id),
             Message::Publish(m) => (m.track_alias, m.request_id),
             Message::PublishDone(m) => {
-                self.data.remove_request(m.request_id);
+                // Streams the PUBLISH_DONE overtook still resolve (draft-22 §9.9).
+                self.data.finish_request(m.request_id);
                 return Ok(());
             }
             _ => return Ok(()),

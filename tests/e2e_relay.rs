@@ -1,0 +1,251 @@
+//! End to end over loopback: the relay on 2 cores (real QUIC, the runtime, the mesh) and our
+//! client. One publisher, 50 subscribers spread over both cores, 3 tracks: every subscriber
+//! receives every object byte-exact and in order, in draft-16, draft-22 and both mixes; the
+//! publisher sees one upstream subscription per track; a malformed message closes only its
+//! own session; a publisher that goes away mid-group ends every subscription with
+//! PUBLISH_DONE and leaves no relay state behind.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_edge::client::codes::publish_done;
+use moq_edge::client::{Fleet, MoqtClient, Publisher, SubscriberCore};
+use moq_edge::relay::RelayConfig;
+use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
+use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
+use moq_edge::session::SessionConfig;
+use moq_edge::wire::model::{FullTrackName, RequestId, SetupOptions, TrackNamespace};
+use moq_edge::wire::Version;
+
+const SUBSCRIBERS: usize = 50;
+const GROUPS: u64 = 3;
+const OBJECTS: u64 = 5;
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn relay() -> (ServerHandle, Arc<[RelayGauges]>) {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    rc.pin = false;
+    let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
+    let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
+    let gauges = factory.gauges();
+    (runtime::start(rc, Arc::new(factory)).expect("relay starts"), gauges)
+}
+
+fn tracks() -> Vec<FullTrackName> {
+    ["audio", "video", "captions"]
+        .iter()
+        .map(|n| FullTrackName {
+            namespace: TrackNamespace::from_strs(&["e2e", "event"]),
+            name: Bytes::copy_from_slice(n.as_bytes()),
+        })
+        .collect()
+}
+
+/// A distinct payload per object, some spanning several QUIC packets.
+fn payload(track: usize, group: u64, object: u64) -> Bytes {
+    let mut p = format!("t{track}g{group}o{object}:").into_bytes();
+    p.resize(20 + (object as usize * 997 + track * 131) % 4000, b'a' + (group % 26) as u8);
+    Bytes::from(p)
+}
+
+/// Waits (polling the relay's per-core gauges) until `want(sum over cores)` holds.
+fn wait_gauges(g: &[RelayGauges], want: impl Fn((u64, u64, u64, u64)) -> bool) -> (u64, u64, u64, u64) {
+    let end = deadline();
+    loop {
+        let sum = g
+            .iter()
+            .take(2)
+            .map(RelayGauges::read)
+            .fold((0, 0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3));
+        if want(sum) || Instant::now() > end {
+            return sum;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The publisher's side of a scenario, on its own thread: announce, serve the relay's
+/// upstream SUBSCRIBEs, and on `go` publish every group of every track, then PUBLISH_DONE.
+/// Returns how many upstream subscriptions it saw per track.
+fn publish_all(
+    addr: std::net::SocketAddr,
+    version: Version,
+    go: mpsc::Receiver<()>,
+    finished: mpsc::Receiver<()>,
+) -> thread::JoinHandle<Vec<usize>> {
+    thread::spawn(move || {
+        let mut p = Publisher::connect(addr, version, deadline()).unwrap();
+        for t in tracks() {
+            p.add_track(t);
+        }
+        p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+        while go.try_recv().is_err() {
+            let _ = p.pump(Instant::now() + Duration::from_millis(20));
+        }
+        let ts = tracks();
+        let seen: Vec<usize> =
+            ts.iter().map(|t| p.core().subscriptions().filter(|(_, d)| &d.track == t).count()).collect();
+        for g in 0..GROUPS {
+            for (i, t) in ts.iter().enumerate() {
+                let objects: Vec<Bytes> = (0..OBJECTS).map(|o| payload(i, g, o)).collect();
+                p.send_group(t, g, &objects).unwrap();
+            }
+        }
+        for t in &ts {
+            p.done(t, publish_done::TRACK_ENDED, "the end").unwrap();
+        }
+        while finished.try_recv().is_err() {
+            let _ = p.pump(Instant::now() + Duration::from_millis(20));
+        }
+        p.close().unwrap();
+        seen
+    })
+}
+
+fn fan_out(pub_v: Version, sub_v: Version, with_bad_client: bool) {
+    let (relay, gauges) = relay();
+    let addr = relay.local_addr();
+    let (go_tx, go) = mpsc::channel();
+    let (fin_tx, fin) = mpsc::channel();
+    let publisher = publish_all(addr, pub_v, go, fin);
+
+    let mut fleet = Fleet::<SubscriberCore>::subscribers(addr, sub_v, SUBSCRIBERS, deadline()).unwrap();
+    let ts = tracks();
+    let ids: Vec<Vec<RequestId>> =
+        ts.iter().map(|t| fleet.subscribe_all(t, None, deadline()).unwrap()).collect();
+    // The gauges are published at the end of each core's turn: wait for the last one.
+    wait_gauges(&gauges, |g| g.2 == (SUBSCRIBERS * ts.len()) as u64);
+    let per_core: Vec<u64> = gauges.iter().take(2).map(|g| g.subscriptions.load(Ordering::Relaxed)).collect();
+    assert!(per_core.iter().all(|&n| n > 0), "subscribers on both cores: {per_core:?}");
+    assert_eq!(per_core.iter().sum::<u64>(), (SUBSCRIBERS * ts.len()) as u64);
+
+    if with_bad_client {
+        // A malformed control message (an unknown message type) closes that session only.
+        let bad = MoqtClient::connect(addr, sub_v, SetupOptions::default(), deadline()).unwrap();
+        let control = if sub_v == Version::Draft16 { 0 } else { 2 };
+        let (mut conn, app) = bad.into_parts();
+        conn.conn_mut().stream_send(control, &[0x3f, 0x00, 0x00], false).unwrap();
+        let mut bad = MoqtClient::from_parts(conn, app);
+        let err = bad.until(deadline(), |_| false).unwrap_err();
+        let close = err.peer_error().unwrap_or_else(|| panic!("expected the relay to close: {err}"));
+        assert!(close.is_app && close.error_code == 0x3, "PROTOCOL_VIOLATION: {close:?}");
+    }
+
+    go_tx.send(()).unwrap();
+    fleet
+        .drive_until(deadline(), |i, core| {
+            ids.iter().all(|per_track| {
+                core.subscription(per_track[i])
+                    .is_some_and(|s| s.done.as_ref().is_some_and(|d| s.streams_finished >= d.stream_count))
+            })
+        })
+        .unwrap();
+    fin_tx.send(()).unwrap();
+    let upstream = publisher.join().unwrap();
+    assert_eq!(upstream, vec![1; ts.len()], "one upstream subscription per track");
+
+    for i in 0..SUBSCRIBERS {
+        let core = fleet.core(i).unwrap();
+        for (t, per_track) in ids.iter().enumerate() {
+            let s = core.subscription(per_track[i]).unwrap();
+            // Each group is its own stream: in order within it, any interleaving across them.
+            for g in 0..GROUPS {
+                let got: Vec<(u64, &[u8])> =
+                    s.received.iter().filter(|r| r.group == g).map(|r| (r.object, &r.payload[..])).collect();
+                let want: Vec<Bytes> = (0..OBJECTS).map(|o| payload(t, g, o)).collect();
+                let ok = got.len() == want.len()
+                    && got.iter().zip(&want).enumerate().all(|(o, (x, w))| x.0 == o as u64 && x.1 == &w[..]);
+                let objects: Vec<u64> = got.iter().map(|x| x.0).collect();
+                assert!(
+                    ok,
+                    "subscriber {i} track {t} group {g} ({pub_v:?} → {sub_v:?}): objects {objects:?}"
+                );
+            }
+            assert_eq!(s.received.len() as u64, GROUPS * OBJECTS);
+            let done = s.done.as_ref().unwrap();
+            assert_eq!((done.status, done.stream_count), (publish_done::TRACK_ENDED, GROUPS));
+            assert!(s.resets.is_empty(), "no stream was reset: {:?}", s.resets);
+        }
+    }
+    fleet.close().unwrap();
+    let left = wait_gauges(&gauges, |g| g == (0, 0, 0, 0));
+    assert_eq!(left, (0, 0, 0, 0), "(sessions, tracks, subscriptions, upstreams) after everyone left");
+    relay.shutdown().unwrap();
+}
+
+#[test]
+fn fan_out_draft16() {
+    fan_out(Version::Draft16, Version::Draft16, true);
+}
+
+#[test]
+fn fan_out_draft22() {
+    fan_out(Version::Draft22, Version::Draft22, true);
+}
+
+#[test]
+fn fan_out_draft22_publisher_to_draft16_subscribers() {
+    fan_out(Version::Draft22, Version::Draft16, false);
+}
+
+#[test]
+fn fan_out_draft16_publisher_to_draft22_subscribers() {
+    fan_out(Version::Draft16, Version::Draft22, false);
+}
+
+/// The publisher's connection closes in the middle of a group: every subscriber's open stream
+/// is reset, every subscription ends with PUBLISH_DONE, and the relay keeps nothing for it.
+#[test]
+fn publisher_gone_mid_group_ends_every_subscription() {
+    for (pub_v, sub_v) in [(Version::Draft16, Version::Draft22), (Version::Draft22, Version::Draft16)] {
+        let (relay, gauges) = relay();
+        let addr = relay.local_addr();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let (kill_tx, kill) = mpsc::channel::<()>();
+        let publisher = thread::spawn(move || {
+            let mut p = Publisher::connect(addr, pub_v, deadline()).unwrap();
+            let t = tracks().remove(0);
+            p.add_track(t.clone());
+            p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+            while go.try_recv().is_err() {
+                let _ = p.pump(Instant::now() + Duration::from_millis(20));
+            }
+            p.begin_group(&t, 0).unwrap();
+            p.send_object(&t, payload(0, 0, 0)).unwrap();
+            p.send_object(&t, payload(0, 0, 1)).unwrap();
+            while kill.try_recv().is_err() {
+                let _ = p.pump(Instant::now() + Duration::from_millis(20));
+            }
+            p.close().unwrap();
+        });
+        let mut fleet = Fleet::<SubscriberCore>::subscribers(addr, sub_v, 20, deadline()).unwrap();
+        let ids = fleet.subscribe_all(&tracks()[0], None, deadline()).unwrap();
+        go_tx.send(()).unwrap();
+        fleet.drive_until(deadline(), |i, c| c.received(ids[i]).len() == 2).unwrap();
+        kill_tx.send(()).unwrap();
+        publisher.join().unwrap();
+        fleet
+            .drive_until(deadline(), |i, c| c.subscription(ids[i]).is_some_and(|s| s.done.is_some()))
+            .unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            let s = fleet.core(i).unwrap().subscription(*id).unwrap();
+
+            let done = s.done.as_ref().unwrap();
+            assert_eq!((done.status, done.stream_count), (publish_done::INTERNAL_ERROR, 1), "{pub_v:?}");
+            assert_eq!(s.received.len(), 2);
+            assert_eq!(s.streams_finished + s.resets.len() as u64, 1, "the open stream ended");
+        }
+        // The subscribers are still connected; nothing else is left.
+        let left = wait_gauges(&gauges, |g| g == (20, 0, 0, 0));
+        assert_eq!(left, (20, 0, 0, 0), "(sessions, tracks, subscriptions, upstreams)");
+        fleet.close().unwrap();
+        relay.shutdown().unwrap();
+    }
+}

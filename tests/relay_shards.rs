@@ -1,0 +1,1294 @@
+//! The relay core end to end without QUIC: several [`RelayShard`]s (simulated cores) joined by
+//! FIFO mesh queues, with draft-16 and draft-22 client sessions attached to them, driven by a
+//! simulated clock (`tests/support/relay.rs`). Every scenario runs for each draft and for a
+//! draft-16 publisher with draft-22 subscribers and the reverse; assertions are on the
+//! messages and object bytes the clients see and on the shards' state counts.
+//!
+//! [`RelayShard`]: moq_edge::relay::RelayShard
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/relay.rs"]
+mod relay;
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_edge::relay::{code, RelayConfig};
+use moq_edge::session::{Event, Transmit};
+use moq_edge::wire::model::{
+    DatagramHeader, FullTrackName, GroupOrder, KvValue, Location, LocationFilter, Message, ObjectStatus,
+    Parameters, Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, SubgroupHeader,
+    SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
+};
+use moq_edge::wire::{Quic, Version, Vi64};
+use relay::{messages, streams, ClientId, Relay, SeenStream};
+
+const D16: Version = Version::Draft16;
+const D22: Version = Version::Draft22;
+/// (publisher draft, subscriber draft).
+const COMBOS: [(Version, Version); 4] = [(D16, D16), (D22, D22), (D16, D22), (D22, D16)];
+const PROTOCOL_VIOLATION: u64 = 0x3;
+/// The Track Alias publishers in these tests choose (the relay replaces it with its own).
+const PUB_ALIAS: TrackAlias = TrackAlias(77);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn ns(fields: &[&str]) -> TrackNamespace {
+    TrackNamespace::from_strs(fields)
+}
+
+fn track(fields: &[&str], name: &str) -> FullTrackName {
+    FullTrackName { namespace: ns(fields), name: Bytes::copy_from_slice(name.as_bytes()) }
+}
+
+/// A track in namespace `fields` whose owner shard is `owner`.
+fn track_owned_by(r: &Relay, fields: &[&str], owner: usize) -> FullTrackName {
+    (0..1000)
+        .map(|i| track(fields, &format!("track-{i}")))
+        .find(|t| r.owner(t) == owner)
+        .expect("a name for every owner")
+}
+
+/// PUBLISH_NAMESPACE from `c`, answered with REQUEST_OK.
+fn announce(r: &mut Relay, c: ClientId, fields: &[&str]) -> RequestId {
+    let rid = r.next_request_id(c);
+    r.send(
+        c,
+        Message::PublishNamespace(PublishNamespace {
+            request_id: rid,
+            namespace: ns(fields),
+            ..Default::default()
+        }),
+    );
+    r.run_until_quiet();
+    let msgs = messages(&r.take_events(c));
+    assert!(matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{msgs:?}");
+    rid
+}
+
+fn subscribe_msg(rid: RequestId, track: &FullTrackName, filter: Option<LocationFilter>) -> Message {
+    Message::Subscribe(Subscribe {
+        request_id: rid,
+        track: track.clone(),
+        params: Parameters { location_filter: filter, ..Default::default() },
+    })
+}
+
+/// SUBSCRIBE from `c` (delivered, answers not taken).
+fn subscribe(r: &mut Relay, c: ClientId, track: &FullTrackName, filter: Option<LocationFilter>) -> RequestId {
+    let rid = r.next_request_id(c);
+    r.send(c, subscribe_msg(rid, track, filter));
+    r.run_until_quiet();
+    rid
+}
+
+/// The one upstream SUBSCRIBE the publisher got (and nothing else).
+fn upstream_subscribe(r: &mut Relay, p: ClientId, track: &FullTrackName) -> Subscribe {
+    let msgs = messages(&r.take_events(p));
+    let [Message::Subscribe(s)] = msgs.as_slice() else { panic!("publisher got {msgs:?}") };
+    assert_eq!(&s.track, track);
+    assert_eq!(s.params.forward, Some(true));
+    s.clone()
+}
+
+fn track_properties() -> Properties {
+    let mut p = Properties::new();
+    p.push(0x40, KvValue::Int(1234));
+    p
+}
+
+/// The publisher answers the upstream SUBSCRIBE with Track Alias [`PUB_ALIAS`].
+fn accept(r: &mut Relay, p: ClientId, up: &Subscribe, largest: Option<Location>) {
+    accept_as(r, p, up, PUB_ALIAS, largest);
+}
+
+/// The publisher answers the upstream SUBSCRIBE with Track Alias `alias` (one per track).
+fn accept_as(r: &mut Relay, p: ClientId, up: &Subscribe, alias: TrackAlias, largest: Option<Location>) {
+    let ok = SubscribeOk {
+        request_id: up.request_id,
+        track_alias: alias,
+        params: Parameters { largest_object: largest, ..Default::default() },
+        track_properties: track_properties(),
+    };
+    r.send(p, Message::SubscribeOk(ok));
+    r.run_until_quiet();
+}
+
+/// The one SUBSCRIBE_OK client `c` got for `rid` (and no other message).
+fn subscribe_ok(msgs: &[Message], rid: RequestId) -> SubscribeOk {
+    let [Message::SubscribeOk(ok)] = msgs else { panic!("expected SUBSCRIBE_OK for {rid:?}: {msgs:?}") };
+    assert_eq!(ok.request_id, rid);
+    ok.clone()
+}
+
+/// The one REQUEST_ERROR among `msgs`.
+fn request_error(msgs: &[Message]) -> RequestError {
+    let [Message::RequestError(e)] = msgs else { panic!("expected REQUEST_ERROR: {msgs:?}") };
+    e.clone()
+}
+
+fn publish_done(msgs: &[Message]) -> PublishDone {
+    let [Message::PublishDone(d)] = msgs else { panic!("expected PUBLISH_DONE: {msgs:?}") };
+    d.clone()
+}
+
+/// A subgroup header as the publisher writes it. A draft-22 publisher sets FIRST_OBJECT (its
+/// streams start at the subgroup's first object).
+fn header(v: Version, alias: TrackAlias, group: u64, subgroup: u64) -> SubgroupHeader {
+    SubgroupHeader {
+        track_alias: alias,
+        group_id: group,
+        subgroup_id: SubgroupId::Explicit(subgroup),
+        publisher_priority: Some(9),
+        has_properties: true,
+        end_of_group: false,
+        first_object: v == D22,
+    }
+}
+
+/// Object `id` with a payload derived from its location (every object distinct).
+fn object(group: u64, id: u64) -> (SubgroupObject, Bytes) {
+    let payload = Bytes::from(format!("g{group}-o{id}-{}", "x".repeat((id as usize * 37) % 200)));
+    let mut properties = Properties::new();
+    if id % 2 == 0 {
+        properties.push(0x42, KvValue::Int(group * 100 + id));
+        properties.push(0x43, KvValue::Bytes(Bytes::from_static(b"meta")));
+    }
+    (
+        SubgroupObject {
+            object_id: id,
+            properties,
+            payload_len: payload.len() as u64,
+            status: ObjectStatus::Normal,
+        },
+        payload,
+    )
+}
+
+fn open(r: &mut Relay, p: ClientId, h: &SubgroupHeader) -> u64 {
+    r.session(p).open_subgroup(h).unwrap()
+}
+
+fn put(r: &mut Relay, p: ClientId, stream: u64, o: &(SubgroupObject, Bytes)) {
+    r.session(p).send_object(stream, &o.0, o.1.clone()).unwrap();
+}
+
+fn fin(r: &mut Relay, p: ClientId, stream: u64) {
+    r.session(p).finish_data_stream(stream).unwrap();
+}
+
+/// The PUBLISH_DONE a publisher sends for `rid`.
+fn done_msg(rid: RequestId, stream_count: u64) -> Message {
+    Message::PublishDone(PublishDone {
+        request_id: rid,
+        status_code: code::TRACK_ENDED,
+        stream_count,
+        reason: Bytes::from_static(b"bye"),
+    })
+}
+
+/// What a subscriber of `alias` (draft `sv`) should see for a stream the publisher (draft
+/// `pv`) wrote with `h`; `from_first`: the subscriber got the stream from its first object.
+fn expected_header(h: &SubgroupHeader, alias: TrackAlias, sv: Version, from_first: bool) -> SubgroupHeader {
+    SubgroupHeader { track_alias: alias, first_object: h.first_object && from_first && sv == D22, ..*h }
+}
+
+fn assert_stream(
+    seen: &SeenStream,
+    rid: RequestId,
+    header: SubgroupHeader,
+    objects: &[(SubgroupObject, Bytes)],
+    end: Option<Option<u64>>,
+) {
+    assert_eq!(seen.request_id, rid);
+    assert_eq!(seen.header, header);
+    let ids = |o: &[(SubgroupObject, Bytes)]| o.iter().map(|o| o.0.object_id).collect::<Vec<_>>();
+    assert_eq!(ids(&seen.objects), ids(objects), "objects on stream {}", seen.stream);
+    for (got, want) in seen.objects.iter().zip(objects) {
+        assert_eq!(got.0, want.0);
+        assert_eq!(&got.1[..], &want.1[..], "payload of object {}", want.0.object_id);
+    }
+    assert_eq!(seen.end, end, "end of stream {}", seen.stream);
+}
+
+/// No client closed a connection, and none was closed by the relay.
+fn assert_no_closes(r: &Relay) {
+    for (i, c) in r.clients.iter().enumerate() {
+        assert_eq!(c.closed_by_relay, None, "client {i} closed by the relay");
+        assert_eq!(c.closed_by_client, None, "client {i} closed the connection");
+    }
+}
+
+/// A publisher on core 0 with `ns` announced, subscribers of `track` on the given cores, the
+/// upstream SUBSCRIBE accepted. Returns (publisher, subscribers with their Request IDs, the
+/// upstream SUBSCRIBE).
+fn established(
+    r: &mut Relay,
+    pv: Version,
+    sv: Version,
+    track: &FullTrackName,
+    cores: &[usize],
+    largest: Option<Location>,
+) -> (ClientId, Vec<(ClientId, RequestId)>, Subscribe) {
+    let p = r.connect(0, pv);
+    announce(r, p, &["live"]);
+    let subs: Vec<(ClientId, RequestId)> = cores
+        .iter()
+        .map(|&core| {
+            let s = r.connect(core, sv);
+            (s, subscribe(r, s, track, None))
+        })
+        .collect();
+    let up = upstream_subscribe(r, p, track);
+    accept(r, p, &up, largest);
+    for &(s, rid) in &subs {
+        let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+        assert_eq!(ok.track_alias, r.alias(track));
+    }
+    (p, subs, up)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Aggregation and fan-out
+// ---------------------------------------------------------------------------------------------
+
+/// Two subscribers on two cores share one upstream SUBSCRIBE; they are answered only after
+/// the publisher's SUBSCRIBE_OK (relay alias, LARGEST_OBJECT, group order, track properties
+/// carried); two interleaved subgroup streams reach both byte-exact and in order with FIN;
+/// PUBLISH_DONE (TRACK_ENDED, Stream Count 2) reaches both; no state is left on any shard.
+/// Run with the track's owner on the publisher's core, on a subscriber's core, and on a core
+/// with no session at all.
+#[test]
+fn one_upstream_subscribe_feeds_subscribers_on_two_cores() {
+    for (pv, sv) in COMBOS {
+        for owner in [0, 1, 3] {
+            let mut r = Relay::new(4);
+            let t = track_owned_by(&r, &["live", "cam"], owner);
+            let alias = r.alias(&t);
+            let p = r.connect(0, pv);
+            announce(&mut r, p, &["live"]);
+            let s1 = r.connect(1, sv);
+            let s2 = r.connect(2, sv);
+            let rid1 = subscribe(&mut r, s1, &t, None);
+            assert!(r.take_events(s1).is_empty(), "answered before the publisher");
+            let rid2 = subscribe(&mut r, s2, &t, Some(LocationFilter::NextObject));
+            let up = upstream_subscribe(&mut r, p, &t);
+            assert!(r.take_events(s1).is_empty() && r.take_events(s2).is_empty());
+            assert_eq!(r.state_counts()[owner].0, 1, "the owner holds the track");
+
+            let largest = Location::new(4, 9);
+            accept(&mut r, p, &up, Some(largest));
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+                assert_eq!(ok.track_alias, alias, "{pv:?}->{sv:?}");
+                assert_eq!(ok.params.largest_object, Some(largest));
+                assert_eq!(ok.track_properties, track_properties());
+            }
+            assert!(r.take_events(p).is_empty(), "a second upstream request");
+
+            // Two subgroup streams, objects interleaved across several flights.
+            let ha = header(pv, PUB_ALIAS, 5, 0);
+            let hb = header(pv, PUB_ALIAS, 5, 1);
+            let a = open(&mut r, p, &ha);
+            let b = open(&mut r, p, &hb);
+            let objs_a: Vec<_> = (0..6).map(|i| object(5, i * 2)).collect();
+            let objs_b: Vec<_> = (0..6).map(|i| object(5, i * 2 + 1)).collect();
+            for i in 0..6 {
+                put(&mut r, p, a, &objs_a[i]);
+                put(&mut r, p, b, &objs_b[i]);
+                if i % 2 == 1 {
+                    r.run_until_quiet();
+                }
+            }
+            fin(&mut r, p, a);
+            fin(&mut r, p, b);
+            r.run_until_quiet();
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let ev = r.take_events(s);
+                assert!(messages(&ev).is_empty(), "{:?}", messages(&ev));
+                let seen = streams(&ev);
+                assert_eq!(seen.len(), 2, "{pv:?}->{sv:?} owner {owner}");
+                assert_stream(&seen[0], rid, expected_header(&ha, alias, sv, true), &objs_a, Some(None));
+                assert_stream(&seen[1], rid, expected_header(&hb, alias, sv, true), &objs_b, Some(None));
+            }
+
+            r.send(p, done_msg(up.request_id, 2));
+            if pv == D22 {
+                r.session(p).finish(up.request_id).unwrap();
+            }
+            r.run_until_quiet();
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let d = publish_done(&messages(&r.take_events(s)));
+                assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 2));
+                assert_eq!(&d.reason[..], b"bye");
+            }
+            r.assert_idle();
+            assert_no_closes(&r);
+        }
+    }
+}
+
+/// Subscribers of both drafts on one core and on the publisher's core, for one upstream
+/// (each gets its own downstream streams and its own Stream Count).
+#[test]
+fn mixed_subscribers_on_one_core_share_the_upstream() {
+    for pv in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track(&["live"], "mixed");
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        let subs: Vec<(ClientId, Version)> = vec![
+            (r.connect(1, D16), D16),
+            (r.connect(1, D22), D22),
+            (r.connect(0, D22), D22),
+            (r.connect(0, D16), D16),
+        ];
+        let rids: Vec<RequestId> = subs.iter().map(|&(s, _)| subscribe(&mut r, s, &t, None)).collect();
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, None);
+        for (&(s, _), &rid) in subs.iter().zip(&rids) {
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+        }
+        let h = header(pv, PUB_ALIAS, 0, 0);
+        let st = open(&mut r, p, &h);
+        let objs: Vec<_> = (0..4).map(|i| object(0, i)).collect();
+        for o in &objs {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        r.send(p, done_msg(up.request_id, 1));
+        r.run_until_quiet();
+        for (&(s, sv), &rid) in subs.iter().zip(&rids) {
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            assert_eq!(seen.len(), 1);
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+            let d = publish_done(&messages(&ev));
+            assert_eq!((d.request_id, d.stream_count), (rid, 1));
+        }
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+/// Object datagrams reach subscribers on two cores with the relay's alias, header and payload
+/// unchanged.
+#[test]
+fn datagrams_reach_every_subscriber() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1, 2], None);
+        let mut props = Properties::new();
+        props.push(0x42, KvValue::Int(5));
+        let sent: Vec<(DatagramHeader, Bytes)> = (0..3)
+            .map(|i| {
+                let h = DatagramHeader {
+                    track_alias: PUB_ALIAS,
+                    group_id: 7,
+                    object_id: i,
+                    publisher_priority: Some(4),
+                    properties: if i == 1 { props.clone() } else { Properties::new() },
+                    end_of_group: i == 2,
+                    status: None,
+                };
+                (h, Bytes::from(format!("datagram {i}")))
+            })
+            .collect();
+        for (h, payload) in &sent {
+            r.session(p).send_datagram(h, payload).unwrap();
+        }
+        r.run_until_quiet();
+        for &(s, rid) in &subs {
+            let got: Vec<(RequestId, DatagramHeader, Bytes)> = r
+                .take_events(s)
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Datagram { request_id, header, payload } => Some((request_id, header, payload)),
+                    _ => None,
+                })
+                .collect();
+            let want: Vec<(RequestId, DatagramHeader, Bytes)> = sent
+                .iter()
+                .map(|(h, p)| (rid, DatagramHeader { track_alias: alias, ..h.clone() }, p.clone()))
+                .collect();
+            assert_eq!(got, want, "{pv:?}->{sv:?}");
+        }
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Routing
+// ---------------------------------------------------------------------------------------------
+
+/// SUBSCRIBE with no publisher for its namespace: REQUEST_ERROR DOES_NOT_EXIST, nothing kept.
+#[test]
+fn subscribe_without_publisher_is_does_not_exist() {
+    for v in [D16, D22] {
+        for owner in 0..2 {
+            let mut r = Relay::new(2);
+            let p = r.connect(0, v);
+            announce(&mut r, p, &["other"]);
+            let s = r.connect(1, v);
+            let t = track_owned_by(&r, &["nobody"], owner);
+            let rid = subscribe(&mut r, s, &t, None);
+            let e = request_error(&messages(&r.take_events(s)));
+            assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{v:?}");
+            assert!(r.take_events(p).is_empty());
+            r.assert_idle();
+            assert_no_closes(&r);
+        }
+    }
+}
+
+/// Publisher A announces ["a"], B announces ["a","b"]: a track in ["a","b","c"] goes to B, one
+/// in ["a","x"] to A; after B withdraws, ["a","b","c"] goes to A.
+#[test]
+fn namespace_routing_takes_the_longest_prefix() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let a = r.connect(0, pv);
+        let b = r.connect(1, pv);
+        let s = r.connect(2, sv);
+        announce(&mut r, a, &["a"]);
+        let b_ns = announce(&mut r, b, &["a", "b"]);
+
+        let deep = track(&["a", "b", "c"], "t");
+        let rid = subscribe(&mut r, s, &deep, None);
+        assert!(r.take_events(a).is_empty(), "{pv:?}: the shorter prefix got the SUBSCRIBE");
+        let up = upstream_subscribe(&mut r, b, &deep);
+        accept(&mut r, b, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let shallow = track(&["a", "x"], "t");
+        let rid2 = subscribe(&mut r, s, &shallow, None);
+        assert!(r.take_events(b).is_empty());
+        let up2 = upstream_subscribe(&mut r, a, &shallow);
+        accept(&mut r, a, &up2, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid2);
+
+        // B withdraws ["a","b"] (draft-16 PUBLISH_NAMESPACE_DONE, draft-22 cancels the request).
+        r.send(b, Message::PublishNamespaceDone(b_ns));
+        r.run_until_quiet();
+        let other = track(&["a", "b", "c"], "u");
+        let rid3 = subscribe(&mut r, s, &other, None);
+        assert!(r.take_events(b).is_empty(), "{pv:?}: withdrawn namespace still routed");
+        let up3 = upstream_subscribe(&mut r, a, &other);
+        accept_as(&mut r, a, &up3, TrackAlias(78), None);
+        subscribe_ok(&messages(&r.take_events(s)), rid3);
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Linger
+// ---------------------------------------------------------------------------------------------
+
+/// What the publisher sees when the relay ends an upstream SUBSCRIBE.
+fn assert_upstream_stopped(r: &mut Relay, p: ClientId, pv: Version, rid: RequestId) {
+    let ev = r.take_events(p);
+    match pv {
+        D16 => assert_eq!(messages(&ev), vec![Message::Unsubscribe(rid)]),
+        _ => assert_eq!(ev, vec![Event::Cancelled { request_id: rid }]),
+    }
+}
+
+/// The last subscriber leaving (UNSUBSCRIBE / cancel) ends the upstream only once the linger
+/// has passed (and the owner's timer says when).
+#[test]
+fn last_unsubscribe_stops_upstream_after_the_linger() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1, 2], None);
+        let linger = RelayConfig::default().linger;
+
+        r.send(subs[0].0, Message::Unsubscribe(subs[0].1));
+        r.run_until_quiet();
+        assert_eq!(r.state_counts()[1].1, 0, "subscription on core 1 gone");
+        r.send(subs[1].0, Message::Unsubscribe(subs[1].1));
+        r.run_until_quiet();
+        assert!(r.take_events(p).is_empty(), "{pv:?}->{sv:?}: upstream ended at once");
+        let now = r.now;
+        assert_eq!(r.shards[2].tick(now), Some(now + linger), "owner's linger deadline");
+        assert_eq!(r.state_counts()[2].0, 1, "track kept while lingering");
+
+        r.advance(linger - Duration::from_millis(1));
+        assert!(r.take_events(p).is_empty(), "upstream ended before the linger");
+        r.advance(Duration::from_millis(1));
+        assert_upstream_stopped(&mut r, p, pv, up.request_id);
+        r.assert_idle();
+        for &(s, _) in &subs {
+            assert!(messages(&r.take_events(s)).is_empty());
+        }
+
+        // After the linger a new subscriber needs a new upstream SUBSCRIBE.
+        let rid = subscribe(&mut r, subs[0].0, &t, None);
+        let up2 = upstream_subscribe(&mut r, p, &t);
+        assert_ne!(up2.request_id, up.request_id);
+        accept_as(&mut r, p, &up2, TrackAlias(78), None);
+        subscribe_ok(&messages(&r.take_events(subs[0].0)), rid);
+        assert_no_closes(&r);
+    }
+}
+
+/// A subscriber arriving inside the linger reuses the upstream: no second SUBSCRIBE, an
+/// immediate SUBSCRIBE_OK carrying the largest location seen, and objects flow to it.
+#[test]
+fn resubscribe_within_linger_reuses_the_upstream() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        let h = header(pv, PUB_ALIAS, 3, 0);
+        let st = open(&mut r, p, &h);
+        put(&mut r, p, st, &object(3, 0));
+        put(&mut r, p, st, &object(3, 1));
+        r.run_until_quiet();
+        assert_eq!(streams(&r.take_events(subs[0].0))[0].objects.len(), 2);
+
+        r.send(subs[0].0, Message::Unsubscribe(subs[0].1));
+        r.run_until_quiet();
+        let linger = RelayConfig::default().linger;
+        r.advance(linger / 2);
+        assert!(r.take_events(p).is_empty());
+
+        let s2 = r.connect(2, sv);
+        let rid = subscribe(&mut r, s2, &t, None);
+        let ok = subscribe_ok(&messages(&r.take_events(s2)), rid);
+        assert_eq!(ok.params.largest_object, Some(Location::new(3, 1)), "{pv:?}->{sv:?}");
+        assert!(r.take_events(p).is_empty(), "a second upstream SUBSCRIBE");
+        r.advance(linger);
+        assert!(r.take_events(p).is_empty(), "upstream ended while in use");
+
+        // The upstream stream continues; the new subscriber gets what follows.
+        let more = [object(3, 2), object(3, 3)];
+        for o in &more {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s2));
+        assert_eq!(seen.len(), 1);
+        assert_stream(&seen[0], rid, expected_header(&h, alias, sv, false), &more, Some(None));
+
+        r.send(s2, Message::Unsubscribe(rid));
+        r.run_until_quiet();
+        r.advance(linger);
+        assert_upstream_stopped(&mut r, p, pv, up.request_id);
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+/// Client `c` sends `msg`, and its bytes reach the relay now, without running the mesh (the
+/// shard's messages for other cores stay queued).
+fn send_now(r: &mut Relay, c: ClientId, msg: Message) {
+    r.send(c, msg);
+    for t in r.capture(c) {
+        r.deliver_to_relay(c, &t);
+    }
+}
+
+/// On one core, a subscriber leaves before the owner's answer to its core's SUBSCRIBE arrives,
+/// and another subscribes right after (before the mesh has moved anything), while objects keep
+/// arriving at the owner: the new subscriber gets every object after the LARGEST_OBJECT of its
+/// SUBSCRIBE_OK, with no gap, and the upstream is kept.
+#[test]
+fn leave_and_join_on_one_core_while_the_answer_is_in_flight() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let alias = r.alias(&t);
+        let (p, keep, _up) = established(&mut r, pv, sv, &t, &[0], None);
+        let h = header(pv, PUB_ALIAS, 6, 0);
+        let st = open(&mut r, p, &h);
+        let objs: Vec<_> = (0..6).map(|i| object(6, i)).collect();
+        put(&mut r, p, st, &objs[0]);
+        r.run_until_quiet();
+        let s1 = r.connect(1, sv);
+        let s2 = r.connect(1, sv);
+
+        let rid1 = r.next_request_id(s1);
+        send_now(&mut r, s1, subscribe_msg(rid1, &t, None));
+        send_now(&mut r, s1, Message::Unsubscribe(rid1));
+        let rid2 = r.next_request_id(s2);
+        send_now(&mut r, s2, subscribe_msg(rid2, &t, None));
+        for o in &objs[1..4] {
+            put(&mut r, p, st, o);
+        }
+        for t in r.capture(p) {
+            r.deliver_to_relay(p, &t);
+        }
+        r.run_until_quiet();
+        for o in &objs[4..] {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        r.run_until_quiet();
+
+        let ev = r.take_events(s2);
+        let ok = subscribe_ok(&messages(&ev), rid2);
+        let largest = ok.params.largest_object.expect("objects were seen");
+        let after: Vec<_> =
+            objs.iter().filter(|o| Location::new(6, o.0.object_id) > largest).cloned().collect();
+        let seen = streams(&ev);
+        assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
+        assert_stream(&seen[0], rid2, expected_header(&h, alias, sv, false), &after, Some(None));
+        assert!(messages(&r.take_events(s1)).is_empty(), "the subscriber that left got answers");
+        let seen = streams(&r.take_events(keep[0].0));
+        assert_stream(&seen[0], keep[0].1, expected_header(&h, alias, sv, true), &objs, Some(None));
+        assert_eq!(r.state_counts()[1].1, 1);
+        assert_no_closes(&r);
+    }
+}
+
+/// The track ends upstream while, on one core, its subscriber leaves and another subscribes
+/// (the owner sees PUBLISH_DONE before that core's UNSUBSCRIBE and new SUBSCRIBE): the new
+/// subscriber is not told "done" for a subscription it never had; its SUBSCRIBE starts a new
+/// upstream SUBSCRIBE and is answered when the publisher accepts; it can leave and nothing is
+/// left behind.
+#[test]
+fn track_end_racing_leave_and_join_on_one_core() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        let (s1, rid1) = subs[0];
+        let s2 = r.connect(1, sv);
+
+        send_now(&mut r, p, done_msg(up.request_id, 0));
+        send_now(&mut r, s1, Message::Unsubscribe(rid1));
+        let rid2 = r.next_request_id(s2);
+        send_now(&mut r, s2, subscribe_msg(rid2, &t, None));
+        r.run_until_quiet();
+        assert!(messages(&r.take_events(s2)).is_empty(), "{pv:?}->{sv:?}: answered before the publisher");
+        let up2 = upstream_subscribe(&mut r, p, &t);
+        accept_as(&mut r, p, &up2, TrackAlias(78), None);
+        subscribe_ok(&messages(&r.take_events(s2)), rid2);
+        let ev = r.take_events(s1);
+        assert!(messages(&ev).is_empty(), "{ev:?}");
+
+        r.send(s2, Message::Unsubscribe(rid2));
+        r.run_until_quiet();
+        r.advance(RelayConfig::default().linger);
+        assert_upstream_stopped(&mut r, p, pv, up2.request_id);
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+/// The only subscriber leaves before the publisher has answered the upstream SUBSCRIBE: the
+/// upstream ends a linger after the answer, and nobody downstream hears of it.
+#[test]
+fn subscriber_leaving_before_the_upstream_answer() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, p, &t);
+        r.send(s, Message::Unsubscribe(rid));
+        r.run_until_quiet();
+        assert_eq!(r.state_counts()[1].1, 0);
+        accept(&mut r, p, &up, None);
+        assert!(messages(&r.take_events(s)).is_empty(), "{pv:?}->{sv:?}");
+        r.advance(RelayConfig::default().linger);
+        assert_upstream_stopped(&mut r, p, pv, up.request_id);
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. PUBLISH
+// ---------------------------------------------------------------------------------------------
+
+/// PUBLISH of `track`; a draft-22 publisher also states its GROUP_ORDER (draft-16 PUBLISH
+/// has no such parameter).
+fn publish_msg(v: Version, rid: RequestId, track: &FullTrackName, largest: Option<Location>) -> Message {
+    let group_order = (v == D22).then_some(GroupOrder::Ascending);
+    Message::Publish(Publish {
+        request_id: rid,
+        track: track.clone(),
+        track_alias: PUB_ALIAS,
+        params: Parameters {
+            largest_object: largest,
+            forward: Some(true),
+            group_order,
+            ..Default::default()
+        },
+        track_properties: Properties::new(),
+    })
+}
+
+/// The Forward State the relay set for PUBLISH `rid`, from what the publisher got: draft-16
+/// PUBLISH_OK carries FORWARD; draft-22 PUBLISH_OK (a REQUEST_OK) cannot, so the PUBLISH's own
+/// state (1 in these tests) holds unless a REQUEST_UPDATE follows it.
+fn publish_answer(pv: Version, msgs: &[Message], rid: RequestId) -> bool {
+    match (pv, msgs) {
+        (D16, [Message::PublishOk(ok)]) if ok.request_id == rid => ok.params.forward.unwrap_or(true),
+        (D22, [Message::RequestOk(ok)]) if ok.request_id == rid => true,
+        (D22, [Message::RequestOk(ok), Message::RequestUpdate(u)])
+            if ok.request_id == rid && u.existing_request_id == rid =>
+        {
+            u.params.forward.unwrap_or(true)
+        }
+        _ => panic!("expected PUBLISH_OK for {rid:?}: {msgs:?}"),
+    }
+}
+
+/// PUBLISH with nobody subscribed: paused (draft-16 PUBLISH_OK FORWARD=0; draft-22 PUBLISH_OK
+/// then REQUEST_UPDATE FORWARD=0). A subscriber arrives: REQUEST_UPDATE FORWARD=1 upstream,
+/// SUBSCRIBE_OK downstream; the stream the publisher opened before continues to the
+/// subscriber, later streams reach it whole, PUBLISH_DONE ends it.
+fn paused_then_forwarded(pv: Version, sv: Version) {
+    let mut r = Relay::new(3);
+    let t = track_owned_by(&r, &["live"], 2);
+    let alias = r.alias(&t);
+    let p = r.connect(0, pv);
+    let prid = r.next_request_id(p);
+    r.send(p, publish_msg(pv, prid, &t, Some(Location::new(2, 5))));
+    r.run_until_quiet();
+    let ev = r.take_events(p);
+    assert_no_closes(&r);
+    assert!(!publish_answer(pv, &messages(&ev), prid), "{pv:?}: not paused");
+    assert_eq!(r.state_counts()[0].2, 1, "the PUBLISH is an upstream on core 0");
+
+    // Objects sent while paused go nowhere (nobody subscribed).
+    let h = header(pv, PUB_ALIAS, 3, 0);
+    let st = open(&mut r, p, &h);
+    put(&mut r, p, st, &object(3, 0));
+    put(&mut r, p, st, &object(3, 1));
+    r.run_until_quiet();
+
+    let s = r.connect(1, sv);
+    let rid = subscribe(&mut r, s, &t, None);
+    let msgs = messages(&r.take_events(p));
+    let [Message::RequestUpdate(u)] = msgs.as_slice() else { panic!("{pv:?}->{sv:?}: {msgs:?}") };
+    assert_eq!((u.existing_request_id, u.params.forward), (prid, Some(true)));
+    let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+    assert_eq!(ok.track_alias, alias);
+    assert_eq!(ok.params.largest_object, Some(Location::new(3, 1)));
+    assert_no_closes(&r);
+
+    let more = [object(3, 2), object(3, 3)];
+    for o in &more {
+        put(&mut r, p, st, o);
+    }
+    fin(&mut r, p, st);
+    let h2 = header(pv, PUB_ALIAS, 4, 0);
+    let st2 = open(&mut r, p, &h2);
+    let g4: Vec<_> = (0..3).map(|i| object(4, i)).collect();
+    for o in &g4 {
+        put(&mut r, p, st2, o);
+    }
+    fin(&mut r, p, st2);
+    r.send(p, done_msg(prid, 2));
+    r.run_until_quiet();
+    let ev = r.take_events(s);
+    let seen = streams(&ev);
+    assert_eq!(seen.len(), 2);
+    assert_stream(&seen[0], rid, expected_header(&h, alias, sv, false), &more, Some(None));
+    assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g4, Some(None));
+    let d = publish_done(&messages(&ev));
+    assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 2));
+    r.assert_idle();
+    assert_no_closes(&r);
+}
+
+#[test]
+fn publish_without_subscribers_is_paused_then_forwarded() {
+    for (pv, sv) in COMBOS {
+        paused_then_forwarded(pv, sv);
+    }
+}
+
+/// A subscriber waits for an upstream SUBSCRIBE when the publisher sends PUBLISH for the track
+/// instead, with objects right behind it (before any PUBLISH_OK): the PUBLISH replaces the
+/// pending SUBSCRIBE (ended upstream), PUBLISH_OK asks FORWARD=1, and the subscriber gets every
+/// object the publisher sent.
+#[test]
+fn publish_while_a_subscriber_waits_loses_no_objects() {
+    for (pv, sv) in COMBOS {
+        for owner in 0..3 {
+            let mut r = Relay::new(3);
+            let t = track_owned_by(&r, &["live"], owner);
+            let alias = r.alias(&t);
+            let p = r.connect(0, pv);
+            announce(&mut r, p, &["live"]);
+            let s = r.connect(1, sv);
+            let rid = subscribe(&mut r, s, &t, None);
+            let up = upstream_subscribe(&mut r, p, &t);
+
+            let prid = r.next_request_id(p);
+            r.send(p, publish_msg(pv, prid, &t, Some(Location::new(2, 5))));
+            let h = header(pv, PUB_ALIAS, 3, 0);
+            let st = open(&mut r, p, &h);
+            let objs: Vec<_> = (0..4).map(|i| object(3, i)).collect();
+            for o in &objs {
+                put(&mut r, p, st, o);
+            }
+            fin(&mut r, p, st);
+            r.run_until_quiet();
+
+            let ev = r.take_events(p);
+            let msgs = messages(&ev);
+            // The pending upstream SUBSCRIBE ends; the PUBLISH is answered forwarding.
+            let answer = match pv {
+                D16 => {
+                    assert_eq!(msgs.first(), Some(&Message::Unsubscribe(up.request_id)), "{msgs:?}");
+                    &msgs[1..]
+                }
+                _ => {
+                    assert!(ev.contains(&Event::Cancelled { request_id: up.request_id }), "{ev:?}");
+                    &msgs[..]
+                }
+            };
+            assert!(publish_answer(pv, answer, prid), "{pv:?}->{sv:?}: paused");
+            let ev = r.take_events(s);
+            let ok = subscribe_ok(&messages(&ev), rid);
+            assert_eq!(ok.params.largest_object, Some(Location::new(2, 5)));
+            let seen = streams(&ev);
+            assert_eq!(seen.len(), 1, "{pv:?}->{sv:?} owner {owner}");
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+            assert_no_closes(&r);
+
+            // The publisher of the PUBLISH goes away mid-group: reset, PUBLISH_DONE, no state.
+            let h2 = header(pv, PUB_ALIAS, 4, 0);
+            let st2 = open(&mut r, p, &h2);
+            put(&mut r, p, st2, &object(4, 0));
+            r.run_until_quiet();
+            r.disconnect(p);
+            r.run_until_quiet();
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            let reset = Some(Some(code::RESET_SESSION_CLOSED));
+            assert_stream(&seen[0], rid, expected_header(&h2, alias, sv, true), &[object(4, 0)], reset);
+            let d = publish_done(&messages(&ev));
+            assert_eq!((d.request_id, d.stream_count), (rid, 2));
+            r.assert_idle();
+        }
+    }
+}
+
+/// A PUBLISH whose last subscriber left is paused (REQUEST_UPDATE FORWARD=0) once the linger
+/// has passed, and kept: a later subscriber resumes it (FORWARD=1) without a new PUBLISH.
+#[test]
+fn published_track_is_paused_after_the_linger() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 1);
+        let p = r.connect(0, pv);
+        let s = r.connect(1, sv);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_msg(pv, prid, &t, None));
+        r.run_until_quiet();
+        assert!(!publish_answer(pv, &messages(&r.take_events(p)), prid));
+        let rid = subscribe(&mut r, s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let msgs = messages(&r.take_events(p));
+        assert!(matches!(msgs.as_slice(), [Message::RequestUpdate(u)] if u.params.forward == Some(true)));
+
+        r.send(s, Message::Unsubscribe(rid));
+        r.run_until_quiet();
+        let linger = RelayConfig::default().linger;
+        r.advance(linger - Duration::from_millis(1));
+        assert!(r.take_events(p).is_empty(), "{pv:?}->{sv:?}: paused before the linger");
+        r.advance(Duration::from_millis(1));
+        let msgs = messages(&r.take_events(p));
+        let [Message::RequestUpdate(u)] = msgs.as_slice() else { panic!("{msgs:?}") };
+        assert_eq!((u.existing_request_id, u.params.forward), (prid, Some(false)));
+        assert_eq!(r.state_counts(), vec![(0, 0, 1), (1, 0, 0)], "the PUBLISH is kept");
+
+        let rid2 = subscribe(&mut r, s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid2);
+        let msgs = messages(&r.take_events(p));
+        assert!(matches!(msgs.as_slice(), [Message::RequestUpdate(u)] if u.params.forward == Some(true)));
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Publisher gone
+// ---------------------------------------------------------------------------------------------
+
+/// The publisher's connection goes away mid-group: every subscriber's open stream is reset,
+/// PUBLISH_DONE follows (with the streams it got), a subscriber still waiting for another
+/// track gets REQUEST_ERROR, the namespace is withdrawn everywhere, no state is left.
+#[test]
+fn publisher_gone_mid_group_resets_streams_and_ends_subscriptions() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 1);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[0, 1, 2], None);
+        let alias = r.alias(&t);
+        let h = header(pv, PUB_ALIAS, 5, 0);
+        let st = open(&mut r, p, &h);
+        let objs = [object(5, 0), object(5, 1)];
+        for o in &objs {
+            put(&mut r, p, st, o);
+        }
+        r.run_until_quiet();
+        // A second track whose upstream SUBSCRIBE is still unanswered.
+        let pending = track_owned_by(&r, &["live"], 2);
+        let waiter = r.connect(2, sv);
+        let wrid = subscribe(&mut r, waiter, &pending, None);
+        upstream_subscribe(&mut r, p, &pending);
+
+        r.disconnect(p);
+        r.run_until_quiet();
+        for &(s, rid) in &subs {
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
+            let reset = Some(Some(code::RESET_SESSION_CLOSED));
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, reset);
+            let d = publish_done(&messages(&ev));
+            assert_eq!((d.request_id, d.stream_count), (rid, 1));
+            assert_ne!(d.status_code, code::TRACK_ENDED);
+        }
+        let e = request_error(&messages(&r.take_events(waiter)));
+        assert_eq!(e.request_id, wrid);
+        r.assert_idle();
+
+        // The namespace is gone on every core.
+        for core in 0..3 {
+            let s = r.connect(core, sv);
+            let gone = track_owned_by(&r, &["live"], core);
+            let rid = subscribe(&mut r, s, &gone, None);
+            let e = request_error(&messages(&r.take_events(s)));
+            assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST));
+        }
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Held PUBLISH_DONE
+// ---------------------------------------------------------------------------------------------
+
+/// PUBLISH_DONE (Stream Count 1) overtakes the end of the stream it counts: the subscriber
+/// gets the rest of the stream and its FIN first, PUBLISH_DONE after.
+#[test]
+fn publish_done_waits_for_the_stream_it_counts() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let alias = r.alias(&t);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        let (s, rid) = subs[0];
+        let h = header(pv, PUB_ALIAS, 1, 0);
+        let st = open(&mut r, p, &h);
+        let objs: Vec<_> = (0..3).map(|i| object(1, i)).collect();
+        put(&mut r, p, st, &objs[0]);
+        r.run_until_quiet();
+
+        put(&mut r, p, st, &objs[1]);
+        put(&mut r, p, st, &objs[2]);
+        fin(&mut r, p, st);
+        r.send(p, done_msg(up.request_id, 1));
+        let out = r.capture(p);
+        let (data, control): (Vec<Transmit>, Vec<Transmit>) =
+            out.into_iter().partition(|t| matches!(t, Transmit::Stream { id, .. } if *id == st));
+        assert!(!control.is_empty() && !data.is_empty());
+        for t in &control {
+            r.deliver_to_relay(p, t);
+        }
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{pv:?}->{sv:?}: PUBLISH_DONE before the stream ended");
+        assert_eq!(r.state_counts()[0].2, 1, "upstream kept while its stream is open");
+
+        for t in &data {
+            r.deliver_to_relay(p, t);
+        }
+        r.run_until_quiet();
+        let ev2 = r.take_events(s);
+        let all: Vec<Event> = ev.into_iter().chain(ev2.iter().cloned()).collect();
+        let seen = streams(&all);
+        assert_eq!(seen.len(), 1);
+        assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+        let end_at = ev2.iter().position(|e| matches!(e, Event::DataStreamEnd { .. })).unwrap();
+        let done_at = ev2.iter().position(|e| matches!(e, Event::Message(Message::PublishDone(_)))).unwrap();
+        assert!(end_at < done_at, "PUBLISH_DONE before FIN");
+        let d = publish_done(&messages(&ev2));
+        assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 1));
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+/// PUBLISH_DONE counting a stream that never comes is passed on once `done_wait` has passed
+/// (not before), with the subscriber's own Stream Count.
+#[test]
+fn publish_done_is_passed_on_after_done_wait() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 1);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        let (s, rid) = subs[0];
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 1, 0));
+        put(&mut r, p, st, &object(1, 0));
+        fin(&mut r, p, st);
+        r.send(p, done_msg(up.request_id, 2));
+        r.run_until_quiet();
+        assert!(messages(&r.take_events(s)).is_empty(), "{pv:?}->{sv:?}: PUBLISH_DONE not held");
+        let wait = RelayConfig::default().done_wait;
+        let now = r.now;
+        assert_eq!(r.shards[0].tick(now), Some(now + wait), "ingest's done_wait deadline");
+
+        r.advance(wait - Duration::from_millis(1));
+        assert!(messages(&r.take_events(s)).is_empty());
+        r.advance(Duration::from_millis(1));
+        let d = publish_done(&messages(&r.take_events(s)));
+        assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 1));
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+/// PUBLISH_DONE (Stream Count 2) arrives before the second stream has even begun: that stream's
+/// objects must still reach the subscriber, then PUBLISH_DONE. Fails today in the relay's
+/// session: on PUBLISH_DONE it forgets the publisher's Track Alias at once
+/// (`observe_incoming` → `remove_request`), so a stream whose header arrives afterwards is
+/// held as "unknown alias" and never reaches the relay, which passes PUBLISH_DONE on only after
+/// `done_wait`, without that stream (draft-22 §9.9: the receiver "should receive any
+/// late-opening streams in a relatively short time").
+#[test]
+fn publish_done_waits_for_a_stream_not_yet_opened() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 1);
+        let alias = r.alias(&t);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        let (s, rid) = subs[0];
+        let h1 = header(pv, PUB_ALIAS, 1, 0);
+        let a = open(&mut r, p, &h1);
+        let g1 = [object(1, 0)];
+        put(&mut r, p, a, &g1[0]);
+        fin(&mut r, p, a);
+        r.run_until_quiet();
+        // PUBLISH_DONE, then a stream the publisher opened before it but whose bytes come later.
+        let h2 = header(pv, PUB_ALIAS, 2, 0);
+        let b = open(&mut r, p, &h2);
+        let g2 = [object(2, 0), object(2, 1)];
+        for o in &g2 {
+            put(&mut r, p, b, o);
+        }
+        fin(&mut r, p, b);
+        r.send(p, done_msg(up.request_id, 2));
+        let out = r.capture(p);
+        let (data, control): (Vec<Transmit>, Vec<Transmit>) =
+            out.into_iter().partition(|t| matches!(t, Transmit::Stream { id, .. } if *id == b));
+        for t in control.iter().chain(&data) {
+            r.deliver_to_relay(p, t);
+        }
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        let seen = streams(&ev);
+        assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}: the late stream was lost");
+        assert_stream(&seen[0], rid, expected_header(&h1, alias, sv, true), &g1, Some(None));
+        assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g2, Some(None));
+        let d = publish_done(&messages(&ev));
+        assert_eq!((d.request_id, d.stream_count), (rid, 2));
+        r.assert_idle();
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Filters
+// ---------------------------------------------------------------------------------------------
+
+/// A subscriber joining mid-track with the default filter (and one with NextObject), on the
+/// first subscriber's core and on another, gets exactly the objects after the largest
+/// location at its SUBSCRIBE_OK; the early subscriber gets everything.
+#[test]
+fn late_subscriber_starts_after_the_largest_location() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1], Some(Location::new(0, 7)));
+        let (s1, rid1) = subs[0];
+        let h = header(pv, PUB_ALIAS, 1, 0);
+        let st = open(&mut r, p, &h);
+        let g1: Vec<_> = (0..6).map(|i| object(1, i)).collect();
+        for o in &g1[..3] {
+            put(&mut r, p, st, o);
+        }
+        r.run_until_quiet();
+
+        let late_same = r.connect(1, sv);
+        let rid_same = subscribe(&mut r, late_same, &t, None);
+        let late_other = r.connect(2, sv);
+        let rid_other = subscribe(&mut r, late_other, &t, Some(LocationFilter::NextObject));
+        for (s, rid) in [(late_same, rid_same), (late_other, rid_other)] {
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            assert_eq!(ok.params.largest_object, Some(Location::new(1, 2)), "{pv:?}->{sv:?}");
+        }
+        for o in &g1[3..] {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        let h2 = header(pv, PUB_ALIAS, 2, 0);
+        let st2 = open(&mut r, p, &h2);
+        let g2: Vec<_> = (0..2).map(|i| object(2, i)).collect();
+        for o in &g2 {
+            put(&mut r, p, st2, o);
+        }
+        fin(&mut r, p, st2);
+        r.run_until_quiet();
+
+        let seen = streams(&r.take_events(s1));
+        assert_eq!(seen.len(), 2);
+        assert_stream(&seen[0], rid1, expected_header(&h, alias, sv, true), &g1, Some(None));
+        assert_stream(&seen[1], rid1, expected_header(&h2, alias, sv, true), &g2, Some(None));
+        for (s, rid) in [(late_same, rid_same), (late_other, rid_other)] {
+            let seen = streams(&r.take_events(s));
+            assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}");
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, false), &g1[3..], Some(None));
+            assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g2, Some(None));
+        }
+        assert_no_closes(&r);
+    }
+}
+
+/// AbsoluteStart from a later group: nothing from earlier groups, everything from that group
+/// on; a subscriber with an absolute window (AbsoluteStartGroupEnd in draft-16, AbsoluteRange
+/// in draft-22) gets only the objects inside it.
+#[test]
+fn absolute_filters_skip_what_is_outside_them() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 1);
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        let s = r.connect(1, sv);
+        let start = Location::new(3, 0);
+        let rid = subscribe(&mut r, s, &t, Some(LocationFilter::AbsoluteStart { start }));
+        // A window from (2,1): to the end of group 3 in draft-16 (its filters end only at a
+        // group's end), to (3,1) inclusive in draft-22.
+        let w = r.connect(0, sv);
+        let from = Location::new(2, 1);
+        let (window, g3_end) = match sv {
+            D16 => (LocationFilter::AbsoluteStartGroupEnd { start: from, end_group: 3 }, 3),
+            _ => (LocationFilter::AbsoluteRange { start: from, end: Location::new(3, 1) }, 2),
+        };
+        let wrid = subscribe(&mut r, w, &t, Some(window));
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        subscribe_ok(&messages(&r.take_events(w)), wrid);
+
+        let mut sent = Vec::new();
+        for g in 1..5 {
+            let h = header(pv, PUB_ALIAS, g, 0);
+            let st = open(&mut r, p, &h);
+            let objs: Vec<_> = (0..3).map(|i| object(g, i)).collect();
+            for o in &objs {
+                put(&mut r, p, st, o);
+            }
+            fin(&mut r, p, st);
+            r.run_until_quiet();
+            sent.push((h, objs));
+        }
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}: groups 3 and 4 only");
+        for (got, (h, objs)) in seen.iter().zip(&sent[2..]) {
+            assert_stream(got, rid, expected_header(h, alias, sv, true), objs, Some(None));
+        }
+        let seen = streams(&r.take_events(w));
+        assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}: the range spans groups 2 and 3");
+        assert_stream(
+            &seen[0],
+            wrid,
+            expected_header(&sent[1].0, alias, sv, false),
+            &sent[1].1[1..],
+            Some(None),
+        );
+        assert_stream(
+            &seen[1],
+            wrid,
+            expected_header(&sent[2].0, alias, sv, true),
+            &sent[2].1[..g3_end],
+            Some(None),
+        );
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. A misbehaving client
+// ---------------------------------------------------------------------------------------------
+
+/// A SUBSCRIBE frame with a byte past its fields (its length covers the extra byte).
+fn malformed_subscribe(v: Version, rid: RequestId) -> Vec<u8> {
+    let mut buf = Vec::new();
+    v.encode_message(&subscribe_msg(rid, &track(&["x"], "y"), None), &mut buf).unwrap();
+    let (body_len, total) = match v {
+        D16 => moq_edge::wire::common::read_control_frame::<Quic>(&buf).map(|(_, b, n)| (b.len(), n)),
+        _ => moq_edge::wire::common::read_control_frame::<Vi64>(&buf).map(|(_, b, n)| (b.len(), n)),
+    }
+    .unwrap();
+    assert_eq!(total, buf.len());
+    let ty_len = total - 2 - body_len;
+    let mut out = buf[..ty_len].to_vec();
+    out.extend_from_slice(&(body_len as u16 + 1).to_be_bytes());
+    out.extend_from_slice(&buf[ty_len + 2..]);
+    out.push(0);
+    out
+}
+
+/// One subscriber sends a malformed control message: only its session closes, with
+/// PROTOCOL_VIOLATION; its subscription is gone; the others (one on the same core) keep
+/// receiving objects.
+#[test]
+fn malformed_control_message_closes_only_that_session() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 1);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1, 1, 2], None);
+        let h = header(pv, PUB_ALIAS, 0, 0);
+        let st = open(&mut r, p, &h);
+        let objs: Vec<_> = (0..4).map(|i| object(0, i)).collect();
+        put(&mut r, p, st, &objs[0]);
+        r.run_until_quiet();
+
+        let (bad, _) = subs[1];
+        let junk = malformed_subscribe(sv, RequestId(100));
+        // draft-16: on the control stream; draft-22: as a new request stream.
+        let stream = if sv == D16 { 0 } else { 400 };
+        r.deliver_to_relay(bad, &Transmit::Stream { id: stream, data: Bytes::from(junk), fin: false });
+        r.run_until_quiet();
+        assert_eq!(r.clients[bad].closed_by_relay, Some(PROTOCOL_VIOLATION), "{pv:?}->{sv:?}");
+        assert_eq!(r.state_counts()[1].1, 1, "the closed session's subscription is gone");
+
+        for o in &objs[1..] {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        r.run_until_quiet();
+        for &(s, rid) in [subs[0], subs[2]].iter() {
+            let seen = streams(&r.take_events(s));
+            assert_eq!(seen.len(), 1);
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+            assert_eq!(r.clients[s].closed_by_relay, None);
+        }
+        assert_eq!(r.clients[p].closed_by_relay, None);
+        assert_eq!(r.clients[bad].closed_by_client, None);
+    }
+}
