@@ -225,7 +225,7 @@ impl RelayShard {
 
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
     /// open streams are reset; the last subscription of a track on this core tells the owner.
-    pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId, _cancelled: bool) {
+    pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId) {
         let Some(&alias) = self.fanout.by_req.get(&(conn, rid)) else { return };
         self.forget_sub(conn, rid);
         let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
@@ -251,7 +251,7 @@ impl RelayShard {
         let rids: Vec<RequestId> =
             self.fanout.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in rids {
-            self.fanout_unsubscribe(conn, rid, true);
+            self.fanout_unsubscribe(conn, rid);
         }
         self.fanout.per_session.remove(&conn);
     }

@@ -175,7 +175,7 @@ impl RelayShard {
         if !matches!(self.ingest.ups.get(&key), Some(Upstream { kind: Kind::Subscribe { .. }, .. })) {
             return; // an answer to one of our REQUEST_UPDATEs
         }
-        let Some(up) = self.remove_upstream(key) else { return };
+        let Some((up, _)) = self.remove_upstream(key) else { return };
         let msg = RelayMsg::UpstreamError {
             alias: up.alias,
             epoch: up.epoch,
@@ -301,20 +301,11 @@ impl RelayShard {
         if !complete && !force {
             return;
         }
-        let Some(up) = self.remove_upstream(key) else { return };
+        let Some((up, open)) = self.remove_upstream(key) else { return };
         let Some((status, reason, _, _)) = up.done else { return };
         let owner = self.owner_of(up.alias);
         let (alias, epoch) = (up.alias, up.epoch);
         // Streams still open upstream end here (reset: their objects will not come).
-        let open: Vec<StreamKey> = self
-            .ingest
-            .streams
-            .iter()
-            .filter(|(k, _)| k.0 == key.0)
-            .filter(|(_, v)| v.0 == key.1)
-            .map(|(_, v)| v.1)
-            .collect();
-        self.ingest.streams.retain(|k, v| !(k.0 == key.0 && v.0 == key.1));
         for k in open {
             let data = Data::StreamEnd { key: k, reset: Some(code::RESET_SESSION_CLOSED) };
             self.send(owner, RelayMsg::Upstream { alias, epoch, data });
@@ -326,7 +317,9 @@ impl RelayShard {
         }
     }
 
-    fn remove_upstream(&mut self, key: (u64, RequestId)) -> Option<Upstream> {
+    /// Forgets upstream `key` (session, request) and its open streams, whose keys it returns
+    /// with it (the session discards their later bytes once the request is gone).
+    fn remove_upstream(&mut self, key: (u64, RequestId)) -> Option<(Upstream, Vec<StreamKey>)> {
         let up = self.ingest.ups.remove(&key)?;
         self.ingest.by_epoch.remove(&up.epoch);
         if let Kind::Publish { .. } = up.kind {
@@ -334,12 +327,15 @@ impl RelayShard {
                 c.1 = c.1.saturating_sub(1);
             }
         }
-        if up.done.is_none() {
-            // Stopped, refused or failed: forget its streams (their bytes are discarded by
-            // the session once the request is gone).
-            self.ingest.streams.retain(|k, v| !(k.0 == key.0 && v.0 == key.1));
-        }
-        Some(up)
+        let mut open = Vec::new();
+        self.ingest.streams.retain(|k, v| {
+            let mine = k.0 == key.0 && v.0 == key.1;
+            if mine {
+                open.push(v.1);
+            }
+            !mine
+        });
+        Some((up, open))
     }
 
     pub(super) fn ingest_object(

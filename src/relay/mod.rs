@@ -94,6 +94,24 @@ impl Woken {
     }
 }
 
+/// Messages this shard sends: to itself (handled in the same turn) or to other cores.
+#[derive(Debug)]
+struct Mail {
+    core: usize,
+    local: VecDeque<RelayMsg>,
+    outbox: Vec<(usize, RelayMsg)>,
+}
+
+impl Mail {
+    fn send(&mut self, dst: usize, msg: RelayMsg) {
+        if dst == self.core {
+            self.local.push_back(msg);
+        } else {
+            self.outbox.push((dst, msg));
+        }
+    }
+}
+
 /// Looks up session `conn` and notes that it has output.
 fn session<'a>(
     sessions: &'a mut HashMap<u64, Session>,
@@ -117,8 +135,7 @@ pub struct RelayShard {
     owner: owner::Owner,
     ingest: ingest::Ingest,
     fanout: fanout::Fanout,
-    local: VecDeque<RelayMsg>,
-    outbox: Vec<(usize, RelayMsg)>,
+    mail: Mail,
     woken: Woken,
     next_epoch: u64,
     now: Instant,
@@ -136,8 +153,7 @@ impl RelayShard {
             owner: owner::Owner::default(),
             ingest: ingest::Ingest::default(),
             fanout: fanout::Fanout::default(),
-            local: VecDeque::new(),
-            outbox: Vec::new(),
+            mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
             woken: Woken::default(),
             next_epoch: 0,
             now,
@@ -208,7 +224,7 @@ impl RelayShard {
 
     /// Messages for other cores, in order.
     pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg)>) {
-        out.append(&mut self.outbox);
+        out.append(&mut self.mail.outbox);
     }
 
     /// Sessions written to since the last call.
@@ -220,11 +236,7 @@ impl RelayShard {
     // -----------------------------------------------------------------------------------------
 
     fn send(&mut self, dst: usize, msg: RelayMsg) {
-        if dst == self.core {
-            self.local.push_back(msg);
-        } else {
-            self.outbox.push((dst, msg));
-        }
+        self.mail.send(dst, msg);
     }
 
     fn owner_of(&self, alias: crate::wire::model::TrackAlias) -> usize {
@@ -241,7 +253,7 @@ impl RelayShard {
     }
 
     fn run_local(&mut self) {
-        while let Some(msg) = self.local.pop_front() {
+        while let Some(msg) = self.mail.local.pop_front() {
             self.dispatch(msg);
         }
     }
@@ -307,7 +319,7 @@ impl RelayShard {
             Message::PublishNamespace(m) => self.ingest_publish_namespace(conn, m),
             Message::PublishNamespaceDone(rid) => self.ingest_withdraw_namespace(conn, rid),
             Message::Subscribe(m) => self.fanout_subscribe(conn, m),
-            Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid, false),
+            Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid),
             Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
             Message::RequestError(m) => self.ingest_request_error(conn, m),
             Message::Publish(m) => self.ingest_publish(conn, m),
@@ -342,7 +354,7 @@ impl RelayShard {
 
     fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
         if self.fanout.has(conn, rid) {
-            self.fanout_unsubscribe(conn, rid, true);
+            self.fanout_unsubscribe(conn, rid);
         } else if self.ingest.has_namespace(conn, rid) {
             self.ingest_withdraw_namespace(conn, rid);
         } else {

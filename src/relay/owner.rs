@@ -103,11 +103,7 @@ impl RelayShard {
                 t.cores.push(core);
             }
             let msg = RelayMsg::SubscribeOk { alias, info: info.clone(), open: open.clone() };
-            if core == self.core {
-                self.local.push_back(msg);
-            } else {
-                self.outbox.push((core, msg));
-            }
+            self.mail.send(core, msg);
         }
     }
 
@@ -250,11 +246,7 @@ impl RelayShard {
                     for &core in &cores {
                         let data = Data::StreamEnd { key, reset: Some(code::RESET_CANCELLED) };
                         let msg = RelayMsg::Downstream { alias, data };
-                        if core == self.core {
-                            self.local.push_back(msg);
-                        } else {
-                            self.outbox.push((core, msg));
-                        }
+                        self.mail.send(core, msg);
                     }
                 }
                 self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wants });
@@ -315,11 +307,7 @@ impl RelayShard {
             // One message per core; the last takes the original (payloads are shared anyway).
             let Some(data) = (if i + 1 == n { data.take() } else { data.clone() }) else { break };
             let msg = RelayMsg::Downstream { alias, data };
-            if core == self.core {
-                self.local.push_back(msg);
-            } else {
-                self.outbox.push((core, msg));
-            }
+            self.mail.send(core, msg);
         }
     }
 
