@@ -8,35 +8,23 @@
 //! with `--publish` it is pushed with PUBLISH. Ends after `--count` objects (or on Ctrl-C)
 //! with PUBLISH_DONE.
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
-use bytes::Bytes;
+use anyhow::{bail, Context};
 use clap::Parser;
+use moq_edge::client::cli::TrackArgs;
 use moq_edge::client::codes::publish_done;
-use moq_edge::client::stamp::{now_micros, parse_namespace, stamped};
+use moq_edge::client::stamp::{now_micros, stamped};
 use moq_edge::client::Publisher;
-use moq_edge::wire::model::{FullTrackName, Location};
-use moq_edge::wire::Version;
+use moq_edge::wire::model::Location;
 
 #[derive(Debug, Parser)]
 #[command(name = "moq-pub", version, about = "Publish generated objects on a MoQT track")]
 struct Args {
-    /// Relay address (host:port, UDP).
-    #[arg(long, default_value = "127.0.0.1:4443")]
-    relay: String,
-    /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
-    #[arg(long, default_value_t = 16, value_parser = parse_draft)]
-    draft: u8,
-    /// Track namespace, fields separated by '/' (for example live/room1).
-    #[arg(long)]
-    namespace: String,
-    /// Track name.
-    #[arg(long)]
-    track: String,
+    #[command(flatten)]
+    at: TrackArgs,
     /// Offer the namespace with PUBLISH_NAMESPACE and serve SUBSCRIBEs (the default).
     #[arg(long, conflicts_with = "publish")]
     announce: bool,
@@ -63,30 +51,6 @@ struct Args {
     timeout_s: u64,
 }
 
-fn parse_draft(s: &str) -> Result<u8, String> {
-    match s {
-        "16" => Ok(16),
-        "22" => Ok(22),
-        _ => Err(format!("unknown draft {s:?} (16 or 22)")),
-    }
-}
-
-fn version_of(draft: u8) -> Version {
-    if draft == 22 {
-        Version::Draft22
-    } else {
-        Version::Draft16
-    }
-}
-
-fn resolve(relay: &str) -> anyhow::Result<SocketAddr> {
-    relay
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {relay}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{relay}: no address"))
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if !(args.rate > 0.0 && args.rate.is_finite()) {
@@ -95,10 +59,10 @@ fn main() -> anyhow::Result<()> {
     if args.group_size == 0 {
         bail!("--group-size must be at least 1");
     }
-    let peer = resolve(&args.relay)?;
-    let version = version_of(args.draft);
-    let namespace = parse_namespace(&args.namespace).map_err(|e| anyhow!(e))?;
-    let track = FullTrackName { namespace: namespace.clone(), name: Bytes::from(args.track.clone()) };
+    let peer = args.at.peer()?;
+    let version = args.at.draft;
+    let track = args.at.full_track_name()?;
+    let namespace = track.namespace.clone();
     let wait = Duration::from_secs(args.timeout_s);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -110,14 +74,19 @@ fn main() -> anyhow::Result<()> {
     publisher.add_track(track.clone());
     if args.publish {
         publisher.publish(track.clone(), true, Instant::now() + wait).context("PUBLISH")?;
-        eprintln!("moq-pub: publishing {}/{} to {peer} ({})", args.namespace, args.track, version.alpn());
+        eprintln!(
+            "moq-pub: publishing {}/{} to {peer} ({})",
+            args.at.namespace,
+            args.at.track,
+            version.alpn()
+        );
     } else {
         publisher.announce(namespace, Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
         eprintln!(
             "moq-pub: announced {} to {peer} ({}); serving {}",
-            args.namespace,
+            args.at.namespace,
             version.alpn(),
-            args.track
+            args.at.track
         );
     }
 

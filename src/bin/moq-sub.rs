@@ -5,18 +5,16 @@
 //! Ctrl-C (then it unsubscribes).
 
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
-use bytes::Bytes;
+use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use moq_edge::client::stamp::{now_micros, parse_namespace, read_stamp, SeqStats};
+use moq_edge::client::cli::TrackArgs;
+use moq_edge::client::stamp::{now_micros, read_stamp, SeqStats};
 use moq_edge::client::{ClientError, Subscriber};
-use moq_edge::wire::model::{FullTrackName, LocationFilter};
-use moq_edge::wire::Version;
+use moq_edge::wire::model::LocationFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Start {
@@ -29,18 +27,8 @@ enum Start {
 #[derive(Debug, Parser)]
 #[command(name = "moq-sub", version, about = "Subscribe to a MoQT track and print its objects")]
 struct Args {
-    /// Relay address (host:port, UDP).
-    #[arg(long, default_value = "127.0.0.1:4443")]
-    relay: String,
-    /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
-    #[arg(long, default_value_t = 16, value_parser = parse_draft)]
-    draft: u8,
-    /// Track namespace, fields separated by '/' (for example live/room1).
-    #[arg(long)]
-    namespace: String,
-    /// Track name.
-    #[arg(long)]
-    track: String,
+    #[command(flatten)]
+    at: TrackArgs,
     /// Objects to receive before unsubscribing (default: until PUBLISH_DONE or Ctrl-C).
     #[arg(long)]
     count: Option<u64>,
@@ -55,28 +43,11 @@ struct Args {
     timeout_s: u64,
 }
 
-fn parse_draft(s: &str) -> Result<u8, String> {
-    match s {
-        "16" => Ok(16),
-        "22" => Ok(22),
-        _ => Err(format!("unknown draft {s:?} (16 or 22)")),
-    }
-}
-
-fn resolve(relay: &str) -> anyhow::Result<SocketAddr> {
-    relay
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {relay}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{relay}: no address"))
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let peer = resolve(&args.relay)?;
-    let version = if args.draft == 22 { Version::Draft22 } else { Version::Draft16 };
-    let namespace = parse_namespace(&args.namespace).map_err(|e| anyhow!(e))?;
-    let track = FullTrackName { namespace, name: Bytes::from(args.track.clone()) };
+    let peer = args.at.peer()?;
+    let version = args.at.draft;
+    let track = args.at.full_track_name()?;
     let filter = match args.start {
         Start::NextObject => LocationFilter::NextObject,
         Start::NextGroup => LocationFilter::RelativeStart { groups_back: 0 },
@@ -96,7 +67,12 @@ fn main() -> anyhow::Result<()> {
         }
         Err(e) => return Err(e).context("SUBSCRIBE"),
     };
-    eprintln!("moq-sub: subscribed to {}/{} at {peer} ({})", args.namespace, args.track, version.alpn());
+    eprintln!(
+        "moq-sub: subscribed to {}/{} at {peer} ({})",
+        args.at.namespace,
+        args.at.track,
+        version.alpn()
+    );
 
     let mut stats = SeqStats::default();
     let mut objects: u64 = 0;

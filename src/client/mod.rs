@@ -4,10 +4,11 @@
 //! that drives one or many connections from one thread; [`moqt`] runs a MoQT session over it
 //! with the same sans-IO `Session` and quiche glue as the server. [`publisher`] and
 //! [`subscriber`] are MoQT endpoints: sans-IO state machines over a `Session`
-//! ([`PublisherCore`], [`SubscriberCore`]) with a thin QUIC driver each ([`Publisher`],
+//! ([`PublisherCore`], [`SubscriberCore`]) with one thin QUIC driver ([`Driven`]: [`Publisher`],
 //! [`Subscriber`]); [`fleet`] drives many of them from one thread; [`stamp`] makes and reads
 //! the sequence-numbered, time-stamped payloads of `moq-pub` and `moq-sub`.
 
+pub mod cli;
 pub mod codes;
 pub mod fleet;
 pub mod moqt;
@@ -17,7 +18,7 @@ pub mod stamp;
 pub mod subscriber;
 
 pub use fleet::{Endpoint, Fleet};
-pub use moqt::{MoqtClient, Origin, RequestState, SessionCore};
+pub use moqt::{Driven, MoqtClient, Origin, RequestState, SessionCore};
 pub use publisher::{Delivery, Ended, Publisher, PublisherCore};
 pub use quic::{drive_many, raw_exchange, ClientError, Exchange, QuicConn};
 pub use subscriber::{DoneInfo, Received, Subscriber, SubscriberCore, Subscription};

@@ -242,3 +242,69 @@ impl MoqtClient {
         }
     }
 }
+
+/// A [`SessionCore`] on its own QUIC connection: [`super::Publisher`] and
+/// [`super::Subscriber`] are this with their cores. What the core queues is handed to QUIC
+/// whenever the connection is driven ([`Driven::pump`], or any waiting method).
+pub struct Driven<C> {
+    pub(super) client: MoqtClient,
+    pub(super) core: C,
+}
+
+impl<C: SessionCore + Default> Driven<C> {
+    /// A new core on an established MoQT session.
+    pub fn new(client: MoqtClient) -> Self {
+        Driven { client, core: C::default() }
+    }
+
+    /// Connects to `peer` (QUIC handshake and SETUP) with the ALPN of `version`.
+    pub fn connect(
+        peer: std::net::SocketAddr,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<Self, ClientError> {
+        Ok(Self::new(MoqtClient::connect(peer, version, SetupOptions::default(), deadline)?))
+    }
+}
+
+impl<C: SessionCore> Driven<C> {
+    pub fn core(&self) -> &C {
+        &self.core
+    }
+
+    pub fn core_mut(&mut self) -> &mut C {
+        &mut self.core
+    }
+
+    pub fn client_mut(&mut self) -> &mut MoqtClient {
+        &mut self.client
+    }
+
+    /// Serves the connection until `deadline`.
+    pub fn pump(&mut self, deadline: Instant) -> Result<(), ClientError> {
+        match self.pump_until(deadline, |_| false) {
+            Err(ClientError::Deadline) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Serves the connection until `cond` holds ([`ClientError::Deadline`] if it does not by
+    /// `deadline`).
+    pub fn pump_until(
+        &mut self,
+        deadline: Instant,
+        mut cond: impl FnMut(&C) -> bool,
+    ) -> Result<(), ClientError> {
+        self.client.drive_core(&mut self.core, deadline, |core, _| Ok(cond(core)))
+    }
+
+    /// Hands what the core queued to QUIC and sends it, without waiting.
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        self.client.flush_core(&mut self.core)
+    }
+
+    /// Closes the connection (CONNECTION_CLOSE, no wait).
+    pub fn close(&mut self) -> Result<(), ClientError> {
+        self.client.close()
+    }
+}

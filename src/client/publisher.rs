@@ -35,12 +35,12 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::codes::{request_error, reset};
-use super::moqt::{MoqtClient, Origin, RequestState, SessionCore};
+use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::quic::ClientError;
 use crate::session::{Event, Session, SessionError};
 use crate::wire::model::{
     DatagramHeader, FullTrackName, Location, LocationFilter, Message, ObjectStatus, Parameters, Properties,
-    Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate, SetupOptions,
+    Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
     SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use crate::wire::Version;
@@ -625,39 +625,10 @@ impl SessionCore for PublisherCore {
 
 /// A [`PublisherCore`] on its own QUIC connection. Sending methods queue the data and hand
 /// it to QUIC at once; requests from the peer are served whenever the connection is driven
-/// ([`Publisher::pump`], or any waiting method).
-pub struct Publisher {
-    client: MoqtClient,
-    core: PublisherCore,
-}
+/// ([`Driven::pump`], or any waiting method).
+pub type Publisher = Driven<PublisherCore>;
 
-impl Publisher {
-    /// A publisher on an established MoQT session.
-    pub fn new(client: MoqtClient) -> Self {
-        Publisher { client, core: PublisherCore::new() }
-    }
-
-    /// Connects to `peer` (QUIC handshake and SETUP) with the ALPN of `version`.
-    pub fn connect(
-        peer: std::net::SocketAddr,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<Self, ClientError> {
-        Ok(Self::new(MoqtClient::connect(peer, version, SetupOptions::default(), deadline)?))
-    }
-
-    pub fn core(&self) -> &PublisherCore {
-        &self.core
-    }
-
-    pub fn core_mut(&mut self) -> &mut PublisherCore {
-        &mut self.core
-    }
-
-    pub fn client_mut(&mut self) -> &mut MoqtClient {
-        &mut self.client
-    }
-
+impl Driven<PublisherCore> {
     /// Makes `track` known: SUBSCRIBEs for it are accepted.
     pub fn add_track(&mut self, track: FullTrackName) {
         self.core.add_track(track);
@@ -759,33 +730,5 @@ impl Publisher {
         let n = self.core.done(self.client.session_mut(), track, status, reason)?;
         self.flush()?;
         Ok(n)
-    }
-
-    /// Hands what is queued to QUIC and sends it, serving what arrived meanwhile.
-    pub fn flush(&mut self) -> Result<(), ClientError> {
-        self.client.flush_core(&mut self.core)
-    }
-
-    /// Serves the connection (requests, ACKs, flow control) until `deadline`.
-    pub fn pump(&mut self, deadline: Instant) -> Result<(), ClientError> {
-        match self.pump_until(deadline, |_| false) {
-            Err(ClientError::Deadline) => Ok(()),
-            other => other,
-        }
-    }
-
-    /// Serves the connection until `cond` holds ([`ClientError::Deadline`] if it does not by
-    /// `deadline`).
-    pub fn pump_until(
-        &mut self,
-        deadline: Instant,
-        mut cond: impl FnMut(&PublisherCore) -> bool,
-    ) -> Result<(), ClientError> {
-        self.client.drive_core(&mut self.core, deadline, |core, _| Ok(cond(core)))
-    }
-
-    /// Closes the connection (CONNECTION_CLOSE, no wait).
-    pub fn close(&mut self) -> Result<(), ClientError> {
-        self.client.close()
     }
 }

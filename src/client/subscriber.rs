@@ -26,13 +26,13 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::codes::request_error;
-use super::moqt::{MoqtClient, Origin, RequestState, SessionCore};
+use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::publisher::refuse;
 use super::quic::ClientError;
 use crate::session::{DataObject, Event, Session, SessionError};
 use crate::wire::model::{
     FullTrackName, Location, LocationFilter, Message, ObjectStatus, Parameters, PublishOk, RequestId,
-    RequestOk, RequestUpdate, SetupOptions, SubgroupId, Subscribe, TrackAlias, TrackNamespace,
+    RequestOk, RequestUpdate, SubgroupId, Subscribe, TrackAlias, TrackNamespace,
 };
 use crate::wire::Version;
 
@@ -434,38 +434,9 @@ impl SessionCore for SubscriberCore {
 // ---------------------------------------------------------------------------------------------
 
 /// A [`SubscriberCore`] on its own QUIC connection.
-pub struct Subscriber {
-    client: MoqtClient,
-    core: SubscriberCore,
-}
+pub type Subscriber = Driven<SubscriberCore>;
 
-impl Subscriber {
-    /// A subscriber on an established MoQT session.
-    pub fn new(client: MoqtClient) -> Self {
-        Subscriber { client, core: SubscriberCore::new() }
-    }
-
-    /// Connects to `peer` (QUIC handshake and SETUP) with the ALPN of `version`.
-    pub fn connect(
-        peer: std::net::SocketAddr,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<Self, ClientError> {
-        Ok(Self::new(MoqtClient::connect(peer, version, SetupOptions::default(), deadline)?))
-    }
-
-    pub fn core(&self) -> &SubscriberCore {
-        &self.core
-    }
-
-    pub fn core_mut(&mut self) -> &mut SubscriberCore {
-        &mut self.core
-    }
-
-    pub fn client_mut(&mut self) -> &mut MoqtClient {
-        &mut self.client
-    }
-
+impl Driven<SubscriberCore> {
     /// SUBSCRIBE (FORWARD=1, `filter`), waiting for the answer: SUBSCRIBE_OK gives the
     /// Request ID, REQUEST_ERROR is [`ClientError::Refused`] with its code.
     pub fn subscribe(
@@ -484,7 +455,7 @@ impl Subscriber {
     /// [`SubscriberCore::unsubscribe`], sent at once.
     pub fn unsubscribe(&mut self, request_id: RequestId) -> Result<(), ClientError> {
         self.core.unsubscribe(self.client.session_mut(), request_id)?;
-        self.client.flush_core(&mut self.core)
+        self.flush()
     }
 
     /// The objects of subscription `request_id` so far.
@@ -495,28 +466,5 @@ impl Subscriber {
     /// Takes the objects of subscription `request_id` received so far.
     pub fn take_received(&mut self, request_id: RequestId) -> Vec<Received> {
         self.core.take_received(request_id)
-    }
-
-    /// Serves the connection until `deadline`.
-    pub fn pump(&mut self, deadline: Instant) -> Result<(), ClientError> {
-        match self.pump_until(deadline, |_| false) {
-            Err(ClientError::Deadline) => Ok(()),
-            other => other,
-        }
-    }
-
-    /// Serves the connection until `cond` holds ([`ClientError::Deadline`] if it does not by
-    /// `deadline`).
-    pub fn pump_until(
-        &mut self,
-        deadline: Instant,
-        mut cond: impl FnMut(&SubscriberCore) -> bool,
-    ) -> Result<(), ClientError> {
-        self.client.drive_core(&mut self.core, deadline, |core, _| Ok(cond(core)))
-    }
-
-    /// Closes the connection (CONNECTION_CLOSE, no wait).
-    pub fn close(&mut self) -> Result<(), ClientError> {
-        self.client.close()
     }
 }

@@ -1,0 +1,54 @@
+//! What `moq-pub` and `moq-sub` share on their command lines: the relay, the draft and the
+//! track.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use anyhow::{anyhow, Context};
+use bytes::Bytes;
+
+use super::stamp::parse_namespace;
+use crate::wire::model::FullTrackName;
+use crate::wire::Version;
+
+/// `--relay`, `--draft`, `--namespace`, `--track`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrackArgs {
+    /// Relay address (host:port, UDP).
+    #[arg(long, default_value = "127.0.0.1:4443")]
+    pub relay: String,
+    /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
+    #[arg(long, default_value = "16", value_parser = parse_draft)]
+    pub draft: Version,
+    /// Track namespace, fields separated by '/' (for example live/room1).
+    #[arg(long)]
+    pub namespace: String,
+    /// Track name.
+    #[arg(long)]
+    pub track: String,
+}
+
+fn parse_draft(s: &str) -> Result<Version, String> {
+    match s {
+        "16" => Ok(Version::Draft16),
+        "22" => Ok(Version::Draft22),
+        _ => Err(format!("unknown draft {s:?} (16 or 22)")),
+    }
+}
+
+impl TrackArgs {
+    /// The relay's first address.
+    pub fn peer(&self) -> anyhow::Result<SocketAddr> {
+        let relay = &self.relay;
+        relay
+            .to_socket_addrs()
+            .with_context(|| format!("resolving {relay}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{relay}: no address"))
+    }
+
+    /// The full track name.
+    pub fn full_track_name(&self) -> anyhow::Result<FullTrackName> {
+        let namespace = parse_namespace(&self.namespace).map_err(|e| anyhow!(e))?;
+        Ok(FullTrackName { namespace, name: Bytes::from(self.track.clone()) })
+    }
+}
