@@ -2,7 +2,7 @@
 CARGO ?= cargo
 ARGS ?=
 
-.PHONY: run test deps fmt bench fuzz-build
+.PHONY: run test deps fmt bench bench-wire fuzz-build
 
 deps:
 	@./.ci/install-deps
@@ -22,9 +22,15 @@ test: deps
 fmt:
 	$(CARGO) fmt --all
 
-## Criterion micro-benchmarks of the wire codec (see bench/README.md).
+## Start the relay and run the default moq-bench fan-out against it (see bench/README.md).
+## Another scenario: make bench BENCH_ARGS="churn --subscribers 50".
 bench: deps
+	bench/run.sh $(BENCH_ARGS)
+
+## Criterion micro-benchmarks of the wire codec and the QUIC bulk transfer.
+bench-wire: deps
 	$(CARGO) bench --bench wire
+	$(CARGO) bench --bench bulk
 
 ## Build the cargo-fuzz targets (needs nightly and cargo-fuzz; see fuzz/README.md).
 fuzz-build:

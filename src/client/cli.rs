@@ -13,7 +13,7 @@ use crate::wire::Version;
 /// `--relay`, `--draft`, `--namespace`, `--track`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrackArgs {
-    /// Relay address (host:port, UDP).
+    /// Relay address: host:port or moqt://host:port (UDP).
     #[arg(long, default_value = "127.0.0.1:4443")]
     pub relay: String,
     /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
@@ -27,7 +27,8 @@ pub struct TrackArgs {
     pub track: String,
 }
 
-fn parse_draft(s: &str) -> Result<Version, String> {
+/// Parses `16` or `22`.
+pub fn parse_draft(s: &str) -> Result<Version, String> {
     match s {
         "16" => Ok(Version::Draft16),
         "22" => Ok(Version::Draft22),
@@ -35,20 +36,40 @@ fn parse_draft(s: &str) -> Result<Version, String> {
     }
 }
 
+/// The first address of a relay given as `host:port` or `moqt://host:port[/path]`.
+pub fn resolve_relay(relay: &str) -> anyhow::Result<SocketAddr> {
+    let authority = relay.strip_prefix("moqt://").unwrap_or(relay);
+    let authority = authority.split('/').next().unwrap_or(authority);
+    authority
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {relay}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{relay}: no address"))
+}
+
 impl TrackArgs {
     /// The relay's first address.
     pub fn peer(&self) -> anyhow::Result<SocketAddr> {
-        let relay = &self.relay;
-        relay
-            .to_socket_addrs()
-            .with_context(|| format!("resolving {relay}"))?
-            .next()
-            .ok_or_else(|| anyhow!("{relay}: no address"))
+        resolve_relay(&self.relay)
     }
 
     /// The full track name.
     pub fn full_track_name(&self) -> anyhow::Result<FullTrackName> {
         let namespace = parse_namespace(&self.namespace).map_err(|e| anyhow!(e))?;
         Ok(FullTrackName { namespace, name: Bytes::from(self.track.clone()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_urls_and_addresses() {
+        let want: SocketAddr = "127.0.0.1:4443".parse().unwrap_or_else(|_| unreachable!());
+        for text in ["127.0.0.1:4443", "moqt://127.0.0.1:4443", "moqt://127.0.0.1:4443/edge"] {
+            assert_eq!(resolve_relay(text).ok(), Some(want), "{text}");
+        }
+        assert!(resolve_relay("moqt://127.0.0.1").is_err());
     }
 }

@@ -122,7 +122,21 @@ impl<C: SessionCore> Fleet<C> {
 
     /// Serves every connection until `deadline`.
     pub fn pump(&mut self, deadline: Instant) -> Result<(), ClientError> {
-        match self.drive(deadline, |_, _, _| Ok(false)) {
+        self.pump_with(deadline, |_, _| {})
+    }
+
+    /// Serves every connection until `deadline`, calling `on_io(i, core)` after each round
+    /// of I/O and events of member `i` (to take what it received as it arrives).
+    pub fn pump_with(
+        &mut self,
+        deadline: Instant,
+        mut on_io: impl FnMut(usize, &mut C),
+    ) -> Result<(), ClientError> {
+        let step = |i, core: &mut C, _: &mut Session| {
+            on_io(i, core);
+            Ok(false)
+        };
+        match self.drive(deadline, step) {
             Err(ClientError::Deadline) => Ok(()),
             other => other,
         }

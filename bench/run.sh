@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make bench`: builds the relay and moq-bench (release), starts the relay on the loopback,
+# runs one moq-bench scenario against it and prints moq-bench's table. The relay runs on
+# RELAY_CORES cores (pinned by the relay to CPUs 0..RELAY_CORES-1); moq-bench runs on the
+# CPUs listed in GEN_CPUS (default: the CPUs after the relay's, or CPU 0 on a 1-CPU machine).
+#
+#   bench/run.sh                                   # the default fan-out below
+#   bench/run.sh churn --subscribers 50 --hold-ms 500
+#   RELAY_CORES=2 bench/run.sh fanout --tracks 8 --publishers 2 --subscribers 25 --threads 2
+#
+# Arguments after the scenario are moq-bench's (see `moq-bench <scenario> --help`); --relay and
+# --relay-pid are added here. BIN=dir uses prebuilt binaries from dir instead of building.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RELAY_CORES=${RELAY_CORES:-1}
+PORT=${PORT:-4478}
+NCPU=$(nproc)
+if [[ -z ${GEN_CPUS:-} ]]; then
+    if ((NCPU > RELAY_CORES)); then GEN_CPUS="${RELAY_CORES}-$((NCPU - 1))"; else GEN_CPUS=0; fi
+fi
+if [[ -z ${BIN:-} ]]; then
+    cargo build --release --bin moq-edge --bin moq-bench
+    BIN=target/release
+fi
+if (($# == 0)); then
+    # The issue-6 target scenario: one publisher, 100 subscribers, 1200-byte objects.
+    set -- fanout --subscribers 100 --object-size 1200 --rate 300 --duration 10 --warmup 2
+fi
+scenario=$1
+shift
+
+"$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$RELAY_CORES" >/tmp/moq-bench-relay.log 2>&1 &
+relay=$!
+trap 'kill $relay 2>/dev/null || true; wait $relay 2>/dev/null || true' EXIT
+sleep 1
+if ! kill -0 $relay 2>/dev/null; then
+    echo "bench/run.sh: the relay did not start; its log:" >&2
+    cat /tmp/moq-bench-relay.log >&2
+    exit 2
+fi
+echo "relay pid $relay on $RELAY_CORES core(s), moq-bench on CPUs $GEN_CPUS" >&2
+taskset -c "$GEN_CPUS" "$BIN/moq-bench" "$scenario" --relay "moqt://127.0.0.1:$PORT" --relay-pid $relay "$@"

@@ -1,0 +1,248 @@
+//! moq-bench against the relay (in this process, 2 cores, loopback): each scenario runs end to
+//! end, its integrity figures are exact for a relay that loses nothing, and the JSON carries
+//! the keys scripts rely on. Behaviour only: no figure of speed is asserted.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moq_edge::relay::RelayConfig;
+use moq_edge::runtime::relay_host::RelayFactory;
+use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
+use moq_edge::session::SessionConfig;
+use serde_json::Value;
+
+fn relay() -> ServerHandle {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    rc.pin = false;
+    let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
+    runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[9; 32]))).unwrap()
+}
+
+fn json_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("moq-bench-test-{}-{name}.json", std::process::id()))
+}
+
+/// Runs moq-bench with `args` against `relay`; returns (exit code, stdout, the JSON).
+fn bench(relay: &ServerHandle, name: &str, args: &[&str]) -> (i32, String, Value) {
+    let json = json_path(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_moq-bench"))
+        .args(args)
+        .args(["--relay", &format!("moqt://{}", relay.local_addr())])
+        .args(["--quiet", "--timeout-s", "20", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let value = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_else(|_| panic!("no JSON from {args:?}; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    let _ = std::fs::remove_file(&json);
+    (out.status.code().unwrap_or(-1), stdout, value)
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn fanout_counts_every_object_in_both_drafts() {
+    let relay = relay();
+    for draft in ["16", "22"] {
+        // 3 tracks from 2 publishers, 4 subscribers each, 100 objects/s: 1.0 s warm-up and
+        // 1.0 s measured, so each subscription is accountable for objects 100..200.
+        let (code, stdout, v) = bench(
+            &relay,
+            &format!("fanout-{draft}"),
+            &[
+                "fanout",
+                "--draft",
+                draft,
+                "--publishers",
+                "2",
+                "--tracks",
+                "3",
+                "--subscribers",
+                "4",
+                "--rate",
+                "100",
+                "--group-size",
+                "7",
+                "--object-size",
+                "300",
+                "--warmup",
+                "1",
+                "--duration",
+                "1",
+                "--threads",
+                "2",
+                "--relay-pid",
+                &std::process::id().to_string(),
+            ],
+        );
+        assert_eq!(code, 0, "{stdout}");
+        assert!(stdout.contains("=> OK"), "{stdout}");
+        assert_eq!(u(&v, "subscriber_sessions"), 12);
+        assert_eq!(u(&v, "expected"), 12 * 100);
+        assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+        assert_eq!(u(&v, "malformed"), 0);
+        assert_eq!(u(&v, "publisher_objects_sent"), 3 * 200);
+        // By receive time: about one second's worth for 12 subscriptions.
+        let delivered = u(&v, "delivered_objects");
+        assert!((600..=1800).contains(&delivered), "{delivered}");
+        assert_eq!(u(&v, "delivered_bytes"), delivered * 300);
+        let latency = &v["latency_us"];
+        assert_eq!(latency["count"].as_u64(), Some(1200));
+        for key in ["p50", "p90", "p99", "p999", "max"] {
+            assert!(latency[key].as_u64().is_some_and(|x| x > 0), "{key} in {latency}");
+        }
+        assert!(latency["p50"].as_u64() <= latency["max"].as_u64());
+        // The relay is this process: its CPU time and memory were read from /proc.
+        assert!(v["relay_cpu_s"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+        assert!(u(&v, "relay_rss_max_bytes") > 0);
+        assert_eq!(v["draft"].as_str(), Some(if draft == "16" { "moqt-16" } else { "moqt-22" }));
+    }
+    relay.shutdown().unwrap();
+}
+
+#[test]
+fn many_tracks_datagrams_and_late_join() {
+    let relay = relay();
+    // Every subscriber takes all 4 tracks.
+    let (code, stdout, v) = bench(
+        &relay,
+        "tracks",
+        &[
+            "tracks",
+            "--tracks",
+            "4",
+            "--subscribers",
+            "3",
+            "--rate",
+            "50",
+            "--warmup",
+            "0.5",
+            "--duration",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(u(&v, "subscriber_sessions"), 3);
+    assert_eq!(u(&v, "expected"), 3 * 4 * 50);
+    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+
+    // Datagrams: losses would be allowed, but a loopback relay loses none of these few.
+    let (code, stdout, v) = bench(
+        &relay,
+        "datagrams",
+        &[
+            "fanout",
+            "--draft",
+            "22",
+            "--datagrams",
+            "--subscribers",
+            "3",
+            "--rate",
+            "50",
+            "--warmup",
+            "0.5",
+            "--duration",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("datagrams"));
+    assert_eq!(v["datagrams"].as_bool(), Some(true));
+    assert_eq!(u(&v, "duplicated"), 0);
+
+    // Late joiners: 6 subscribers join during the window; each gets objects from its join on
+    // (counted between its first and last object) and a join time.
+    let (code, stdout, v) = bench(
+        &relay,
+        "late-join",
+        &[
+            "late-join",
+            "--subscribers",
+            "6",
+            "--rate",
+            "50",
+            "--group-size",
+            "10",
+            "--warmup",
+            "0.5",
+            "--duration",
+            "2",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(u(&v, "joins"), 6);
+    assert_eq!(v["join_us"]["count"].as_u64(), Some(6), "{v}");
+    assert_eq!(v["subscribe_ok_us"]["count"].as_u64(), Some(6));
+    assert!(u(&v, "expected") > 0);
+    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    // Without a cache a joiner starts at the next object: it misses the rest of the group
+    // in progress (at most group size - 1 objects each).
+    assert!(u(&v, "missed_in_group") <= 6 * 9);
+    relay.shutdown().unwrap();
+}
+
+#[test]
+fn churn_reconnects_in_waves() {
+    let relay = relay();
+    let (code, stdout, v) = bench(
+        &relay,
+        "churn",
+        &[
+            "churn",
+            "--draft",
+            "22",
+            "--subscribers",
+            "4",
+            "--threads",
+            "2",
+            "--rate",
+            "50",
+            "--hold-ms",
+            "300",
+            "--warmup",
+            "0.2",
+            "--duration",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    // Waves of 2 per thread, each lasting at least 300 ms, over 1.2 s: several waves.
+    let sessions = u(&v, "sessions_opened");
+    assert!(sessions >= 8 && sessions % 2 == 0, "{sessions}");
+    assert_eq!(u(&v, "joins"), sessions);
+    assert_eq!(v["subscribe_ok_us"]["count"].as_u64(), Some(sessions), "{v}");
+    assert_eq!(u(&v, "subscribe_errors"), 0);
+    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    relay.shutdown().unwrap();
+}
+
+#[test]
+fn bad_arguments_and_unreachable_relays_fail_with_status_2() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_moq-bench")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["fanout", "--publishers", "3", "--tracks", "2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--publishers"), "{err}");
+    let (code, err) = run(&["fanout", "--object-size", "8"]);
+    assert_eq!(code, Some(2), "{err}");
+    // Nobody listens there: the connection attempt times out.
+    let (code, err) = run(&["fanout", "--relay", "moqt://127.0.0.1:9", "--timeout-s", "1", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (_, help) = {
+        let out = Command::new(env!("CARGO_BIN_EXE_moq-bench")).args(["fanout", "--help"]).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    for flag in ["--relay", "--draft", "--subscribers", "--object-size", "--rate", "--relay-pid", "--json"] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}
