@@ -21,7 +21,7 @@ use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
 use super::mesh::{Doorbell, MeshEndpoint};
 use super::retry::RetryTokens;
 use super::stats::{ShardReport, ShardStats};
-use super::udp::{self, RecvBatch, MAX_GSO_SEGMENTS};
+use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
 use crate::wire::Version;
 
@@ -44,6 +44,9 @@ const RECV_BUDGET: usize = 256;
 const MESH_BUDGET: usize = 256;
 /// Largest QUIC packet we write (fits a 1500-byte MTU path with IPv6 and UDP headers).
 const MAX_DATAGRAM: usize = 1452;
+/// Trains are sent once this many bytes are queued (or [`udp::SEND_BATCH`] trains, or the
+/// turn's connections are all written). The buffer holds one more whole train beyond it.
+const BATCH_FLUSH_BYTES: usize = 256 * 1024;
 /// A packet whose release time is this close is sent now.
 const PACING_GRANULARITY: Duration = Duration::from_millis(1);
 
@@ -95,7 +98,8 @@ pub struct Shard {
     gso: bool,
     stats: Arc<[ShardStats]>,
     recv: RecvBatch,
-    send_buf: Vec<u8>,
+    /// This turn's outgoing trains, all connections together.
+    batch: SendBatch,
     shutdown: Arc<AtomicBool>,
     drain_timeout: Duration,
 }
@@ -153,7 +157,7 @@ impl Shard {
             gso: rc.gso,
             stats: parts.stats,
             recv: RecvBatch::new(),
-            send_buf: vec![0u8; MAX_GSO_SEGMENTS * MAX_DATAGRAM],
+            batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
             shutdown: parts.shutdown,
             drain_timeout: rc.drain_timeout,
         })
@@ -531,6 +535,7 @@ impl Shard {
         for &idx in &dirty {
             self.service(idx, now).await;
         }
+        self.send_batch().await;
         // Reuse the buffer, keeping anything marked while servicing.
         dirty.clear();
         dirty.append(&mut self.dirty);
@@ -597,16 +602,25 @@ impl Shard {
 
     /// Writes everything quiche has for connection `idx` as GSO trains: up to 64 datagrams of
     /// one size (the last may be shorter) to one destination, at most `send_quantum` bytes.
+    /// The trains join the turn's [`SendBatch`], sent when it fills and after the turn's
+    /// connections are written ([`Shard::send_batch`]).
     ///
-    /// Pacing (`SendInfo.at`) is honoured per train: a train is sent when built, and when its
+    /// Pacing (`SendInfo.at`) is honoured per train: a train is queued when built, and when its
     /// last packet's release time is still ahead, the connection sends nothing more until then
     /// (its timer covers `paced_until`). Release times never decrease, so the next packet is
     /// never sent before the last one's time.
     async fn flush(&mut self, idx: usize, now: Instant) {
-        // Bytes at the front of `send_buf` that start the next train (a packet that could not
-        // join the previous one), with its destination.
+        // A packet that could not join the previous train starts the next one; it already
+        // lies at the batch's end: (its length, its destination).
         let mut carried: Option<(usize, SocketAddr)> = None;
         loop {
+            if self.batch.is_full() || self.batch.end() > BATCH_FLUSH_BYTES {
+                let end = self.batch.end();
+                self.send_batch().await;
+                if let Some((n, _)) = carried {
+                    self.batch.buf.copy_within(end..end + n, 0);
+                }
+            }
             let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
             if conn.paced_until.is_some_and(|p| p > now) && carried.is_none() {
                 return;
@@ -616,8 +630,10 @@ impl Shard {
             } else {
                 MAX_DATAGRAM
             };
-            // Without GSO every datagram is its own send.
+            // Without GSO every datagram is its own train.
             let max_segments = if self.gso { MAX_GSO_SEGMENTS } else { 1 };
+            let start = self.batch.end();
+            let buf = &mut self.batch.buf;
             let (mut len, mut to) = match carried.take() {
                 Some((n, to)) => (n, Some(to)),
                 None => (0, None),
@@ -626,8 +642,9 @@ impl Shard {
             let mut segments = usize::from(len > 0);
             let mut last_at = None;
             let mut finished = false;
-            while segments < max_segments && len < limit && len + MAX_DATAGRAM <= self.send_buf.len() {
-                match conn.quic.send(&mut self.send_buf[len..len + MAX_DATAGRAM]) {
+            while segments < max_segments && len < limit && start + len + MAX_DATAGRAM <= buf.len() {
+                let at = start + len;
+                match conn.quic.send(&mut buf[at..at + MAX_DATAGRAM]) {
                     Ok((n, info)) => {
                         last_at = Some(info.at);
                         if to.is_none() {
@@ -658,58 +675,79 @@ impl Shard {
             if let Some(at) = last_at.filter(|at| *at > now + PACING_GRANULARITY) {
                 conn.paced_until = Some(at);
             }
-            let Some(dest) = to else { return };
+            let Some(to) = to else { return };
             if len > 0 {
-                self.write_train(len, segment, dest).await;
+                self.batch.push(Train { start, len, segment, to });
             }
-            match carried {
-                Some((n, _)) => self.send_buf.copy_within(len..len + n, 0),
-                None if finished => return,
-                None => {}
+            if carried.is_none() && finished {
+                return;
             }
         }
     }
 
-    /// Sends `send_buf[..len]` to `to` as one GSO train of `segment`-byte datagrams.
-    async fn write_train(&mut self, len: usize, segment: usize, to: SocketAddr) {
-        let segment = segment.max(1);
-        let datagrams = len.div_ceil(segment) as u64;
-        loop {
-            match udp::send(self.fd, to, &self.send_buf[..len], segment, self.gso) {
-                Ok(_) => {
+    /// Sends the batch's trains, `SEND_BATCH` per `sendmmsg`, and empties it.
+    async fn send_batch(&mut self) {
+        let count = self.batch.trains().len();
+        let mut i = 0;
+        while i < count {
+            match self.batch.send(self.fd, i, self.gso) {
+                Ok(n) if n > 0 => {
                     let stats = &self.stats[self.id.index()];
-                    ShardStats::add(&stats.datagrams_out, datagrams);
-                    ShardStats::add(&stats.bytes_out, len as u64);
-                    if self.gso && datagrams > 1 {
-                        ShardStats::add(&stats.gso_sends, 1);
+                    for t in &self.batch.trains()[i..i + n] {
+                        let datagrams = t.datagrams();
+                        ShardStats::add(&stats.datagrams_out, datagrams);
+                        ShardStats::add(&stats.bytes_out, t.len as u64);
+                        if self.gso && datagrams > 1 {
+                            ShardStats::add(&stats.gso_sends, 1);
+                        }
                     }
-                    return;
+                    i += n;
                 }
-                Err(e) if self.gso && datagrams > 1 && udp::is_gso_unsupported(&e) => {
+                Err(e) if self.gso && udp::is_gso_unsupported(&e) => {
                     warn!(shard = self.id.0, error = %e, "kernel refused UDP_SEGMENT; sending without GSO");
                     self.gso = false;
+                    // The trains already built go out datagram by datagram.
+                    for t in self.batch.trains()[i..].to_vec() {
+                        self.send_slowly(t).await;
+                    }
+                    break;
+                }
+                Ok(_) => {
+                    let t = self.batch.trains()[i];
+                    self.send_slowly(t).await;
+                    i += 1;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    // Socket buffer full: send segment by segment through glommio, which awaits
-                    // writability, instead of spinning.
-                    let mut off = 0;
-                    while off < len {
-                        let end = (off + segment).min(len);
-                        let chunk = self.send_buf[off..end].to_vec();
-                        if self.socket.send_to(&chunk, to).await.is_ok() {
-                            ShardStats::add(&self.stats[self.id.index()].datagrams_out, 1);
-                            ShardStats::add(&self.stats[self.id.index()].bytes_out, chunk.len() as u64);
-                        }
-                        off = end;
-                    }
-                    return;
+                    let t = self.batch.trains()[i];
+                    self.send_slowly(t).await;
+                    i += 1;
                 }
                 Err(e) => {
-                    debug!(error = %e, "sendmsg");
-                    ShardStats::add(&self.stats[self.id.index()].dropped, datagrams);
-                    return;
+                    debug!(error = %e, "sendmmsg");
+                    ShardStats::add(&self.stats[self.id.index()].dropped, self.batch.trains()[i].datagrams());
+                    i += 1;
                 }
             }
+        }
+        self.batch.clear();
+    }
+
+    /// Sends one train datagram by datagram through glommio, which awaits writability (the
+    /// socket buffer was full, or GSO was refused) instead of spinning.
+    async fn send_slowly(&mut self, t: Train) {
+        let segment = t.segment.max(1);
+        let mut off = t.start;
+        while off < t.start + t.len {
+            let end = (off + segment).min(t.start + t.len);
+            let chunk = self.batch.buf[off..end].to_vec();
+            match self.socket.send_to(&chunk, t.to).await {
+                Ok(_) => {
+                    ShardStats::add(&self.stats[self.id.index()].datagrams_out, 1);
+                    ShardStats::add(&self.stats[self.id.index()].bytes_out, chunk.len() as u64);
+                }
+                Err(_) => ShardStats::add(&self.stats[self.id.index()].dropped, 1),
+            }
+            off = end;
         }
     }
 
