@@ -95,6 +95,35 @@ fn unknown_alpn_is_refused() -> anyhow::Result<()> {
     shutdown(server, 1)
 }
 
+/// A caller that is behind its schedule calls `drive_many` with deadlines already past, over
+/// and over (moq-bench's publisher at a high object rate). Each call must still read what
+/// arrived and fire timers, or the connection never hears an ACK and stalls.
+#[test]
+fn deadlines_already_past_still_make_progress() -> anyhow::Result<()> {
+    let server = start(config(1))?;
+    let mut conns = vec![QuicConn::connect(server.local_addr(), "moqt-16")?];
+    // Far more than the initial congestion window: it cannot go through without ACKs.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut exchange = Exchange::new(conns[0].next_bidi_stream(), big.clone());
+    let give_up = Instant::now() + Duration::from_secs(10);
+    let mut calls = 0u64;
+    loop {
+        let past = Instant::now() - Duration::from_millis(1);
+        match drive_many(&mut conns, past, |_, c| exchange.progress(c.conn_mut())) {
+            Ok(()) => break,
+            Err(moq_edge::client::ClientError::Deadline) => {}
+            Err(e) => return Err(e.into()),
+        }
+        calls += 1;
+        ensure!(Instant::now() < give_up, "no progress after {calls} calls with past deadlines");
+        // Let the server answer between calls without blocking in the client.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    ensure!(exchange.reply() == big.as_slice(), "wrong echo");
+    conns[0].close()?;
+    shutdown(server, 1)
+}
+
 #[test]
 fn two_hundred_connections_spread_over_two_cores() -> anyhow::Result<()> {
     const CONNS: usize = 200;

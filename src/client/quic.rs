@@ -394,7 +394,8 @@ impl QuicConn {
 /// (datagrams in, timer fired) of a connection that is not done yet; it reads and writes
 /// streams. Finished connections keep being serviced (ACKs, timers) until the call returns.
 /// Fails when a connection that is not done closes (the error carries its index) or when
-/// `deadline` passes.
+/// `deadline` passes; a deadline already past still reads the sockets once (without waiting),
+/// fires due timers and steps what that brought before failing.
 pub fn drive_many<F>(conns: &mut [QuicConn], deadline: Instant, mut step: F) -> Result<(), ClientError>
 where
     F: FnMut(usize, &mut QuicConn) -> Result<bool, ClientError>,
@@ -407,6 +408,7 @@ where
     let mut is_dirty = vec![true; conns.len()];
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut owners: Vec<usize> = Vec::new();
+    let mut expired = false;
     loop {
         for &i in &dirty {
             is_dirty[i] = false;
@@ -426,10 +428,14 @@ where
         if remaining == 0 {
             return Ok(());
         }
-        let now = Instant::now();
-        if now >= deadline {
+        if expired {
             return Err(ClientError::Deadline);
         }
+        let now = Instant::now();
+        // Past the deadline the sockets are still read (without waiting) and the timers fired,
+        // and what that brought is stepped once more: a caller that calls again and again
+        // with deadlines already due (a sender behind its schedule) still receives ACKs.
+        expired = now >= deadline;
         let wake = conns.iter().filter_map(|c| c.conn.timeout_instant()).fold(deadline, Instant::min);
 
         fds.clear();
