@@ -4,7 +4,7 @@
 //! protocol decision; what to do with requests is the [`RequestHandler`]'s business (the
 //! relay, when it exists).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use tracing::debug;
@@ -69,8 +69,10 @@ fn refuse(session: &mut Session, request_id: RequestId) {
 /// what flow control does not take yet.
 #[derive(Debug, Default)]
 pub struct Pump {
-    /// Bytes the session wrote that quiche has not taken yet, per stream, in order.
-    pending: HashMap<u64, VecDeque<(Bytes, bool)>>,
+    /// Bytes the session wrote that quiche has not taken yet, per stream, in order. Streams
+    /// are retried oldest first (lowest ID), so that the streams a peer is waiting on to end
+    /// (and to grant more streams) go first, and new streams open in ID order.
+    pending: BTreeMap<u64, VecDeque<(Bytes, bool)>>,
 }
 
 impl Pump {
@@ -125,7 +127,13 @@ impl Pump {
                 }
             }
         }
+        // Set when a stream type (the two low bits of the ID) hit the peer's stream limit:
+        // every later stream of that type would too, so they are not tried this time.
+        let mut limited = [false; 4];
         self.pending.retain(|&id, queue| {
+            if limited[(id & 3) as usize] {
+                return true;
+            }
             while let Some((data, fin)) = queue.front_mut() {
                 match conn.stream_send(id, data, *fin) {
                     Ok(n) if n == data.len() => {
@@ -135,9 +143,13 @@ impl Pump {
                         let _ = data.split_to(n);
                         return true; // flow control: the rest waits for the next call
                     }
-                    // No credit yet (flow control, or the peer's stream limit for a new
-                    // stream): the bytes wait here, in order, for its MAX_DATA/MAX_STREAMS.
-                    Err(quiche::Error::Done | quiche::Error::StreamLimit) => return true,
+                    // No credit yet: the bytes wait here, in order, for MAX_DATA or
+                    // MAX_STREAM_DATA, or for MAX_STREAMS (the peer's stream limit).
+                    Err(quiche::Error::Done) => return true,
+                    Err(quiche::Error::StreamLimit) => {
+                        limited[(id & 3) as usize] = true;
+                        return true;
+                    }
                     Err(quiche::Error::StreamStopped(code)) => {
                         session.on_stop_sending(id, code);
                         return false;

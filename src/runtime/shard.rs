@@ -6,8 +6,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::io::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -24,6 +27,16 @@ use super::stats::{ShardReport, ShardStats};
 use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
 use crate::wire::Version;
+
+/// A wait kept across turns.
+type Pending<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// What ended a core's wait.
+enum Woke {
+    Socket,
+    Bell((Doorbell, std::io::Result<()>)),
+    Timer,
+}
 
 /// A QUIC datagram handed from the core that received it to the core that owns its connection.
 pub struct Forwarded {
@@ -70,8 +83,14 @@ struct Conn {
 pub struct Shard {
     id: ShardId,
     cores: usize,
-    socket: glommio::net::UdpSocket,
+    socket: Rc<glommio::net::UdpSocket>,
     fd: RawFd,
+    /// The wait for the socket to become readable. It lives across turns: a turn that the
+    /// timer or the doorbell ends leaves it armed instead of cancelling and re-arming it.
+    readable: Option<Pending<()>>,
+    /// The doorbell while no wait on it is armed, and the armed wait (which owns it).
+    doorbell: Option<Doorbell>,
+    ringing: Option<Pending<(Doorbell, std::io::Result<()>)>>,
     local: SocketAddr,
     quic_config: quiche::Config,
     conns: Vec<Option<Conn>>,
@@ -87,7 +106,6 @@ pub struct Shard {
     app_out: ShardOutput,
     app_deadline: Option<Instant>,
     next_gen: u32,
-    doorbell: Doorbell,
     app: Arc<dyn AppFactory>,
     cids: CidGenerator,
     rng: ring::rand::SystemRandom,
@@ -122,7 +140,7 @@ impl Shard {
     pub fn new(rc: &RuntimeConfig, mut parts: ShardParts) -> std::io::Result<Shard> {
         let local = parts.socket.local_addr()?.as_socket().unwrap_or(rc.listen);
         let fd = parts.socket.as_raw_fd();
-        let socket = glommio::net::UdpSocket::from(parts.socket);
+        let socket = Rc::new(glommio::net::UdpSocket::from(parts.socket));
         let read_end =
             parts.mesh.take_doorbell().ok_or_else(|| std::io::Error::other("mesh doorbell already taken"))?;
         let doorbell = Doorbell::new(read_end)?;
@@ -133,6 +151,9 @@ impl Shard {
             cores: rc.cores,
             socket,
             fd,
+            readable: None,
+            doorbell: Some(doorbell),
+            ringing: None,
             local,
             quic_config: parts.quic_config,
             conns: Vec::new(),
@@ -146,7 +167,6 @@ impl Shard {
             app_out: ShardOutput::default(),
             app_deadline: None,
             next_gen: 0,
-            doorbell,
             app: parts.app,
             cids: CidGenerator::new(),
             rng: ring::rand::SystemRandom::new(),
@@ -217,30 +237,56 @@ impl Shard {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mut peek = [0u8; 1];
-        let socket = &self.socket;
-        let doorbell = &mut self.doorbell;
-        let readable = async {
-            // peek_from, not peek: glommio's peek requires a connected socket.
-            let _ = socket.peek_from(&mut peek).await;
-        };
-        let rung = async {
-            // The doorbell's write ends live as long as the server, so an error cannot come
-            // from a peer; should one happen, wait on the socket and timers only.
-            if doorbell.wait().await.is_err() {
-                future::pending::<()>().await;
+        let socket = self.socket.clone();
+        let readable = self.readable.get_or_insert_with(|| {
+            Box::pin(async move {
+                // peek_from, not peek: glommio's peek requires a connected socket.
+                let mut peek = [0u8; 1];
+                let _ = socket.peek_from(&mut peek).await;
+            })
+        });
+        if self.ringing.is_none() {
+            if let Some(mut bell) = self.doorbell.take() {
+                self.ringing = Some(Box::pin(async move {
+                    let rung = bell.wait().await;
+                    (bell, rung)
+                }));
             }
-        };
+        }
+        let ringing = &mut self.ringing;
         let sleep = async {
             match next {
-                Some(at) => {
-                    let d = at.saturating_duration_since(now);
-                    glommio::timer::sleep(d).await;
-                }
+                Some(at) => glommio::timer::sleep(at.saturating_duration_since(now)).await,
                 None => future::pending::<()>().await,
             }
+            Woke::Timer
         };
-        future::or(readable, future::or(rung, sleep)).await;
+        let rung = async {
+            match ringing.as_mut() {
+                Some(f) => Woke::Bell(f.as_mut().await),
+                None => future::pending().await,
+            }
+        };
+        let woke = future::or(
+            async {
+                readable.as_mut().await;
+                Woke::Socket
+            },
+            future::or(rung, sleep),
+        )
+        .await;
+        match woke {
+            Woke::Socket => self.readable = None,
+            Woke::Bell((bell, rung)) => {
+                self.ringing = None;
+                // The doorbell's write ends live as long as the server, so an error cannot
+                // come from a peer; should one happen, wait on the socket and timers only.
+                if rung.is_ok() {
+                    self.doorbell = Some(bell);
+                }
+            }
+            Woke::Timer => {}
+        }
     }
 
     /// Drains the socket (up to the per-turn budget). True when the budget ran out first.
