@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The multi-core run behind bench/README.md's scaling table, for a machine with 16 CPUs:
-# the relay on CPUs 0..k-1 (it pins itself), moq-bench on CPUs 8-15 with 8 subscriber threads.
-#   1. load sweep, relay on 1 core: 1 publisher → 100 subscribers, 1200 B, 250..2000 objects/s
-#   2. core scaling: 8 publishers, 16 tracks, 25 subscribers per track (400 connections),
-#      offered 16 × 2000 objects/s × 400 / 16 ... = 800k objects/s; relay on 1, 2, 4, 8 cores
+# the relay on CPUs 0..k-1 (it pins itself), moq-bench on CPUs 8-15.
+#   1. load sweep, relay on 1 core: 1 publisher → 100 subscribers, 1200 B, 250..4000 objects/s
+#      (25k..400k objects/s delivered), and draft-22 at 1000 objects/s
+#   2. core scaling: 8 publishers, 16 tracks × 4000 objects/s, 25 subscribers per track
+#      (400 connections): 1.6M objects/s (15 Gbit/s) offered; relay on 1, 2, 4, 8 cores
 #   3. 2000 subscriber connections on one relay core (RSS growth)
+# moq-bench uses 7 subscriber threads plus its publisher thread on the 8 generator CPUs.
 # Usage: bench/scale.sh BIN_DIR OUT_DIR   (BIN_DIR holds moq-edge and moq-bench)
 # Writes OUT_DIR/scale.log (every table) and OUT_DIR/results.jsonl (one JSON object per run).
 set -uo pipefail
@@ -40,12 +42,13 @@ run() { # name relay-cores moq-bench-args...
 }
 
 run probe 1 fanout --subscribers 2 --rate 50 --duration 1 --warmup 0.5 || exit 1
-for rate in 250 500 1000 2000; do
-    run "sweep-$rate" 1 fanout --subscribers 100 --rate $rate --threads 8 --duration 5 --warmup 2
+for rate in 250 500 1000 2000 4000; do
+    run "sweep-$rate" 1 fanout --subscribers 100 --rate $rate --threads 7 --duration 5 --warmup 2
 done
+run sweep-d22-1000 1 fanout --draft 22 --subscribers 100 --rate 1000 --threads 7 --duration 5 --warmup 2
 for cores in 1 2 4 8; do
-    run "scale-$cores" $cores fanout --publishers 8 --tracks 16 --subscribers 25 --rate 2000 \
-        --threads 8 --duration 5 --warmup 2
+    run "scale-$cores" $cores fanout --publishers 8 --tracks 16 --subscribers 25 --rate 4000 \
+        --threads 7 --duration 5 --warmup 2
 done
-run sessions-2000 1 fanout --subscribers 2000 --rate 20 --threads 8 --duration 5 --warmup 2
+run sessions-2000 1 fanout --subscribers 2000 --rate 20 --threads 7 --duration 5 --warmup 2
 echo "== done $(date -u)"
