@@ -66,6 +66,11 @@ pub struct Cli {
     #[arg(long, value_name = "MS")]
     pub linger_ms: Option<u64>,
 
+    /// Bytes (in KiB) a subscriber session may have queued beyond QUIC flow control before
+    /// its oldest subgroup streams are reset [default: 1024].
+    #[arg(long, value_name = "KIB")]
+    pub max_backlog_kib: Option<u64>,
+
     /// Parse and validate the configuration, print it, and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -85,6 +90,7 @@ struct FileConfig {
     max_connections_per_core: Option<usize>,
     gso: Option<bool>,
     linger_ms: Option<u64>,
+    max_backlog_kib: Option<u64>,
 }
 
 /// Where the TLS identity comes from.
@@ -108,6 +114,8 @@ pub struct Config {
     pub max_connections_per_core: usize,
     pub gso: bool,
     pub linger: Duration,
+    /// Bytes; see `RelayConfig::max_backlog`.
+    pub max_backlog: usize,
 }
 
 impl Config {
@@ -128,7 +136,7 @@ impl Config {
 
     /// The relay's view of this configuration.
     pub fn relay(&self) -> RelayConfig {
-        RelayConfig { linger: self.linger, ..RelayConfig::default() }
+        RelayConfig { linger: self.linger, max_backlog: self.max_backlog, ..RelayConfig::default() }
     }
 }
 
@@ -185,6 +193,10 @@ impl Config {
         if linger_ms > 3_600_000 {
             bail!("config key `linger_ms`: {linger_ms} is more than an hour");
         }
+        let backlog_kib = cli.max_backlog_kib.or(file.max_backlog_kib).unwrap_or(1024);
+        if !(64..=1 << 20).contains(&backlog_kib) {
+            bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
+        }
         Ok(Config {
             listen,
             cores,
@@ -195,6 +207,7 @@ impl Config {
             max_connections_per_core,
             gso,
             linger: Duration::from_millis(linger_ms),
+            max_backlog: backlog_kib as usize * 1024,
         })
     }
 }
@@ -245,6 +258,10 @@ mod tests {
         let c = Config::resolve(&cli(&["--linger-ms", "250"]), 8).expect("linger");
         assert_eq!(c.relay().linger, Duration::from_millis(250));
         assert!(Config::resolve(&cli(&["--linger-ms", "3600001"]), 8).is_err());
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_backlog, 1 << 20);
+        let c = Config::resolve(&cli(&["--max-backlog-kib", "256"]), 8).expect("backlog");
+        assert_eq!(c.relay().max_backlog, 256 * 1024);
+        assert!(Config::resolve(&cli(&["--max-backlog-kib", "63"]), 8).is_err());
     }
 
     #[test]

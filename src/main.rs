@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<()> {
     println!("  alpn       {}", alpns.join(", "));
     println!("  tls        {tls}");
     println!("  linger     {} ms", config.linger.as_millis());
+    println!("  backlog    {} KiB per session", config.max_backlog / 1024);
     if cli.check_config {
         println!("configuration ok");
         return Ok(());

@@ -65,6 +65,9 @@ pub struct RelayConfig {
     pub max_subscriptions_per_session: usize,
     /// Tracks owned by one shard.
     pub max_tracks_per_shard: usize,
+    /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
+    /// subgroup streams are reset (CANCELLED) until half of it remains.
+    pub max_backlog: usize,
 }
 
 impl Default for RelayConfig {
@@ -75,6 +78,7 @@ impl Default for RelayConfig {
             max_namespaces_per_session: 256,
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
+            max_backlog: 1 << 20,
         }
     }
 }

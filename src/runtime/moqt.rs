@@ -73,9 +73,27 @@ pub struct Pump {
     /// are retried oldest first (lowest ID), so that the streams a peer is waiting on to end
     /// (and to grant more streams) go first, and new streams open in ID order.
     pending: BTreeMap<u64, VecDeque<(Bytes, bool)>>,
+    /// Most bytes kept in `pending` (`None`: no limit). Past it the oldest data streams are
+    /// reset until the backlog is at half the limit: a subscriber that cannot keep up loses
+    /// whole subgroup streams (which it sees reset), never objects inside a stream, and its
+    /// memory stays bounded.
+    backlog_limit: Option<usize>,
+    /// Bytes in `pending` after the last write.
+    queued: usize,
+    /// Data streams reset because the backlog was over the limit.
+    shed: u64,
 }
 
+/// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
+/// both drafts (draft-16 §10.4.3, draft-22 §12.5).
+pub const RESET_BACKLOG: u64 = 0x1;
+
 impl Pump {
+    /// A pump whose queue above flow control holds at most `bytes` (see `backlog_limit`).
+    pub fn with_backlog_limit(bytes: usize) -> Self {
+        Pump { backlog_limit: Some(bytes), ..Pump::default() }
+    }
+
     /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
     pub fn read(&mut self, conn: &mut quiche::Connection, session: &mut Session, buf: &mut [u8]) {
         while let Some(id) = conn.stream_readable_next() {
@@ -107,31 +125,15 @@ impl Pump {
     /// Writes the session's transmits into `conn` (what does not fit waits here).
     pub fn write(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
         while let Some(t) = session.poll_transmit() {
-            match t {
-                Transmit::Stream { id, data, fin } => {
-                    self.pending.entry(id).or_default().push_back((data, fin));
-                }
-                Transmit::Reset { id, code } => {
-                    self.pending.remove(&id);
-                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
-                }
-                Transmit::StopSending { id, code } => {
-                    let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
-                }
-                Transmit::Datagram { data } => {
-                    // Best effort by nature: a full queue drops the datagram.
-                    let _ = conn.dgram_send(&data);
-                }
-                Transmit::Close { code, reason } => {
-                    let _ = conn.close(true, code, reason.as_bytes());
-                }
-            }
+            self.pending_transmit(conn, t);
         }
         // Set when a stream type (the two low bits of the ID) hit the peer's stream limit:
         // every later stream of that type would too, so they are not tried this time.
         let mut limited = [false; 4];
+        let mut queued = 0;
         self.pending.retain(|&id, queue| {
             if limited[(id & 3) as usize] {
+                queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
                 return true;
             }
             while let Some((data, fin)) = queue.front_mut() {
@@ -141,13 +143,19 @@ impl Pump {
                     }
                     Ok(n) => {
                         let _ = data.split_to(n);
-                        return true; // flow control: the rest waits for the next call
+                        // Flow control: the rest waits for the next call.
+                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
+                        return true;
                     }
                     // No credit yet: the bytes wait here, in order, for MAX_DATA or
                     // MAX_STREAM_DATA, or for MAX_STREAMS (the peer's stream limit).
-                    Err(quiche::Error::Done) => return true,
+                    Err(quiche::Error::Done) => {
+                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
+                        return true;
+                    }
                     Err(quiche::Error::StreamLimit) => {
                         limited[(id & 3) as usize] = true;
+                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
                         return true;
                     }
                     Err(quiche::Error::StreamStopped(code)) => {
@@ -162,11 +170,75 @@ impl Pump {
             }
             false
         });
+        self.queued = queued;
+        if self.backlog_limit.is_some_and(|limit| queued > limit) {
+            self.shed_oldest(conn, session);
+        }
     }
 
-    /// Bytes waiting for flow control.
+    /// Applies one transmit of the session: stream bytes join their stream's queue, the rest
+    /// goes to quiche at once.
+    fn pending_transmit(&mut self, conn: &mut quiche::Connection, t: Transmit) {
+        match t {
+            Transmit::Stream { id, data, fin } => {
+                self.pending.entry(id).or_default().push_back((data, fin));
+            }
+            Transmit::Reset { id, code } => {
+                if let Some(queue) = self.pending.remove(&id) {
+                    self.queued = self.queued.saturating_sub(queue.iter().map(|(b, _)| b.len()).sum());
+                }
+                let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
+            }
+            Transmit::StopSending { id, code } => {
+                let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
+            }
+            Transmit::Datagram { data } => {
+                // Best effort by nature: a full queue drops the datagram.
+                let _ = conn.dgram_send(&data);
+            }
+            Transmit::Close { code, reason } => {
+                let _ = conn.close(true, code, reason.as_bytes());
+            }
+        }
+    }
+
+    /// Resets the oldest data streams with queued bytes until the backlog is at half its
+    /// limit. The session forgets them (later objects for them are refused there), and quiche
+    /// drops what it still buffered for them.
+    fn shed_oldest(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
+        let target = self.backlog_limit.unwrap_or(0) / 2;
+        let victims: Vec<u64> =
+            self.pending.keys().copied().filter(|&id| session.is_local_data_stream(id)).collect();
+        for id in victims {
+            if self.queued <= target {
+                break;
+            }
+            // Only streams quiche has opened: a stream waiting for MAX_STREAMS would be opened
+            // implicitly by a later one and then never ended. They are the newest anyway.
+            if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_BACKLOG).is_err() {
+                continue;
+            }
+            if let Some(queue) = self.pending.remove(&id) {
+                self.queued -= queue.iter().map(|(b, _)| b.len()).sum::<usize>();
+            }
+            // The session may have finished the stream already: then only quiche knew it.
+            let _ = session.reset_data_stream(id, RESET_BACKLOG);
+            self.shed += 1;
+        }
+        // The session's Reset transmits for these streams: nothing is left to send for them.
+        while let Some(t) = session.poll_transmit() {
+            self.pending_transmit(conn, t);
+        }
+    }
+
+    /// Bytes waiting for flow control (as of the last write).
     pub fn queued_bytes(&self) -> usize {
-        self.pending.values().flatten().map(|(b, _)| b.len()).sum()
+        self.queued
+    }
+
+    /// Data streams reset so far because the backlog was over its limit.
+    pub fn shed_streams(&self) -> u64 {
+        self.shed
     }
 }
 
@@ -245,5 +317,91 @@ impl AppFactory for MoqtFactory {
     fn new_connection(&self, _shard: ShardId, version: Version) -> Box<dyn ConnApp> {
         let session = Session::new(version, Role::Server, self.config.clone(), SetupOptions::default());
         Box::new(MoqtApp::new(session, RefuseRequests))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::runtime::tls::tests::{exchange, handshake};
+    use crate::session::SessionConfig;
+    use crate::wire::model::{
+        ObjectStatus, Properties, SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
+    };
+
+    /// A subscriber that reads nothing: the server's queue grows past QUIC flow control until
+    /// the backlog limit, then its oldest data streams are reset (CANCELLED) and forgotten;
+    /// the control stream is never touched.
+    #[test]
+    fn backlog_over_the_limit_resets_the_oldest_data_streams() {
+        for version in Version::ALL {
+            let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
+            let config = SessionConfig::default();
+            let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
+            let mut ss = Session::new(version, Role::Server, config, SetupOptions::default());
+            let (mut cp, mut sp) = (Pump::default(), Pump::with_backlog_limit(1 << 20));
+            let mut buf = vec![0u8; 65_536];
+            for _ in 0..10 {
+                cp.write(&mut c, &mut cs);
+                sp.write(&mut s, &mut ss);
+                exchange(&mut c, &mut s);
+                cp.read(&mut c, &mut cs, &mut buf);
+                sp.read(&mut s, &mut ss, &mut buf);
+                while cs.poll_event().is_some() {}
+                while ss.poll_event().is_some() {}
+            }
+            assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
+
+            // 24 streams of 1 MB: quiche takes what the client's 16 MB window allows.
+            let payload = Bytes::from(vec![7u8; 64 * 1024]);
+            let mut streams = Vec::new();
+            for group in 0..24 {
+                let header = SubgroupHeader {
+                    track_alias: TrackAlias(1),
+                    group_id: group,
+                    subgroup_id: SubgroupId::Zero,
+                    publisher_priority: Some(128),
+                    has_properties: false,
+                    end_of_group: true,
+                    first_object: false,
+                };
+                let id = ss.open_subgroup(&header).unwrap();
+                for object_id in 0..16 {
+                    let object = SubgroupObject {
+                        object_id,
+                        properties: Properties::new(),
+                        payload_len: payload.len() as u64,
+                        status: ObjectStatus::Normal,
+                    };
+                    ss.send_object(id, &object, payload.clone()).unwrap();
+                }
+                streams.push(id);
+                sp.write(&mut s, &mut ss);
+            }
+            assert!(sp.shed_streams() > 0, "{version:?}: nothing shed");
+            assert!(sp.queued_bytes() <= 1 << 20, "{version:?}: {} bytes queued", sp.queued_bytes());
+            // Shed streams are the oldest of those still queued; the session forgot them.
+            let shed: Vec<u64> =
+                streams.iter().copied().filter(|&id| ss.finish_data_stream(id).is_err()).collect();
+            assert_eq!(shed.len() as u64, sp.shed_streams(), "{version:?}");
+            assert!(shed.windows(2).all(|w| w[0] < w[1]));
+            assert!(!ss.is_local_data_stream(if version == Version::Draft22 { 3 } else { 1 }));
+
+            // The client hears RESET_STREAM with CANCELLED for each of them.
+            exchange(&mut c, &mut s);
+            for &id in &shed {
+                let mut reset = None;
+                loop {
+                    match c.stream_recv(id, &mut buf) {
+                        Ok(_) => continue,
+                        Err(quiche::Error::StreamReset(code)) => reset = Some(code),
+                        Err(_) => {}
+                    }
+                    break;
+                }
+                assert_eq!(reset, Some(RESET_BACKLOG), "{version:?}: stream {id}");
+            }
+        }
     }
 }

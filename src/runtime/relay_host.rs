@@ -80,6 +80,7 @@ impl AppFactory for RelayFactory {
         let relay = RelayShard::new(shard.index(), cores, self.relay.clone(), self.key.clone(), now);
         let host = Host {
             relay,
+            backlog: self.relay.max_backlog,
             session: self.session.clone(),
             pumps: HashMap::new(),
             buf: vec![0u8; 65_536],
@@ -95,6 +96,8 @@ impl AppFactory for RelayFactory {
 
 struct Host {
     relay: RelayShard,
+    /// Bytes a session may queue beyond QUIC flow control (see `Pump::with_backlog_limit`).
+    backlog: usize,
     session: SessionConfig,
     pumps: HashMap<u64, Pump>,
     /// Receive scratch buffer shared by the core's connections.
@@ -123,7 +126,8 @@ impl ShardApp for RelayHost {
         let mut host = self.0.borrow_mut();
         let session = Session::new(version, Role::Server, host.session.clone(), SetupOptions::default());
         host.relay.add_session(conn.0, session);
-        host.pumps.insert(conn.0, Pump::default());
+        let pump = Pump::with_backlog_limit(host.backlog);
+        host.pumps.insert(conn.0, pump);
         Box::new(RelayConn { key: conn.0, host: self.0.clone() })
     }
 

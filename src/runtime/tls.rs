@@ -321,7 +321,7 @@ fn system_time(t: &Asn1TimeRef) -> Option<SystemTime> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runtime::cid::{CidGenerator, ResetKey, ShardId};
     use crate::runtime::retry::RetryTokens;
@@ -517,7 +517,8 @@ mod tests {
     }
 
     /// Moves packets both ways until neither side has anything to send.
-    fn exchange(client: &mut quiche::Connection, server: &mut quiche::Connection) {
+    /// Moves packets both ways (in memory) until neither side has more to send.
+    pub(crate) fn exchange(client: &mut quiche::Connection, server: &mut quiche::Connection) {
         let mut buf = vec![0u8; 65_535];
         for _ in 0..100 {
             let mut moved = false;
@@ -537,7 +538,8 @@ mod tests {
         }
     }
 
-    fn handshake(
+    /// A client and a server connection, established in memory.
+    pub(crate) fn handshake(
         alpns: &[&str],
         retry: bool,
     ) -> (quiche::Connection, quiche::Connection, Identity, ResetKey) {

@@ -259,6 +259,12 @@ impl Session {
     }
 
     /// The peer asked us to stop sending on stream `id`.
+    /// Whether `id` is a unidirectional stream of ours other than the draft-22 control
+    /// stream, i.e. a data stream we opened (open, or finished and still draining).
+    pub fn is_local_data_stream(&self, id: u64) -> bool {
+        is_uni(id) && id != self.local_control && id & 1 == first_id(self.role, true) & 1
+    }
+
     pub fn on_stop_sending(&mut self, id: u64, code: u64) {
         if self.closed {
             return;
