@@ -3,9 +3,10 @@
 # the relay on CPUs 0..k-1 (it pins itself), moq-bench on CPUs 8-15.
 #   1. load sweep, relay on 1 core: 1 publisher → 100 subscribers, 1200 B, 250..4000 objects/s
 #      (25k..400k objects/s delivered), and draft-22 at 1000 objects/s
-#   2. core scaling: 8 publishers, 16 tracks × 4000 objects/s, 25 subscribers per track
-#      (400 connections): 1.6M objects/s (15 Gbit/s) offered; relay on 1, 2, 4, 8 cores
-#   3. 2000 subscriber connections on one relay core (RSS growth)
+#   2. core scaling, 8 publishers, 16 tracks, 25 subscribers per track (400 connections):
+#      "fit-k": 400·k objects/s per track (160k·k delivered per second, within what k cores
+#      carry); "over-k": 4000 objects/s per track (1.6M/s, 15 Gbit/s offered, overload)
+#   3. 2000 subscriber connections on one relay core (RSS growth); churn; late join
 # moq-bench uses 7 subscriber threads plus its publisher thread on the 8 generator CPUs.
 # Usage: bench/scale.sh BIN_DIR OUT_DIR   (BIN_DIR holds moq-edge and moq-bench)
 # Writes OUT_DIR/scale.log (every table) and OUT_DIR/results.jsonl (one JSON object per run).
@@ -42,13 +43,19 @@ run() { # name relay-cores moq-bench-args...
 }
 
 run probe 1 fanout --subscribers 2 --rate 50 --duration 1 --warmup 0.5 || exit 1
-for rate in 250 500 1000 2000 4000; do
+for rate in 250 500 1000 2000 3000 4000; do
     run "sweep-$rate" 1 fanout --subscribers 100 --rate $rate --threads 7 --duration 5 --warmup 2
 done
 run sweep-d22-1000 1 fanout --draft 22 --subscribers 100 --rate 1000 --threads 7 --duration 5 --warmup 2
 for cores in 1 2 4 8; do
-    run "scale-$cores" $cores fanout --publishers 8 --tracks 16 --subscribers 25 --rate 4000 \
+    run "fit-$cores" $cores fanout --publishers 8 --tracks 16 --subscribers 25 --rate $((400 * cores)) \
+        --threads 7 --duration 5 --warmup 2
+done
+for cores in 1 2 4 8; do
+    run "over-$cores" $cores fanout --publishers 8 --tracks 16 --subscribers 25 --rate 4000 \
         --threads 7 --duration 5 --warmup 2
 done
 run sessions-2000 1 fanout --subscribers 2000 --rate 20 --threads 7 --duration 5 --warmup 2
+run churn 1 churn --subscribers 50 --tracks 2 --publishers 2 --rate 100 --hold-ms 500 --threads 7 --duration 5 --warmup 1
+run late-join 1 late-join --subscribers 100 --rate 100 --threads 7 --duration 5 --warmup 1
 echo "== done $(date -u)"
