@@ -400,7 +400,9 @@ fn report(
     let gbps = t.delivered_bytes as f64 * 8.0 / secs / 1e9;
     let ghz = c.cpu_ghz.or_else(procfs::cpu_ghz);
     let cycles_per_byte = match (relay.window_cpu_s, ghz) {
-        (Some(cpu), Some(ghz)) if t.delivered_bytes > 0 => Some(cpu * ghz * 1e9 / t.delivered_bytes as f64),
+        (Some(cpu), Some(ghz)) if t.delivered_bytes > 0 && cpu > 0.0 => {
+            Some(cpu * ghz * 1e9 / t.delivered_bytes as f64)
+        }
         _ => None,
     };
     let lost_allowed = c.datagrams;
@@ -466,6 +468,9 @@ fn report(
             growth as f64 / 1048576.0
         );
         match cycles_per_byte {
+            _ if relay.window_cpu_s == Some(0.0) => println!(
+                "            cycles per byte: n/a (process {pid} used no CPU in the window: is --relay-pid the relay?)"
+            ),
             Some(cpb) => println!(
                 "            {cpb:.2} cycles per delivered byte (CPU s × {:.2} GHz / bytes); target ≤ 5: {}",
                 ghz.unwrap_or(0.0),
