@@ -4,6 +4,7 @@
 //! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`].
 pub mod client;
 pub mod config;
+pub mod hash;
 pub mod relay;
 pub mod runtime;
 pub mod session;

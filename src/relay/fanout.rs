@@ -5,7 +5,7 @@
 //! first object that passes the subscription's filter; objects are written in the order they
 //! arrive, payloads shared, never copied.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 
 use bytes::Bytes;
 use tracing::debug;
@@ -125,7 +125,7 @@ impl RelayShard {
                     live: false,
                     info: TrackInfo::default(),
                     subs: vec![sub],
-                    streams: HashMap::new(),
+                    streams: HashMap::default(),
                 };
                 self.fanout.tracks.insert(alias, st);
                 let from = self.core;

@@ -7,7 +7,7 @@
 //! (or after [`RelayConfig::done_wait`](super::RelayConfig)), so no subscriber is told "done"
 //! while objects are still on their way.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 use std::time::Instant;
 
 use bytes::Bytes;

@@ -21,7 +21,8 @@ pub mod msg;
 mod namespaces;
 mod owner;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::hash::{HashMap, HashSet};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -152,7 +153,7 @@ impl RelayShard {
             cores,
             config,
             key,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             namespaces: NamespaceTable::default(),
             owner: owner::Owner::default(),
             ingest: ingest::Ingest::default(),

@@ -5,8 +5,9 @@
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
 
+use crate::hash::HashMap;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -147,7 +148,7 @@ impl RelayShard {
                 source: Source::Pending { publisher, epoch },
                 cores: Vec::new(),
                 waiting: vec![from],
-                streams: HashMap::new(),
+                streams: HashMap::default(),
                 info: TrackInfo::default(),
                 idle_since: None,
             },
@@ -265,7 +266,7 @@ impl RelayShard {
                         source: Source::Published { publisher, epoch, forward: false },
                         cores: Vec::new(),
                         waiting: Vec::new(),
-                        streams: HashMap::new(),
+                        streams: HashMap::default(),
                         info,
                         idle_since: None,
                     },

@@ -4,8 +4,8 @@
 //! the shard's writes into other sessions wake those connections, and its messages for other
 //! cores travel over the mesh as [`AppMessage`]s.
 
+use crate::hash::HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -82,7 +82,7 @@ impl AppFactory for RelayFactory {
             relay,
             backlog: self.relay.max_backlog,
             session: self.session.clone(),
-            pumps: HashMap::new(),
+            pumps: HashMap::default(),
             buf: vec![0u8; 65_536],
             now,
             outbox: Vec::new(),

@@ -4,8 +4,9 @@
 //! mesh → fire due timers → write GSO trains → arm one timer for the earliest deadline → wait
 //! for the socket, the doorbell or that timer. The clock is read once per turn.
 
+use crate::hash::HashMap;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -158,7 +159,7 @@ impl Shard {
             quic_config: parts.quic_config,
             conns: Vec::new(),
             free: Vec::new(),
-            by_cid: HashMap::new(),
+            by_cid: HashMap::default(),
             timers: BinaryHeap::new(),
             dirty: Vec::new(),
             mesh: parts.mesh,
@@ -753,7 +754,8 @@ impl Shard {
                     warn!(shard = self.id.0, error = %e, "kernel refused UDP_SEGMENT; sending without GSO");
                     self.gso = false;
                     // The trains already built go out datagram by datagram.
-                    for t in self.batch.trains()[i..].to_vec() {
+                    for k in i..count {
+                        let t = self.batch.trains()[k];
                         self.send_slowly(t).await;
                     }
                     break;

@@ -24,7 +24,8 @@ mod data_in;
 mod data_out;
 mod outgoing;
 
-use std::collections::{HashMap, VecDeque};
+use crate::hash::HashMap;
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -163,18 +164,18 @@ impl Session {
             peer_control,
             control_recv: RecvBuf::default(),
             goaway_received: false,
-            uni_pending: HashMap::new(),
+            uni_pending: HashMap::default(),
             data,
             // draft-22: our first unidirectional stream is the control stream.
             data_out: DataOut::new(first_id(role, true) + if version == Version::Draft22 { 4 } else { 0 }),
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             // draft-16: the client's stream 0 is the control stream, never a request stream.
             closed_peer: ClosedStreams::new(if version == Version::Draft16 && peer == Role::Client {
                 4
             } else {
                 first_id(peer, false)
             }),
-            by_request: HashMap::new(),
+            by_request: HashMap::default(),
             pre_setup: Vec::new(),
             next_local_bidi,
             ids: RequestIds::new(version, role, local_max),

@@ -25,7 +25,8 @@
 //! or by our STOP_SENDING. Streams dropped while held, refused by the stream limit, and
 //! padding streams end silently.
 
-use std::collections::{HashMap, VecDeque};
+use crate::hash::HashMap;
+use std::collections::VecDeque;
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -147,15 +148,15 @@ impl DataState {
         DataState {
             version,
             limits,
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             closed: ClosedStreams::new(first_peer_uni),
-            aliases: HashMap::new(),
-            alias_of: HashMap::new(),
+            aliases: HashMap::default(),
+            alias_of: HashMap::default(),
             held: Vec::new(),
             held_bytes: 0,
             buffered: 0,
             dropped_datagrams: 0,
-            fetch_orders: HashMap::new(),
+            fetch_orders: HashMap::default(),
             draining: VecDeque::new(),
         }
     }

@@ -3,7 +3,7 @@
 //! stream (client 2, 6, 10..., server 3, 7, 11...; draft-22 skips our control stream). Object
 //! headers are encoded here; payloads travel as the caller's `Bytes`, never copied.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 
 use bytes::Bytes;
 
@@ -33,7 +33,7 @@ pub(crate) struct DataOut {
 impl DataOut {
     /// `first_uni` is the first local unidirectional stream id free for data.
     pub(crate) fn new(first_uni: u64) -> Self {
-        DataOut { next_uni: first_uni, streams: HashMap::new() }
+        DataOut { next_uni: first_uni, streams: HashMap::default() }
     }
 
     fn open(&mut self, w: Writer) -> u64 {
