@@ -71,6 +71,17 @@ pub struct Cli {
     #[arg(long, value_name = "KIB")]
     pub max_backlog_kib: Option<u64>,
 
+    /// Graceful shutdown (SIGTERM/SIGINT): every session gets GOAWAY and is served this long,
+    /// in milliseconds, before the rest are closed with GOAWAY_TIMEOUT; 0 closes at once
+    /// [default: 5000].
+    #[arg(long, value_name = "MS")]
+    pub goaway_timeout_ms: Option<u64>,
+
+    /// New Session URI sent in GOAWAY (for example moqt://other-edge:4443); empty: clients
+    /// reconnect to the URI they used [default: empty].
+    #[arg(long, value_name = "URI")]
+    pub goaway_uri: Option<String>,
+
     /// Parse and validate the configuration, print it, and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -91,6 +102,8 @@ struct FileConfig {
     gso: Option<bool>,
     linger_ms: Option<u64>,
     max_backlog_kib: Option<u64>,
+    goaway_timeout_ms: Option<u64>,
+    goaway_uri: Option<String>,
 }
 
 /// Where the TLS identity comes from.
@@ -116,6 +129,8 @@ pub struct Config {
     pub linger: Duration,
     /// Bytes; see `RelayConfig::max_backlog`.
     pub max_backlog: usize,
+    pub goaway_timeout: Duration,
+    pub goaway_uri: String,
 }
 
 impl Config {
@@ -131,12 +146,18 @@ impl Config {
         rc.idle_timeout = self.idle_timeout;
         rc.max_connections_per_core = self.max_connections_per_core;
         rc.gso = self.gso;
+        rc.goaway_timeout = self.goaway_timeout;
         rc
     }
 
     /// The relay's view of this configuration.
     pub fn relay(&self) -> RelayConfig {
-        RelayConfig { linger: self.linger, max_backlog: self.max_backlog, ..RelayConfig::default() }
+        RelayConfig {
+            linger: self.linger,
+            max_backlog: self.max_backlog,
+            goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
+            ..RelayConfig::default()
+        }
     }
 }
 
@@ -197,6 +218,18 @@ impl Config {
         if !(64..=1 << 20).contains(&backlog_kib) {
             bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
         }
+        let goaway_ms = cli.goaway_timeout_ms.or(file.goaway_timeout_ms).unwrap_or(5_000);
+        if goaway_ms > 600_000 {
+            bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
+        }
+        let goaway_uri = cli.goaway_uri.clone().or(file.goaway_uri).unwrap_or_default();
+        // draft-22 §9.2: at most 8,192 bytes, and it should use the same scheme.
+        if goaway_uri.len() > 8192 {
+            bail!("config key `goaway_uri`: longer than 8192 bytes");
+        }
+        if !goaway_uri.is_empty() && !goaway_uri.starts_with("moqt://") {
+            bail!("config key `goaway_uri`: {goaway_uri:?} is not a moqt:// URI");
+        }
         Ok(Config {
             listen,
             cores,
@@ -208,6 +241,8 @@ impl Config {
             gso,
             linger: Duration::from_millis(linger_ms),
             max_backlog: backlog_kib as usize * 1024,
+            goaway_timeout: Duration::from_millis(goaway_ms),
+            goaway_uri,
         })
     }
 }
@@ -262,6 +297,14 @@ mod tests {
         let c = Config::resolve(&cli(&["--max-backlog-kib", "256"]), 8).expect("backlog");
         assert_eq!(c.relay().max_backlog, 256 * 1024);
         assert!(Config::resolve(&cli(&["--max-backlog-kib", "63"]), 8).is_err());
+        let c = Config::resolve(&cli(&[]), 8).expect("defaults");
+        assert_eq!((c.runtime().goaway_timeout, c.relay().goaway_uri.len()), (Duration::from_secs(5), 0));
+        let c = Config::resolve(&cli(&["--goaway-timeout-ms", "0", "--goaway-uri", "moqt://b:4443"]), 8)
+            .expect("goaway");
+        assert_eq!(c.runtime().goaway_timeout, Duration::ZERO);
+        assert_eq!(&c.relay().goaway_uri[..], b"moqt://b:4443");
+        assert!(Config::resolve(&cli(&["--goaway-uri", "https://b"]), 8).is_err());
+        assert!(Config::resolve(&cli(&["--goaway-timeout-ms", "600001"]), 8).is_err());
     }
 
     #[test]

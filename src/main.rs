@@ -36,6 +36,10 @@ fn main() -> anyhow::Result<()> {
     println!("  tls        {tls}");
     println!("  linger     {} ms", config.linger.as_millis());
     println!("  backlog    {} KiB per session", config.max_backlog / 1024);
+    match config.goaway_uri.as_str() {
+        "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
+        uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),
+    }
     if cli.check_config {
         println!("configuration ok");
         return Ok(());

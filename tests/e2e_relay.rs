@@ -3,7 +3,8 @@
 //! receives every object byte-exact and in order, in draft-16, draft-22 and both mixes; the
 //! publisher sees one upstream subscription per track; a malformed message closes only its
 //! own session; a publisher that goes away mid-group ends every subscription with
-//! PUBLISH_DONE and leaves no relay state behind.
+//! PUBLISH_DONE and leaves no relay state behind; a graceful shutdown sends GOAWAY, keeps
+//! relaying for the grace period, then closes with GOAWAY_TIMEOUT.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::Ordering;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_edge::client::codes::publish_done;
-use moq_edge::client::{Fleet, MoqtClient, Publisher, SubscriberCore};
+use moq_edge::client::{Endpoint, Fleet, MoqtClient, Publisher, PublisherCore, RequestState, SubscriberCore};
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
@@ -248,4 +249,112 @@ fn publisher_gone_mid_group_ends_every_subscription() {
         fleet.close().unwrap();
         relay.shutdown().unwrap();
     }
+}
+
+/// Graceful shutdown (SIGTERM): every session gets GOAWAY with the configured New Session URI
+/// (draft-22 also with the timeout; draft-16's GOAWAY has no timeout field), objects keep
+/// flowing during the grace period, and the sessions still open when it ends are closed with
+/// GOAWAY_TIMEOUT (0x10).
+#[test]
+fn shutdown_sends_goaway_then_closes_with_goaway_timeout() {
+    for version in Version::ALL {
+        let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+        rc.pin = false;
+        rc.goaway_timeout = Duration::from_millis(1500);
+        let config = RelayConfig {
+            goaway_uri: Bytes::from_static(b"moqt://next.example:4443"),
+            ..RelayConfig::default()
+        };
+        let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
+        let relay = runtime::start(rc, Arc::new(factory)).unwrap();
+        let addr = relay.local_addr();
+        let track = tracks()[0].clone();
+
+        let mut publisher = PublisherCore::new();
+        publisher.add_track(track.clone());
+        let members = vec![
+            Endpoint::Publisher(publisher),
+            Endpoint::Subscriber(SubscriberCore::new()),
+            Endpoint::Subscriber(SubscriberCore::new()),
+        ];
+        let mut fleet = Fleet::connect(addr, version, members, deadline()).unwrap();
+        let ns = TrackNamespace::from_strs(&["e2e"]);
+        let announced = fleet.with(0, |e, s| e.publisher_mut().unwrap().announce(s, ns)).unwrap().unwrap();
+        // Every member is served on every round (the publisher answers the relay's SUBSCRIBE),
+        // until `cond` holds for the fleet.
+        let serve_until = |fleet: &mut Fleet<Endpoint>, cond: &dyn Fn(&Fleet<Endpoint>) -> bool| {
+            let end = deadline();
+            while !cond(fleet) {
+                assert!(Instant::now() < end, "{version:?}: timed out");
+                if let Err(e) = fleet.pump(Instant::now() + Duration::from_millis(10)) {
+                    let seen: Vec<bool> = (0..3)
+                        .map(|i| match fleet.core(i).unwrap() {
+                            Endpoint::Publisher(p) => p.goaway().is_some(),
+                            Endpoint::Subscriber(s) => s.goaway().is_some(),
+                        })
+                        .collect();
+                    panic!("{version:?}: {e} (GOAWAY seen by {seen:?})");
+                }
+            }
+        };
+        let publisher =
+            |f: &Fleet<Endpoint>| f.core(0).unwrap().publisher().unwrap().announcement(announced).cloned();
+        serve_until(&mut fleet, &|f| publisher(f) == Some(RequestState::Accepted));
+        let subs: Vec<RequestId> = (1..3)
+            .map(|i| fleet.with(i, |e, s| e.subscriber_mut().unwrap().subscribe(s, track.clone(), None)))
+            .map(|r| r.unwrap().unwrap())
+            .collect();
+        serve_until(&mut fleet, &|f| {
+            (0..2).all(|i| subscriber(f, i).subscription(subs[i]).unwrap().state == RequestState::Accepted)
+        });
+
+        let trigger = relay.shutdown_trigger();
+        let stopped = thread::spawn(move || relay.join());
+        trigger.trigger();
+        let goaway = |e: &Endpoint| match e {
+            Endpoint::Publisher(p) => p.goaway().cloned(),
+            Endpoint::Subscriber(s) => s.goaway().cloned(),
+        };
+        serve_until(&mut fleet, &|f| (0..3).all(|i| goaway(f.core(i).unwrap()).is_some()));
+        for i in 0..3 {
+            let g = goaway(fleet.core(i).unwrap()).unwrap();
+            assert_eq!(&g.new_session_uri[..], b"moqt://next.example:4443", "{version:?}");
+            let timeout = if version == Version::Draft22 { 1500 } else { 0 };
+            assert_eq!(g.timeout_ms, timeout, "{version:?}");
+        }
+
+        // Still relaying during the grace period.
+        let objects: Vec<Bytes> = (0..OBJECTS).map(|o| payload(0, 0, o)).collect();
+        fleet.with(0, |e, s| e.publisher_mut().unwrap().send_group(s, &track, 0, &objects)).unwrap().unwrap();
+        serve_until(&mut fleet, &|f| {
+            (0..2).all(|i| subscriber(f, i).received(subs[i]).len() == OBJECTS as usize)
+        });
+
+        // Nobody leaves: the relay closes every session with GOAWAY_TIMEOUT when time is up.
+        let err = fleet.pump(deadline()).unwrap_err();
+        let close =
+            err.peer_error().unwrap_or_else(|| panic!("{version:?}: expected the relay to close: {err}"));
+        assert!(close.is_app && close.error_code == 0x10, "{version:?}: GOAWAY_TIMEOUT: {close:?}");
+        stopped.join().unwrap().unwrap();
+    }
+}
+
+/// Subscriber `i` of the GOAWAY test's fleet (member `i + 1`).
+fn subscriber(f: &Fleet<Endpoint>, i: usize) -> &SubscriberCore {
+    f.core(i + 1).unwrap().subscriber().unwrap()
+}
+
+/// A relay with no sessions left stops as soon as it is asked, whatever its grace period.
+#[test]
+fn shutdown_without_sessions_does_not_wait_for_the_grace_period() {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    rc.pin = false;
+    rc.goaway_timeout = Duration::from_secs(600);
+    let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &[5; 32]);
+    let relay = runtime::start(rc, Arc::new(factory)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(relay.shutdown().map(|r| r.len())));
+    // Generous: the point is that it does not wait the 600 s.
+    let cores = rx.recv_timeout(Duration::from_secs(60)).expect("stopped without waiting").unwrap();
+    assert_eq!(cores, 2);
 }

@@ -39,8 +39,8 @@ use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::quic::ClientError;
 use crate::session::{Event, Session, SessionError};
 use crate::wire::model::{
-    DatagramHeader, FullTrackName, Location, LocationFilter, Message, ObjectStatus, Parameters, Properties,
-    Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
+    DatagramHeader, FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters,
+    Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
     SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use crate::wire::Version;
@@ -133,6 +133,7 @@ pub struct PublisherCore {
     ended: BTreeMap<RequestId, Ended>,
     next_alias: u64,
     closed: Option<(u64, String)>,
+    goaway: Option<GoAway>,
 }
 
 impl Default for PublisherCore {
@@ -151,6 +152,7 @@ impl PublisherCore {
             ended: BTreeMap::new(),
             next_alias: 0,
             closed: None,
+            goaway: None,
         }
     }
 
@@ -253,6 +255,11 @@ impl PublisherCore {
     /// Why subscription `request_id` ended, once it has.
     pub fn ended(&self, request_id: RequestId) -> Option<&Ended> {
         self.ended.get(&request_id)
+    }
+
+    /// The peer's GOAWAY (New Session URI, draft-22 timeout), once it came.
+    pub fn goaway(&self) -> Option<&GoAway> {
+        self.goaway.as_ref()
     }
 
     /// The session's close (code, reason), once it closed.
@@ -464,6 +471,7 @@ impl PublisherCore {
             Message::SubscribeTracks(m) => {
                 refuse(s, m.request_id, request_error::NOT_SUPPORTED, "not supported")
             }
+            Message::GoAway(g) => self.goaway = Some(g),
             _ => {}
         }
     }

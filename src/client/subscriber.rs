@@ -31,7 +31,7 @@ use super::publisher::refuse;
 use super::quic::ClientError;
 use crate::session::{DataObject, Event, Session, SessionError};
 use crate::wire::model::{
-    FullTrackName, Location, LocationFilter, Message, ObjectStatus, Parameters, PublishOk, RequestId,
+    FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters, PublishOk, RequestId,
     RequestOk, RequestUpdate, SubgroupId, Subscribe, TrackAlias, TrackNamespace,
 };
 use crate::wire::Version;
@@ -137,6 +137,7 @@ pub struct SubscriberCore {
     accept_publish: Option<Option<bool>>,
     closed: Option<(u64, String)>,
     stray_objects: u64,
+    goaway: Option<GoAway>,
 }
 
 impl SubscriberCore {
@@ -257,6 +258,11 @@ impl SubscriberCore {
         self.closed.as_ref().map(|(c, r)| (*c, r.as_str()))
     }
 
+    /// The peer's GOAWAY (New Session URI, draft-22 timeout), once it came.
+    pub fn goaway(&self) -> Option<&GoAway> {
+        self.goaway.as_ref()
+    }
+
     fn on_message(&mut self, s: &mut Session, msg: Message) {
         match msg {
             Message::SubscribeOk(m) => {
@@ -340,6 +346,7 @@ impl SubscriberCore {
             Message::SubscribeTracks(m) => {
                 refuse(s, m.request_id, request_error::NOT_SUPPORTED, "a subscriber only")
             }
+            Message::GoAway(g) => self.goaway = Some(g),
             _ => {}
         }
     }

@@ -32,7 +32,7 @@ use self::alias::AliasKey;
 use self::msg::{Epoch, RelayMsg, SessionRef};
 use self::namespaces::NamespaceTable;
 use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{Message, RequestError, RequestId};
+use crate::wire::model::{GoAway, Message, RequestError, RequestId};
 use crate::wire::Version;
 
 /// Codes the relay sends (the same numbers in draft-16 and draft-22 unless noted).
@@ -69,6 +69,9 @@ pub struct RelayConfig {
     /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
     /// subgroup streams are reset (CANCELLED) until half of it remains.
     pub max_backlog: usize,
+    /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
+    /// they used).
+    pub goaway_uri: Bytes,
 }
 
 impl Default for RelayConfig {
@@ -80,6 +83,7 @@ impl Default for RelayConfig {
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
+            goaway_uri: Bytes::new(),
         }
     }
 }
@@ -144,6 +148,8 @@ pub struct RelayShard {
     woken: Woken,
     next_epoch: u64,
     now: Instant,
+    /// Set once the relay drains: the GOAWAY every session gets (sessions set up later too).
+    goaway: Option<GoAway>,
 }
 
 impl RelayShard {
@@ -162,6 +168,35 @@ impl RelayShard {
             woken: Woken::default(),
             next_epoch: 0,
             now,
+            goaway: None,
+        }
+    }
+
+    /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
+    /// configured New Session URI and `timeout_ms` (draft-22 carries it; draft-16's GOAWAY has
+    /// no timeout field), and so does every session set up from now on. Nothing else changes:
+    /// subscriptions keep flowing until the sessions close or the core's time is up.
+    pub fn go_away(&mut self, timeout_ms: u64) {
+        if self.goaway.is_some() {
+            return;
+        }
+        let goaway = GoAway { new_session_uri: self.config.goaway_uri.clone(), timeout_ms };
+        let ready: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.is_ready()).map(|(c, _)| *c).collect();
+        self.goaway = Some(goaway);
+        for conn in ready {
+            self.send_goaway(conn);
+        }
+    }
+
+    fn send_goaway(&mut self, conn: u64) {
+        let Some(mut goaway) = self.goaway.clone() else { return };
+        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            if s.version() == Version::Draft16 {
+                goaway.timeout_ms = 0; // draft-16's GOAWAY has no Timeout field
+            }
+            if let Err(e) = s.send(Message::GoAway(goaway)) {
+                debug!(conn, error = %e, "GOAWAY not sent");
+            }
         }
     }
 
@@ -298,7 +333,8 @@ impl RelayShard {
 
     fn on_event(&mut self, conn: u64, event: Event) {
         match event {
-            Event::Ready { .. } | Event::RequestMessage { .. } => {}
+            Event::Ready { .. } => self.send_goaway(conn),
+            Event::RequestMessage { .. } => {}
             Event::Message(msg) => self.on_control(conn, msg),
             Event::Cancelled { request_id } => self.on_cancelled(conn, request_id),
             Event::Object {

@@ -62,6 +62,10 @@ pub trait ShardApp {
     /// Called once per turn after connections were serviced, and when its deadline passes.
     /// `now` is the turn's clock reading.
     fn poll(&mut self, now: std::time::Instant, out: &mut ShardOutput);
+    /// The server is shutting down gracefully: tell every session (a MoQT relay sends GOAWAY
+    /// with `timeout`). The core keeps serving until the sessions close or `timeout` passes,
+    /// then closes what is left with GOAWAY_TIMEOUT.
+    fn drain(&mut self, _now: std::time::Instant, _timeout: std::time::Duration) {}
 }
 
 /// Reads and discards everything; keeps connections open until they idle out. What `make run`

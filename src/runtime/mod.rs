@@ -70,7 +70,15 @@ pub struct RuntimeConfig {
     pub secret: Option<[u8; 32]>,
     /// How long shutdown waits for connections to close.
     pub drain_timeout: Duration,
+    /// Graceful shutdown: how long sessions are served after the application was asked to
+    /// drain ([`app::ShardApp::drain`], GOAWAY) before the rest are closed with
+    /// GOAWAY_TIMEOUT. Zero: close at once. Only for factories with a shard app.
+    pub goaway_timeout: Duration,
 }
+
+/// MoQT session termination code GOAWAY_TIMEOUT (0x10 in draft-16 and draft-22), the QUIC
+/// application error of connections still open when a graceful shutdown's time is up.
+pub const GOAWAY_TIMEOUT: u64 = 0x10;
 
 impl RuntimeConfig {
     /// Defaults for everything but the address and core count.
@@ -88,6 +96,7 @@ impl RuntimeConfig {
             retry: RetryPolicy::Auto { pending_handshakes: 1024 },
             secret: None,
             drain_timeout: Duration::from_secs(3),
+            goaway_timeout: Duration::ZERO,
         }
     }
 }

@@ -144,6 +144,12 @@ impl ShardApp for RelayHost {
         }
     }
 
+    fn drain(&mut self, now: Instant, timeout: std::time::Duration) {
+        let host = &mut *self.0.borrow_mut();
+        host.now = now;
+        host.relay.go_away(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    }
+
     fn poll(&mut self, now: Instant, out: &mut ShardOutput) {
         let host = &mut *self.0.borrow_mut();
         host.now = now;

@@ -29,6 +29,29 @@ use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
 use crate::wire::Version;
 
+/// Where a core is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Serving,
+    /// Shutdown asked; the application told its sessions (GOAWAY); serving until `until`.
+    Draining {
+        until: Instant,
+    },
+    /// Every connection was closed; waiting for the closes to go out, until `until`.
+    Closing {
+        until: Instant,
+    },
+}
+
+impl Phase {
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Phase::Serving => None,
+            Phase::Draining { until } | Phase::Closing { until } => Some(until),
+        }
+    }
+}
+
 /// A wait kept across turns.
 type Pending<T> = Pin<Box<dyn Future<Output = T>>>;
 
@@ -121,6 +144,7 @@ pub struct Shard {
     batch: SendBatch,
     shutdown: Arc<AtomicBool>,
     drain_timeout: Duration,
+    goaway_timeout: Duration,
 }
 
 /// What `Shard::new` needs beyond the config.
@@ -181,6 +205,7 @@ impl Shard {
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
             shutdown: parts.shutdown,
             drain_timeout: rc.drain_timeout,
+            goaway_timeout: rc.goaway_timeout,
         })
     }
 
@@ -191,23 +216,38 @@ impl Shard {
     /// Runs until shutdown has been requested and every connection is closed (or the drain
     /// timeout passed). Returns the core's report.
     pub async fn run(mut self) -> ShardReport {
-        let mut drain_deadline: Option<Instant> = None;
+        let mut phase = Phase::Serving;
         loop {
             let now = Instant::now();
             if let Some(app) = self.shard_app.as_mut() {
                 app.begin_turn(now);
             }
-            if drain_deadline.is_none() && self.shutdown.load(Ordering::Acquire) {
-                drain_deadline = Some(now + self.drain_timeout);
-                self.close_all();
+            if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
+                phase = match self.shard_app.as_mut() {
+                    Some(app) if !self.goaway_timeout.is_zero() => {
+                        app.drain(now, self.goaway_timeout);
+                        Phase::Draining { until: now + self.goaway_timeout }
+                    }
+                    _ => {
+                        self.close_all(0x0, b"server shutting down");
+                        Phase::Closing { until: now + self.drain_timeout }
+                    }
+                };
             }
-            if let Some(deadline) = drain_deadline {
-                // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
-                // draining period that follows needs no more packets from us.
-                let quiet = self.conns.iter().flatten().all(|c| c.quic.is_closed() || c.quic.is_draining());
-                if quiet || now >= deadline {
-                    break;
+            // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
+            // draining period that follows needs no more packets from us.
+            let quiet = phase != Phase::Serving
+                && self.conns.iter().flatten().all(|c| c.quic.is_closed() || c.quic.is_draining());
+            match phase {
+                Phase::Serving => {}
+                Phase::Draining { .. } if quiet => break,
+                Phase::Draining { until } if now >= until => {
+                    self.close_all(super::GOAWAY_TIMEOUT, b"GOAWAY_TIMEOUT");
+                    phase = Phase::Closing { until: now + self.drain_timeout };
                 }
+                Phase::Draining { .. } => {}
+                Phase::Closing { until } if quiet || now >= until => break,
+                Phase::Closing { .. } => {}
             }
             let more_input = self.receive();
             let more_mesh = self.drain_mesh();
@@ -219,7 +259,7 @@ impl Shard {
                 future::yield_now().await;
                 continue;
             }
-            self.wait(now, drain_deadline).await;
+            self.wait(now, phase.deadline()).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
         ShardReport { cpu: udp::thread_cpu_time() }
@@ -818,10 +858,10 @@ impl Shard {
     }
 
     /// Shutdown: close every connection with NO_ERROR; they drain and leave the table.
-    fn close_all(&mut self) {
+    fn close_all(&mut self, code: u64, reason: &[u8]) {
         for idx in 0..self.conns.len() {
             if let Some(conn) = self.conns[idx].as_mut() {
-                let _ = conn.quic.close(true, 0x0, b"server shutting down");
+                let _ = conn.quic.close(true, code, reason);
                 mark_dirty(&mut self.dirty, conn, idx);
             }
         }
