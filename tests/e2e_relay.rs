@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_edge::client::codes::publish_done;
-use moq_edge::client::{Endpoint, Fleet, MoqtClient, Publisher, PublisherCore, RequestState, SubscriberCore};
+use moq_edge::client::{
+    Endpoint, Fleet, MoqtClient, Publisher, PublisherCore, Received, RequestState, Subscriber, SubscriberCore,
+};
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
@@ -357,4 +359,91 @@ fn shutdown_without_sessions_does_not_wait_for_the_grace_period() {
     // Generous: the point is that it does not wait the 600 s.
     let cores = rx.recv_timeout(Duration::from_secs(60)).expect("stopped without waiting").unwrap();
     assert_eq!(cores, 2);
+}
+
+/// A subscriber that stops reading: its session's backlog past `max_backlog` is shed a whole
+/// subgroup stream at a time (it sees them reset, never an object missing inside one), the
+/// subscriber that keeps reading gets every object, and after `too_far_behind_streams` shed
+/// streams in a row the slow one's subscription ends with PUBLISH_DONE TOO_FAR_BEHIND.
+#[test]
+fn a_subscriber_that_stops_reading_is_shed_then_ended_too_far_behind() {
+    const GROUPS_RUN: u64 = 40;
+    for version in Version::ALL {
+        let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
+        rc.pin = false;
+        let config = RelayConfig { max_backlog: 64 * 1024, ..RelayConfig::default() };
+        let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
+        let relay = runtime::start(rc, Arc::new(factory)).unwrap();
+        let addr = relay.local_addr();
+        let track = tracks()[0].clone();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let (fin_tx, fin) = mpsc::channel::<()>();
+        let published = track.clone();
+        let publisher = thread::spawn(move || {
+            let mut p = Publisher::connect(addr, version, deadline()).unwrap();
+            p.add_track(published.clone());
+            p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+            while go.try_recv().is_err() {
+                let _ = p.pump(Instant::now() + Duration::from_millis(10));
+            }
+            for g in 0..GROUPS_RUN {
+                let objects: Vec<Bytes> = (0..OBJECTS).map(|o| payload(0, g, o)).collect();
+                p.send_group(&published, g, &objects).unwrap();
+                let _ = p.pump(Instant::now() + Duration::from_millis(5));
+            }
+            p.done(&published, publish_done::TRACK_ENDED, "the end").unwrap();
+            while fin.try_recv().is_err() {
+                let _ = p.pump(Instant::now() + Duration::from_millis(10));
+            }
+            p.close().unwrap();
+        });
+
+        let mut fast = Subscriber::connect(addr, version, deadline()).unwrap();
+        let mut slow = Subscriber::connect(addr, version, deadline()).unwrap();
+        let fast_id = fast.subscribe(track.clone(), None, deadline()).unwrap();
+        let slow_id = slow.subscribe(track.clone(), None, deadline()).unwrap();
+        go_tx.send(()).unwrap();
+        // Only `fast` is read while the track runs.
+        let finished = |c: &SubscriberCore, id| {
+            c.subscription(id).is_some_and(|s| {
+                s.done.as_ref().is_some_and(|d| s.streams_finished + s.resets.len() as u64 >= d.stream_count)
+            })
+        };
+        fast.pump_until(deadline(), |c| finished(c, fast_id)).unwrap();
+        // The slow one then reads what is left for it: PUBLISH_DONE ends it. (Its Stream
+        // Count cannot be met: a stream reset before its header arrived cannot be told apart.)
+        slow.pump_until(deadline(), |c| c.subscription(slow_id).is_some_and(|s| s.done.is_some())).unwrap();
+        slow.pump(Instant::now() + Duration::from_millis(200)).unwrap();
+        fin_tx.send(()).unwrap();
+        publisher.join().unwrap();
+
+        let f = fast.core().subscription(fast_id).unwrap();
+        assert_eq!(f.received.len() as u64, GROUPS_RUN * OBJECTS, "{version:?}: the reader got everything");
+        assert!(f.resets.is_empty(), "{version:?}: {:?}", f.resets);
+        assert_eq!(f.done.as_ref().unwrap().status, publish_done::TRACK_ENDED);
+
+        let s = slow.core().subscription(slow_id).unwrap();
+        let too_far_behind = if version == Version::Draft16 { 0x6 } else { 0x5 };
+        let done = s.done.as_ref().unwrap();
+        assert_eq!(done.status, too_far_behind, "{version:?}: {done:?}");
+        assert!(
+            s.streams_finished + (s.resets.len() as u64) < done.stream_count,
+            "{version:?}: streams shed"
+        );
+        assert!((s.received.len() as u64) < GROUPS_RUN * OBJECTS, "{version:?}");
+        // Whatever arrived of a group is that group's objects from 0 on, in order, byte-exact.
+        for g in 0..GROUPS_RUN {
+            let got: Vec<&Received> = s.received.iter().filter(|r| r.group == g).collect();
+            for (o, r) in got.iter().enumerate() {
+                assert_eq!(
+                    (r.object, &r.payload),
+                    (o as u64, &payload(0, g, o as u64)),
+                    "{version:?} group {g}"
+                );
+            }
+        }
+        fast.close().unwrap();
+        slow.close().unwrap();
+        relay.shutdown().unwrap();
+    }
 }

@@ -7,6 +7,9 @@
 
 use crate::hash::HashMap;
 
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use tracing::debug;
 
@@ -32,7 +35,19 @@ struct LocalSub {
     streams: u64,
     /// Open downstream streams: upstream key → our stream id.
     open: Vec<(StreamKey, u64)>,
+    /// Streams shed from the session's backlog in the window that started at `shed_since`.
+    shed_count: u32,
+    shed_since: Option<Instant>,
+    /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
+    /// shed from the backlog is usually one the relay already finished (its FIN queued).
+    recent: VecDeque<u64>,
 }
+
+/// Streams remembered per subscription to attribute shed streams.
+const RECENT_STREAMS: usize = 64;
+/// A subscription that loses `too_far_behind_streams` streams to shedding within this window
+/// is ended TOO_FAR_BEHIND; one that loses fewer starts a new window afterwards.
+const SHED_WINDOW: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 struct FanStream {
@@ -112,6 +127,9 @@ impl RelayShard {
             established: false,
             streams: 0,
             open: Vec::new(),
+            shed_count: 0,
+            shed_since: None,
+            recent: VecDeque::new(),
         };
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
@@ -226,14 +244,69 @@ impl RelayShard {
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
     /// open streams are reset; the last subscription of a track on this core tells the owner.
     pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId) {
-        let Some(&alias) = self.fanout.by_req.get(&(conn, rid)) else { return };
+        self.remove_sub(conn, rid, code::RESET_CANCELLED);
+    }
+
+    /// Data streams of session `conn` that its backlog shed (already reset): they are no
+    /// longer open; a subscription that lost `too_far_behind_streams` within [`SHED_WINDOW`]
+    /// ends with PUBLISH_DONE TOO_FAR_BEHIND.
+    pub(super) fn fanout_streams_shed(&mut self, conn: u64, streams: &[u64]) {
+        let limit = self.config.too_far_behind_streams.max(1);
+        let now = self.now;
+        let mut behind = Vec::new();
+        for st in self.fanout.tracks.values_mut() {
+            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
+                if lost == 0 {
+                    continue;
+                }
+                sub.recent.retain(|id| !streams.contains(id));
+                sub.open.retain(|(_, id)| !streams.contains(id));
+                if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
+                    sub.shed_since = Some(now);
+                    sub.shed_count = 0;
+                }
+                sub.shed_count += lost;
+                if sub.shed_count >= limit {
+                    behind.push(sub.rid);
+                }
+            }
+        }
+        for rid in behind {
+            let Some(sub) = self.remove_sub(conn, rid, code::RESET_TOO_FAR_BEHIND_D22) else { continue };
+            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { continue };
+            let status = match s.version() {
+                Version::Draft16 => code::DONE_TOO_FAR_BEHIND_D16,
+                Version::Draft22 => code::DONE_TOO_FAR_BEHIND_D22,
+            };
+            let done = Message::PublishDone(PublishDone {
+                request_id: rid,
+                status_code: status,
+                stream_count: sub.streams,
+                reason: Bytes::from_static(b"too far behind"),
+            });
+            if let Err(e) = s.send(done) {
+                debug!(conn, error = %e, "PUBLISH_DONE not sent");
+            }
+            if s.version() == Version::Draft22 {
+                let _ = s.finish(rid);
+            }
+        }
+    }
+
+    /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
+    /// (draft-22's code; draft-16 sessions get CANCELLED, its only fitting one). The last
+    /// subscription of a track on this core tells the owner.
+    fn remove_sub(&mut self, conn: u64, rid: RequestId, reset: u64) -> Option<LocalSub> {
+        let &alias = self.fanout.by_req.get(&(conn, rid))?;
         self.forget_sub(conn, rid);
-        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
-        let Some(pos) = st.subs.iter().position(|s| s.conn == conn && s.rid == rid) else { return };
+        let st = self.fanout.tracks.get_mut(&alias)?;
+        let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
         let sub = st.subs.swap_remove(pos);
         if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            let reset = if s.version() == Version::Draft16 { code::RESET_CANCELLED } else { reset };
             for (_, id) in &sub.open {
-                let _ = s.reset_data_stream(*id, code::RESET_CANCELLED);
+                let _ = s.reset_data_stream(*id, reset);
             }
         }
         // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
@@ -245,6 +318,7 @@ impl RelayShard {
             let from = self.core;
             self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
         }
+        Some(sub)
     }
 
     pub(super) fn fanout_session_closed(&mut self, conn: u64) {
@@ -290,6 +364,10 @@ impl RelayShard {
                                 Ok(id) => {
                                     sub.streams += 1;
                                     sub.open.push((key, id));
+                                    if sub.recent.len() == RECENT_STREAMS {
+                                        sub.recent.pop_front();
+                                    }
+                                    sub.recent.push_back(id);
                                     id
                                 }
                                 Err(e) => {

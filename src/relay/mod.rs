@@ -49,6 +49,11 @@ pub mod code {
     pub const RESET_CANCELLED: u64 = 0x1;
     /// Stream reset SESSION_CLOSED.
     pub const RESET_SESSION_CLOSED: u64 = 0x3;
+    /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
+    pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
+    /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).
+    pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
+    pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
 }
 
 /// Relay limits and timers.
@@ -72,6 +77,9 @@ pub struct RelayConfig {
     /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
     /// they used).
     pub goaway_uri: Bytes,
+    /// A subscription that loses this many subgroup streams to its session's backlog within
+    /// 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
+    pub too_far_behind_streams: u32,
 }
 
 impl Default for RelayConfig {
@@ -84,6 +92,7 @@ impl Default for RelayConfig {
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
             goaway_uri: Bytes::new(),
+            too_far_behind_streams: 4,
         }
     }
 }
@@ -198,6 +207,15 @@ impl RelayShard {
                 debug!(conn, error = %e, "GOAWAY not sent");
             }
         }
+    }
+
+    /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
+    /// subscriber was not taking; a subscription that keeps losing streams this way is ended
+    /// with TOO_FAR_BEHIND.
+    pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
+        self.now = now;
+        self.fanout_streams_shed(conn, streams);
+        self.run_local();
     }
 
     /// A new session on this core, named `conn` (unique on this core).

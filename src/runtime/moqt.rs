@@ -82,6 +82,8 @@ pub struct Pump {
     queued: usize,
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
+    /// Their IDs, until the application takes them ([`Pump::take_shed`]).
+    shed_ids: Vec<u64>,
 }
 
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
@@ -224,6 +226,7 @@ impl Pump {
             // The session may have finished the stream already: then only quiche knew it.
             let _ = session.reset_data_stream(id, RESET_BACKLOG);
             self.shed += 1;
+            self.shed_ids.push(id);
         }
         // The session's Reset transmits for these streams: nothing is left to send for them.
         while let Some(t) = session.poll_transmit() {
@@ -239,6 +242,11 @@ impl Pump {
     /// Data streams reset so far because the backlog was over its limit.
     pub fn shed_streams(&self) -> u64 {
         self.shed
+    }
+
+    /// The streams shed since the last call.
+    pub fn take_shed(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.shed_ids)
     }
 }
 

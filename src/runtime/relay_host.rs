@@ -187,7 +187,13 @@ impl ConnApp for RelayConn {
         loop {
             host.relay.handle_events(key, now);
             host.flush(key, conn);
-            // Writing can surface events (STOP_SENDING seen by stream_send).
+            // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
+            // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
+            let shed = host.pumps.get_mut(&key).map(Pump::take_shed).unwrap_or_default();
+            if !shed.is_empty() {
+                host.relay.streams_shed(key, &shed, now);
+                continue;
+            }
             if !host.relay.session_mut(key).is_some_and(|s| s.has_events()) {
                 break;
             }
