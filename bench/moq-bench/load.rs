@@ -223,7 +223,11 @@ struct Recorder<'a> {
     reported: (u64, u64),
 }
 
-impl Recorder<'_> {
+impl<'a> Recorder<'a> {
+    fn new(plan: &'a Plan, ctl: &'a Control) -> Self {
+        Recorder { plan, ctl, tally: Tally::default(), window: (0, u64::MAX), seen: (0, 0), reported: (0, 0) }
+    }
+
     /// Subscribes member `m` to its tracks.
     fn subscribe(
         &self,
@@ -320,14 +324,7 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
     let deadline = Instant::now() + plan.timeout;
     let mut fleet = Fleet::subscribers(plan.peer, plan.version, members.len(), deadline)
         .context("subscribers connect")?;
-    let mut rec = Recorder {
-        plan,
-        ctl,
-        tally: Tally::default(),
-        window: (0, u64::MAX),
-        seen: (0, 0),
-        reported: (0, 0),
-    };
+    let mut rec = Recorder::new(plan, ctl);
     rec.tally.sessions = members.len() as u64;
     // A SUBSCRIBE before the publisher's namespace is known is refused (DOES_NOT_EXIST). A
     // relay of several cores may learn the namespace on the others a little later than it
@@ -395,14 +392,7 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
 /// subscribe, stay for [`Plan::hold`], unsubscribe and close, repeated until the measured
 /// window ends.
 pub fn churn(plan: &Plan, ctl: &Control, members: &[Vec<usize>]) -> anyhow::Result<Tally> {
-    let mut rec = Recorder {
-        plan,
-        ctl,
-        tally: Tally::default(),
-        window: (0, u64::MAX),
-        seen: (0, 0),
-        reported: (0, 0),
-    };
+    let mut rec = Recorder::new(plan, ctl);
     ctl.ready.fetch_add(1, Ordering::SeqCst);
     let (t0, start_us) = loop {
         if let Some(&s) = ctl.start.get() {
