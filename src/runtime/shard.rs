@@ -84,6 +84,8 @@ const MAX_DATAGRAM: usize = 1452;
 /// Trains are sent once this many bytes are queued (or [`udp::SEND_BATCH`] trains, or the
 /// turn's connections are all written). The buffer holds one more whole train beyond it.
 const BATCH_FLUSH_BYTES: usize = 256 * 1024;
+/// While draining, how often a core checks whether every core's connections are gone.
+const DRAIN_POLL: Duration = Duration::from_millis(100);
 /// A packet whose release time is this close is sent now.
 const PACING_GRANULARITY: Duration = Duration::from_millis(1);
 
@@ -238,9 +240,12 @@ impl Shard {
             // draining period that follows needs no more packets from us.
             let quiet = phase != Phase::Serving
                 && self.conns.iter().flatten().all(|c| c.quic.is_closed() || c.quic.is_draining());
+            // While draining, a core without connections keeps running until every core has
+            // none: the others may still need it (the track owner relays their objects).
+            let all_cores_quiet = || self.stats.iter().all(|s| ShardStats::get(&s.connections) == 0);
             match phase {
                 Phase::Serving => {}
-                Phase::Draining { .. } if quiet => break,
+                Phase::Draining { .. } if quiet && all_cores_quiet() => break,
                 Phase::Draining { until } if now >= until => {
                     self.close_all(super::GOAWAY_TIMEOUT, b"GOAWAY_TIMEOUT");
                     phase = Phase::Closing { until: now + self.drain_timeout };
@@ -259,7 +264,12 @@ impl Shard {
                 future::yield_now().await;
                 continue;
             }
-            self.wait(now, phase.deadline()).await;
+            // Draining: look again every DRAIN_POLL whether every core is quiet yet.
+            let wake_by = match phase {
+                Phase::Draining { until } => Some(until.min(now + DRAIN_POLL)),
+                other => other.deadline(),
+            };
+            self.wait(now, wake_by).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
         ShardReport { cpu: udp::thread_cpu_time() }
