@@ -80,6 +80,7 @@ fn wait_gauges(g: &[RelayGauges], want: impl Fn((u64, u64, u64, u64)) -> bool) -
 fn publish_all(
     addr: std::net::SocketAddr,
     version: Version,
+    announced: mpsc::Sender<()>,
     go: mpsc::Receiver<()>,
     finished: mpsc::Receiver<()>,
 ) -> thread::JoinHandle<Vec<usize>> {
@@ -89,6 +90,7 @@ fn publish_all(
             p.add_track(t);
         }
         p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+        announced.send(()).unwrap();
         while go.try_recv().is_err() {
             let _ = p.pump(Instant::now() + Duration::from_millis(20));
         }
@@ -117,9 +119,14 @@ fn fan_out(pub_v: Version, sub_v: Version, with_bad_client: bool) {
     let addr = relay.local_addr();
     let (go_tx, go) = mpsc::channel();
     let (fin_tx, fin) = mpsc::channel();
-    let publisher = publish_all(addr, pub_v, go, fin);
+    let (announced_tx, announced) = mpsc::channel();
+    let publisher = publish_all(addr, pub_v, announced_tx, go, fin);
 
     let mut fleet = Fleet::<SubscriberCore>::subscribers(addr, sub_v, SUBSCRIBERS, deadline()).unwrap();
+    // SUBSCRIBE only once the relay knows the namespace (else DOES_NOT_EXIST); the other core
+    // learns it over the mesh a moment later.
+    announced.recv_timeout(Duration::from_secs(60)).unwrap();
+    thread::sleep(Duration::from_millis(50));
     let ts = tracks();
     let ids: Vec<Vec<RequestId>> =
         ts.iter().map(|t| fleet.subscribe_all(t, None, deadline()).unwrap()).collect();
@@ -378,11 +385,13 @@ fn a_subscriber_that_stops_reading_is_shed_then_ended_too_far_behind() {
         let track = tracks()[0].clone();
         let (go_tx, go) = mpsc::channel::<()>();
         let (fin_tx, fin) = mpsc::channel::<()>();
+        let (announced_tx, announced) = mpsc::channel::<()>();
         let published = track.clone();
         let publisher = thread::spawn(move || {
             let mut p = Publisher::connect(addr, version, deadline()).unwrap();
             p.add_track(published.clone());
             p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+            announced_tx.send(()).unwrap();
             while go.try_recv().is_err() {
                 let _ = p.pump(Instant::now() + Duration::from_millis(10));
             }
@@ -400,6 +409,8 @@ fn a_subscriber_that_stops_reading_is_shed_then_ended_too_far_behind() {
 
         let mut fast = Subscriber::connect(addr, version, deadline()).unwrap();
         let mut slow = Subscriber::connect(addr, version, deadline()).unwrap();
+        // SUBSCRIBE only once the relay knows the namespace (else DOES_NOT_EXIST).
+        announced.recv_timeout(Duration::from_secs(60)).unwrap();
         let fast_id = fast.subscribe(track.clone(), None, deadline()).unwrap();
         let slow_id = slow.subscribe(track.clone(), None, deadline()).unwrap();
         go_tx.send(()).unwrap();

@@ -158,6 +158,36 @@ fn many_tracks_datagrams_and_late_join() {
     assert_eq!(v["datagrams"].as_bool(), Some(true));
     assert_eq!(u(&v, "duplicated"), 0);
 
+    // Three subgroup streams per group (objects round robin): every object, in order within
+    // each stream, in both drafts.
+    for draft in ["16", "22"] {
+        let (code, stdout, v) = bench(
+            &relay,
+            &format!("subgroups-{draft}"),
+            &[
+                "fanout",
+                "--draft",
+                draft,
+                "--subgroups",
+                "3",
+                "--group-size",
+                "9",
+                "--subscribers",
+                "3",
+                "--rate",
+                "90",
+                "--warmup",
+                "0.5",
+                "--duration",
+                "1",
+            ],
+        );
+        assert_eq!(code, 0, "{stdout}");
+        assert_eq!(u(&v, "subgroups"), 3);
+        assert_eq!(u(&v, "expected"), 3 * 90);
+        assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    }
+
     // Late joiners: 6 subscribers join during the window; each gets objects from its join on
     // (counted between its first and last object) and a join time.
     let (code, stdout, v) = bench(

@@ -27,6 +27,8 @@ pub struct Plan {
     /// Objects per second per track.
     pub rate: f64,
     pub group_size: u64,
+    /// Subgroups per group (streams per group); objects go to them round robin.
+    pub subgroups: u64,
     pub object_size: usize,
     pub datagrams: bool,
     pub warmup: Duration,
@@ -162,7 +164,7 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
                     return c.send_datagram(s, track, at, &payload, last).map(|_| ());
                 }
                 if at.object == 0 {
-                    c.begin_group(s, track, at.group)?;
+                    c.begin_subgroups(s, track, at.group, plan.subgroups)?;
                 }
                 c.send_object(s, track, payload)?;
                 if last {

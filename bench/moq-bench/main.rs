@@ -94,9 +94,12 @@ struct Common {
     /// Objects per second per track.
     #[arg(long, default_value_t = 100.0)]
     rate: f64,
-    /// Objects per group (one subgroup stream per group).
+    /// Objects per group.
     #[arg(long, default_value_t = 30)]
     group_size: u64,
+    /// Subgroups (streams) per group; Object ID n goes to subgroup n mod this.
+    #[arg(long, default_value_t = 1)]
+    subgroups: u64,
     /// Send objects as datagrams instead of on subgroup streams (losses then allowed).
     #[arg(long)]
     datagrams: bool,
@@ -167,8 +170,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     if c.object_size < STAMP_LEN {
         bail!("--object-size must be at least {STAMP_LEN} (the stamp)");
     }
-    if !(c.rate > 0.0 && c.rate.is_finite()) || c.group_size == 0 {
-        bail!("--rate must be positive and --group-size at least 1");
+    if !(c.rate > 0.0 && c.rate.is_finite()) || c.group_size == 0 || c.subgroups == 0 {
+        bail!("--rate must be positive, --group-size and --subgroups at least 1");
     }
     if !(c.duration > 0.0 && c.warmup >= 0.0 && c.duration.is_finite() && c.warmup.is_finite()) {
         bail!("--duration must be positive and --warmup not negative");
@@ -190,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         publishers: c.publishers,
         rate: c.rate,
         group_size: c.group_size,
+        subgroups: c.subgroups,
         object_size: c.object_size,
         datagrams: c.datagrams,
         warmup: Duration::from_secs_f64(c.warmup),
@@ -417,7 +421,7 @@ fn report(
         c.object_size,
         c.rate,
         c.group_size,
-        if c.datagrams { "datagrams" } else { "subgroup streams" }
+        if c.datagrams { "datagrams".to_string() } else { format!("{} subgroup stream(s) per group", c.subgroups) }
     );
     println!("window      {secs:.1} s measured after {:.1} s warm-up", plan.warmup.as_secs_f64());
     println!(
@@ -513,6 +517,7 @@ fn report(
             "object_size": c.object_size,
             "rate": c.rate,
             "group_size": c.group_size,
+            "subgroups": c.subgroups,
             "datagrams": c.datagrams,
             "warmup_s": plan.warmup.as_secs_f64(),
             "duration_s": secs,

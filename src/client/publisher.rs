@@ -65,8 +65,8 @@ pub struct Delivery {
     pub streams_opened: u64,
     pub objects_sent: u64,
     pub datagrams_sent: u64,
-    /// The subgroup stream of the group in progress.
-    stream: Option<u64>,
+    /// The subgroup streams of the group in progress, by Subgroup ID.
+    streams: Vec<u64>,
 }
 
 impl Delivery {
@@ -115,6 +115,8 @@ struct Track {
     largest: Option<Location>,
     /// The group in progress and its next Object ID.
     open: Option<(u64, u64)>,
+    /// Subgroups of the group in progress (objects go to them round robin).
+    subgroups: u64,
 }
 
 #[derive(Debug)]
@@ -279,23 +281,42 @@ impl PublisherCore {
         track: &FullTrackName,
         group: u64,
     ) -> Result<usize, SessionError> {
+        self.begin_subgroups(s, track, group, 1)
+    }
+
+    /// Starts group `group` of `track` with `subgroups` subgroups (at least 1): one stream per
+    /// subgroup and admitting subscription; Object ID n goes to subgroup n mod `subgroups`.
+    /// Returns the streams opened.
+    pub fn begin_subgroups(
+        &mut self,
+        s: &mut Session,
+        track: &FullTrackName,
+        group: u64,
+        subgroups: u64,
+    ) -> Result<usize, SessionError> {
         self.end_group(s, track)?;
-        self.tracks.entry(track.clone()).or_default().open = Some((group, 0));
+        let subgroups = subgroups.max(1);
+        let t = self.tracks.entry(track.clone()).or_default();
+        t.open = Some((group, 0));
+        t.subgroups = subgroups;
         let mut opened = 0;
         for d in self.subs.values_mut().filter(|d| &d.track == track && d.admits_group(group)) {
-            let header = SubgroupHeader {
-                track_alias: d.alias,
-                group_id: group,
-                subgroup_id: SubgroupId::Zero,
-                publisher_priority: Some(self.priority),
-                has_properties: false,
-                end_of_group: true,
-                // draft-22 only: the stream starts with the subgroup's first object.
-                first_object: s.version() == Version::Draft22,
-            };
-            d.stream = Some(s.open_subgroup(&header)?);
-            d.streams_opened += 1;
-            opened += 1;
+            for k in 0..subgroups {
+                let header = SubgroupHeader {
+                    track_alias: d.alias,
+                    group_id: group,
+                    subgroup_id: if k == 0 { SubgroupId::Zero } else { SubgroupId::Explicit(k) },
+                    publisher_priority: Some(self.priority),
+                    has_properties: false,
+                    // With one subgroup its end is the group's end.
+                    end_of_group: subgroups == 1,
+                    // draft-22 only: the stream starts with the subgroup's first object.
+                    first_object: s.version() == Version::Draft22,
+                };
+                d.streams.push(s.open_subgroup(&header)?);
+                d.streams_opened += 1;
+                opened += 1;
+            }
         }
         Ok(opened)
     }
@@ -313,6 +334,7 @@ impl PublisherCore {
         let (group, next) = t.open.as_mut().ok_or(SessionError::Misrouted("an object before begin_group"))?;
         let at = Location::new(*group, *next);
         *next += 1;
+        let subgroup = (at.object % t.subgroups.max(1)) as usize;
         t.largest = t.largest.max(Some(at));
         let object = SubgroupObject {
             object_id: at.object,
@@ -321,7 +343,7 @@ impl PublisherCore {
             status: ObjectStatus::Normal,
         };
         for d in self.subs.values_mut().filter(|d| &d.track == track && d.admits(at)) {
-            if let Some(stream) = d.stream {
+            if let Some(&stream) = d.streams.get(subgroup) {
                 s.send_object(stream, &object, payload.clone())?;
                 d.objects_sent += 1;
             }
@@ -335,7 +357,7 @@ impl PublisherCore {
             t.open = None;
         }
         for d in self.subs.values_mut().filter(|d| &d.track == track) {
-            if let Some(stream) = d.stream.take() {
+            for stream in d.streams.drain(..) {
                 s.finish_data_stream(stream)?;
             }
         }
@@ -567,7 +589,7 @@ impl PublisherCore {
     /// The subscriber ended subscription `request_id`: forget it, reset its open stream.
     fn end_delivery(&mut self, s: &mut Session, request_id: RequestId) {
         let Some(d) = self.subs.remove(&request_id) else { return };
-        if let Some(stream) = d.stream {
+        for &stream in &d.streams {
             let _ = s.reset_data_stream(stream, reset::CANCELLED);
         }
         self.ended.insert(request_id, Ended::Unsubscribed);
@@ -592,7 +614,7 @@ fn new_delivery(
         streams_opened: 0,
         objects_sent: 0,
         datagrams_sent: 0,
-        stream: None,
+        streams: Vec::new(),
     }
 }
 
@@ -691,6 +713,18 @@ impl Driven<PublisherCore> {
     /// [`PublisherCore::begin_group`], sent at once.
     pub fn begin_group(&mut self, track: &FullTrackName, group: u64) -> Result<usize, ClientError> {
         let n = self.core.begin_group(self.client.session_mut(), track, group)?;
+        self.flush()?;
+        Ok(n)
+    }
+
+    /// [`PublisherCore::begin_subgroups`].
+    pub fn begin_subgroups(
+        &mut self,
+        track: &FullTrackName,
+        group: u64,
+        subgroups: u64,
+    ) -> Result<usize, ClientError> {
+        let n = self.core.begin_subgroups(self.client.session_mut(), track, group, subgroups)?;
         self.flush()?;
         Ok(n)
     }
