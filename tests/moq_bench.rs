@@ -44,6 +44,11 @@ fn bench(relay: &ServerHandle, name: &str, args: &[&str]) -> (i32, String, Value
     (out.status.code().unwrap_or(-1), stdout, value)
 }
 
+/// Nothing lost, duplicated or reordered.
+fn assert_intact(v: &Value) {
+    assert_eq!((u(v, "lost"), u(v, "duplicated"), u(v, "reordered")), (0, 0, 0), "{v}");
+}
+
 fn u(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
@@ -87,7 +92,7 @@ fn fanout_counts_every_object_in_both_drafts() {
         assert!(stdout.contains("=> OK"), "{stdout}");
         assert_eq!(u(&v, "subscriber_sessions"), 12);
         assert_eq!(u(&v, "expected"), 12 * 100);
-        assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+        assert_intact(&v);
         assert_eq!(u(&v, "malformed"), 0);
         assert_eq!(u(&v, "publisher_objects_sent"), 3 * 200);
         // By receive time: about one second's worth for 12 subscriptions.
@@ -132,7 +137,7 @@ fn many_tracks_datagrams_and_late_join() {
     assert_eq!(code, 0, "{stdout}");
     assert_eq!(u(&v, "subscriber_sessions"), 3);
     assert_eq!(u(&v, "expected"), 3 * 4 * 50);
-    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    assert_intact(&v);
 
     // Datagrams: losses would be allowed, but a loopback relay loses none of these few.
     let (code, stdout, v) = bench(
@@ -185,7 +190,7 @@ fn many_tracks_datagrams_and_late_join() {
         assert_eq!(code, 0, "{stdout}");
         assert_eq!(u(&v, "subgroups"), 3);
         assert_eq!(u(&v, "expected"), 3 * 90);
-        assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+        assert_intact(&v);
     }
 
     // Late joiners: 6 subscribers join during the window; each gets objects from its join on
@@ -212,7 +217,7 @@ fn many_tracks_datagrams_and_late_join() {
     assert_eq!(v["join_us"]["count"].as_u64(), Some(6), "{v}");
     assert_eq!(v["subscribe_ok_us"]["count"].as_u64(), Some(6));
     assert!(u(&v, "expected") > 0);
-    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    assert_intact(&v);
     // Without a cache a joiner starts at the next object: it misses the rest of the group
     // in progress (at most group size - 1 objects each).
     assert!(u(&v, "missed_in_group") <= 6 * 9);
@@ -250,7 +255,7 @@ fn churn_reconnects_in_waves() {
     assert_eq!(u(&v, "joins"), sessions);
     assert_eq!(v["subscribe_ok_us"]["count"].as_u64(), Some(sessions), "{v}");
     assert_eq!(u(&v, "subscribe_errors"), 0);
-    assert_eq!((u(&v, "lost"), u(&v, "duplicated"), u(&v, "reordered")), (0, 0, 0), "{v}");
+    assert_intact(&v);
     relay.shutdown().unwrap();
 }
 
