@@ -9,7 +9,8 @@
 #   RELAY_CORES=2 bench/run.sh fanout --tracks 8 --publishers 2 --subscribers 25 --threads 2
 #
 # Arguments after the scenario are moq-bench's (see `moq-bench <scenario> --help`); --relay and
-# --relay-pid are added here. BIN=dir uses prebuilt binaries from dir instead of building.
+# --relay-pid are added here. BIN=dir uses prebuilt binaries from dir instead of building;
+# RELAY_ARGS="--congestion-control bbr2" passes more flags to the relay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,8 @@ fi
 scenario=$1
 shift
 
-"$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$RELAY_CORES" >/tmp/moq-bench-relay.log 2>&1 &
+# shellcheck disable=SC2086 # RELAY_ARGS is a list of flags
+"$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$RELAY_CORES" ${RELAY_ARGS:-} >/tmp/moq-bench-relay.log 2>&1 &
 relay=$!
 trap 'kill $relay 2>/dev/null || true; wait $relay 2>/dev/null || true' EXIT
 sleep 1
