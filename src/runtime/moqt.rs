@@ -134,43 +134,12 @@ impl Pump {
         let mut limited = [false; 4];
         let mut queued = 0;
         self.pending.retain(|&id, queue| {
-            if limited[(id & 3) as usize] {
-                queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
-                return true;
+            let kind = (id & 3) as usize;
+            let keep = limited[kind] || send_queue(conn, session, id, queue, &mut limited[kind]);
+            if keep {
+                queued += queue_bytes(queue);
             }
-            while let Some((data, fin)) = queue.front_mut() {
-                match conn.stream_send(id, data, *fin) {
-                    Ok(n) if n == data.len() => {
-                        queue.pop_front();
-                    }
-                    Ok(n) => {
-                        let _ = data.split_to(n);
-                        // Flow control: the rest waits for the next call.
-                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
-                        return true;
-                    }
-                    // No credit yet: the bytes wait here, in order, for MAX_DATA or
-                    // MAX_STREAM_DATA, or for MAX_STREAMS (the peer's stream limit).
-                    Err(quiche::Error::Done) => {
-                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
-                        return true;
-                    }
-                    Err(quiche::Error::StreamLimit) => {
-                        limited[(id & 3) as usize] = true;
-                        queued += queue.iter().map(|(b, _)| b.len()).sum::<usize>();
-                        return true;
-                    }
-                    Err(quiche::Error::StreamStopped(code)) => {
-                        session.on_stop_sending(id, code);
-                        return false;
-                    }
-                    Err(e) => {
-                        debug!(stream = id, error = %e, "stream_send");
-                        return false;
-                    }
-                }
-            }
-            false
+            keep
         });
         self.queued = queued;
         if self.backlog_limit.is_some_and(|limit| queued > limit) {
@@ -187,7 +156,7 @@ impl Pump {
             }
             Transmit::Reset { id, code } => {
                 if let Some(queue) = self.pending.remove(&id) {
-                    self.queued = self.queued.saturating_sub(queue.iter().map(|(b, _)| b.len()).sum());
+                    self.queued = self.queued.saturating_sub(queue_bytes(&queue));
                 }
                 let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
             }
@@ -221,7 +190,7 @@ impl Pump {
                 continue;
             }
             if let Some(queue) = self.pending.remove(&id) {
-                self.queued -= queue.iter().map(|(b, _)| b.len()).sum::<usize>();
+                self.queued -= queue_bytes(&queue);
             }
             // The session may have finished the stream already: then only quiche knew it.
             let _ = session.reset_data_stream(id, RESET_BACKLOG);
@@ -248,6 +217,51 @@ impl Pump {
     pub fn take_shed(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.shed_ids)
     }
+}
+
+/// Bytes in one stream's queue.
+fn queue_bytes(queue: &VecDeque<(Bytes, bool)>) -> usize {
+    queue.iter().map(|(b, _)| b.len()).sum()
+}
+
+/// Hands stream `id`'s queued bytes to quiche in order, as far as it takes them. Returns
+/// whether bytes remain (waiting for flow control, or for MAX_STREAMS: then `limited` is set,
+/// since every later stream of its type would be refused too).
+fn send_queue(
+    conn: &mut quiche::Connection,
+    session: &mut Session,
+    id: u64,
+    queue: &mut VecDeque<(Bytes, bool)>,
+    limited: &mut bool,
+) -> bool {
+    while let Some((data, fin)) = queue.front_mut() {
+        match conn.stream_send(id, data, *fin) {
+            Ok(n) if n == data.len() => {
+                queue.pop_front();
+            }
+            // Flow control took part of it: the rest waits for the next call.
+            Ok(n) => {
+                let _ = data.split_to(n);
+                return true;
+            }
+            // No credit yet: the bytes wait here, in order, for MAX_DATA or MAX_STREAM_DATA.
+            Err(quiche::Error::Done) => return true,
+            // The peer's stream limit: they wait for MAX_STREAMS.
+            Err(quiche::Error::StreamLimit) => {
+                *limited = true;
+                return true;
+            }
+            Err(quiche::Error::StreamStopped(code)) => {
+                session.on_stop_sending(id, code);
+                return false;
+            }
+            Err(e) => {
+                debug!(stream = id, error = %e, "stream_send");
+                return false;
+            }
+        }
+    }
+    false
 }
 
 /// One connection's MoQT session over quiche, with a handler for its events (our client).
