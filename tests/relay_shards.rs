@@ -19,7 +19,7 @@ use moq_edge::session::{Event, Transmit};
 use moq_edge::wire::model::{
     DatagramHeader, FullTrackName, GroupOrder, KvValue, Location, LocationFilter, Message, ObjectStatus,
     Parameters, Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, SubgroupHeader,
-    SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
+    SubgroupId, SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use moq_edge::wire::{Quic, Version, Vi64};
 use relay::{messages, streams, ClientId, Relay, SeenStream};
@@ -1290,5 +1290,100 @@ fn malformed_control_message_closes_only_that_session() {
         }
         assert_eq!(r.clients[p].closed_by_relay, None);
         assert_eq!(r.clients[bad].closed_by_client, None);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Namespace discovery (SUBSCRIBE_NAMESPACE)
+// ---------------------------------------------------------------------------------------------
+
+/// NAMESPACE / NAMESPACE_DONE suffixes client `c` got on namespace subscription `rid`.
+fn namespace_events(r: &mut Relay, c: ClientId, rid: RequestId) -> Vec<(bool, TrackNamespace)> {
+    r.take_events(c)
+        .into_iter()
+        .map(|e| match e {
+            Event::RequestMessage { request_id, message: Message::Namespace(n) } if request_id == rid => {
+                (true, n)
+            }
+            Event::RequestMessage { request_id, message: Message::NamespaceDone(n) } if request_id == rid => {
+                (false, n)
+            }
+            other => panic!("expected NAMESPACE / NAMESPACE_DONE on {rid:?}: {other:?}"),
+        })
+        .collect()
+}
+
+fn subscribe_namespace(r: &mut Relay, c: ClientId, prefix: &[&str]) -> (RequestId, Vec<Event>) {
+    let rid = r.next_request_id(c);
+    r.send(
+        c,
+        Message::SubscribeNamespace(SubscribeNamespace {
+            request_id: rid,
+            prefix: ns(prefix),
+            ..Default::default()
+        }),
+    );
+    r.run_until_quiet();
+    (rid, r.take_events(c))
+}
+
+/// A namespace subscriber (on the other core than the publishers) hears the namespaces
+/// already announced under its prefix at once, then each new one, once however many
+/// publishers announce it, and NAMESPACE_DONE when the last of them withdraws (or leaves);
+/// namespaces outside the prefix never; an overlapping second subscription is refused
+/// PREFIX_OVERLAP; after cancelling, nothing more arrives and no state is left.
+#[test]
+fn namespace_subscribers_hear_namespaces_come_and_go() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let a = r.connect(0, pv);
+        let a_live = announce(&mut r, a, &["live", "a"]);
+        announce(&mut r, a, &["news"]);
+        let s = r.connect(1, sv);
+        let (rid, events) = subscribe_namespace(&mut r, s, &["live"]);
+        let msgs: Vec<Message> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message(m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{msgs:?}");
+        let first: Vec<_> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::RequestMessage { message: Message::Namespace(n), .. } => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(first, vec![ns(&["a"])], "{pv:?}->{sv:?}: the namespace already announced");
+
+        let b = r.connect(0, pv);
+        announce(&mut r, b, &["live", "b", "hd"]);
+        announce(&mut r, b, &["live", "a"]);
+        announce(&mut r, b, &["sports"]);
+        assert_eq!(namespace_events(&mut r, s, rid), vec![(true, ns(&["b", "hd"]))], "{pv:?}->{sv:?}");
+
+        // A withdraws ["live","a"], B still has it; B leaves: now it is gone.
+        r.send(a, Message::PublishNamespaceDone(a_live));
+        r.run_until_quiet();
+        assert_eq!(namespace_events(&mut r, s, rid), vec![], "{pv:?}->{sv:?}");
+        r.disconnect(b);
+        r.run_until_quiet();
+        let mut done = namespace_events(&mut r, s, rid);
+        done.sort_by_key(|(_, n)| n.fields().len());
+        assert_eq!(done, vec![(false, ns(&["a"])), (false, ns(&["b", "hd"]))], "{pv:?}->{sv:?}");
+
+        let (rid2, events) = subscribe_namespace(&mut r, s, &["live", "x"]);
+        let e = request_error(&messages(&events));
+        assert_eq!((e.request_id, e.error_code), (rid2, code::PREFIX_OVERLAP), "{pv:?}->{sv:?}");
+
+        r.session(s).cancel(rid).unwrap();
+        r.run_until_quiet();
+        announce(&mut r, a, &["live", "c"]);
+        assert!(r.take_events(s).is_empty(), "{pv:?}->{sv:?}: nothing after cancelling");
+        let (_, events) = subscribe_namespace(&mut r, s, &["live", "x"]);
+        assert!(matches!(messages(&events).as_slice(), [Message::RequestOk(_)]), "no overlap once cancelled");
+        assert_no_closes(&r);
     }
 }

@@ -15,6 +15,7 @@
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
 
 pub mod alias;
+mod discovery;
 mod fanout;
 mod ingest;
 pub mod msg;
@@ -41,8 +42,14 @@ pub mod code {
     pub const INTERNAL_ERROR: u64 = 0x0;
     /// REQUEST_ERROR NOT_SUPPORTED.
     pub const NOT_SUPPORTED: u64 = 0x3;
+    /// REQUEST_ERROR EXCESSIVE_LOAD.
+    pub const EXCESSIVE_LOAD: u64 = 0x9;
     /// REQUEST_ERROR DOES_NOT_EXIST.
     pub const DOES_NOT_EXIST: u64 = 0x10;
+    /// REQUEST_ERROR INVALID_RANGE.
+    pub const INVALID_RANGE: u64 = 0x11;
+    /// REQUEST_ERROR PREFIX_OVERLAP.
+    pub const PREFIX_OVERLAP: u64 = 0x30;
     /// PUBLISH_DONE TRACK_ENDED.
     pub const TRACK_ENDED: u64 = 0x2;
     /// Stream reset CANCELLED.
@@ -153,6 +160,7 @@ pub struct RelayShard {
     owner: owner::Owner,
     ingest: ingest::Ingest,
     fanout: fanout::Fanout,
+    discovery: discovery::Discovery,
     mail: Mail,
     woken: Woken,
     next_epoch: u64,
@@ -173,6 +181,7 @@ impl RelayShard {
             owner: owner::Owner::default(),
             ingest: ingest::Ingest::default(),
             fanout: fanout::Fanout::default(),
+            discovery: discovery::Discovery::default(),
             mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
             woken: Woken::default(),
             next_epoch: 0,
@@ -257,6 +266,7 @@ impl RelayShard {
             return;
         }
         self.fanout_session_closed(conn);
+        self.discovery_session_closed(conn);
         self.ingest_session_closed(conn);
         self.run_local();
     }
@@ -319,8 +329,16 @@ impl RelayShard {
     fn dispatch(&mut self, msg: RelayMsg) {
         use RelayMsg as M;
         match msg {
-            M::NamespaceAnnounced { namespace, publisher } => self.namespaces.insert(namespace, publisher),
-            M::NamespaceWithdrawn { namespace, publisher } => self.namespaces.remove(&namespace, publisher),
+            M::NamespaceAnnounced { namespace, publisher } => {
+                if self.namespaces.insert(namespace.clone(), publisher) {
+                    self.discovery_changed(&namespace, true);
+                }
+            }
+            M::NamespaceWithdrawn { namespace, publisher } => {
+                if self.namespaces.remove(&namespace, publisher) {
+                    self.discovery_changed(&namespace, false);
+                }
+            }
             M::Subscribe { alias, track, from } => self.owner_subscribe(alias, track, from),
             M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
             M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
@@ -385,9 +403,7 @@ impl RelayShard {
             Message::PublishDone(m) => self.ingest_publish_done(conn, m),
             Message::TrackStatus(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "TRACK_STATUS"),
             Message::Fetch(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "FETCH"),
-            Message::SubscribeNamespace(m) => {
-                self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_NAMESPACE")
-            }
+            Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m),
             Message::SubscribeTracks(m) => {
                 self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_TRACKS")
             }
@@ -414,6 +430,8 @@ impl RelayShard {
     fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
         if self.fanout.has(conn, rid) {
             self.fanout_unsubscribe(conn, rid);
+        } else if self.discovery.has(conn, rid) {
+            self.discovery_cancelled(conn, rid);
         } else if self.ingest.has_namespace(conn, rid) {
             self.ingest_withdraw_namespace(conn, rid);
         } else {

@@ -13,15 +13,32 @@ pub struct NamespaceTable {
 }
 
 impl NamespaceTable {
-    pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef) {
+    /// Adds an announcement; true when no one had announced `namespace` before.
+    pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef) -> bool {
+        let first = !self.entries.iter().any(|(n, _)| *n == namespace);
         self.entries.push((namespace, publisher));
+        first
     }
 
-    /// Removes one announcement of `namespace` by `publisher`.
-    pub fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
-        if let Some(i) = self.entries.iter().rposition(|(n, p)| n == namespace && *p == publisher) {
-            self.entries.remove(i);
+    /// Removes one announcement of `namespace` by `publisher`; true when it was the last
+    /// announcement of `namespace`.
+    pub fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) -> bool {
+        let Some(i) = self.entries.iter().rposition(|(n, p)| n == namespace && *p == publisher) else {
+            return false;
+        };
+        self.entries.remove(i);
+        !self.entries.iter().any(|(n, _)| n == namespace)
+    }
+
+    /// Every announced namespace at or below `prefix`, each once, in announcement order.
+    pub fn distinct_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
+        let mut out: Vec<TrackNamespace> = Vec::new();
+        for (n, _) in &self.entries {
+            if n.starts_with(prefix) && !out.contains(n) {
+                out.push(n.clone());
+            }
         }
+        out
     }
 
     /// The publisher for a track in `namespace`: the longest announced prefix, newest first.
@@ -58,17 +75,21 @@ mod tests {
         );
         let mut t = NamespaceTable::default();
         assert_eq!(t.route(&ns(&["x"])), None);
-        t.insert(ns(&["live"]), a);
-        t.insert(ns(&["live", "sports"]), b);
+        assert!(t.insert(ns(&["live"]), a));
+        assert!(t.insert(ns(&["live", "sports"]), b));
         assert_eq!(t.route(&ns(&["live", "sports", "hd"])), Some(b));
         assert_eq!(t.route(&ns(&["live", "news"])), Some(a));
         assert_eq!(t.route(&ns(&["liv"])), None);
-        t.insert(ns(&["live", "sports"]), c);
+        assert!(!t.insert(ns(&["live", "sports"]), c), "a second announcement of a known namespace");
         assert_eq!(t.route(&ns(&["live", "sports"])), Some(c));
-        t.remove(&ns(&["live", "sports"]), c);
+        assert_eq!(t.distinct_under(&ns(&["live"])), vec![ns(&["live"]), ns(&["live", "sports"])]);
+        assert_eq!(t.distinct_under(&ns(&["live", "sports"])), vec![ns(&["live", "sports"])]);
+        assert!(t.distinct_under(&ns(&["news"])).is_empty());
+        assert!(!t.remove(&ns(&["live", "sports"]), c), "b still announces it");
         assert_eq!(t.route(&ns(&["live", "sports"])), Some(b));
-        t.remove(&ns(&["live", "sports"]), b);
-        t.remove(&ns(&["live"]), a);
+        assert!(!t.remove(&ns(&["live", "sports"]), c), "not announced by c any more");
+        assert!(t.remove(&ns(&["live", "sports"]), b));
+        assert!(t.remove(&ns(&["live"]), a));
         assert!(t.is_empty());
     }
 }
