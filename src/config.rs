@@ -71,6 +71,11 @@ pub struct Cli {
     #[arg(long, value_name = "KIB")]
     pub max_backlog_kib: Option<u64>,
 
+    /// Object cache for late joiners and FETCH, in MiB for the whole relay (split evenly
+    /// between the cores); 0 disables it [default: 1024].
+    #[arg(long, value_name = "MIB")]
+    pub cache_mib: Option<u64>,
+
     /// Graceful shutdown (SIGTERM/SIGINT): every session gets GOAWAY and is served this long,
     /// in milliseconds, before the rest are closed with GOAWAY_TIMEOUT; 0 closes at once
     /// [default: 5000].
@@ -102,6 +107,7 @@ struct FileConfig {
     gso: Option<bool>,
     linger_ms: Option<u64>,
     max_backlog_kib: Option<u64>,
+    cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
 }
@@ -129,6 +135,8 @@ pub struct Config {
     pub linger: Duration,
     /// Bytes; see `RelayConfig::max_backlog`.
     pub max_backlog: usize,
+    /// Bytes for the whole relay; see `RelayConfig::cache_budget` (per core).
+    pub cache: usize,
     pub goaway_timeout: Duration,
     pub goaway_uri: String,
 }
@@ -155,6 +163,7 @@ impl Config {
         RelayConfig {
             linger: self.linger,
             max_backlog: self.max_backlog,
+            cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             ..RelayConfig::default()
         }
@@ -218,6 +227,10 @@ impl Config {
         if !(64..=1 << 20).contains(&backlog_kib) {
             bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
         }
+        let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
+        if cache_mib > 1 << 20 {
+            bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
+        }
         let goaway_ms = cli.goaway_timeout_ms.or(file.goaway_timeout_ms).unwrap_or(5_000);
         if goaway_ms > 600_000 {
             bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
@@ -241,6 +254,7 @@ impl Config {
             gso,
             linger: Duration::from_millis(linger_ms),
             max_backlog: backlog_kib as usize * 1024,
+            cache: cache_mib as usize * 1024 * 1024,
             goaway_timeout: Duration::from_millis(goaway_ms),
             goaway_uri,
         })
@@ -294,6 +308,10 @@ mod tests {
         assert_eq!(c.relay().linger, Duration::from_millis(250));
         assert!(Config::resolve(&cli(&["--linger-ms", "3600001"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_backlog, 1 << 20);
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
+        let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");
+        assert_eq!(c.relay().cache_budget, 0);
+        assert!(Config::resolve(&cli(&["--cache-mib", "2000000"]), 8).is_err());
         let c = Config::resolve(&cli(&["--max-backlog-kib", "256"]), 8).expect("backlog");
         assert_eq!(c.relay().max_backlog, 256 * 1024);
         assert!(Config::resolve(&cli(&["--max-backlog-kib", "63"]), 8).is_err());

@@ -36,6 +36,11 @@ fn main() -> anyhow::Result<()> {
     println!("  tls        {tls}");
     println!("  linger     {} ms", config.linger.as_millis());
     println!("  backlog    {} KiB per session", config.max_backlog / 1024);
+    println!(
+        "  cache      {} MiB ({} MiB per core)",
+        config.cache >> 20,
+        (config.cache / config.cores) >> 20
+    );
     match config.goaway_uri.as_str() {
         "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
         uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),

@@ -13,11 +13,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{Data, RelayMsg, StreamKey, TrackInfo};
+use super::fetch::fetch_range;
+use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
 use super::{code, session, RelayShard};
+use crate::session::SessionCode;
 use crate::wire::model::{
-    Location, LocationFilter, Message, Parameters, PublishDone, RequestId, SubgroupHeader, Subscribe,
-    SubscribeOk, TrackAlias,
+    FullTrackName, Location, LocationFilter, Message, Parameters, PublishDone, RequestId, SubgroupHeader,
+    Subscribe, SubscribeOk, TrackAlias,
 };
 use crate::wire::Version;
 
@@ -41,6 +43,77 @@ struct LocalSub {
     /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
     /// shed from the backlog is usually one the relay already finished (its FIN queued).
     recent: VecDeque<u64>,
+    /// The Largest Location when it became Established (joining FETCHes end there).
+    largest_at_start: Option<Location>,
+    /// Joining FETCHes (draft-16) that arrived before SUBSCRIBE_OK.
+    joins: Vec<Join>,
+    /// draft-22 FILL_PARAMETERS: a fill fetch stream when it becomes Established.
+    fill: Option<Box<Parameters>>,
+}
+
+/// A draft-16 Joining FETCH (§9.16 "Joining Fetch Range Calculation").
+#[derive(Debug, Clone, Copy)]
+struct Join {
+    rid: RequestId,
+    /// Relative (Joining Start groups before the Largest) or absolute (from that group).
+    relative: bool,
+    start: u64,
+    descending: bool,
+}
+
+/// A joining FETCH's range: from its Joining Start through the subscription's Largest
+/// Location at SUBSCRIBE_OK.
+fn join_ask(core: usize, conn: u64, j: Join, largest: Option<Location>) -> Result<FetchAsk, &'static str> {
+    let l = largest.ok_or("no objects published yet")?;
+    let start = if j.relative {
+        Location::new(l.group.saturating_sub(j.start), 0)
+    } else {
+        Location::new(j.start, 0)
+    };
+    if start > l {
+        return Err("the joining start is after the largest object");
+    }
+    let (end, cap) = (FetchBound::Object(l), Some(l));
+    Ok(FetchAsk {
+        from: core,
+        conn,
+        rid: j.rid,
+        start: FetchStart::At(start),
+        end,
+        descending: j.descending,
+        cap,
+        fill: false,
+    })
+}
+
+/// A draft-22 fill fetch stream's range (§3.4), or `None` when it selects nothing.
+fn fill_ask(core: usize, sub: &LocalSub) -> Option<FetchAsk> {
+    let fill = sub.fill.as_ref()?;
+    let l = sub.largest_at_start?;
+    let filter = match fill.location_filter {
+        Some(f) => Some(f),
+        None => sub.filter,
+    };
+    let (start, end) = fetch_range(filter)?;
+    let start = match start {
+        FetchStart::At(s) => s,
+        FetchStart::GroupsBack(n) => Location::new((l.group + 1).saturating_sub(n), 0),
+    };
+    if start > l || !sub.forward {
+        return None;
+    }
+    let descending = fill.group_order == Some(crate::wire::model::GroupOrder::Descending);
+    let ask = FetchAsk {
+        from: core,
+        conn: sub.conn,
+        rid: sub.rid,
+        start: FetchStart::At(start),
+        end,
+        descending,
+        cap: Some(l),
+        fill: true,
+    };
+    Some(ask)
 }
 
 /// Streams remembered per subscription to attribute shed streams.
@@ -58,6 +131,7 @@ struct FanStream {
 
 #[derive(Debug)]
 struct SubTrack {
+    track: FullTrackName,
     /// The owner answered: objects flow to this core.
     live: bool,
     info: TrackInfo,
@@ -130,6 +204,9 @@ impl RelayShard {
             shed_count: 0,
             shed_since: None,
             recent: VecDeque::new(),
+            largest_at_start: None,
+            joins: Vec::new(),
+            fill: m.params.fill_parameters.clone(),
         };
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
@@ -140,6 +217,7 @@ impl RelayShard {
             }
             None => {
                 let st = SubTrack {
+                    track: m.track.clone(),
                     live: false,
                     info: TrackInfo::default(),
                     subs: vec![sub],
@@ -152,11 +230,20 @@ impl RelayShard {
         }
     }
 
-    /// Sends SUBSCRIBE_OK to every subscription of `alias` not yet Established.
+    /// Sends SUBSCRIBE_OK to every subscription of `alias` not yet Established, then asks
+    /// for their joining FETCHes and fill streams.
     fn establish(&mut self, alias: TrackAlias) {
         let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        let mut asks: Vec<(u64, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
         for sub in st.subs.iter_mut().filter(|s| !s.established) {
             sub.established = true;
+            sub.largest_at_start = st.info.largest;
+            for j in sub.joins.drain(..) {
+                asks.push((sub.conn, j.rid, join_ask(self.core, sub.conn, j, st.info.largest)));
+            }
+            if let Some(ask) = fill_ask(self.core, sub) {
+                asks.push((sub.conn, sub.rid, Ok(ask)));
+            }
             (sub.start, sub.end) = window(sub.filter, st.info.largest);
             let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
             let ok = Message::SubscribeOk(SubscribeOk {
@@ -170,6 +257,51 @@ impl RelayShard {
             if let Err(e) = s.send(ok) {
                 debug!(conn = sub.conn, error = %e, "SUBSCRIBE_OK not sent");
             }
+        }
+        let track = st.track.clone();
+        for (conn, rid, ask) in asks {
+            match ask {
+                Ok(ask) => self.fetch_ask(alias, track.clone(), ask),
+                Err(reason) => self.fetch_fail(conn, rid, false, code::INVALID_RANGE, reason),
+            }
+        }
+    }
+
+    /// A draft-16 Joining FETCH `rid` of subscription `joined`: answered once the
+    /// subscription is Established (its Largest Location fixes the range).
+    pub(super) fn fanout_join(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        joined: RequestId,
+        relative: bool,
+        start: u64,
+        descending: bool,
+    ) {
+        let sub = self.fanout.by_req.get(&(conn, joined)).and_then(|alias| {
+            let st = self.fanout.tracks.get_mut(alias)?;
+            let i = st.subs.iter().position(|s| s.conn == conn && s.rid == joined)?;
+            Some((*alias, st.track.clone(), &mut st.subs[i]))
+        });
+        let Some((alias, track, sub)) = sub else {
+            let reason = "no subscription with that Request ID";
+            return self.answer_error(conn, rid, code::INVALID_JOINING_REQUEST_ID, reason, true);
+        };
+        if !matches!(sub.filter, None | Some(LocationFilter::NextObject)) {
+            // draft-16 §9.16: only a subscription with the Largest Object filter can be joined.
+            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                s.close(SessionCode::ProtocolViolation, "joining FETCH of a subscription with a filter");
+            }
+            return;
+        }
+        let join = Join { rid, relative, start, descending };
+        if !sub.established {
+            sub.joins.push(join);
+            return self.fetch_hold(conn, rid);
+        }
+        match join_ask(self.core, conn, join, sub.largest_at_start) {
+            Ok(ask) => self.fetch_ask(alias, track, ask),
+            Err(reason) => self.answer_error(conn, rid, code::INVALID_RANGE, reason, true),
         }
     }
 
@@ -202,6 +334,9 @@ impl RelayShard {
         for sub in st.subs {
             self.forget_sub(sub.conn, sub.rid);
             self.answer_error(sub.conn, sub.rid, code, &reason, true);
+            for j in sub.joins {
+                self.fetch_fail(sub.conn, j.rid, false, code, &reason);
+            }
         }
     }
 
@@ -317,6 +452,9 @@ impl RelayShard {
             self.fanout.tracks.remove(&alias);
             let from = self.core;
             self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
+        }
+        for j in &sub.joins {
+            self.fetch_fail(conn, j.rid, false, code::INTERNAL_ERROR, "the joined subscription ended");
         }
         Some(sub)
     }

@@ -15,8 +15,10 @@
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
 
 pub mod alias;
+mod cache;
 mod discovery;
 mod fanout;
+mod fetch;
 mod ingest;
 pub mod msg;
 mod namespaces;
@@ -50,6 +52,8 @@ pub mod code {
     pub const INVALID_RANGE: u64 = 0x11;
     /// REQUEST_ERROR PREFIX_OVERLAP.
     pub const PREFIX_OVERLAP: u64 = 0x30;
+    /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only).
+    pub const INVALID_JOINING_REQUEST_ID: u64 = 0x32;
     /// PUBLISH_DONE TRACK_ENDED.
     pub const TRACK_ENDED: u64 = 0x2;
     /// Stream reset CANCELLED.
@@ -81,6 +85,8 @@ pub struct RelayConfig {
     /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
     /// subgroup streams are reset (CANCELLED) until half of it remains.
     pub max_backlog: usize,
+    /// Bytes of objects this shard caches for late joiners and FETCH (0: none).
+    pub cache_budget: usize,
     /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
     /// they used).
     pub goaway_uri: Bytes,
@@ -98,6 +104,7 @@ impl Default for RelayConfig {
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
+            cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
         }
@@ -161,6 +168,7 @@ pub struct RelayShard {
     ingest: ingest::Ingest,
     fanout: fanout::Fanout,
     discovery: discovery::Discovery,
+    fetches: fetch::Fetches,
     mail: Mail,
     woken: Woken,
     next_epoch: u64,
@@ -171,6 +179,7 @@ pub struct RelayShard {
 
 impl RelayShard {
     pub fn new(core: usize, cores: usize, config: RelayConfig, key: AliasKey, now: Instant) -> Self {
+        let cache_budget = config.cache_budget;
         RelayShard {
             core,
             cores,
@@ -178,10 +187,11 @@ impl RelayShard {
             key,
             sessions: HashMap::default(),
             namespaces: NamespaceTable::default(),
-            owner: owner::Owner::default(),
+            owner: owner::Owner::new(cache_budget),
             ingest: ingest::Ingest::default(),
             fanout: fanout::Fanout::default(),
             discovery: discovery::Discovery::default(),
+            fetches: fetch::Fetches::default(),
             mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
             woken: Woken::default(),
             next_epoch: 0,
@@ -241,10 +251,15 @@ impl RelayShard {
         self.sessions.len()
     }
 
-    /// Tracks this shard owns, downstream subscriptions and upstream subscriptions on it
-    /// (for tests and metrics: all zero when nothing is relayed).
+    /// Tracks this shard owns, downstream subscriptions and FETCHes in progress, and
+    /// upstream subscriptions on it (for tests and metrics: all zero when nothing is relayed).
     pub fn state_counts(&self) -> (usize, usize, usize) {
-        (self.owner.len(), self.fanout.len(), self.ingest.len())
+        (self.owner.len(), self.fanout.len() + self.fetches.len(), self.ingest.len())
+    }
+
+    /// Bytes of objects this shard caches.
+    pub fn cache_bytes(&self) -> usize {
+        self.owner.cache.bytes()
     }
 
     /// Handles every queued event of session `conn`, then the messages this shard sent
@@ -267,6 +282,7 @@ impl RelayShard {
         }
         self.fanout_session_closed(conn);
         self.discovery_session_closed(conn);
+        self.fetch_session_closed(conn);
         self.ingest_session_closed(conn);
         self.run_local();
     }
@@ -364,6 +380,10 @@ impl RelayShard {
             }
             M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
             M::Downstream { alias, data } => self.fanout_data(alias, data),
+            M::Fetch { alias, track, ask } => self.owner_fetch(alias, track, ask),
+            M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
+                self.fetch_answer(conn, rid, fill, answer)
+            }
         }
     }
 
@@ -402,7 +422,8 @@ impl RelayShard {
             Message::Publish(m) => self.ingest_publish(conn, m),
             Message::PublishDone(m) => self.ingest_publish_done(conn, m),
             Message::TrackStatus(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "TRACK_STATUS"),
-            Message::Fetch(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "FETCH"),
+            Message::Fetch(m) => self.fetch_request(conn, m),
+            Message::FetchCancel(rid) => self.fetch_cancel(conn, rid),
             Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m),
             Message::SubscribeTracks(m) => {
                 self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_TRACKS")
@@ -432,6 +453,8 @@ impl RelayShard {
             self.fanout_unsubscribe(conn, rid);
         } else if self.discovery.has(conn, rid) {
             self.discovery_cancelled(conn, rid);
+        } else if self.fetches.has(conn, rid) {
+            self.fetch_cancel(conn, rid);
         } else if self.ingest.has_namespace(conn, rid) {
             self.ingest_withdraw_namespace(conn, rid);
         } else {

@@ -5,9 +5,10 @@
 
 use bytes::Bytes;
 
+use super::cache::CachedObject;
 use crate::wire::model::{
-    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, SubgroupHeader, SubgroupObject,
-    TrackAlias, TrackNamespace,
+    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, RequestId, SubgroupHeader,
+    SubgroupObject, TrackAlias, TrackNamespace,
 };
 
 /// A session on some core (the relay's name for a connection: core and per-core id).
@@ -138,6 +139,22 @@ pub enum RelayMsg {
         reason: Bytes,
     },
 
+    // ---- FETCH (and draft-22 fill fetch streams) ----
+    /// Subscriber core → owner: objects of `track` from the cache.
+    Fetch {
+        alias: TrackAlias,
+        track: FullTrackName,
+        ask: FetchAsk,
+    },
+    /// Owner → the asking core.
+    FetchAnswer {
+        alias: TrackAlias,
+        conn: u64,
+        rid: RequestId,
+        fill: bool,
+        answer: Result<FetchData, (u64, Bytes)>,
+    },
+
     // ---- data ----
     /// Ingest core → owner, for upstream subscription `epoch`.
     Upstream {
@@ -174,4 +191,56 @@ pub enum Data {
         header: DatagramHeader,
         payload: Bytes,
     },
+}
+
+/// Where a FETCH range starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchStart {
+    At(Location),
+    /// `{Largest.Group + 1 - groups_back, 0}` (a relative Location filter).
+    GroupsBack(u64),
+}
+
+/// Where a FETCH range ends (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchBound {
+    Object(Location),
+    /// Through the end of this group.
+    Group(u64),
+    /// Through the Largest Object.
+    Largest,
+}
+
+/// A FETCH (or fill) a subscriber core asks the owner to answer.
+#[derive(Debug, Clone)]
+pub struct FetchAsk {
+    pub from: usize,
+    pub conn: u64,
+    /// The FETCH's Request ID (for a fill: the SUBSCRIBE's).
+    pub rid: RequestId,
+    pub start: FetchStart,
+    pub end: FetchBound,
+    pub descending: bool,
+    /// The end never goes past this (a joining FETCH or fill ends where its subscription's
+    /// Largest Location was, so the two are contiguous and do not overlap).
+    pub cap: Option<Location>,
+    /// A draft-22 fill fetch stream: no FETCH_OK.
+    pub fill: bool,
+}
+
+/// The owner's answer: the range resolved against the Largest Object, and the cached objects
+/// in it.
+#[derive(Debug, Clone)]
+pub struct FetchData {
+    /// Inclusive end of the response.
+    pub end: Location,
+    /// The request asked through the end of this group and the response covers it (draft-16
+    /// writes it as `{group + 1, 0}`).
+    pub whole_group: Option<u64>,
+    pub properties: Properties,
+    /// Locations from the start through this one are unknown to the relay (not cached).
+    pub unknown_until: Option<Location>,
+    /// Groups in descending order (objects ascending within each).
+    pub descending: bool,
+    pub objects: Vec<(Location, CachedObject)>,
 }

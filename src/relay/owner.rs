@@ -12,10 +12,17 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::cache::{Cache, CachedObject};
 use super::code;
-use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
+use super::msg::{
+    Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, RelayMsg, SessionRef, StreamKey, TrackInfo,
+};
 use super::RelayShard;
-use crate::wire::model::{FullTrackName, Location, SubgroupHeader, TrackAlias};
+use crate::wire::model::{FullTrackName, Location, ObjectStatus, SubgroupHeader, SubgroupId, TrackAlias};
+
+/// Publisher priority of an object whose header says DEFAULT_PRIORITY (draft-22 §5.1: the
+/// track's; the relay does not track it yet) when it is cached for a fetch stream.
+const DEFAULT_PRIORITY: u8 = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -53,21 +60,45 @@ struct Track {
     cores: Vec<usize>,
     /// Cores waiting for the upstream to become Established.
     waiting: Vec<usize>,
-    /// Upstream subgroup streams open now, with their headers (for cores that join).
-    streams: HashMap<StreamKey, SubgroupHeader>,
+    /// Upstream subgroup streams open now, with their headers (for cores that join) and
+    /// Subgroup IDs (known at the first object when the header says "first object").
+    streams: HashMap<StreamKey, (SubgroupHeader, Option<u64>)>,
     info: TrackInfo,
     /// Since when nobody wants the track (linger).
     idle_since: Option<Instant>,
+    /// FETCHes waiting for the upstream to be Established (the End Location is not known).
+    fetches: Vec<FetchAsk>,
 }
 
-#[derive(Debug, Default)]
+impl Track {
+    fn new(name: FullTrackName, source: Source, waiting: Vec<usize>, info: TrackInfo) -> Self {
+        Track {
+            name,
+            source,
+            cores: Vec::new(),
+            waiting,
+            streams: HashMap::default(),
+            info,
+            idle_since: None,
+            fetches: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug)]
 pub struct Owner {
     tracks: HashMap<TrackAlias, Track>,
     /// Linger deadlines, checked lazily against `idle_since`.
     idle: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Objects of the tracks this shard owns.
+    pub(super) cache: Cache,
 }
 
 impl Owner {
+    pub fn new(cache_budget: usize) -> Self {
+        Owner { tracks: HashMap::default(), idle: BinaryHeap::new(), cache: Cache::new(cache_budget) }
+    }
+
     pub fn len(&self) -> usize {
         self.tracks.len()
     }
@@ -98,7 +129,7 @@ impl RelayShard {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         let waiting = std::mem::take(&mut t.waiting);
         let info = t.info.clone();
-        let open: Vec<_> = t.streams.iter().map(|(k, h)| (*k, *h)).collect();
+        let open: Vec<_> = t.streams.iter().map(|(k, (h, _))| (*k, *h)).collect();
         for core in waiting {
             if !t.cores.contains(&core) {
                 t.cores.push(core);
@@ -141,18 +172,8 @@ impl RelayShard {
             return self.send(from, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
         };
         let epoch = self.new_epoch();
-        self.owner.tracks.insert(
-            alias,
-            Track {
-                name: track.clone(),
-                source: Source::Pending { publisher, epoch },
-                cores: Vec::new(),
-                waiting: vec![from],
-                streams: HashMap::default(),
-                info: TrackInfo::default(),
-                idle_since: None,
-            },
-        );
+        let source = Source::Pending { publisher, epoch };
+        self.owner.tracks.insert(alias, Track::new(track.clone(), source, vec![from], TrackInfo::default()));
         self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
@@ -177,6 +198,17 @@ impl RelayShard {
         }
         self.release_waiting(alias);
         self.set_idle(alias);
+        self.owner_answer_waiting_fetches(alias);
+    }
+
+    /// Removes track `alias` and its cache; FETCHes still waiting for it get `code`.
+    fn owner_remove(&mut self, alias: TrackAlias, code: u64, reason: &Bytes) -> Option<Track> {
+        let mut t = self.owner.tracks.remove(&alias)?;
+        self.owner.cache.remove_track(alias);
+        for ask in std::mem::take(&mut t.fetches) {
+            self.owner_fetch_error(alias, &ask, code, reason.clone());
+        }
+        Some(t)
     }
 
     pub(super) fn owner_upstream_error(&mut self, alias: TrackAlias, epoch: Epoch, code: u64, reason: Bytes) {
@@ -184,7 +216,7 @@ impl RelayShard {
         if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
             return;
         }
-        let Some(t) = self.owner.tracks.remove(&alias) else { return };
+        let Some(t) = self.owner_remove(alias, code, &reason) else { return };
         for core in t.waiting {
             self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
         }
@@ -201,7 +233,7 @@ impl RelayShard {
         if t.source.epoch() != epoch {
             return;
         }
-        let Some(t) = self.owner.tracks.remove(&alias) else { return };
+        let Some(t) = self.owner_remove(alias, code::DOES_NOT_EXIST, &reason) else { return };
         for core in t.cores {
             self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
         }
@@ -235,6 +267,7 @@ impl RelayShard {
                 self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
+                let newer = !t.fetches.is_empty();
                 let cores = t.cores.clone();
                 let wants = !t.cores.is_empty() || !t.waiting.is_empty();
                 t.source = Source::Published { publisher, epoch, forward: wants };
@@ -252,6 +285,9 @@ impl RelayShard {
                 }
                 self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wants });
                 self.release_waiting(alias);
+                if newer {
+                    self.owner_answer_waiting_fetches(alias);
+                }
             }
             None => {
                 if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
@@ -259,18 +295,8 @@ impl RelayShard {
                     let msg = RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason };
                     return self.send(publisher.core, msg);
                 }
-                self.owner.tracks.insert(
-                    alias,
-                    Track {
-                        name: track,
-                        source: Source::Published { publisher, epoch, forward: false },
-                        cores: Vec::new(),
-                        waiting: Vec::new(),
-                        streams: HashMap::default(),
-                        info,
-                        idle_since: None,
-                    },
-                );
+                let source = Source::Published { publisher, epoch, forward: false };
+                self.owner.tracks.insert(alias, Track::new(track, source, Vec::new(), info));
                 self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
             }
         }
@@ -285,20 +311,44 @@ impl RelayShard {
         }
         match &data {
             Data::StreamOpen { key, header } => {
-                t.streams.insert(*key, *header);
+                let subgroup = match header.subgroup_id {
+                    SubgroupId::Zero => Some(0),
+                    SubgroupId::Explicit(id) => Some(id),
+                    SubgroupId::FirstObject => None,
+                };
+                t.streams.insert(*key, (*header, subgroup));
             }
-            Data::Object { key, object, .. } => {
-                if let Some(h) = t.streams.get(key) {
+            Data::Object { key, object, payload } => {
+                if let Some((h, subgroup)) = t.streams.get_mut(key) {
                     let at = Location { group: h.group_id, object: object.object_id };
                     t.info.largest = Some(max_location(t.info.largest, at));
+                    let subgroup = *subgroup.get_or_insert(object.object_id);
+                    if object.status == ObjectStatus::Normal {
+                        let cached = CachedObject {
+                            subgroup: Some(subgroup),
+                            priority: h.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
+                            properties: object.properties.clone(),
+                            payload: payload.clone(),
+                        };
+                        self.owner.cache.insert(alias, at, cached);
+                    }
                 }
             }
             Data::StreamEnd { key, .. } => {
                 t.streams.remove(key);
             }
-            Data::Datagram { header, .. } => {
+            Data::Datagram { header, payload } => {
                 let at = Location { group: header.group_id, object: header.object_id };
                 t.info.largest = Some(max_location(t.info.largest, at));
+                if header.status.is_none() {
+                    let cached = CachedObject {
+                        subgroup: None,
+                        priority: header.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
+                        properties: header.properties.clone(),
+                        payload: payload.clone(),
+                    };
+                    self.owner.cache.insert(alias, at, cached);
+                }
             }
         }
         let n = t.cores.len();
@@ -335,10 +385,119 @@ impl RelayShard {
                     }
                 }
                 Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
-                    self.owner.tracks.remove(&alias);
+                    self.owner_remove(alias, code::DOES_NOT_EXIST, &Bytes::from_static(b"the track ended"));
                     self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
                 }
             }
         }
+    }
+}
+
+/// The largest Object ID a draft-16 varint can carry (draft-22's are wider): "the rest of
+/// the group" in an End of Range marker.
+const LAST_OBJECT: u64 = (1 << 62) - 1;
+
+/// The Location just before `l`.
+fn before(l: Location) -> Option<Location> {
+    match (l.group, l.object) {
+        (_, o) if o > 0 => Some(Location::new(l.group, o - 1)),
+        (0, _) => None,
+        (g, _) => Some(Location::new(g - 1, LAST_OBJECT)),
+    }
+}
+
+impl RelayShard {
+    /// A FETCH (or fill) of `track`, owned here: answered from the cache once the End Location
+    /// is known (draft-16 §9.16 "FETCH_OK MUST NOT be sent until the End Location is known";
+    /// draft-22 §3.2), i.e. once the upstream is Established.
+    pub(super) fn owner_fetch(&mut self, alias: TrackAlias, track: FullTrackName, ask: FetchAsk) {
+        match self.owner.tracks.get_mut(&alias) {
+            Some(t) if t.name != track => self.owner_fetch_error(
+                alias,
+                &ask,
+                code::INTERNAL_ERROR,
+                Bytes::from_static(b"alias collision"),
+            ),
+            Some(t) if matches!(t.source, Source::Pending { .. }) => t.fetches.push(ask),
+            Some(_) => self.owner_answer_fetch(alias, ask),
+            None => {
+                // Not relayed now: nothing cached and no upstream FETCH yet (issue 7).
+                let reason = Bytes::from_static(b"the relay holds nothing of this track");
+                self.owner_fetch_error(alias, &ask, code::DOES_NOT_EXIST, reason)
+            }
+        }
+    }
+
+    fn owner_answer_waiting_fetches(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        for ask in std::mem::take(&mut t.fetches) {
+            self.owner_answer_fetch(alias, ask);
+        }
+    }
+
+    fn owner_fetch_error(&mut self, alias: TrackAlias, ask: &FetchAsk, code: u64, reason: Bytes) {
+        let msg = RelayMsg::FetchAnswer {
+            alias,
+            conn: ask.conn,
+            rid: ask.rid,
+            fill: ask.fill,
+            answer: Err((code, reason)),
+        };
+        self.send(ask.from, msg);
+    }
+
+    /// Resolves the range against the Largest Object (draft-16 FETCH_OK End Location rules,
+    /// draft-22 §9.12) and collects the cached objects in it. What the cache cannot vouch
+    /// for (before [`TrackCache::known_from`](super::cache::TrackCache::known_from)) is
+    /// reported as unknown; ranges are ascending-only for that marker.
+    fn owner_answer_fetch(&mut self, alias: TrackAlias, ask: FetchAsk) {
+        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        let Some(largest) = t.info.largest else {
+            let reason = Bytes::from_static(b"no objects published yet");
+            return self.owner_fetch_error(alias, &ask, code::INVALID_RANGE, reason);
+        };
+        let start = match ask.start {
+            FetchStart::At(l) => l,
+            FetchStart::GroupsBack(n) => Location::new((largest.group + 1).saturating_sub(n), 0),
+        };
+        let cache = self.owner.cache.track(alias);
+        let (mut end, mut whole_group) = match ask.end {
+            FetchBound::Largest => (largest, None),
+            FetchBound::Object(e) => (e.min(largest), None),
+            FetchBound::Group(g) if g < largest.group => {
+                (cache.and_then(|c| c.last_in_group(g)).unwrap_or(Location::new(g, 0)), Some(g))
+            }
+            FetchBound::Group(_) => (largest, None),
+        };
+        if let Some(cap) = ask.cap.filter(|&c| c < end) {
+            (end, whole_group) = (cap, None);
+        }
+        if start > largest || end < start {
+            let reason = Bytes::from_static(b"the range is empty or after the largest object");
+            return self.owner_fetch_error(alias, &ask, code::INVALID_RANGE, reason);
+        }
+        let known = cache.map(|c| c.known_from());
+        let unknown_until = match known {
+            _ if ask.descending => None,
+            None => Some(end),
+            Some(k) if start < k => before(k).map(|b| b.min(end)),
+            Some(_) => None,
+        };
+        let from = known.map_or(start, |k| k.max(start));
+        let objects = match cache {
+            Some(c) if from <= end => c.range(from, end, ask.descending),
+            _ => Vec::new(),
+        };
+        let data = FetchData {
+            end,
+            whole_group,
+            properties: t.info.properties.clone(),
+            unknown_until,
+            descending: ask.descending,
+            objects,
+        };
+        let msg =
+            RelayMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
+        self.send(ask.from, msg);
     }
 }

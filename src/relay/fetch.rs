@@ -1,0 +1,253 @@
+//! FETCH on the subscriber's core (draft-16 §9.16, draft-22 §3.2, §3.4, §9.11): the request
+//! is turned into a range and sent to the track's owner, which answers from its cache
+//! (`owner.rs`) once it knows the End Location; this core then writes FETCH_OK and the fetch
+//! stream. Joining FETCHes (draft-16) and fill fetch streams (draft-22 FILL_PARAMETERS) are
+//! resolved against their subscription in `fanout.rs` and come here as the same range
+//! request, capped at the subscription's Largest Location so the two are contiguous.
+//!
+//! The whole answer is written at once (payloads shared with the cache, not copied); the
+//! session's send backlog bounds what it costs a slow subscriber.
+
+use crate::hash::{HashMap, HashSet};
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, RelayMsg};
+use super::{code, session, RelayShard};
+use crate::wire::d16::data as d16;
+use crate::wire::d22::data as d22;
+use crate::wire::model::{
+    Fetch, FetchEnd, FetchItem, FetchKind, FetchObject, FetchOk, GroupOrder, LocationFilter, Message,
+    Parameters, RangeEnd, RequestId, TrackAlias,
+};
+use crate::wire::{EncodeError, Version};
+
+/// FETCHes of this core's sessions waiting for their owner's answer.
+#[derive(Debug, Default)]
+pub struct Fetches {
+    pending: HashSet<(u64, RequestId)>,
+    per_session: HashMap<u64, usize>,
+}
+
+impl Fetches {
+    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
+        self.pending.contains(&(conn, rid))
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// A range from a Location filter, evaluated as for a FETCH (draft-22 §9.20.9; draft-16
+/// Standalone FETCH arrives as `AbsoluteStartGroupEnd` / `AbsoluteRange`). `None`: the
+/// filter selects nothing a FETCH can return (the Next Object).
+pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart, FetchBound)> {
+    use crate::wire::model::Location;
+    Some(match filter {
+        None | Some(LocationFilter::None) => (FetchStart::At(Location::default()), FetchBound::Largest),
+        Some(LocationFilter::RelativeStart { groups_back }) => {
+            (FetchStart::GroupsBack(groups_back), FetchBound::Largest)
+        }
+        Some(LocationFilter::AbsoluteStart { start }) => (FetchStart::At(start), FetchBound::Largest),
+        Some(LocationFilter::AbsoluteStartGroupEnd { start, end_group }) => {
+            (FetchStart::At(start), FetchBound::Group(end_group))
+        }
+        Some(LocationFilter::AbsoluteRange { start, end }) => {
+            (FetchStart::At(start), FetchBound::Object(end))
+        }
+        Some(LocationFilter::NextObject) => return None,
+    })
+}
+
+/// The fetch stream writer of either draft.
+enum Writer {
+    W16(d16::FetchWriter),
+    W22(d22::FetchWriter),
+}
+
+impl Writer {
+    fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self {
+            Writer::W16(w) => w.encode(item, out),
+            Writer::W22(w) => w.encode(item, out),
+        }
+    }
+}
+
+impl RelayShard {
+    pub(super) fn fetch_request(&mut self, conn: u64, m: Fetch) {
+        let rid = m.request_id;
+        let count = self.fetches.per_session.get(&conn).copied().unwrap_or(0);
+        if count >= self.config.max_subscriptions_per_session {
+            return self.answer_error(conn, rid, code::EXCESSIVE_LOAD, "too many FETCHes in progress", true);
+        }
+        let descending = m.params.group_order == Some(GroupOrder::Descending);
+        match m.kind {
+            FetchKind::Standalone { track } => {
+                let Some((start, end)) = fetch_range(m.params.location_filter) else {
+                    return self.answer_error(conn, rid, code::INVALID_RANGE, "the range is empty", true);
+                };
+                let alias = self.key.alias(&track);
+                let ask =
+                    FetchAsk { from: self.core, conn, rid, start, end, descending, cap: None, fill: false };
+                self.fetch_ask(alias, track, ask);
+            }
+            FetchKind::RelativeJoining { joining_request_id, joining_start } => {
+                self.fanout_join(conn, rid, joining_request_id, true, joining_start, descending)
+            }
+            FetchKind::AbsoluteJoining { joining_request_id, joining_start } => {
+                self.fanout_join(conn, rid, joining_request_id, false, joining_start, descending)
+            }
+        }
+    }
+
+    /// Sends `ask` to the owner of `alias` and remembers it as pending.
+    pub(super) fn fetch_ask(
+        &mut self,
+        alias: TrackAlias,
+        track: crate::wire::model::FullTrackName,
+        ask: FetchAsk,
+    ) {
+        if self.fetches.pending.insert((ask.conn, ask.rid)) {
+            *self.fetches.per_session.entry(ask.conn).or_default() += 1;
+        }
+        self.send(self.owner_of(alias), RelayMsg::Fetch { alias, track, ask });
+    }
+
+    /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).
+    pub(super) fn fetch_hold(&mut self, conn: u64, rid: RequestId) {
+        if self.fetches.pending.insert((conn, rid)) {
+            *self.fetches.per_session.entry(conn).or_default() += 1;
+        }
+    }
+
+    fn fetch_forget(&mut self, conn: u64, rid: RequestId) -> bool {
+        if !self.fetches.pending.remove(&(conn, rid)) {
+            return false;
+        }
+        if let Some(c) = self.fetches.per_session.get_mut(&conn) {
+            *c = c.saturating_sub(1);
+        }
+        true
+    }
+
+    /// FETCH_CANCEL (draft-16) or a cancelled request stream (draft-22) before the answer:
+    /// the answer is dropped when it comes.
+    pub(super) fn fetch_cancel(&mut self, conn: u64, rid: RequestId) {
+        self.fetch_forget(conn, rid);
+    }
+
+    /// A pending FETCH fails with REQUEST_ERROR `code` (a fill stream is opened and reset).
+    pub(super) fn fetch_fail(&mut self, conn: u64, rid: RequestId, fill: bool, code: u64, reason: &str) {
+        if !self.fetch_forget(conn, rid) {
+            return;
+        }
+        if !fill {
+            return self.answer_error(conn, rid, code, reason, true);
+        }
+        // draft-22 §3.4.1: a fill failure is a fill fetch stream reset right after its header.
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        if let Ok(stream) = s.open_fetch_stream(rid) {
+            let _ = s.reset_data_stream(stream, code::INTERNAL_ERROR);
+        }
+    }
+
+    pub(super) fn fetch_session_closed(&mut self, conn: u64) {
+        self.fetches.pending.retain(|(c, _)| *c != conn);
+        self.fetches.per_session.remove(&conn);
+    }
+
+    /// The owner's answer to a FETCH of session `conn`.
+    pub(super) fn fetch_answer(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        fill: bool,
+        answer: Result<FetchData, (u64, Bytes)>,
+    ) {
+        if fill && !self.fanout.has(conn, rid) {
+            self.fetch_forget(conn, rid); // the subscription ended meanwhile
+            return;
+        }
+        let data = match answer {
+            Ok(data) => data,
+            Err((code, reason)) => {
+                return self.fetch_fail(conn, rid, fill, code, &String::from_utf8_lossy(&reason));
+            }
+        };
+        if !self.fetch_forget(conn, rid) {
+            return; // cancelled
+        }
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let version = s.version();
+        if !fill {
+            let end_location = match (version, data.whole_group) {
+                (Version::Draft16, Some(g)) => FetchEnd::Group(g),
+                _ => FetchEnd::Object(data.end),
+            };
+            let ok = Message::FetchOk(FetchOk {
+                request_id: rid,
+                end_of_track: false,
+                end_location,
+                params: Parameters::default(),
+                track_properties: data.properties.clone(),
+            });
+            if let Err(e) = s.send(ok) {
+                debug!(conn, error = %e, "FETCH_OK not sent");
+                return;
+            }
+        }
+        let stream = match s.open_fetch_stream(rid) {
+            Ok(id) => id,
+            Err(e) => return debug!(conn, error = %e, "fetch stream not opened"),
+        };
+        if let Err(e) = write_items(s, stream, version, &data) {
+            debug!(conn, error = %e, "fetch stream not written");
+            let _ = s.reset_data_stream(stream, code::INTERNAL_ERROR);
+            return;
+        }
+        let _ = s.finish_data_stream(stream);
+        if !fill && version == Version::Draft22 {
+            let _ = s.finish(rid);
+        }
+    }
+}
+
+/// The fetch stream's items after its header: the unknown range marker, then every object
+/// (its header fields, then its payload, shared).
+fn write_items(
+    s: &mut crate::session::Session,
+    stream: u64,
+    version: Version,
+    data: &FetchData,
+) -> Result<(), crate::session::SessionError> {
+    let order = if data.descending { GroupOrder::Descending } else { GroupOrder::Ascending };
+    let mut w = match version {
+        Version::Draft16 => Writer::W16(d16::FetchWriter::new(order)),
+        Version::Draft22 => Writer::W22(d22::FetchWriter::new(order)),
+    };
+    let mut head = Vec::new();
+    if let Some(location) = data.unknown_until {
+        w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location }, &mut head)?;
+    }
+    for (location, obj) in &data.objects {
+        let item = FetchItem::Object(FetchObject {
+            location: *location,
+            subgroup_id: obj.subgroup,
+            publisher_priority: obj.priority,
+            properties: obj.properties.clone(),
+            payload_len: obj.payload.len() as u64,
+        });
+        w.encode(&item, &mut head)?;
+        s.send_raw_data(stream, Bytes::from(std::mem::take(&mut head)))?;
+        if !obj.payload.is_empty() {
+            s.send_raw_data(stream, obj.payload.clone())?;
+        }
+    }
+    if !head.is_empty() {
+        s.send_raw_data(stream, Bytes::from(head))?;
+    }
+    Ok(())
+}
