@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_edge::relay::{code, RelayConfig};
-use moq_edge::session::{Event, Transmit};
+use moq_edge::session::{DataObject, Event, Transmit};
 use moq_edge::wire::model::{
-    DatagramHeader, FullTrackName, GroupOrder, KvValue, Location, LocationFilter, Message, ObjectStatus,
-    Parameters, Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, SubgroupHeader,
-    SubgroupId, SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
+    DatagramHeader, Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue,
+    Location, LocationFilter, Message, ObjectStatus, Parameters, Properties, Publish, PublishDone,
+    PublishNamespace, RangeEnd, RequestError, RequestId, SubgroupHeader, SubgroupId, SubgroupObject,
+    Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use moq_edge::wire::{Quic, Version, Vi64};
 use relay::{messages, streams, ClientId, Relay, SeenStream};
@@ -1384,6 +1385,359 @@ fn namespace_subscribers_hear_namespaces_come_and_go() {
         assert!(r.take_events(s).is_empty(), "{pv:?}->{sv:?}: nothing after cancelling");
         let (_, events) = subscribe_namespace(&mut r, s, &["live", "x"]);
         assert!(matches!(messages(&events).as_slice(), [Message::RequestOk(_)]), "no overlap once cancelled");
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache and FETCH
+// ---------------------------------------------------------------------------------------------
+
+/// One fetch stream as a client saw it: its items (End of Range markers with an empty payload)
+/// and how it ended.
+#[derive(Debug)]
+struct SeenFetch {
+    request_id: RequestId,
+    items: Vec<(FetchItem, Bytes)>,
+    end: Option<Option<u64>>,
+}
+
+fn fetch_streams(events: &[Event]) -> Vec<SeenFetch> {
+    let mut out: Vec<(u64, SeenFetch)> = Vec::new();
+    for e in events {
+        match e {
+            Event::Object { stream, request_id, object: DataObject::Fetch(item), payload } => {
+                match out.iter_mut().find(|(id, _)| id == stream) {
+                    Some((_, f)) => f.items.push((item.clone(), payload.clone())),
+                    None => out.push((
+                        *stream,
+                        SeenFetch {
+                            request_id: *request_id,
+                            items: vec![(item.clone(), payload.clone())],
+                            end: None,
+                        },
+                    )),
+                }
+            }
+            Event::DataStreamEnd { stream, reset } => {
+                if let Some((_, f)) = out.iter_mut().find(|(id, _)| id == stream) {
+                    f.end = Some(*reset);
+                }
+            }
+            _ => {}
+        }
+    }
+    out.into_iter().map(|(_, f)| f).collect()
+}
+
+/// The objects of a fetch stream: (group, object) and payload; asserts each object's header
+/// fields match what the publisher sent (`object(g, o)`, Subgroup ID `subgroup`).
+fn fetched_objects(f: &SeenFetch, subgroup: u64) -> Vec<(u64, u64)> {
+    f.items
+        .iter()
+        .filter_map(|(item, payload)| match item {
+            FetchItem::Object(o) => {
+                let (want, want_payload) = object(o.location.group, o.location.object);
+                assert_eq!(&payload[..], &want_payload[..], "payload of {:?}", o.location);
+                assert_eq!(o.properties, want.properties, "properties of {:?}", o.location);
+                assert_eq!((o.subgroup_id, o.publisher_priority), (Some(subgroup), 9));
+                Some((o.location.group, o.location.object))
+            }
+            FetchItem::EndOfRange { .. } => None,
+        })
+        .collect()
+}
+
+fn locations(groups: std::ops::Range<u64>, objects: std::ops::Range<u64>) -> Vec<(u64, u64)> {
+    groups.flat_map(|g| objects.clone().map(move |o| (g, o))).collect()
+}
+
+fn fetch_msg(rid: RequestId, kind: FetchKind, filter: Option<LocationFilter>) -> Message {
+    Message::Fetch(Fetch {
+        request_id: rid,
+        kind,
+        params: Parameters { location_filter: filter, ..Default::default() },
+    })
+}
+
+fn standalone(
+    r: &mut Relay,
+    c: ClientId,
+    t: &FullTrackName,
+    filter: LocationFilter,
+) -> (RequestId, Vec<Event>) {
+    let rid = r.next_request_id(c);
+    r.send(c, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(filter)));
+    r.run_until_quiet();
+    (rid, r.take_events(c))
+}
+
+fn fetch_ok(msgs: &[Message], rid: RequestId) -> FetchOk {
+    let [Message::FetchOk(ok)] = msgs else { panic!("expected FETCH_OK for {rid:?}: {msgs:?}") };
+    assert_eq!(ok.request_id, rid);
+    ok.clone()
+}
+
+/// Publishes groups `groups` of five objects each, one subgroup stream per group (FIN).
+fn publish_groups(r: &mut Relay, p: ClientId, pv: Version, groups: std::ops::Range<u64>) {
+    for g in groups {
+        let st = open(r, p, &header(pv, PUB_ALIAS, g, 0));
+        for o in 0..5 {
+            put(r, p, st, &object(g, o));
+        }
+        fin(r, p, st);
+    }
+    r.run_until_quiet();
+}
+
+/// Groups a subscriber received (cached on the owner): a FETCH from a client on another core
+/// gets exactly the requested range byte-exact, in order, one fetch stream ending with FIN,
+/// after a FETCH_OK whose End Location follows each draft's rules (the requested end; the
+/// Largest Object when the request goes past it; draft-16 "whole group" {G+1, 0} when the
+/// request asked through the end of a group). A range after the Largest Object is
+/// INVALID_RANGE, a track the relay holds nothing of DOES_NOT_EXIST. Descending group order
+/// returns groups last to first. No fetch state is left behind.
+#[test]
+fn fetch_is_served_from_the_cache() {
+    for (pv, sv) in COMBOS {
+        for owner in 0..3 {
+            let mut r = Relay::new(3);
+            let t = track_owned_by(&r, &["live"], owner);
+            let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1], Some(Location::new(0, 0)));
+            publish_groups(&mut r, p, pv, 1..4);
+            r.take_events(subs[0].0);
+            let f = r.connect(2, sv);
+            let ctx = format!("{pv:?}->{sv:?} owner {owner}");
+
+            let range =
+                LocationFilter::AbsoluteRange { start: Location::new(1, 2), end: Location::new(2, 1) };
+            let (rid, ev) = standalone(&mut r, f, &t, range);
+            let ok = fetch_ok(&messages(&ev), rid);
+            assert_eq!(ok.end_location, FetchEnd::Object(Location::new(2, 1)), "{ctx}");
+            assert_eq!(ok.track_properties, track_properties(), "{ctx}");
+            let seen = fetch_streams(&ev);
+            assert_eq!(seen.len(), 1, "{ctx}");
+            assert_eq!((seen[0].request_id, seen[0].end), (rid, Some(None)), "{ctx}");
+            assert_eq!(fetched_objects(&seen[0], 0), [(1, 2), (1, 3), (1, 4), (2, 0), (2, 1)], "{ctx}");
+
+            let whole = LocationFilter::AbsoluteStartGroupEnd { start: Location::new(2, 0), end_group: 2 };
+            let (rid, ev) = standalone(&mut r, f, &t, whole);
+            let ok = fetch_ok(&messages(&ev), rid);
+            let want = if sv == D16 { FetchEnd::Group(2) } else { FetchEnd::Object(Location::new(2, 4)) };
+            assert_eq!(ok.end_location, want, "{ctx}");
+            assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), locations(2..3, 0..5), "{ctx}");
+
+            let past = LocationFilter::AbsoluteRange { start: Location::new(3, 3), end: Location::new(9, 0) };
+            let (rid, ev) = standalone(&mut r, f, &t, past);
+            assert_eq!(fetch_ok(&messages(&ev), rid).end_location, FetchEnd::Object(Location::new(3, 4)));
+            assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), [(3, 3), (3, 4)], "{ctx}");
+
+            let after =
+                LocationFilter::AbsoluteRange { start: Location::new(4, 0), end: Location::new(5, 0) };
+            let (rid, ev) = standalone(&mut r, f, &t, after);
+            let e = request_error(&messages(&ev));
+            assert_eq!((e.request_id, e.error_code), (rid, code::INVALID_RANGE), "{ctx}");
+            assert!(fetch_streams(&ev).is_empty());
+
+            let other = track(&["live"], "never-subscribed");
+            let (rid, ev) = standalone(&mut r, f, &other, range);
+            let e = request_error(&messages(&ev));
+            assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{ctx}");
+
+            let rid = r.next_request_id(f);
+            let mut m = fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(range));
+            if let Message::Fetch(f) = &mut m {
+                f.params.group_order = Some(GroupOrder::Descending);
+            }
+            r.send(f, m);
+            r.run_until_quiet();
+            let ev = r.take_events(f);
+            fetch_ok(&messages(&ev), rid);
+            assert_eq!(
+                fetched_objects(&fetch_streams(&ev)[0], 0),
+                [(2, 0), (2, 1), (1, 2), (1, 3), (1, 4)],
+                "{ctx}"
+            );
+
+            assert!(
+                r.state_counts().iter().all(|c| c.1 <= 1),
+                "only the subscription: {:?}",
+                r.state_counts()
+            );
+            assert!(r.shards.iter().map(|s| s.cache_bytes()).sum::<usize>() > 0);
+            assert_no_closes(&r);
+        }
+    }
+}
+
+/// The relay subscribed upstream mid-group (the publisher's Largest was {5, 2}): a FETCH
+/// that arrives before the publisher answers gets no FETCH_OK until it does (the End
+/// Location is unknown until then); the range the relay never received is marked as an
+/// Unknown range rather than left as a gap that would read "does not exist", and what it did
+/// receive follows. A FETCH cancelled while it waited is never answered.
+#[test]
+fn fetch_waits_for_the_upstream_and_marks_what_was_never_received() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        let s = r.connect(1, sv);
+        subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, p, &t);
+        let f = r.connect(1, sv);
+        let from = LocationFilter::AbsoluteRange { start: Location::new(5, 0), end: Location::new(9, 0) };
+        let (rid, ev) = standalone(&mut r, f, &t, from);
+        assert!(ev.is_empty(), "{pv:?}->{sv:?}: answered before the End Location is known: {ev:?}");
+        let (gone, _) = standalone(&mut r, f, &t, from);
+        if sv == D16 {
+            r.send(f, Message::FetchCancel(gone));
+        } else {
+            r.session(f).cancel(gone).unwrap();
+        }
+        r.run_until_quiet();
+
+        accept(&mut r, p, &up, Some(Location::new(5, 2)));
+        let ev = r.take_events(f);
+        let ok = fetch_ok(&messages(&ev), rid);
+        assert_eq!(ok.end_location, FetchEnd::Object(Location::new(5, 2)), "{pv:?}->{sv:?}");
+        let seen = fetch_streams(&ev);
+        assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}: one answer, not the cancelled one");
+        let [(FetchItem::EndOfRange { kind: RangeEnd::Unknown, location }, _)] = seen[0].items.as_slice()
+        else {
+            panic!("{pv:?}->{sv:?}: {:?}", seen[0].items)
+        };
+        assert_eq!(*location, Location::new(5, 2));
+
+        // Objects 3.. of group 5 arrive (the stream started mid-group): a FETCH of the
+        // group gets "unknown through {5, 2}", then 3 and 4.
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 5, 0));
+        for o in 3..5 {
+            put(&mut r, p, st, &object(5, o));
+        }
+        r.run_until_quiet();
+        let (rid, ev) = standalone(&mut r, f, &t, from);
+        assert_eq!(fetch_ok(&messages(&ev), rid).end_location, FetchEnd::Object(Location::new(5, 4)));
+        let seen = fetch_streams(&ev);
+        assert!(
+            matches!(seen[0].items[0].0, FetchItem::EndOfRange { kind: RangeEnd::Unknown, location } if location == Location::new(5, 2)),
+            "{pv:?}->{sv:?}: {:?}",
+            seen[0].items
+        );
+        assert_eq!(fetched_objects(&seen[0], 0), [(5, 3), (5, 4)], "{pv:?}->{sv:?}");
+        assert_eq!(r.state_counts()[1].1, 1, "{pv:?}->{sv:?}: only the subscription is left");
+        assert_no_closes(&r);
+    }
+}
+
+/// draft-16 Joining FETCH (relative and absolute) sent together with its SUBSCRIBE, on a core
+/// that already receives the track and on one that does not (the FETCH then waits for the
+/// SUBSCRIBE_OK): the fetch ends exactly at the Largest Location the SUBSCRIBE_OK carried and
+/// the subscription goes on from the next object, so the joiner gets the current group with
+/// no gap and no duplicate. Joining an unknown Request ID is INVALID_JOINING_REQUEST_ID.
+#[test]
+fn joining_fetch_and_subscription_are_contiguous() {
+    for pv in [D16, D22] {
+        for joiner_core in [1, 2] {
+            let mut r = Relay::new(3);
+            let t = track_owned_by(&r, &["live"], 0);
+            let (p, subs, _up) = established(&mut r, pv, D16, &t, &[1], Some(Location::new(0, 0)));
+            publish_groups(&mut r, p, pv, 1..3);
+            let h = header(pv, PUB_ALIAS, 3, 0);
+            let st = open(&mut r, p, &h);
+            for o in 0..3 {
+                put(&mut r, p, st, &object(3, o));
+            }
+            r.run_until_quiet();
+            r.take_events(subs[0].0);
+            let ctx = format!("{pv:?} joiner on core {joiner_core}");
+
+            for (kind_rel, start) in [(true, 1), (false, 2)] {
+                let j = r.connect(joiner_core, D16);
+                let sub_rid = r.next_request_id(j);
+                r.send(j, subscribe_msg(sub_rid, &t, None));
+                let fetch_rid = r.next_request_id(j);
+                let kind = if kind_rel {
+                    FetchKind::RelativeJoining { joining_request_id: sub_rid, joining_start: start }
+                } else {
+                    FetchKind::AbsoluteJoining { joining_request_id: sub_rid, joining_start: start }
+                };
+                r.send(j, fetch_msg(fetch_rid, kind, None));
+                r.run_until_quiet();
+                let ev = r.take_events(j);
+                let msgs = messages(&ev);
+                assert_eq!(msgs.len(), 2, "{ctx}: {msgs:?}");
+                let [Message::SubscribeOk(sok), Message::FetchOk(fok)] = msgs.as_slice() else {
+                    panic!("{ctx}: {msgs:?}")
+                };
+                assert_eq!((sok.request_id, fok.request_id), (sub_rid, fetch_rid));
+                assert_eq!(sok.params.largest_object, Some(Location::new(3, 2)), "{ctx}");
+                assert_eq!(fok.end_location, FetchEnd::Object(Location::new(3, 2)), "{ctx}");
+                let mut want = locations(2..3, 0..5);
+                want.extend(locations(3..4, 0..3));
+                assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), want, "{ctx} relative {kind_rel}");
+
+                let bad = r.next_request_id(j);
+                let kind =
+                    FetchKind::RelativeJoining { joining_request_id: RequestId(9999), joining_start: 0 };
+                r.send(j, fetch_msg(bad, kind, None));
+                r.run_until_quiet();
+                let e = request_error(&messages(&r.take_events(j)));
+                assert_eq!((e.request_id, e.error_code), (bad, code::INVALID_JOINING_REQUEST_ID), "{ctx}");
+            }
+            // The rest of group 3 reaches the joiners on their subscriptions, from object 3.
+            for o in 3..5 {
+                put(&mut r, p, st, &object(3, o));
+            }
+            fin(&mut r, p, st);
+            r.run_until_quiet();
+            for c in r.clients.len() - 2..r.clients.len() {
+                let seen = streams(&r.take_events(c));
+                assert_eq!(seen.len(), 1, "{ctx}");
+                let ids: Vec<u64> = seen[0].objects.iter().map(|o| o.0.object_id).collect();
+                assert_eq!(ids, [3, 4], "{ctx}");
+            }
+            assert_no_closes(&r);
+        }
+    }
+}
+
+/// draft-22 FILL_PARAMETERS on SUBSCRIBE: after SUBSCRIBE_OK, a fill fetch stream named by
+/// the SUBSCRIBE's Request ID carries the current group from its start through the Largest
+/// Location (contiguous with what the subscription then delivers); a fill range that
+/// selects nothing opens no stream.
+#[test]
+fn fill_parameters_open_a_fill_fetch_stream() {
+    for pv in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 1);
+        let (p, _subs, _up) = established(&mut r, pv, D22, &t, &[1], Some(Location::new(0, 0)));
+        publish_groups(&mut r, p, pv, 1..2);
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 2, 0));
+        for o in 0..2 {
+            put(&mut r, p, st, &object(2, o));
+        }
+        r.run_until_quiet();
+        for (fill, want) in [
+            (LocationFilter::RelativeStart { groups_back: 1 }, locations(2..3, 0..2)),
+            (LocationFilter::NextObject, vec![]),
+        ] {
+            let j = r.connect(0, D22);
+            let rid = r.next_request_id(j);
+            let fill = Parameters { location_filter: Some(fill), ..Default::default() };
+            let params = Parameters { fill_parameters: Some(Box::new(fill)), ..Default::default() };
+            r.send(j, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+            r.run_until_quiet();
+            let ev = r.take_events(j);
+            subscribe_ok(&messages(&ev), rid);
+            let seen = fetch_streams(&ev);
+            if want.is_empty() {
+                assert!(seen.is_empty(), "{pv:?}: {seen:?}");
+                continue;
+            }
+            assert_eq!((seen.len(), seen[0].request_id, seen[0].end), (1, rid, Some(None)), "{pv:?}");
+            assert_eq!(fetched_objects(&seen[0], 0), want, "{pv:?}");
+        }
         assert_no_closes(&r);
     }
 }
