@@ -1741,3 +1741,63 @@ fn fill_parameters_open_a_fill_fetch_stream() {
         assert_no_closes(&r);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// TRACK_STATUS
+// ---------------------------------------------------------------------------------------------
+
+fn request_ok(msgs: &[Message], ctx: &str) -> moq_edge::wire::model::RequestOk {
+    let [Message::RequestOk(ok)] = msgs else { panic!("{ctx}: expected REQUEST_OK: {msgs:?}") };
+    ok.clone()
+}
+
+fn track_status(r: &mut Relay, c: ClientId, t: &FullTrackName) -> RequestId {
+    let rid = r.next_request_id(c);
+    r.send(
+        c,
+        Message::TrackStatus(Subscribe { request_id: rid, track: t.clone(), params: Parameters::default() }),
+    );
+    r.run_until_quiet();
+    rid
+}
+
+/// TRACK_STATUS of a relayed track is answered from the relay's state (LARGEST_OBJECT; the
+/// Track Properties in draft-22, whose REQUEST_OK carries them) without asking upstream; of
+/// a track it does not relay, by subscribing upstream as a SUBSCRIBE would (no answer until
+/// the publisher's), which then lingers and ends; of a namespace nobody publishes,
+/// DOES_NOT_EXIST.
+#[test]
+fn track_status_from_relay_state_or_upstream() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1], Some(Location::new(0, 0)));
+        publish_groups(&mut r, p, pv, 1..2);
+        r.take_events(subs[0].0);
+        let c = r.connect(0, sv);
+        let ctx = format!("{pv:?}->{sv:?}");
+
+        let rid = track_status(&mut r, c, &t);
+        let ok = request_ok(&messages(&r.take_events(c)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (rid, Some(Location::new(1, 4))), "{ctx}");
+        let props = if sv == D22 { track_properties() } else { Properties::new() };
+        assert_eq!(ok.track_properties, props, "{ctx}");
+        assert!(r.take_events(p).is_empty(), "{ctx}: asked upstream");
+
+        let other = track_owned_by(&r, &["live"], 1);
+        let rid = track_status(&mut r, c, &other);
+        assert!(r.take_events(c).is_empty(), "{ctx}: answered before the publisher");
+        let up = upstream_subscribe(&mut r, p, &other);
+        accept_as(&mut r, p, &up, TrackAlias(78), Some(Location::new(7, 1)));
+        let ok = request_ok(&messages(&r.take_events(c)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (rid, Some(Location::new(7, 1))), "{ctx}");
+        r.advance(RelayConfig::default().linger);
+        assert_upstream_stopped(&mut r, p, pv, up.request_id);
+
+        let rid = track_status(&mut r, c, &track(&["nobody"], "x"));
+        let e = request_error(&messages(&r.take_events(c)));
+        assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{ctx}");
+        assert_eq!(r.state_counts()[1].0, 0, "{ctx}: the status track is gone from its owner");
+        assert_no_closes(&r);
+    }
+}

@@ -35,7 +35,7 @@ use self::alias::AliasKey;
 use self::msg::{Epoch, RelayMsg, SessionRef};
 use self::namespaces::NamespaceTable;
 use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{GoAway, Message, RequestError, RequestId};
+use crate::wire::model::{GoAway, Message, Parameters, RequestError, RequestId, RequestOk};
 use crate::wire::Version;
 
 /// Codes the relay sends (the same numbers in draft-16 and draft-22 unless noted).
@@ -381,6 +381,8 @@ impl RelayShard {
             M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
             M::Downstream { alias, data } => self.fanout_data(alias, data),
             M::Fetch { alias, track, ask } => self.owner_fetch(alias, track, ask),
+            M::Status { alias, track, from, conn, rid } => self.owner_status(alias, track, from, conn, rid),
+            M::StatusAnswer { conn, rid, answer } => self.status_answer(conn, rid, answer),
             M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
                 self.fetch_answer(conn, rid, fill, answer)
             }
@@ -421,7 +423,11 @@ impl RelayShard {
             Message::RequestError(m) => self.ingest_request_error(conn, m),
             Message::Publish(m) => self.ingest_publish(conn, m),
             Message::PublishDone(m) => self.ingest_publish_done(conn, m),
-            Message::TrackStatus(m) => self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "TRACK_STATUS"),
+            Message::TrackStatus(m) => {
+                let alias = self.key.alias(&m.track);
+                let (from, rid) = (self.core, m.request_id);
+                self.send(self.owner_of(alias), RelayMsg::Status { alias, track: m.track, from, conn, rid });
+            }
             Message::Fetch(m) => self.fetch_request(conn, m),
             Message::FetchCancel(rid) => self.fetch_cancel(conn, rid),
             Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m),
@@ -459,6 +465,30 @@ impl RelayShard {
             self.ingest_withdraw_namespace(conn, rid);
         } else {
             self.ingest_cancelled(conn, rid);
+        }
+    }
+
+    /// The owner's answer to TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (and, in
+    /// draft-22, the Track Properties), then FIN in draft-22.
+    fn status_answer(&mut self, conn: u64, rid: RequestId, answer: Result<msg::TrackInfo, (u64, Bytes)>) {
+        let info = match answer {
+            Ok(info) => info,
+            Err((code, reason)) => {
+                return self.answer_error(conn, rid, code, &String::from_utf8_lossy(&reason), true)
+            }
+        };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let d22 = s.version() == Version::Draft22;
+        let ok = Message::RequestOk(RequestOk {
+            request_id: rid,
+            params: Parameters { largest_object: info.largest, ..Parameters::default() },
+            track_properties: if d22 { info.properties } else { Default::default() },
+        });
+        if let Err(e) = s.send(ok) {
+            debug!(conn, error = %e, "TRACK_STATUS answer not sent");
+        }
+        if d22 {
+            let _ = s.finish(rid);
         }
     }
 

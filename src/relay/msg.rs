@@ -155,6 +155,22 @@ pub enum RelayMsg {
         answer: Result<FetchData, (u64, Bytes)>,
     },
 
+    // ---- TRACK_STATUS ----
+    /// Subscriber core → owner.
+    Status {
+        alias: TrackAlias,
+        track: FullTrackName,
+        from: usize,
+        conn: u64,
+        rid: RequestId,
+    },
+    /// Owner → the asking core: what a SUBSCRIBE_OK would carry, or an error.
+    StatusAnswer {
+        conn: u64,
+        rid: RequestId,
+        answer: Result<TrackInfo, (u64, Bytes)>,
+    },
+
     // ---- data ----
     /// Ingest core → owner, for upstream subscription `epoch`.
     Upstream {

@@ -18,7 +18,9 @@ use super::msg::{
     Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, RelayMsg, SessionRef, StreamKey, TrackInfo,
 };
 use super::RelayShard;
-use crate::wire::model::{FullTrackName, Location, ObjectStatus, SubgroupHeader, SubgroupId, TrackAlias};
+use crate::wire::model::{
+    FullTrackName, Location, ObjectStatus, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
+};
 
 /// Publisher priority of an object whose header says DEFAULT_PRIORITY (draft-22 §5.1: the
 /// track's; the relay does not track it yet) when it is cached for a fetch stream.
@@ -68,6 +70,8 @@ struct Track {
     idle_since: Option<Instant>,
     /// FETCHes waiting for the upstream to be Established (the End Location is not known).
     fetches: Vec<FetchAsk>,
+    /// TRACK_STATUS requests waiting for the same: (core, session, request).
+    statuses: Vec<(usize, u64, RequestId)>,
 }
 
 impl Track {
@@ -81,6 +85,7 @@ impl Track {
             info,
             idle_since: None,
             fetches: Vec::new(),
+            statuses: Vec::new(),
         }
     }
 }
@@ -207,6 +212,9 @@ impl RelayShard {
         self.owner.cache.remove_track(alias);
         for ask in std::mem::take(&mut t.fetches) {
             self.owner_fetch_error(alias, &ask, code, reason.clone());
+        }
+        for (core, conn, rid) in std::mem::take(&mut t.statuses) {
+            self.send(core, RelayMsg::StatusAnswer { conn, rid, answer: Err((code, reason.clone())) });
         }
         Some(t)
     }
@@ -428,10 +436,61 @@ impl RelayShard {
         }
     }
 
+    /// The upstream became Established: answer the FETCHes and TRACK_STATUSes that waited.
     fn owner_answer_waiting_fetches(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let info = t.info.clone();
+        for (core, conn, rid) in std::mem::take(&mut t.statuses) {
+            self.send(core, RelayMsg::StatusAnswer { conn, rid, answer: Ok(info.clone()) });
+        }
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         for ask in std::mem::take(&mut t.fetches) {
             self.owner_answer_fetch(alias, ask);
+        }
+    }
+
+    /// TRACK_STATUS (draft-16 §9.18, draft-22 §9.13): answered with what a SUBSCRIBE_OK would
+    /// carry. A track the relay does not relay now is subscribed upstream like a SUBSCRIBE
+    /// would be (the subscription then lingers and ends, or serves a subscriber that follows).
+    pub(super) fn owner_status(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        from: usize,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        let fail = |code: u64, reason: &'static [u8]| RelayMsg::StatusAnswer {
+            conn,
+            rid,
+            answer: Err((code, Bytes::from_static(reason))),
+        };
+        let full = self.owner.tracks.len() >= self.config.max_tracks_per_shard;
+        match self.owner.tracks.get_mut(&alias) {
+            Some(t) if t.name != track => {
+                self.send(from, fail(code::INTERNAL_ERROR, b"track alias collision"))
+            }
+            Some(t) if matches!(t.source, Source::Pending { .. }) => t.statuses.push((from, conn, rid)),
+            Some(t) => {
+                let answer = Ok(t.info.clone());
+                self.send(from, RelayMsg::StatusAnswer { conn, rid, answer });
+            }
+            None if full => self.send(from, fail(code::INTERNAL_ERROR, b"relay track limit reached")),
+            None => {
+                let Some(publisher) = self.namespaces.route(&track.namespace) else {
+                    return self.send(from, fail(code::DOES_NOT_EXIST, b"no publisher for this track"));
+                };
+                let epoch = self.new_epoch();
+                let mut t = Track::new(
+                    track.clone(),
+                    Source::Pending { publisher, epoch },
+                    Vec::new(),
+                    TrackInfo::default(),
+                );
+                t.statuses.push((from, conn, rid));
+                self.owner.tracks.insert(alias, t);
+                self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+            }
         }
     }
 
