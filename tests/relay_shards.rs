@@ -19,8 +19,8 @@ use moq_edge::session::{DataObject, Event, Transmit};
 use moq_edge::wire::model::{
     DatagramHeader, Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue,
     Location, LocationFilter, Message, ObjectStatus, Parameters, Properties, Publish, PublishDone,
-    PublishNamespace, RangeEnd, RequestError, RequestId, SubgroupHeader, SubgroupId, SubgroupObject,
-    Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
+    PublishNamespace, RangeEnd, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
+    SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use moq_edge::wire::{Quic, Version, Vi64};
 use relay::{messages, streams, ClientId, Relay, SeenStream};
@@ -1800,4 +1800,154 @@ fn track_status_from_relay_state_or_upstream() {
         assert_eq!(r.state_counts()[1].0, 0, "{ctx}: the status track is gone from its owner");
         assert_no_closes(&r);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// REQUEST_UPDATE
+// ---------------------------------------------------------------------------------------------
+
+/// Sends REQUEST_UPDATE of `existing`; returns the Request ID its answer carries (draft-16:
+/// the update's own; draft-22: the updated request's, on whose stream it travels).
+fn update(r: &mut Relay, c: ClientId, existing: RequestId, params: Parameters) -> RequestId {
+    let rid = r.next_request_id(c);
+    let m = RequestUpdate { request_id: rid, existing_request_id: existing, params };
+    r.send(c, Message::RequestUpdate(m));
+    r.run_until_quiet();
+    if r.clients[c].version == D16 {
+        rid
+    } else {
+        existing
+    }
+}
+
+fn object_ids(events: &[Event]) -> Vec<(u64, u64)> {
+    streams(events)
+        .iter()
+        .flat_map(|s| s.objects.iter().map(|o| (s.header.group_id, o.0.object_id)).collect::<Vec<_>>())
+        .collect()
+}
+
+/// A subscriber pauses (FORWARD 0) and resumes its subscription: each update gets exactly
+/// one REQUEST_OK carrying LARGEST_OBJECT (so it can FETCH what it skipped), and objects sent
+/// while paused never reach it; a new Location filter applies to objects not yet sent; an
+/// empty range (draft-22) is refused (INVALID_RANGE) and ends the subscription with
+/// UPDATE_FAILED.
+#[test]
+fn request_update_pauses_resumes_and_refilters_a_subscription() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let (p, subs, _up) = established(&mut r, pv, sv, &t, &[1], Some(Location::new(0, 0)));
+        let (s, rid) = subs[0];
+        let ctx = format!("{pv:?}->{sv:?}");
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 1, 0));
+        let send = |r: &mut Relay, range: std::ops::Range<u64>| {
+            for o in range {
+                put(r, p, st, &object(1, o));
+            }
+            r.run_until_quiet();
+        };
+        send(&mut r, 0..2);
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 0), (1, 1)], "{ctx}");
+
+        let answer = update(&mut r, s, rid, Parameters { forward: Some(false), ..Default::default() });
+        let ok = request_ok(&messages(&r.take_events(s)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (answer, Some(Location::new(1, 1))), "{ctx}");
+        send(&mut r, 2..4);
+        assert!(object_ids(&r.take_events(s)).is_empty(), "{ctx}: objects while paused");
+
+        let answer = update(&mut r, s, rid, Parameters { forward: Some(true), ..Default::default() });
+        let ok = request_ok(&messages(&r.take_events(s)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (answer, Some(Location::new(1, 3))), "{ctx}");
+        send(&mut r, 4..5);
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 4)], "{ctx}");
+
+        // From object 6 of group 1 through the end of group 1.
+        let range = LocationFilter::AbsoluteStartGroupEnd { start: Location::new(1, 6), end_group: 1 };
+        update(&mut r, s, rid, Parameters { location_filter: Some(range), ..Default::default() });
+        request_ok(&messages(&r.take_events(s)), &ctx);
+        send(&mut r, 5..9);
+        fin(&mut r, p, st);
+        let st2 = open(&mut r, p, &header(pv, PUB_ALIAS, 2, 0));
+        put(&mut r, p, st2, &object(2, 0));
+        r.run_until_quiet();
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 6), (1, 7), (1, 8)], "{ctx}");
+
+        // An empty range (draft-22; draft-16's codec cannot express one: its decoder closes
+        // the session) is refused and ends the subscription.
+        if sv == D16 {
+            assert_no_closes(&r);
+            continue;
+        }
+        let empty = LocationFilter::AbsoluteRange { start: Location::new(3, 5), end: Location::new(3, 2) };
+        let answer =
+            update(&mut r, s, rid, Parameters { location_filter: Some(empty), ..Default::default() });
+        let msgs = messages(&r.take_events(s));
+        let [Message::RequestError(e), Message::PublishDone(d)] = msgs.as_slice() else {
+            panic!("{ctx}: {msgs:?}")
+        };
+        assert_eq!((e.request_id, e.error_code), (answer, code::INVALID_RANGE), "{ctx}");
+        assert_eq!((d.request_id, d.status_code), (rid, code::DONE_UPDATE_FAILED), "{ctx}");
+        assert_eq!(r.state_counts()[1].1, 0, "{ctx}: the subscription is gone");
+        assert_no_closes(&r);
+    }
+}
+
+/// A REQUEST_UPDATE carrying a parameter the updated request cannot take (FORWARD on a
+/// PUBLISH_NAMESPACE), or (draft-16) naming a Request ID that was never used, closes the
+/// session with PROTOCOL_VIOLATION; other sessions are untouched.
+#[test]
+fn invalid_request_updates_close_the_session() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let (_p, subs, _up) = established(&mut r, pv, sv, &t, &[1, 1], None);
+        let other = r.connect(0, pv);
+        let ns_rid = announce(&mut r, other, &["other"]);
+        update(&mut r, other, ns_rid, Parameters { forward: Some(true), ..Default::default() });
+        assert_eq!(r.clients[other].closed_by_relay, Some(PROTOCOL_VIOLATION), "{pv:?}->{sv:?}");
+        if sv == D16 {
+            let (s, _) = subs[1];
+            update(&mut r, s, RequestId(4000), Parameters::default());
+            assert_eq!(r.clients[s].closed_by_relay, Some(PROTOCOL_VIOLATION), "unknown Existing Request ID");
+        }
+        assert_eq!(r.clients[subs[0].0].closed_by_relay, None);
+    }
+}
+
+/// draft-22 §9.5.2: a namespace subscription's prefix is updated; NAMESPACE messages after
+/// the REQUEST_OK are relative to the new prefix (the namespaces it adds are announced); a
+/// prefix overlapping the session's other namespace subscription is refused PREFIX_OVERLAP
+/// and that subscription's stream is closed.
+#[test]
+fn request_update_moves_a_namespace_subscription() {
+    let mut r = Relay::new(2);
+    let a = r.connect(0, D22);
+    announce(&mut r, a, &["live", "a"]);
+    announce(&mut r, a, &["news", "b"]);
+    let s = r.connect(1, D22);
+    let (rid, _) = subscribe_namespace(&mut r, s, &["live"]);
+    let (other, _) = subscribe_namespace(&mut r, s, &["sports"]);
+    let params = Parameters { track_namespace_prefix: Some(ns(&["news"])), ..Default::default() };
+    update(&mut r, s, rid, params);
+    let ev = r.take_events(s);
+    assert!(matches!(messages(&ev).as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{ev:?}");
+    let added: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::RequestMessage { message: Message::Namespace(n), .. } => Some(n.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added, vec![ns(&["b"])]);
+    announce(&mut r, a, &["news", "c"]);
+    assert_eq!(namespace_events(&mut r, s, rid), vec![(true, ns(&["c"]))]);
+
+    let params = Parameters { track_namespace_prefix: Some(ns(&["news", "x"])), ..Default::default() };
+    update(&mut r, s, other, params);
+    let e = request_error(&messages(&r.take_events(s)));
+    assert_eq!((e.request_id, e.error_code), (other, code::PREFIX_OVERLAP));
+    announce(&mut r, a, &["sports", "d"]);
+    assert!(r.take_events(s).is_empty(), "the refused subscription ended");
+    assert_no_closes(&r);
 }

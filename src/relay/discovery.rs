@@ -12,7 +12,7 @@ use crate::hash::HashMap;
 
 use tracing::debug;
 
-use super::{code, session, RelayShard};
+use super::{code, session, update_allows, RelayShard, UpdateError};
 use crate::wire::model::{Message, Parameters, RequestId, RequestOk, SubscribeNamespace, TrackNamespace};
 
 /// One namespace subscription of a session on this core.
@@ -93,6 +93,46 @@ impl RelayShard {
         if self.discovery.subs.remove(&(conn, rid)).is_some() {
             if let Some(c) = self.discovery.per_session.get_mut(&conn) {
                 *c = c.saturating_sub(1);
+            }
+        }
+    }
+
+    /// REQUEST_UPDATE of a namespace subscription (draft-22 §9.5.2): a new
+    /// TRACK_NAMESPACE_PREFIX, not overlapping the session's others. Returns the old prefix
+    /// (for [`Self::discovery_updated`], once REQUEST_OK is sent).
+    pub(super) fn discovery_update(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        params: &crate::wire::model::Parameters,
+    ) -> Result<Option<TrackNamespace>, UpdateError> {
+        update_allows(params, &["AUTHORIZATION_TOKEN", "TRACK_NAMESPACE_PREFIX"])?;
+        let Some(prefix) = params.track_namespace_prefix.clone() else { return Ok(None) };
+        let overlap = self
+            .discovery
+            .subs
+            .iter()
+            .any(|((c, r), s)| *c == conn && *r != rid && overlaps(&s.prefix, &prefix));
+        if overlap {
+            return Err(UpdateError::Refused(code::PREFIX_OVERLAP, "overlaps a namespace subscription"));
+        }
+        let Some(sub) = self.discovery.subs.get_mut(&(conn, rid)) else { return Ok(None) };
+        Ok(Some(std::mem::replace(&mut sub.prefix, prefix)))
+    }
+
+    /// After an accepted prefix update: NAMESPACE for what the new prefix adds (suffixes
+    /// relative to it).
+    pub(super) fn discovery_updated(&mut self, conn: u64, rid: RequestId, old: &TrackNamespace) {
+        let Some(sub) = self.discovery.subs.get(&(conn, rid)) else { return };
+        let prefix = sub.prefix.clone();
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        for namespace in self.namespaces.distinct_under(&prefix) {
+            if namespace.starts_with(old) {
+                continue;
+            }
+            if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &prefix))) {
+                debug!(conn, error = %e, "NAMESPACE not sent");
+                break;
             }
         }
     }

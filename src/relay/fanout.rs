@@ -15,11 +15,11 @@ use tracing::debug;
 
 use super::fetch::fetch_range;
 use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
-use super::{code, session, RelayShard};
+use super::{code, session, update_allows, RelayShard, UpdateError};
 use crate::session::SessionCode;
 use crate::wire::model::{
-    FullTrackName, Location, LocationFilter, Message, Parameters, PublishDone, RequestId, SubgroupHeader,
-    Subscribe, SubscribeOk, TrackAlias,
+    FullTrackName, Location, LocationFilter, Message, Parameters, PublishDone, RequestId, RequestUpdate,
+    SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
 };
 use crate::wire::Version;
 
@@ -86,15 +86,18 @@ fn join_ask(core: usize, conn: u64, j: Join, largest: Option<Location>) -> Resul
     })
 }
 
-/// A draft-22 fill fetch stream's range (§3.4), or `None` when it selects nothing.
-fn fill_ask(core: usize, sub: &LocalSub) -> Option<FetchAsk> {
-    let fill = sub.fill.as_ref()?;
-    let l = sub.largest_at_start?;
-    let filter = match fill.location_filter {
-        Some(f) => Some(f),
-        None => sub.filter,
-    };
-    let (start, end) = fetch_range(filter)?;
+/// A draft-22 fill fetch stream's range (§3.4) for subscription `sub` with FILL_PARAMETERS
+/// `fill`, named by Request ID `rid` (the SUBSCRIBE's, or a REQUEST_UPDATE's); `None` when
+/// it selects nothing or the subscription is paused.
+fn fill_ask(
+    core: usize,
+    sub: &LocalSub,
+    fill: &Parameters,
+    rid: RequestId,
+    largest: Option<Location>,
+) -> Option<FetchAsk> {
+    let l = largest?;
+    let (start, end) = fetch_range(fill.location_filter.or(sub.filter))?;
     let start = match start {
         FetchStart::At(s) => s,
         FetchStart::GroupsBack(n) => Location::new((l.group + 1).saturating_sub(n), 0),
@@ -103,17 +106,8 @@ fn fill_ask(core: usize, sub: &LocalSub) -> Option<FetchAsk> {
         return None;
     }
     let descending = fill.group_order == Some(crate::wire::model::GroupOrder::Descending);
-    let ask = FetchAsk {
-        from: core,
-        conn: sub.conn,
-        rid: sub.rid,
-        start: FetchStart::At(start),
-        end,
-        descending,
-        cap: Some(l),
-        fill: true,
-    };
-    Some(ask)
+    let start = FetchStart::At(start);
+    Some(FetchAsk { from: core, conn: sub.conn, rid, start, end, descending, cap: Some(l), fill: true })
 }
 
 /// Streams remembered per subscription to attribute shed streams.
@@ -241,7 +235,9 @@ impl RelayShard {
             for j in sub.joins.drain(..) {
                 asks.push((sub.conn, j.rid, join_ask(self.core, sub.conn, j, st.info.largest)));
             }
-            if let Some(ask) = fill_ask(self.core, sub) {
+            if let Some(ask) =
+                sub.fill.as_deref().and_then(|f| fill_ask(self.core, sub, f, sub.rid, st.info.largest))
+            {
                 asks.push((sub.conn, sub.rid, Ok(ask)));
             }
             (sub.start, sub.end) = window(sub.filter, st.info.largest);
@@ -408,25 +404,98 @@ impl RelayShard {
             }
         }
         for rid in behind {
-            let Some(sub) = self.remove_sub(conn, rid, code::RESET_TOO_FAR_BEHIND_D22) else { continue };
-            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { continue };
-            let status = match s.version() {
-                Version::Draft16 => code::DONE_TOO_FAR_BEHIND_D16,
-                Version::Draft22 => code::DONE_TOO_FAR_BEHIND_D22,
+            let status = match self.sessions.get(&conn).map(|s| s.version()) {
+                Some(Version::Draft16) => code::DONE_TOO_FAR_BEHIND_D16,
+                _ => code::DONE_TOO_FAR_BEHIND_D22,
             };
-            let done = Message::PublishDone(PublishDone {
-                request_id: rid,
-                status_code: status,
-                stream_count: sub.streams,
-                reason: Bytes::from_static(b"too far behind"),
-            });
-            if let Err(e) = s.send(done) {
-                debug!(conn, error = %e, "PUBLISH_DONE not sent");
+            self.end_sub(conn, rid, code::RESET_TOO_FAR_BEHIND_D22, status, b"too far behind");
+        }
+    }
+
+    /// Ends subscription `rid` of session `conn` from the relay's side: its open streams are
+    /// reset (`reset`, as in `remove_sub`), then PUBLISH_DONE `status` with its Stream Count.
+    fn end_sub(&mut self, conn: u64, rid: RequestId, reset: u64, status: u64, reason: &'static [u8]) {
+        let Some(sub) = self.remove_sub(conn, rid, reset) else { return };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let done = Message::PublishDone(PublishDone {
+            request_id: rid,
+            status_code: status,
+            stream_count: sub.streams,
+            reason: Bytes::from_static(reason),
+        });
+        if let Err(e) = s.send(done) {
+            debug!(conn, error = %e, "PUBLISH_DONE not sent");
+        }
+        if s.version() == Version::Draft22 {
+            let _ = s.finish(rid);
+        }
+    }
+
+    /// A REQUEST_UPDATE of subscription `rid` failed: it ends with UPDATE_FAILED (draft-16
+    /// §9.11, draft-22 §9.5.1).
+    pub(super) fn fanout_update_failed(&mut self, conn: u64, rid: RequestId) {
+        self.end_sub(conn, rid, code::RESET_CANCELLED, code::DONE_UPDATE_FAILED, b"update failed");
+    }
+
+    /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest
+    /// stay. A new Location filter applies to objects not yet sent; FORWARD pauses or resumes
+    /// delivery; FILL_PARAMETERS opens a fill fetch stream named by the update's Request ID.
+    /// Returns the Largest Location for the REQUEST_OK (the subscriber can FETCH a gap).
+    pub(super) fn fanout_update(
+        &mut self,
+        conn: u64,
+        m: &RequestUpdate,
+    ) -> Result<Option<Location>, UpdateError> {
+        update_allows(
+            &m.params,
+            &[
+                "AUTHORIZATION_TOKEN",
+                "OBJECT_DELIVERY_TIMEOUT",
+                "SUBGROUP_DELIVERY_TIMEOUT",
+                "FORWARD",
+                "SUBSCRIBER_PRIORITY",
+                "LOCATION_FILTER",
+                "FILL_PARAMETERS",
+                "RANGE_FILTER",
+                "NEW_GROUP_REQUEST",
+            ],
+        )?;
+        let rid = m.existing_request_id;
+        let alias =
+            *self.fanout.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;
+        let st = self.fanout.tracks.get_mut(&alias).ok_or(UpdateError::Invalid("no such subscription"))?;
+        let sub = st
+            .subs
+            .iter_mut()
+            .find(|s| s.conn == conn && s.rid == rid)
+            .ok_or(UpdateError::Invalid("no such subscription"))?;
+        if let Some(f) = m.params.location_filter {
+            let empty = match f {
+                LocationFilter::AbsoluteRange { start, end } => end < start,
+                LocationFilter::AbsoluteStartGroupEnd { start, end_group } => end_group < start.group,
+                _ => false,
+            };
+            if empty {
+                return Err(UpdateError::Refused(code::INVALID_RANGE, "the new range is empty"));
             }
-            if s.version() == Version::Draft22 {
-                let _ = s.finish(rid);
+            sub.filter = Some(f);
+            if sub.established {
+                (sub.start, sub.end) = window(sub.filter, st.info.largest);
             }
         }
+        if let Some(forward) = m.params.forward {
+            sub.forward = forward;
+        }
+        let largest = st.info.largest;
+        let fill = match (&m.params.fill_parameters, sub.established) {
+            (Some(fill), true) => fill_ask(self.core, sub, fill, m.request_id, largest),
+            _ => None,
+        };
+        let track = st.track.clone();
+        if let Some(ask) = fill {
+            self.fetch_ask(alias, track, ask);
+        }
+        Ok(largest)
     }
 
     /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
@@ -456,6 +525,7 @@ impl RelayShard {
         for j in &sub.joins {
             self.fetch_fail(conn, j.rid, false, code::INTERNAL_ERROR, "the joined subscription ended");
         }
+        self.fetch_cancel(conn, rid); // its fill, if the answer is still on its way
         Some(sub)
     }
 

@@ -167,10 +167,6 @@ impl RelayShard {
         fill: bool,
         answer: Result<FetchData, (u64, Bytes)>,
     ) {
-        if fill && !self.fanout.has(conn, rid) {
-            self.fetch_forget(conn, rid); // the subscription ended meanwhile
-            return;
-        }
         let data = match answer {
             Ok(data) => data,
             Err((code, reason)) => {

@@ -34,8 +34,9 @@ use tracing::debug;
 use self::alias::AliasKey;
 use self::msg::{Epoch, RelayMsg, SessionRef};
 use self::namespaces::NamespaceTable;
+use crate::session::SessionCode;
 use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{GoAway, Message, Parameters, RequestError, RequestId, RequestOk};
+use crate::wire::model::{GoAway, Message, Parameters, RequestError, RequestId, RequestOk, RequestUpdate};
 use crate::wire::Version;
 
 /// Codes the relay sends (the same numbers in draft-16 and draft-22 unless noted).
@@ -62,9 +63,47 @@ pub mod code {
     pub const RESET_SESSION_CLOSED: u64 = 0x3;
     /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
     pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
+    /// PUBLISH_DONE UPDATE_FAILED (both drafts).
+    pub const DONE_UPDATE_FAILED: u64 = 0x8;
     /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).
     pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
     pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
+}
+
+/// Why a REQUEST_UPDATE was not applied.
+#[derive(Debug)]
+pub(crate) enum UpdateError {
+    /// A parameter not valid for the request: the session is closed (PROTOCOL_VIOLATION).
+    Invalid(&'static str),
+    /// REQUEST_ERROR with this code (a subscription is then ended with UPDATE_FAILED).
+    Refused(u64, &'static str),
+}
+
+/// Checks that `params` carries only parameters named in `allowed` (draft-22 §9.5 lists
+/// them per request kind; draft-16 requests take the same subsets).
+pub(crate) fn update_allows(params: &Parameters, allowed: &[&str]) -> Result<(), UpdateError> {
+    let present: [(&str, bool); 16] = [
+        ("AUTHORIZATION_TOKEN", !params.auth_tokens.is_empty()),
+        ("OBJECT_DELIVERY_TIMEOUT", params.object_delivery_timeout.is_some()),
+        ("RENDEZVOUS_TIMEOUT", params.rendezvous_timeout.is_some()),
+        ("SUBGROUP_DELIVERY_TIMEOUT", params.subgroup_delivery_timeout.is_some()),
+        ("EXPIRES", params.expires.is_some()),
+        ("LARGEST_OBJECT", params.largest_object.is_some()),
+        ("FILL_TIMEOUT", params.fill_timeout.is_some()),
+        ("FORWARD", params.forward.is_some()),
+        ("SUBSCRIBER_PRIORITY", params.subscriber_priority.is_some()),
+        ("LOCATION_FILTER", params.location_filter.is_some()),
+        ("GROUP_ORDER", params.group_order.is_some()),
+        ("FILL_PARAMETERS", params.fill_parameters.is_some()),
+        ("RANGE_FILTER", !params.range_filters.is_empty()),
+        ("NEW_GROUP_REQUEST", params.new_group_request.is_some()),
+        ("TRACK_NAMESPACE_PREFIX", params.track_namespace_prefix.is_some()),
+        ("INCLUDE_PROPERTIES", params.include_properties.is_some()),
+    ];
+    match present.iter().find(|(name, on)| *on && !allowed.contains(name)) {
+        Some(_) => Err(UpdateError::Invalid("a parameter this request cannot take")),
+        None => Ok(()),
+    }
 }
 
 /// Relay limits and timers.
@@ -434,21 +473,7 @@ impl RelayShard {
             Message::SubscribeTracks(m) => {
                 self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_TRACKS")
             }
-            Message::RequestUpdate(m) => {
-                // draft-16 answers with the update's own Request ID; draft-22 answers on the
-                // updated request's stream.
-                let rid = match self.sessions.get(&conn).map(Session::version) {
-                    Some(Version::Draft22) => m.existing_request_id,
-                    _ => m.request_id,
-                };
-                self.answer_error(
-                    conn,
-                    rid,
-                    code::NOT_SUPPORTED,
-                    "REQUEST_UPDATE is not supported yet",
-                    false,
-                );
-            }
+            Message::RequestUpdate(m) => self.on_request_update(conn, m),
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
             _ => {}
         }
@@ -465,6 +490,65 @@ impl RelayShard {
             self.ingest_withdraw_namespace(conn, rid);
         } else {
             self.ingest_cancelled(conn, rid);
+        }
+    }
+
+    /// REQUEST_UPDATE (draft-16 §9.11, draft-22 §9.5) of a request of session `conn`:
+    /// exactly one REQUEST_OK or REQUEST_ERROR. The relay answers at once, so no update is
+    /// ever outstanding here (draft-22 MAX_REQUEST_UPDATES cannot be exceeded).
+    fn on_request_update(&mut self, conn: u64, m: RequestUpdate) {
+        let existing = m.existing_request_id;
+        // draft-16 answers with the update's own Request ID; draft-22 answers on the updated
+        // request's stream.
+        let answer_rid = match self.sessions.get(&conn).map(Session::version) {
+            Some(Version::Draft22) => existing,
+            _ => m.request_id,
+        };
+        let mut old_prefix = None;
+        let result = if self.fanout.has(conn, existing) {
+            self.fanout_update(conn, &m)
+        } else if self.discovery.has(conn, existing) {
+            self.discovery_update(conn, existing, &m.params).map(|old| {
+                old_prefix = old;
+                None
+            })
+        } else if self.fetches.has(conn, existing) || self.ingest.has_namespace(conn, existing) {
+            update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"]).map(|_| None)
+        } else {
+            // A request the session knows (it checked) that is over, or one this relay took
+            // no state for: nothing to update.
+            Err(UpdateError::Refused(code::DOES_NOT_EXIST, "the request is no longer active"))
+        };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        match result {
+            Ok(largest) => {
+                let ok = Message::RequestOk(RequestOk {
+                    request_id: answer_rid,
+                    params: Parameters { largest_object: largest, ..Parameters::default() },
+                    track_properties: Default::default(),
+                });
+                if let Err(e) = s.send(ok) {
+                    debug!(conn, error = %e, "REQUEST_UPDATE answer not sent");
+                }
+                if let Some(old) = old_prefix {
+                    self.discovery_updated(conn, existing, &old);
+                }
+            }
+            Err(UpdateError::Invalid(what)) => {
+                s.close(SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
+            }
+            Err(UpdateError::Refused(code, reason)) => {
+                if self.fanout.has(conn, existing) {
+                    self.answer_error(conn, answer_rid, code, reason, false);
+                    self.fanout_update_failed(conn, existing);
+                } else if self.discovery.has(conn, existing) {
+                    // draft-22 §9.5.1: a failed namespace update closes the request stream.
+                    self.answer_error(conn, answer_rid, code, reason, true);
+                    self.discovery_cancelled(conn, existing);
+                } else {
+                    self.answer_error(conn, answer_rid, code, reason, false);
+                }
+            }
         }
     }
 

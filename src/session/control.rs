@@ -442,8 +442,13 @@ impl Session {
                 }
                 if let Some(id) = referenced_id(&msg) {
                     if !self.ids.is_known(id) {
+                        // draft-16 §9.11: an invalid Existing Request ID is a PROTOCOL_VIOLATION.
+                        let code = match msg {
+                            Message::RequestUpdate(_) => SessionCode::ProtocolViolation,
+                            _ => SessionCode::InvalidRequestId,
+                        };
                         return Err(SessionError::protocol(
-                            SessionCode::InvalidRequestId,
+                            code,
                             format!("{} names an unknown Request ID", msg.name()),
                         ));
                     }
