@@ -1951,3 +1951,50 @@ fn request_update_moves_a_namespace_subscription() {
     assert!(r.take_events(s).is_empty(), "the refused subscription ended");
     assert_no_closes(&r);
 }
+
+/// The REQUEST_UPDATEs of the upstream subscription `up` the publisher got: their FORWARD
+/// values.
+fn upstream_forward_updates(r: &mut Relay, p: ClientId, up: RequestId) -> Vec<Option<bool>> {
+    messages(&r.take_events(p))
+        .into_iter()
+        .map(|m| match m {
+            Message::RequestUpdate(u) if u.existing_request_id == up => u.params.forward,
+            other => panic!("publisher got {other:?}"),
+        })
+        .collect()
+}
+
+/// FORWARD changes propagate: the upstream subscription is paused (REQUEST_UPDATE FORWARD 0)
+/// only when every downstream subscription on every core is paused, and resumed as soon as
+/// one is not (by an update, or by a new subscriber).
+#[test]
+fn upstream_is_paused_only_while_every_subscriber_is() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 0);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1, 2], None);
+        let ctx = format!("{pv:?}->{sv:?}");
+        let pause = Parameters { forward: Some(false), ..Default::default() };
+        let resume = Parameters { forward: Some(true), ..Default::default() };
+
+        update(&mut r, subs[0].0, subs[0].1, pause.clone());
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [], "{ctx}: one still forwards");
+        update(&mut r, subs[1].0, subs[1].1, pause.clone());
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [Some(false)], "{ctx}");
+        update(&mut r, subs[0].0, subs[0].1, resume);
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [Some(true)], "{ctx}");
+        update(&mut r, subs[0].0, subs[0].1, pause);
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [Some(false)], "{ctx}");
+        let late = r.connect(1, sv);
+        subscribe(&mut r, late, &t, None);
+        assert_eq!(
+            upstream_forward_updates(&mut r, p, up.request_id),
+            [Some(true)],
+            "{ctx}: a new subscriber"
+        );
+        for (s, _) in subs {
+            r.take_events(s);
+        }
+        assert_no_closes(&r);
+    }
+}

@@ -131,6 +131,8 @@ struct SubTrack {
     info: TrackInfo,
     subs: Vec<LocalSub>,
     streams: HashMap<StreamKey, FanStream>,
+    /// What the owner was last told: some subscription here forwards (FORWARD 1).
+    forwarding: bool,
 }
 
 #[derive(Debug, Default)]
@@ -208,10 +210,12 @@ impl RelayShard {
                 if st.live {
                     self.establish(alias);
                 }
+                self.fanout_sync_forward(alias);
             }
             None => {
                 let st = SubTrack {
                     track: m.track.clone(),
+                    forwarding: true,
                     live: false,
                     info: TrackInfo::default(),
                     subs: vec![sub],
@@ -261,6 +265,20 @@ impl RelayShard {
                 Err(reason) => self.fetch_fail(conn, rid, false, code::INVALID_RANGE, reason),
             }
         }
+        self.fanout_sync_forward(alias);
+    }
+
+    /// Tells the owner when this core's subscriptions of `alias` become all paused, or one of
+    /// them forwards again (the owner pauses or resumes the upstream accordingly).
+    fn fanout_sync_forward(&mut self, alias: TrackAlias) {
+        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        let forwarding = st.subs.iter().any(|s| s.forward);
+        if !st.live || st.subs.is_empty() || forwarding == st.forwarding {
+            return;
+        }
+        st.forwarding = forwarding;
+        let from = self.core;
+        self.send(self.owner_of(alias), RelayMsg::Forward { alias, from, forward: forwarding });
     }
 
     /// A draft-16 Joining FETCH `rid` of subscription `joined`: answered once the
@@ -495,6 +513,7 @@ impl RelayShard {
         if let Some(ask) = fill {
             self.fetch_ask(alias, track, ask);
         }
+        self.fanout_sync_forward(alias);
         Ok(largest)
     }
 
@@ -525,6 +544,7 @@ impl RelayShard {
         for j in &sub.joins {
             self.fetch_fail(conn, j.rid, false, code::INTERNAL_ERROR, "the joined subscription ended");
         }
+        self.fanout_sync_forward(alias);
         self.fetch_cancel(conn, rid); // its fill, if the answer is still on its way
         Some(sub)
     }

@@ -30,8 +30,9 @@ fn count_unknown(n: u64) -> bool {
 
 #[derive(Debug)]
 enum Kind {
-    /// A SUBSCRIBE the relay sent; `established` after SUBSCRIBE_OK.
-    Subscribe { established: bool },
+    /// A SUBSCRIBE the relay sent; `established` after SUBSCRIBE_OK; `forward` is the Forward
+    /// State it last asked for (SUBSCRIBE says 1; REQUEST_UPDATE changes it).
+    Subscribe { established: bool, forward: bool },
     /// A PUBLISH the relay received; `answered` once PUBLISH_OK went out.
     Publish { answered: bool, forward: bool },
 }
@@ -145,7 +146,7 @@ impl RelayShard {
         let up = Upstream {
             alias,
             epoch,
-            kind: Kind::Subscribe { established: false },
+            kind: Kind::Subscribe { established: false, forward: true },
             open_streams: 0,
             streams_seen: 0,
             done: None,
@@ -156,7 +157,7 @@ impl RelayShard {
 
     pub(super) fn ingest_subscribe_ok(&mut self, conn: u64, m: SubscribeOk) {
         let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
-        let Kind::Subscribe { established } = &mut up.kind else { return };
+        let Kind::Subscribe { established, .. } = &mut up.kind else { return };
         if *established {
             return;
         }
@@ -172,8 +173,13 @@ impl RelayShard {
 
     pub(super) fn ingest_request_error(&mut self, conn: u64, m: RequestError) {
         let key = (conn, m.request_id);
-        if !matches!(self.ingest.ups.get(&key), Some(Upstream { kind: Kind::Subscribe { .. }, .. })) {
-            return; // an answer to one of our REQUEST_UPDATEs
+        if !matches!(
+            self.ingest.ups.get(&key),
+            Some(Upstream { kind: Kind::Subscribe { established: false, .. }, .. })
+        ) {
+            // An answer to one of our REQUEST_UPDATEs (draft-22 sends it on the SUBSCRIBE's
+            // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
+            return;
         }
         let Some((up, _)) = self.remove_upstream(key) else { return };
         let msg = RelayMsg::UpstreamError {
@@ -222,9 +228,30 @@ impl RelayShard {
     pub(super) fn ingest_publish_forward(&mut self, epoch: Epoch, forward: bool) {
         let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
         let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
-        let Kind::Publish { answered, forward: current } = &mut up.kind else { return };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
+        let (answered, current) = match &mut up.kind {
+            Kind::Publish { answered, forward } => (answered, forward),
+            Kind::Subscribe { established: true, forward: current } => {
+                if *current == forward {
+                    return;
+                }
+                *current = forward;
+                let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+                let sent = s.next_request_id().and_then(|request_id| {
+                    s.send(Message::RequestUpdate(RequestUpdate {
+                        request_id,
+                        existing_request_id: rid,
+                        params,
+                    }))
+                });
+                if let Err(e) = sent {
+                    debug!(conn, error = %e, "REQUEST_UPDATE not sent");
+                }
+                return;
+            }
+            Kind::Subscribe { established: false, .. } => return,
+        };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         let result = if !*answered && s.version() == Version::Draft16 {
             *answered = true;
             s.send(Message::PublishOk(PublishOk { request_id: rid, params }))

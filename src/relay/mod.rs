@@ -396,6 +396,7 @@ impl RelayShard {
             }
             M::Subscribe { alias, track, from } => self.owner_subscribe(alias, track, from),
             M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
+            M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
             M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
             M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
             M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),

@@ -56,6 +56,13 @@ pub enum RelayMsg {
         track: FullTrackName,
         from: usize,
     },
+    /// Every local subscription of `alias` on core `from` is paused (FORWARD 0), or one no
+    /// longer is.
+    Forward {
+        alias: TrackAlias,
+        from: usize,
+        forward: bool,
+    },
     /// The last local subscription of `alias` on core `from` ended.
     Unsubscribe {
         alias: TrackAlias,
@@ -95,8 +102,8 @@ pub enum RelayMsg {
         alias: TrackAlias,
         epoch: Epoch,
     },
-    /// Change the Forward State of the accepted PUBLISH `epoch` (REQUEST_UPDATE), or answer
-    /// it (PUBLISH_OK) when it is still waiting.
+    /// Change the Forward State of upstream `epoch` (REQUEST_UPDATE), or answer an accepted
+    /// PUBLISH (PUBLISH_OK) that is still waiting.
     PublishForward {
         alias: TrackAlias,
         epoch: Epoch,

@@ -72,6 +72,10 @@ struct Track {
     fetches: Vec<FetchAsk>,
     /// TRACK_STATUS requests waiting for the same: (core, session, request).
     statuses: Vec<(usize, u64, RequestId)>,
+    /// Cores whose subscriptions are all paused (FORWARD 0).
+    paused: Vec<usize>,
+    /// The Forward State asked of a SUBSCRIBE upstream (a PUBLISH keeps its in `Source`).
+    forward: bool,
 }
 
 impl Track {
@@ -86,6 +90,8 @@ impl Track {
             idle_since: None,
             fetches: Vec::new(),
             statuses: Vec::new(),
+            paused: Vec::new(),
+            forward: true,
         }
     }
 }
@@ -155,9 +161,13 @@ impl RelayShard {
             if !t.waiting.contains(&from) && !t.cores.contains(&from) {
                 t.waiting.push(from);
             }
+            t.paused.retain(|&c| c != from);
             match t.source {
                 Source::Pending { .. } => {}
-                Source::Subscribed { .. } => self.release_waiting(alias),
+                Source::Subscribed { .. } => {
+                    self.release_waiting(alias);
+                    self.owner_sync_forward(alias);
+                }
                 Source::Published { publisher, epoch, forward } => {
                     if !forward {
                         t.source = Source::Published { publisher, epoch, forward: true };
@@ -186,7 +196,39 @@ impl RelayShard {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         t.cores.retain(|&c| c != from);
         t.waiting.retain(|&c| c != from);
+        t.paused.retain(|&c| c != from);
         self.set_idle(alias);
+        self.owner_sync_forward(alias);
+    }
+
+    /// Core `from` paused or resumed all its subscriptions of `alias`.
+    pub(super) fn owner_forward(&mut self, alias: TrackAlias, from: usize, forward: bool) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        t.paused.retain(|&c| c != from);
+        if !forward {
+            t.paused.push(from);
+        }
+        self.owner_sync_forward(alias);
+    }
+
+    /// The upstream forwards objects while any core with subscribers has one not paused, and
+    /// is paused (REQUEST_UPDATE FORWARD 0) while every one is. With no subscribers at all
+    /// the linger decides instead.
+    fn owner_sync_forward(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.cores.is_empty() && t.waiting.is_empty() {
+            return;
+        }
+        let wanted = t.cores.iter().chain(&t.waiting).any(|c| !t.paused.contains(c));
+        let epoch = t.source.epoch();
+        let publisher = t.source.publisher();
+        match &mut t.source {
+            Source::Pending { .. } => return,
+            Source::Published { forward, .. } if *forward != wanted => *forward = wanted,
+            Source::Subscribed { .. } if t.forward != wanted => t.forward = wanted,
+            _ => return,
+        }
+        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wanted });
     }
 
     pub(super) fn owner_upstream_ok(&mut self, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
