@@ -1998,3 +1998,117 @@ fn upstream_is_paused_only_while_every_subscriber_is() {
         assert_no_closes(&r);
     }
 }
+
+/// PUBLISH of `track` with Track Alias `alias`.
+fn publish_as(v: Version, rid: RequestId, track: &FullTrackName, alias: TrackAlias) -> Message {
+    let mut m = publish_msg(v, rid, track, None);
+    if let Message::Publish(p) = &mut m {
+        p.track_alias = alias;
+    }
+    m
+}
+
+/// Track discovery: a namespace subscriber that asks for PUBLISH (draft-16 SUBSCRIBE_NAMESPACE
+/// with Subscribe Options PUBLISH; draft-22 SUBSCRIBE_TRACKS) gets one from the relay for
+/// each track under its prefix with an Established upstream (the relay's Track Alias), and
+/// for tracks published later; accepting it (PUBLISH_OK) makes it a subscription: objects
+/// flow, and PUBLISH_DONE ends it with the track. Tracks it already subscribes to and tracks
+/// outside the prefix are not offered; no NAMESPACE is sent when only PUBLISH was asked for.
+#[test]
+fn namespace_subscribers_are_offered_tracks_with_publish() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(3);
+        let t1 = track_owned_by(&r, &["live"], 2);
+        let t2 = track_owned_by(&r, &["live"], 0);
+        let p = r.connect(0, pv);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_msg(pv, prid, &t1, Some(Location::new(2, 5))));
+        let other = r.next_request_id(p);
+        r.send(p, publish_as(pv, other, &track(&["elsewhere"], "x"), TrackAlias(1)));
+        r.run_until_quiet();
+        r.take_events(p);
+
+        let s = r.connect(1, sv);
+        let rid = r.next_request_id(s);
+        let m = if sv == D16 {
+            Message::SubscribeNamespace(SubscribeNamespace {
+                request_id: rid,
+                prefix: ns(&["live"]),
+                options: moq_edge::wire::model::SubscribeOptions::Publish,
+                ..Default::default()
+            })
+        } else {
+            Message::SubscribeTracks(moq_edge::wire::model::SubscribeTracks {
+                request_id: rid,
+                prefix: ns(&["live"]),
+                ..Default::default()
+            })
+        };
+        r.send(s, m);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        let msgs = messages(&ev);
+        let [Message::RequestOk(ok), Message::Publish(offer)] = msgs.as_slice() else {
+            panic!("{ctx}: {ev:?}")
+        };
+        assert_eq!(ok.request_id, rid);
+        assert_eq!(
+            (&offer.track, offer.track_alias, offer.params.forward),
+            (&t1, r.alias(&t1), Some(true)),
+            "{ctx}"
+        );
+
+        let answer = Parameters { forward: (sv == D16).then_some(true), ..Default::default() };
+        let accept = moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: answer };
+        r.send(s, Message::PublishOk(accept));
+        r.run_until_quiet();
+        assert!(r.take_events(s).is_empty(), "{ctx}: no SUBSCRIBE_OK for an accepted PUBLISH");
+        let h = header(pv, PUB_ALIAS, 3, 0);
+        let st = open(&mut r, p, &h);
+        let objs: Vec<_> = (0..3).map(|i| object(3, i)).collect();
+        for o in &objs {
+            put(&mut r, p, st, o);
+        }
+        fin(&mut r, p, st);
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 1, "{ctx}");
+        assert_stream(
+            &seen[0],
+            offer.request_id,
+            expected_header(&h, r.alias(&t1), sv, true),
+            &objs,
+            Some(None),
+        );
+
+        // A second track the subscriber SUBSCRIBEs to (through the publisher's namespace):
+        // not offered when its upstream becomes Established; a third, published later, is.
+        r.take_events(p);
+        announce(&mut r, p, &["live"]);
+        let sub_rid = subscribe(&mut r, s, &t2, None);
+        let up = upstream_subscribe(&mut r, p, &t2);
+        accept_as(&mut r, p, &up, TrackAlias(2), None);
+        subscribe_ok(&messages(&r.take_events(s)), sub_rid);
+        let t3 = track(&["live", "more"], "t3");
+        let p3 = r.next_request_id(p);
+        r.send(p, publish_as(pv, p3, &t3, TrackAlias(3)));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(s));
+        let [Message::Publish(offer3)] = msgs.as_slice() else { panic!("{ctx}: {msgs:?}") };
+        assert_eq!(offer3.track, t3, "{ctx}");
+
+        r.send(p, done_msg(prid, 1));
+        if pv == D22 {
+            r.session(p).finish(prid).unwrap();
+        }
+        r.run_until_quiet();
+        let d = publish_done(&messages(&r.take_events(s)));
+        assert_eq!(
+            (d.request_id, d.status_code, d.stream_count),
+            (offer.request_id, code::TRACK_ENDED, 1),
+            "{ctx}"
+        );
+        assert_no_closes(&r);
+    }
+}

@@ -7,29 +7,58 @@
 //! A namespace announced by several publishers is reported once: NAMESPACE when the first
 //! announcement arrives, NAMESPACE_DONE when the last is withdrawn. Only namespaces at or
 //! below the subscribed prefix are reported (the message carries the suffix after it).
+//!
+//! Track discovery: a draft-16 SUBSCRIBE_NAMESPACE whose Subscribe Options ask for PUBLISH,
+//! and a draft-22 SUBSCRIBE_TRACKS, get a PUBLISH from the relay for every track under the
+//! prefix with an Established upstream (each owner tells every core when one becomes
+//! available), now and as they appear, except tracks the session already subscribes to.
+//! The subscriber's PUBLISH_OK makes it a subscription like a SUBSCRIBE's (`fanout.rs`).
 
 use crate::hash::HashMap;
 
 use tracing::debug;
 
 use super::{code, session, update_allows, RelayShard, UpdateError};
-use crate::wire::model::{Message, Parameters, RequestId, RequestOk, SubscribeNamespace, TrackNamespace};
+use crate::wire::model::{
+    FullTrackName, Message, Parameters, Properties, Publish, RequestId, RequestOk, SubscribeNamespace,
+    SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
+};
+
+/// Which request made a namespace subscription (overlap is checked per kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Namespace,
+    Tracks,
+}
 
 /// One namespace subscription of a session on this core.
 #[derive(Debug)]
 struct NsSub {
     prefix: TrackNamespace,
+    kind: Kind,
+    /// Report namespaces (NAMESPACE / NAMESPACE_DONE).
+    namespaces: bool,
+    /// Offer tracks (PUBLISH), with this Forward State.
+    publishes: Option<bool>,
 }
 
 #[derive(Debug, Default)]
 pub struct Discovery {
     subs: HashMap<(u64, RequestId), NsSub>,
     per_session: HashMap<u64, usize>,
+    /// Tracks with an Established upstream anywhere in the relay.
+    tracks: HashMap<TrackAlias, (FullTrackName, Properties)>,
+    /// PUBLISHes the relay sent, waiting for PUBLISH_OK.
+    pushes: HashMap<(u64, RequestId), TrackAlias>,
 }
 
 impl Discovery {
     pub fn has(&self, conn: u64, rid: RequestId) -> bool {
         self.subs.contains_key(&(conn, rid))
+    }
+
+    pub fn is_push(&self, conn: u64, rid: RequestId) -> bool {
+        self.pushes.contains_key(&(conn, rid))
     }
 }
 
@@ -45,9 +74,29 @@ fn suffix(namespace: &TrackNamespace, prefix: &TrackNamespace) -> TrackNamespace
 
 impl RelayShard {
     pub(super) fn discovery_subscribe(&mut self, conn: u64, m: SubscribeNamespace) {
-        let rid = m.request_id;
-        let overlap =
-            self.discovery.subs.iter().any(|((c, _), s)| *c == conn && overlaps(&s.prefix, &m.prefix));
+        let (namespaces, publishes) = match m.options {
+            SubscribeOptions::Namespace => (true, false),
+            SubscribeOptions::Publish => (false, true),
+            SubscribeOptions::Both => (true, true),
+        };
+        let publishes = publishes.then_some(m.params.forward.unwrap_or(true));
+        let sub = NsSub { prefix: m.prefix, kind: Kind::Namespace, namespaces, publishes };
+        self.discovery_add(conn, m.request_id, sub);
+    }
+
+    /// draft-22 SUBSCRIBE_TRACKS (§9.16): PUBLISH for the tracks under the prefix.
+    pub(super) fn discovery_subscribe_tracks(&mut self, conn: u64, m: SubscribeTracks) {
+        let publishes = Some(m.params.forward.unwrap_or(true));
+        let sub = NsSub { prefix: m.prefix, kind: Kind::Tracks, namespaces: false, publishes };
+        self.discovery_add(conn, m.request_id, sub);
+    }
+
+    fn discovery_add(&mut self, conn: u64, rid: RequestId, sub: NsSub) {
+        let overlap = self
+            .discovery
+            .subs
+            .iter()
+            .any(|((c, _), s)| *c == conn && s.kind == sub.kind && overlaps(&s.prefix, &sub.prefix));
         if overlap {
             return self.answer_error(
                 conn,
@@ -78,13 +127,115 @@ impl RelayShard {
             debug!(conn, error = %e, "SUBSCRIBE_NAMESPACE answer not sent");
             return;
         }
-        for namespace in self.namespaces.distinct_under(&m.prefix) {
-            if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &m.prefix))) {
-                debug!(conn, error = %e, "NAMESPACE not sent");
-                break;
+        if sub.namespaces {
+            for namespace in self.namespaces.distinct_under(&sub.prefix) {
+                if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &sub.prefix))) {
+                    debug!(conn, error = %e, "NAMESPACE not sent");
+                    break;
+                }
             }
         }
-        self.discovery.subs.insert((conn, rid), NsSub { prefix: m.prefix });
+        let offers: Vec<TrackAlias> = match sub.publishes {
+            Some(_) => self
+                .discovery
+                .tracks
+                .iter()
+                .filter(|(_, (t, _))| t.namespace.starts_with(&sub.prefix))
+                .map(|(a, _)| *a)
+                .collect(),
+            None => Vec::new(),
+        };
+        let forward = sub.publishes.unwrap_or(true);
+        self.discovery.subs.insert((conn, rid), sub);
+        for alias in offers {
+            self.discovery_offer(conn, alias, forward);
+        }
+    }
+
+    /// A track became available somewhere in the relay: offered to the matching namespace
+    /// subscribers on this core.
+    pub(super) fn discovery_track(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        properties: Properties,
+    ) {
+        let offers: Vec<(u64, bool)> = self
+            .discovery
+            .subs
+            .iter()
+            .filter_map(|((conn, _), s)| {
+                let forward = s.publishes?;
+                track.namespace.starts_with(&s.prefix).then_some((*conn, forward))
+            })
+            .collect();
+        self.discovery.tracks.insert(alias, (track, properties));
+        for (conn, forward) in offers {
+            self.discovery_offer(conn, alias, forward);
+        }
+    }
+
+    pub(super) fn discovery_track_gone(&mut self, alias: TrackAlias) {
+        self.discovery.tracks.remove(&alias);
+    }
+
+    /// Sends PUBLISH of `alias` to session `conn`, unless it already subscribes to it or has
+    /// an offer of it outstanding.
+    fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool) {
+        let offered = self.discovery.pushes.iter().any(|((c, _), a)| *c == conn && *a == alias);
+        if offered || self.fanout_session_has(conn, alias) {
+            return;
+        }
+        let pending = self.discovery.pushes.keys().filter(|(c, _)| *c == conn).count();
+        if pending >= self.config.max_subscriptions_per_session {
+            return;
+        }
+        let Some((track, properties)) = self.discovery.tracks.get(&alias).cloned() else { return };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let sent = s.next_request_id().and_then(|request_id| {
+            let publish = Publish {
+                request_id,
+                track,
+                track_alias: alias,
+                params: Parameters { forward: Some(forward), ..Parameters::default() },
+                track_properties: properties,
+            };
+            s.send(Message::Publish(publish)).map(|()| request_id)
+        });
+        match sent {
+            Ok(rid) => {
+                self.discovery.pushes.insert((conn, rid), alias);
+            }
+            // For example no Request ID left (draft-16 MAX_REQUEST_ID): the track is not
+            // offered.
+            Err(e) => debug!(conn, error = %e, "PUBLISH not sent"),
+        }
+    }
+
+    /// PUBLISH_OK for one of our PUBLISHes: it becomes a subscription.
+    pub(super) fn discovery_publish_ok(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
+        let Some(alias) = self.discovery.pushes.remove(&(conn, rid)) else { return };
+        let Some((track, _)) = self.discovery.tracks.get(&alias).cloned() else {
+            // The track ended before the answer: nothing to deliver.
+            return self.discovery_ended_before_ok(conn, rid);
+        };
+        self.fanout_accepted_publish(conn, rid, track, params);
+    }
+
+    fn discovery_ended_before_ok(&mut self, conn: u64, rid: RequestId) {
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let done = Message::PublishDone(crate::wire::model::PublishDone {
+            request_id: rid,
+            status_code: code::TRACK_ENDED,
+            stream_count: 0,
+            reason: bytes::Bytes::from_static(b"the track ended"),
+        });
+        let _ = s.send(done);
+    }
+
+    /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes.
+    pub(super) fn discovery_publish_refused(&mut self, conn: u64, rid: RequestId) {
+        self.discovery.pushes.remove(&(conn, rid));
     }
 
     /// The subscriber cancelled (draft-16: FIN or reset of the stream; draft-22: reset or
@@ -124,6 +275,9 @@ impl RelayShard {
     /// relative to it).
     pub(super) fn discovery_updated(&mut self, conn: u64, rid: RequestId, old: &TrackNamespace) {
         let Some(sub) = self.discovery.subs.get(&(conn, rid)) else { return };
+        if !sub.namespaces {
+            return;
+        }
         let prefix = sub.prefix.clone();
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         for namespace in self.namespaces.distinct_under(&prefix) {
@@ -139,6 +293,7 @@ impl RelayShard {
 
     pub(super) fn discovery_session_closed(&mut self, conn: u64) {
         self.discovery.subs.retain(|(c, _), _| *c != conn);
+        self.discovery.pushes.retain(|(c, _), _| *c != conn);
         self.discovery.per_session.remove(&conn);
     }
 
@@ -146,7 +301,7 @@ impl RelayShard {
     /// publisher: tell the matching namespace subscriptions.
     pub(super) fn discovery_changed(&mut self, namespace: &TrackNamespace, appeared: bool) {
         for ((conn, rid), sub) in &self.discovery.subs {
-            if !namespace.starts_with(&sub.prefix) {
+            if !sub.namespaces || !namespace.starts_with(&sub.prefix) {
                 continue;
             }
             let Some(s) = session(&mut self.sessions, &mut self.woken, *conn) else { continue };

@@ -27,6 +27,8 @@ use crate::wire::Version;
 struct LocalSub {
     conn: u64,
     rid: RequestId,
+    /// Made by the relay's PUBLISH to a namespace subscriber (no SUBSCRIBE_OK to send).
+    pushed: bool,
     filter: Option<LocationFilter>,
     /// First and last Location delivered (set when Established).
     start: Location,
@@ -174,26 +176,49 @@ fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Locatio
 
 impl RelayShard {
     pub(super) fn fanout_subscribe(&mut self, conn: u64, m: Subscribe) {
+        self.fanout_add(conn, m.request_id, m.track, &m.params, false);
+    }
+
+    /// A namespace subscriber accepted the relay's PUBLISH `rid` of `track` (PUBLISH_OK): a
+    /// subscription like a SUBSCRIBE's, with no SUBSCRIBE_OK.
+    pub(super) fn fanout_accepted_publish(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        track: FullTrackName,
+        params: &Parameters,
+    ) {
+        self.fanout_add(conn, rid, track, params, true);
+    }
+
+    /// Whether session `conn` has a subscription of `alias` on this core.
+    pub(super) fn fanout_session_has(&self, conn: u64, alias: TrackAlias) -> bool {
+        self.fanout.tracks.get(&alias).is_some_and(|st| st.subs.iter().any(|s| s.conn == conn))
+    }
+
+    fn fanout_add(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        track: FullTrackName,
+        params: &Parameters,
+        pushed: bool,
+    ) {
         let count = self.fanout.per_session.entry(conn).or_default();
         if *count >= self.config.max_subscriptions_per_session {
-            return self.answer_error(
-                conn,
-                m.request_id,
-                code::INTERNAL_ERROR,
-                "too many subscriptions",
-                true,
-            );
+            return self.answer_error(conn, rid, code::INTERNAL_ERROR, "too many subscriptions", true);
         }
         *count += 1;
-        let alias = self.key.alias(&m.track);
-        self.fanout.by_req.insert((conn, m.request_id), alias);
+        let alias = self.key.alias(&track);
+        self.fanout.by_req.insert((conn, rid), alias);
         let sub = LocalSub {
             conn,
-            rid: m.request_id,
-            filter: m.params.location_filter,
+            rid,
+            pushed,
+            filter: params.location_filter,
             start: Location::default(),
             end: None,
-            forward: m.params.forward.unwrap_or(true),
+            forward: params.forward.unwrap_or(true),
             established: false,
             streams: 0,
             open: Vec::new(),
@@ -202,7 +227,7 @@ impl RelayShard {
             recent: VecDeque::new(),
             largest_at_start: None,
             joins: Vec::new(),
-            fill: m.params.fill_parameters.clone(),
+            fill: params.fill_parameters.clone(),
         };
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
@@ -214,7 +239,7 @@ impl RelayShard {
             }
             None => {
                 let st = SubTrack {
-                    track: m.track.clone(),
+                    track: track.clone(),
                     forwarding: true,
                     live: false,
                     info: TrackInfo::default(),
@@ -223,7 +248,7 @@ impl RelayShard {
                 };
                 self.fanout.tracks.insert(alias, st);
                 let from = self.core;
-                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track: m.track, from });
+                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from });
             }
         }
     }
@@ -245,6 +270,9 @@ impl RelayShard {
                 asks.push((sub.conn, sub.rid, Ok(ask)));
             }
             (sub.start, sub.end) = window(sub.filter, st.info.largest);
+            if sub.pushed {
+                continue;
+            }
             let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
             let ok = Message::SubscribeOk(SubscribeOk {
                 request_id: sub.rid,

@@ -394,6 +394,8 @@ impl RelayShard {
                     self.discovery_changed(&namespace, false);
                 }
             }
+            M::TrackAvailable { alias, track, properties } => self.discovery_track(alias, track, properties),
+            M::TrackGone { alias } => self.discovery_track_gone(alias),
             M::Subscribe { alias, track, from } => self.owner_subscribe(alias, track, from),
             M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
             M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
@@ -460,6 +462,9 @@ impl RelayShard {
             Message::Subscribe(m) => self.fanout_subscribe(conn, m),
             Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid),
             Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
+            Message::RequestError(m) if self.discovery.is_push(conn, m.request_id) => {
+                self.discovery_publish_refused(conn, m.request_id)
+            }
             Message::RequestError(m) => self.ingest_request_error(conn, m),
             Message::Publish(m) => self.ingest_publish(conn, m),
             Message::PublishDone(m) => self.ingest_publish_done(conn, m),
@@ -471,8 +476,10 @@ impl RelayShard {
             Message::Fetch(m) => self.fetch_request(conn, m),
             Message::FetchCancel(rid) => self.fetch_cancel(conn, rid),
             Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m),
-            Message::SubscribeTracks(m) => {
-                self.refuse(conn, m.request_id, code::NOT_SUPPORTED, "SUBSCRIBE_TRACKS")
+            Message::SubscribeTracks(m) => self.discovery_subscribe_tracks(conn, m),
+            Message::PublishOk(m) => self.discovery_publish_ok(conn, m.request_id, &m.params),
+            Message::RequestOk(m) if self.discovery.is_push(conn, m.request_id) => {
+                self.discovery_publish_ok(conn, m.request_id, &m.params)
             }
             Message::RequestUpdate(m) => self.on_request_update(conn, m),
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
@@ -485,6 +492,8 @@ impl RelayShard {
             self.fanout_unsubscribe(conn, rid);
         } else if self.discovery.has(conn, rid) {
             self.discovery_cancelled(conn, rid);
+        } else if self.discovery.is_push(conn, rid) {
+            self.discovery_publish_refused(conn, rid);
         } else if self.fetches.has(conn, rid) {
             self.fetch_cancel(conn, rid);
         } else if self.ingest.has_namespace(conn, rid) {
@@ -575,12 +584,6 @@ impl RelayShard {
         if d22 {
             let _ = s.finish(rid);
         }
-    }
-
-    /// REQUEST_ERROR for a request this build does not serve (draft-22: then FIN).
-    fn refuse(&mut self, conn: u64, rid: RequestId, code: u64, what: &str) {
-        let reason = format!("moq-edge: {what} is not supported yet");
-        self.answer_error(conn, rid, code, &reason, true);
     }
 
     fn answer_error(&mut self, conn: u64, rid: RequestId, code: u64, reason: &str, finish: bool) {

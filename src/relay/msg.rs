@@ -49,6 +49,17 @@ pub enum RelayMsg {
         publisher: SessionRef,
     },
 
+    // ---- tracks with an Established upstream, replicated to every core ----
+    /// Namespace subscribers that asked for PUBLISH get one for it.
+    TrackAvailable {
+        alias: TrackAlias,
+        track: FullTrackName,
+        properties: Properties,
+    },
+    TrackGone {
+        alias: TrackAlias,
+    },
+
     // ---- subscriber core → owner ----
     /// The first local subscription of `alias` on core `from`.
     Subscribe {

@@ -76,6 +76,8 @@ struct Track {
     paused: Vec<usize>,
     /// The Forward State asked of a SUBSCRIBE upstream (a PUBLISH keeps its in `Source`).
     forward: bool,
+    /// Every core was told the track is available (its upstream is Established).
+    available: bool,
 }
 
 impl Track {
@@ -92,6 +94,7 @@ impl Track {
             statuses: Vec::new(),
             paused: Vec::new(),
             forward: true,
+            available: false,
         }
     }
 }
@@ -246,12 +249,33 @@ impl RelayShard {
         self.release_waiting(alias);
         self.set_idle(alias);
         self.owner_answer_waiting_fetches(alias);
+        self.owner_announce(alias);
+    }
+
+    /// Tells every core that `alias` has an Established upstream (once).
+    fn owner_announce(&mut self, alias: TrackAlias) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.available {
+            return;
+        }
+        t.available = true;
+        let (track, properties) = (t.name.clone(), t.info.properties.clone());
+        for core in 0..self.cores {
+            let msg =
+                RelayMsg::TrackAvailable { alias, track: track.clone(), properties: properties.clone() };
+            self.send(core, msg);
+        }
     }
 
     /// Removes track `alias` and its cache; FETCHes still waiting for it get `code`.
     fn owner_remove(&mut self, alias: TrackAlias, code: u64, reason: &Bytes) -> Option<Track> {
         let mut t = self.owner.tracks.remove(&alias)?;
         self.owner.cache.remove_track(alias);
+        if t.available {
+            for core in 0..self.cores {
+                self.send(core, RelayMsg::TrackGone { alias });
+            }
+        }
         for ask in std::mem::take(&mut t.fetches) {
             self.owner_fetch_error(alias, &ask, code, reason.clone());
         }
@@ -338,6 +362,7 @@ impl RelayShard {
                 if newer {
                     self.owner_answer_waiting_fetches(alias);
                 }
+                self.owner_announce(alias);
             }
             None => {
                 if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
@@ -348,6 +373,7 @@ impl RelayShard {
                 let source = Source::Published { publisher, epoch, forward: false };
                 self.owner.tracks.insert(alias, Track::new(track, source, Vec::new(), info));
                 self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+                self.owner_announce(alias);
             }
         }
     }
