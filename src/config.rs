@@ -87,9 +87,44 @@ pub struct Cli {
     #[arg(long, value_name = "URI")]
     pub goaway_uri: Option<String>,
 
+    /// Authorization: `open` (tokens are not needed) or `tokens` (every request needs a token
+    /// signed with one of the --auth-key keys; see `moq-edge token`) [default: open].
+    #[arg(long, value_name = "MODE")]
+    pub auth: Option<String>,
+
+    /// A token key, `ID=SECRET` (SECRET: base64url, at least 16 bytes); repeat to rotate keys.
+    #[arg(long = "auth-key", value_name = "ID=SECRET")]
+    pub auth_keys: Vec<String>,
+
     /// Parse and validate the configuration, print it, and exit.
     #[arg(long)]
     pub check_config: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands (without one, the relay runs).
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Mint an authorization token and print it.
+    Token {
+        /// The signing key, `ID=SECRET` as given to --auth-key.
+        #[arg(long, value_name = "ID=SECRET")]
+        key: String,
+        /// Namespace prefix the token covers, fields separated by `/` (e.g. `live/cam`).
+        #[arg(long, value_name = "PREFIX")]
+        namespace: String,
+        /// Grant publishing (PUBLISH_NAMESPACE, PUBLISH).
+        #[arg(long)]
+        publish: bool,
+        /// Grant subscribing (SUBSCRIBE, FETCH, TRACK_STATUS, SUBSCRIBE_NAMESPACE).
+        #[arg(long)]
+        subscribe: bool,
+        /// Seconds until it expires.
+        #[arg(long, value_name = "S", default_value_t = 3600)]
+        ttl: u64,
+    },
 }
 
 /// The TOML file: the same keys as the flags.
@@ -110,6 +145,8 @@ struct FileConfig {
     cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
+    auth: Option<String>,
+    auth_keys: Option<Vec<String>>,
 }
 
 /// Where the TLS identity comes from.
@@ -139,6 +176,9 @@ pub struct Config {
     pub cache: usize,
     pub goaway_timeout: Duration,
     pub goaway_uri: String,
+    /// Tokens required (`auth = "tokens"`), verified with `auth_keys` (`ID=SECRET`).
+    pub auth_required: bool,
+    pub auth_keys: Vec<String>,
 }
 
 impl Config {
@@ -160,7 +200,13 @@ impl Config {
 
     /// The relay's view of this configuration.
     pub fn relay(&self) -> RelayConfig {
+        // The keys were checked by `resolve`.
+        let auth = match crate::auth::Keys::parse(&self.auth_keys) {
+            Ok(keys) if self.auth_required => Some(std::sync::Arc::new(keys)),
+            _ => None,
+        };
         RelayConfig {
+            auth,
             linger: self.linger,
             max_backlog: self.max_backlog,
             cache_budget: self.cache / self.cores,
@@ -243,7 +289,22 @@ impl Config {
         if !goaway_uri.is_empty() && !goaway_uri.starts_with("moqt://") {
             bail!("config key `goaway_uri`: {goaway_uri:?} is not a moqt:// URI");
         }
+        let auth = cli.auth.clone().or(file.auth).unwrap_or_else(|| "open".into());
+        let auth_required = match auth.as_str() {
+            "open" => false,
+            "tokens" => true,
+            other => bail!("config key `auth`: {other:?} is not one of open, tokens"),
+        };
+        let auth_keys =
+            if cli.auth_keys.is_empty() { file.auth_keys.unwrap_or_default() } else { cli.auth_keys.clone() };
+        let keys = crate::auth::Keys::parse(&auth_keys)
+            .map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
+        if auth_required && keys.is_empty() {
+            bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
+        }
         Ok(Config {
+            auth_required,
+            auth_keys,
             listen,
             cores,
             tls,
@@ -346,5 +407,19 @@ mod tests {
         assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());
+    }
+
+    #[test]
+    fn auth_modes_and_keys_are_checked() {
+        let c = Config::resolve(&cli(&[]), 8).expect("open by default");
+        assert!(!c.auth_required && c.relay().auth.is_none());
+        let err = Config::resolve(&cli(&["--auth", "tokens"]), 8).expect_err("tokens need a key");
+        assert!(err.to_string().contains("auth_keys"), "{err}");
+        assert!(Config::resolve(&cli(&["--auth", "maybe"]), 8).is_err());
+        assert!(Config::resolve(&cli(&["--auth", "tokens", "--auth-key", "k1=short"]), 8).is_err());
+        let key = "k1=MDEyMzQ1Njc4OWFiY2RlZg";
+        let c = Config::resolve(&cli(&["--auth", "tokens", "--auth-key", key]), 8).expect("a 16-byte key");
+        assert!(c.relay().auth.is_some());
+        assert_eq!(c.relay().server_setup().max_auth_token_cache_size, Some(4096));
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Layers (see ARCHITECTURE.md): [`wire`] (codecs), [`runtime`] (executors, sockets, QUIC,
 //! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`].
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod hash;

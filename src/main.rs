@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use clap::Parser;
-use moq_edge::config::{Cli, Config, Tls};
+use moq_edge::config::{Cli, Command, Config, Tls};
 use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
@@ -22,6 +22,9 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
+    if let Some(Command::Token { key, namespace, publish, subscribe, ttl }) = &cli.command {
+        return mint_token(key, namespace, *publish, *subscribe, *ttl);
+    }
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let config = Config::resolve(&cli, available)?;
     let tls = match &config.tls {
@@ -41,6 +44,10 @@ fn main() -> anyhow::Result<()> {
         config.cache >> 20,
         (config.cache / config.cores) >> 20
     );
+    match (config.auth_required, config.auth_keys.len()) {
+        (true, n) => println!("  auth       tokens required ({n} key(s))"),
+        (false, _) => println!("  auth       open (no token needed)"),
+    }
     match config.goaway_uri.as_str() {
         "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
         uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),
@@ -70,5 +77,18 @@ fn main() -> anyhow::Result<()> {
     let reports = server.join()?;
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
+    Ok(())
+}
+
+/// `moq-edge token`: prints a token signed with `key` (`ID=SECRET`).
+fn mint_token(key: &str, namespace: &str, publish: bool, subscribe: bool, ttl: u64) -> anyhow::Result<()> {
+    use base64::Engine;
+    anyhow::ensure!(publish || subscribe, "grant --publish, --subscribe or both");
+    let (id, secret) = key.split_once('=').ok_or_else(|| anyhow::anyhow!("--key: ID=SECRET"))?;
+    moq_edge::auth::Keys::parse(&[key.to_string()])?;
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(secret.trim_end_matches('='))?;
+    let ns = namespace.split('/').filter(|f| !f.is_empty()).map(str::to_string).collect();
+    let claims = moq_edge::auth::Claims { ns, publish, subscribe, exp: moq_edge::auth::unix_now() + ttl };
+    println!("{}", moq_edge::auth::mint(id, &secret, &claims)?);
     Ok(())
 }

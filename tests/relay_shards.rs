@@ -17,10 +17,10 @@ use bytes::Bytes;
 use moq_edge::relay::{code, RelayConfig};
 use moq_edge::session::{DataObject, Event, Transmit};
 use moq_edge::wire::model::{
-    DatagramHeader, Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue,
-    Location, LocationFilter, Message, ObjectStatus, Parameters, Properties, Publish, PublishDone,
-    PublishNamespace, RangeEnd, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
-    SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
+    AuthToken, DatagramHeader, Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder,
+    KvValue, Location, LocationFilter, Message, ObjectStatus, Parameters, Properties, Publish, PublishDone,
+    PublishNamespace, RangeEnd, RequestError, RequestId, RequestUpdate, SetupOptions, SubgroupHeader,
+    SubgroupId, SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use moq_edge::wire::{Quic, Version, Vi64};
 use relay::{messages, streams, ClientId, Relay, SeenStream};
@@ -2110,5 +2110,176 @@ fn namespace_subscribers_are_offered_tracks_with_publish() {
             "{ctx}"
         );
         assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authorization
+// ---------------------------------------------------------------------------------------------
+
+const AUTH_SECRET: &[u8] = b"a secret of more than sixteen bytes";
+
+fn auth_config() -> RelayConfig {
+    use base64::Engine;
+    let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET));
+    let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
+    RelayConfig { auth: Some(std::sync::Arc::new(keys)), ..RelayConfig::default() }
+}
+
+fn token(ns: &[&str], publish: bool, subscribe: bool, ttl: i64) -> Bytes {
+    let exp = (moq_edge::auth::unix_now() as i64 + ttl) as u64;
+    let claims =
+        moq_edge::auth::Claims { ns: ns.iter().map(|s| s.to_string()).collect(), publish, subscribe, exp };
+    Bytes::from(moq_edge::auth::mint("k1", AUTH_SECRET, &claims).unwrap())
+}
+
+fn use_value(value: Bytes) -> AuthToken {
+    AuthToken::UseValue { token_type: 0, value }
+}
+
+fn connect_with_token(r: &mut Relay, core: usize, v: Version, t: Bytes) -> ClientId {
+    let setup = SetupOptions { auth_tokens: vec![use_value(t)], ..Default::default() };
+    let c = r.connect_with(core, v, setup);
+    assert!(matches!(r.take_events(c).as_slice(), [Event::Ready { .. }]));
+    c
+}
+
+fn subscribe_with(r: &mut Relay, c: ClientId, t: &FullTrackName, tokens: Vec<AuthToken>) -> RequestId {
+    let rid = r.next_request_id(c);
+    let params = Parameters { auth_tokens: tokens, ..Default::default() };
+    r.send(c, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+    r.run_until_quiet();
+    rid
+}
+
+fn refused(r: &mut Relay, c: ClientId, rid: RequestId, code: u64, ctx: &str) {
+    let e = request_error(&messages(&r.take_events(c)));
+    assert_eq!((e.request_id, e.error_code), (rid, code), "{ctx}");
+}
+
+/// With tokens required, every request needs a token that grants its right on its namespace,
+/// from SETUP or the request: a publisher without one cannot announce; a subscriber's token
+/// for ["live","a"] lets it subscribe there and nowhere else, even to a track the relay
+/// already subscribes upstream for another subscriber (authorization is per subscriber);
+/// FETCH, TRACK_STATUS and SUBSCRIBE_NAMESPACE are checked the same way; an expired token is
+/// EXPIRED_AUTH_TOKEN, a forged one MALFORMED_AUTH_TOKEN.
+#[test]
+fn tokens_authorize_each_request_by_namespace_and_right() {
+    const UNAUTHORIZED: u64 = 0x1;
+    const MALFORMED: u64 = 0x4;
+    const EXPIRED: u64 = 0x5;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let nobody = r.connect(0, pv);
+        let rid = r.next_request_id(nobody);
+        r.send(
+            nobody,
+            Message::PublishNamespace(PublishNamespace {
+                request_id: rid,
+                namespace: ns(&["live"]),
+                ..Default::default()
+            }),
+        );
+        r.run_until_quiet();
+        refused(&mut r, nobody, rid, UNAUTHORIZED, &ctx);
+
+        let p = connect_with_token(&mut r, 0, pv, token(&["live"], true, false, 600));
+        announce(&mut r, p, &["live"]);
+        let t = track(&["live", "a"], "x");
+        let s = connect_with_token(&mut r, 1, sv, token(&["live", "a"], false, true, 600));
+        let rid = subscribe_with(&mut r, s, &t, vec![]);
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, Some(Location::new(0, 0)));
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let other = track(&["live", "b"], "x");
+        let rid = subscribe_with(&mut r, s, &other, vec![]);
+        refused(&mut r, s, rid, UNAUTHORIZED, &ctx);
+        let rid = subscribe_with(&mut r, s, &other, vec![use_value(token(&["live"], false, true, 600))]);
+        assert!(
+            matches!(r.take_events(p).as_slice(), [Event::Message(Message::Subscribe(_))]),
+            "{ctx}: a request token"
+        );
+        r.take_events(s);
+        let _ = rid;
+
+        // Aggregated upstream already, but this subscriber has no right to it.
+        let stranger = r.connect(1, sv);
+        let rid = subscribe_with(&mut r, stranger, &t, vec![]);
+        refused(&mut r, stranger, rid, UNAUTHORIZED, &ctx);
+        let rid = subscribe_with(&mut r, stranger, &t, vec![use_value(token(&["live"], false, true, -5))]);
+        refused(&mut r, stranger, rid, EXPIRED, &ctx);
+        let mut forged = token(&["live"], true, true, 600).to_vec();
+        let n = forged.len();
+        forged[n - 2] ^= 1;
+        let rid = subscribe_with(&mut r, stranger, &t, vec![use_value(Bytes::from(forged))]);
+        refused(&mut r, stranger, rid, MALFORMED, &ctx);
+        let publish_only = token(&["live"], true, false, 600);
+        let rid = subscribe_with(&mut r, stranger, &t, vec![use_value(publish_only)]);
+        refused(&mut r, stranger, rid, UNAUTHORIZED, &ctx);
+
+        let range = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(0, 0) };
+        let (rid, ev) = standalone(&mut r, stranger, &t, range);
+        let e = request_error(&messages(&ev));
+        assert_eq!((e.request_id, e.error_code), (rid, UNAUTHORIZED), "{ctx}: FETCH");
+        let rid = track_status(&mut r, stranger, &t);
+        refused(&mut r, stranger, rid, UNAUTHORIZED, &ctx);
+        let (rid, ev) = subscribe_namespace(&mut r, stranger, &["live"]);
+        let e = request_error(&messages(&ev));
+        assert_eq!((e.request_id, e.error_code), (rid, UNAUTHORIZED), "{ctx}: SUBSCRIBE_NAMESPACE");
+        let (rid, ev) = standalone(&mut r, s, &t, range);
+        fetch_ok(&messages(&ev), rid);
+        assert_no_closes(&r);
+    }
+}
+
+/// Token aliases: a token registered with one request authorizes later ones that name its
+/// alias, until it is deleted; naming an unknown alias closes the session with
+/// UNKNOWN_AUTH_TOKEN_ALIAS, registering one twice with DUPLICATE_AUTH_TOKEN_ALIAS; a bad
+/// SETUP token closes the session with MALFORMED_AUTH_TOKEN.
+#[test]
+fn token_aliases_and_bad_setup_tokens() {
+    for v in [D16, D22] {
+        let mut r = Relay::with_config(2, auth_config());
+        let p = connect_with_token(&mut r, 0, v, token(&["live"], true, false, 600));
+        announce(&mut r, p, &["live"]);
+        let t = track(&["live"], "x");
+        let s = r.connect(1, v);
+        let tok = token(&["live"], false, true, 600);
+        subscribe_with(
+            &mut r,
+            s,
+            &t,
+            vec![AuthToken::Register { alias: 5, token_type: 0, value: tok.clone() }],
+        );
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, None);
+        r.take_events(s);
+        let again = track(&["live"], "y");
+        subscribe_with(&mut r, s, &again, vec![AuthToken::UseAlias { alias: 5 }]);
+        assert!(
+            matches!(r.take_events(p).as_slice(), [Event::Message(Message::Subscribe(_))]),
+            "{v:?}: alias used"
+        );
+        subscribe_with(
+            &mut r,
+            s,
+            &again,
+            vec![AuthToken::Register { alias: 5, token_type: 0, value: tok.clone() }],
+        );
+        assert_eq!(r.clients[s].closed_by_relay, Some(0x14), "{v:?}: DUPLICATE_AUTH_TOKEN_ALIAS");
+
+        let s2 = r.connect(1, v);
+        subscribe_with(&mut r, s2, &t, vec![AuthToken::UseAlias { alias: 9 }]);
+        assert_eq!(r.clients[s2].closed_by_relay, Some(0x17), "{v:?}: UNKNOWN_AUTH_TOKEN_ALIAS");
+
+        let setup = SetupOptions {
+            auth_tokens: vec![use_value(Bytes::from_static(b"v1.k1.bad.bad"))],
+            ..Default::default()
+        };
+        let bad = r.connect_with(1, v, setup);
+        assert_eq!(r.clients[bad].closed_by_relay, Some(0x16), "{v:?}: MALFORMED_AUTH_TOKEN in SETUP");
+        assert_eq!(r.clients[p].closed_by_relay, None);
     }
 }

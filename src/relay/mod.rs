@@ -34,6 +34,7 @@ use tracing::debug;
 use self::alias::AliasKey;
 use self::msg::{Epoch, RelayMsg, SessionRef};
 use self::namespaces::NamespaceTable;
+use crate::auth::{self, Denied, Right, SessionAuth};
 use crate::session::SessionCode;
 use crate::session::{DataObject, Event, Session};
 use crate::wire::model::{GoAway, Message, Parameters, RequestError, RequestId, RequestOk, RequestUpdate};
@@ -68,6 +69,28 @@ pub mod code {
     /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).
     pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
     pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
+}
+
+/// The right a request needs, on which namespace (a joining FETCH has the right of the
+/// subscription it joins; responses and updates need none).
+fn needs_right(
+    msg: &Message,
+) -> Option<(RequestId, &Parameters, &crate::wire::model::TrackNamespace, Right)> {
+    use crate::wire::model::FetchKind;
+    Some(match msg {
+        Message::PublishNamespace(m) => (m.request_id, &m.params, &m.namespace, Right::Publish),
+        Message::Publish(m) => (m.request_id, &m.params, &m.track.namespace, Right::Publish),
+        Message::Subscribe(m) | Message::TrackStatus(m) => {
+            (m.request_id, &m.params, &m.track.namespace, Right::Subscribe)
+        }
+        Message::Fetch(m) => match &m.kind {
+            FetchKind::Standalone { track } => (m.request_id, &m.params, &track.namespace, Right::Subscribe),
+            _ => return None,
+        },
+        Message::SubscribeNamespace(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
+        Message::SubscribeTracks(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
+        _ => return None,
+    })
 }
 
 /// Why a REQUEST_UPDATE was not applied.
@@ -132,6 +155,21 @@ pub struct RelayConfig {
     /// A subscription that loses this many subgroup streams to its session's backlog within
     /// 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
     pub too_far_behind_streams: u32,
+    /// Token keys: `Some` requires a token for every request (`crate::auth`); `None` is open
+    /// mode (tokens are ignored).
+    pub auth: Option<std::sync::Arc<auth::Keys>>,
+    /// MAX_AUTH_TOKEN_CACHE_SIZE the relay offers when tokens are required (bytes per session).
+    pub auth_cache: usize,
+}
+
+impl RelayConfig {
+    /// The SETUP options the relay's sessions send.
+    pub fn server_setup(&self) -> crate::wire::model::SetupOptions {
+        crate::wire::model::SetupOptions {
+            max_auth_token_cache_size: self.auth.as_ref().map(|_| self.auth_cache as u64),
+            ..Default::default()
+        }
+    }
 }
 
 impl Default for RelayConfig {
@@ -146,6 +184,8 @@ impl Default for RelayConfig {
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
+            auth: None,
+            auth_cache: 4096,
         }
     }
 }
@@ -214,6 +254,8 @@ pub struct RelayShard {
     now: Instant,
     /// Set once the relay drains: the GOAWAY every session gets (sessions set up later too).
     goaway: Option<GoAway>,
+    /// Sessions' tokens (when tokens are required).
+    auth: HashMap<u64, SessionAuth>,
 }
 
 impl RelayShard {
@@ -236,6 +278,7 @@ impl RelayShard {
             next_epoch: 0,
             now,
             goaway: None,
+            auth: HashMap::default(),
         }
     }
 
@@ -322,6 +365,7 @@ impl RelayShard {
         self.fanout_session_closed(conn);
         self.discovery_session_closed(conn);
         self.fetch_session_closed(conn);
+        self.auth.remove(&conn);
         self.ingest_session_closed(conn);
         self.run_local();
     }
@@ -433,7 +477,10 @@ impl RelayShard {
 
     fn on_event(&mut self, conn: u64, event: Event) {
         match event {
-            Event::Ready { .. } => self.send_goaway(conn),
+            Event::Ready { peer } => {
+                self.auth_setup(conn, &peer.auth_tokens);
+                self.send_goaway(conn)
+            }
             Event::RequestMessage { .. } => {}
             Event::Message(msg) => self.on_control(conn, msg),
             Event::Cancelled { request_id } => self.on_cancelled(conn, request_id),
@@ -456,6 +503,11 @@ impl RelayShard {
     }
 
     fn on_control(&mut self, conn: u64, msg: Message) {
+        if let Some((rid, params, namespace, right)) = needs_right(&msg) {
+            if !self.authorized(conn, rid, params, namespace, right) {
+                return;
+            }
+        }
         match msg {
             Message::PublishNamespace(m) => self.ingest_publish_namespace(conn, m),
             Message::PublishNamespaceDone(rid) => self.ingest_withdraw_namespace(conn, rid),
@@ -583,6 +635,61 @@ impl RelayShard {
         }
         if d22 {
             let _ = s.finish(rid);
+        }
+    }
+
+    /// The SETUP's tokens authorize the whole session; a bad one closes it.
+    fn auth_setup(&mut self, conn: u64, tokens: &[crate::wire::model::AuthToken]) {
+        let Some(keys) = self.config.auth.clone() else { return };
+        match SessionAuth::from_setup(&keys, tokens, self.config.auth_cache, auth::unix_now()) {
+            Ok(a) => {
+                self.auth.insert(conn, a);
+            }
+            Err(denied) => {
+                let (code, why) = match denied {
+                    Denied::Session(code, why) => (code, why),
+                    Denied::Request(_, why) => (SessionCode::MalformedAuthToken, why),
+                };
+                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                    s.close(code, why);
+                }
+            }
+        }
+    }
+
+    /// Whether session `conn` may make request `rid` needing `right` on `namespace`: always
+    /// in open mode; otherwise a token (SETUP's or the request's) must grant it. Answers
+    /// REQUEST_ERROR (UNAUTHORIZED, MALFORMED_AUTH_TOKEN, EXPIRED_AUTH_TOKEN) or closes the
+    /// session (token alias misuse) when not.
+    fn authorized(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        params: &Parameters,
+        namespace: &crate::wire::model::TrackNamespace,
+        right: Right,
+    ) -> bool {
+        let Some(keys) = self.config.auth.clone() else { return true };
+        let a = self.auth.entry(conn).or_default();
+        match a.authorize(
+            &keys,
+            &params.auth_tokens,
+            namespace,
+            right,
+            self.config.auth_cache,
+            auth::unix_now(),
+        ) {
+            Ok(()) => true,
+            Err(Denied::Request(code, why)) => {
+                self.answer_error(conn, rid, code, why, true);
+                false
+            }
+            Err(Denied::Session(code, why)) => {
+                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                    s.close(code, why);
+                }
+                false
+            }
         }
     }
 

@@ -82,6 +82,7 @@ impl AppFactory for RelayFactory {
             relay,
             backlog: self.relay.max_backlog,
             session: self.session.clone(),
+            setup: self.relay.server_setup(),
             pumps: HashMap::default(),
             buf: vec![0u8; 65_536],
             now,
@@ -96,6 +97,8 @@ impl AppFactory for RelayFactory {
 
 struct Host {
     relay: RelayShard,
+    /// The SETUP options every session sends.
+    setup: SetupOptions,
     /// Bytes a session may queue beyond QUIC flow control (see `Pump::with_backlog_limit`).
     backlog: usize,
     session: SessionConfig,
@@ -124,7 +127,7 @@ struct RelayHost(Rc<RefCell<Host>>);
 impl ShardApp for RelayHost {
     fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp> {
         let mut host = self.0.borrow_mut();
-        let session = Session::new(version, Role::Server, host.session.clone(), SetupOptions::default());
+        let session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
         host.relay.add_session(conn.0, session);
         let pump = Pump::with_backlog_limit(host.backlog);
         host.pumps.insert(conn.0, pump);

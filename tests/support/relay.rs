@@ -57,6 +57,8 @@ pub struct Relay {
     next_conn: Vec<u64>,
     /// Mesh messages delivered so far.
     pub mesh_delivered: usize,
+    /// What the relay's sessions send in SETUP.
+    server_setup: SetupOptions,
 }
 
 impl Relay {
@@ -77,6 +79,7 @@ impl Relay {
             mesh: BTreeMap::new(),
             next_conn: vec![0; cores],
             mesh_delivered: 0,
+            server_setup: config.server_setup(),
         }
     }
 
@@ -96,11 +99,21 @@ impl Relay {
 
     /// A new client connection on `core`, set up (SETUP exchanged) and quiet.
     pub fn connect(&mut self, core: usize, version: Version) -> ClientId {
+        let id = self.connect_with(core, version, SetupOptions::default());
+        assert!(self.clients[id].session.is_ready(), "client {id} is not set up");
+        let ev = self.take_events(id);
+        assert!(matches!(ev.as_slice(), [Event::Ready { .. }]), "client {id}: {ev:?}");
+        id
+    }
+
+    /// A new client connection on `core` whose SETUP carries `setup`; its events are left
+    /// for the caller (the relay may refuse the session).
+    pub fn connect_with(&mut self, core: usize, version: Version, setup: SetupOptions) -> ClientId {
         self.next_conn[core] += 1;
         let conn = self.next_conn[core];
-        let server = Session::new(version, Role::Server, SessionConfig::default(), SetupOptions::default());
+        let server = Session::new(version, Role::Server, SessionConfig::default(), self.server_setup.clone());
         self.shards[core].add_session(conn, server);
-        let session = Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
+        let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
         self.clients.push(Client {
             version,
             core,
@@ -113,9 +126,6 @@ impl Relay {
         });
         let id = self.clients.len() - 1;
         self.run_until_quiet();
-        assert!(self.clients[id].session.is_ready(), "client {id} is not set up");
-        let ev = self.take_events(id);
-        assert!(matches!(ev.as_slice(), [Event::Ready { .. }]), "client {id}: {ev:?}");
         id
     }
 
