@@ -2283,3 +2283,70 @@ fn token_aliases_and_bad_setup_tokens() {
         assert_eq!(r.clients[p].closed_by_relay, None);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// RENDEZVOUS_TIMEOUT (draft-22)
+// ---------------------------------------------------------------------------------------------
+
+fn subscribe_rendezvous(r: &mut Relay, c: ClientId, t: &FullTrackName, ms: u64) -> RequestId {
+    let rid = r.next_request_id(c);
+    let params = Parameters { rendezvous_timeout: Some(ms), ..Default::default() };
+    r.send(c, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+    r.run_until_quiet();
+    rid
+}
+
+/// A draft-22 SUBSCRIBE with RENDEZVOUS_TIMEOUT for a track nobody publishes is held (no
+/// answer) until a publisher appears: a PUBLISH_NAMESPACE that covers it (the relay then
+/// subscribes upstream) or a PUBLISH of the track itself; either way the subscriber gets
+/// SUBSCRIBE_OK only once the upstream is Established. Held past its time, it gets
+/// REQUEST_ERROR TIMEOUT; a subscriber that leaves while held leaves nothing behind once the
+/// relay's own limit (`max_rendezvous`) has passed.
+#[test]
+fn rendezvous_timeout_holds_a_subscribe_until_a_publisher_appears() {
+    for pv in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let s = r.connect(1, D22);
+        let rid = subscribe_rendezvous(&mut r, s, &t, 5_000);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: answered at once");
+        r.advance(Duration::from_secs(1));
+        let p = r.connect(0, pv);
+        let ns_rid = r.next_request_id(p);
+        let m = PublishNamespace { request_id: ns_rid, namespace: ns(&["live"]), ..Default::default() };
+        r.send(p, Message::PublishNamespace(m));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(p));
+        let [Message::RequestOk(_), Message::Subscribe(up)] = msgs.as_slice() else {
+            panic!("{pv:?}: {msgs:?}")
+        };
+        assert_eq!(up.track, t);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: SUBSCRIBE_OK before the upstream");
+        accept(&mut r, p, up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let published = track_owned_by(&r, &["other"], 1);
+        let rid = subscribe_rendezvous(&mut r, s, &published, 5_000);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_as(pv, prid, &published, TrackAlias(9)));
+        r.run_until_quiet();
+        assert!(publish_answer(pv, &messages(&r.take_events(p)), prid), "{pv:?}: the PUBLISH forwards");
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let nobody = track_owned_by(&r, &["nobody"], 0);
+        let rid = subscribe_rendezvous(&mut r, s, &nobody, 2_000);
+        r.advance(Duration::from_millis(1_999));
+        assert!(r.take_events(s).is_empty());
+        r.advance(Duration::from_millis(1));
+        refused(&mut r, s, rid, code::TIMEOUT, &format!("{pv:?}"));
+
+        let gone = subscribe_rendezvous(&mut r, s, &nobody, 60_000);
+        r.session(s).cancel(gone).unwrap();
+        r.run_until_quiet();
+        // The relay holds a SUBSCRIBE no longer than its own limit (30 s), then forgets it.
+        r.advance(RelayConfig::default().max_rendezvous);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: an answer to a cancelled SUBSCRIBE");
+        assert_eq!(r.state_counts()[0].0, 1, "{pv:?}: only the first track is left on core 0");
+        assert_no_closes(&r);
+    }
+}

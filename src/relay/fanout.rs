@@ -248,7 +248,8 @@ impl RelayShard {
                 };
                 self.fanout.tracks.insert(alias, st);
                 let from = self.core;
-                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from });
+                let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
+                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from, rendezvous });
             }
         }
     }

@@ -52,6 +52,8 @@ pub mod code {
     pub const DOES_NOT_EXIST: u64 = 0x10;
     /// REQUEST_ERROR INVALID_RANGE.
     pub const INVALID_RANGE: u64 = 0x11;
+    /// REQUEST_ERROR TIMEOUT.
+    pub const TIMEOUT: u64 = 0x2;
     /// REQUEST_ERROR PREFIX_OVERLAP.
     pub const PREFIX_OVERLAP: u64 = 0x30;
     /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only).
@@ -155,6 +157,9 @@ pub struct RelayConfig {
     /// A subscription that loses this many subgroup streams to its session's backlog within
     /// 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
     pub too_far_behind_streams: u32,
+    /// The longest a SUBSCRIBE is held for a publisher to appear (draft-22
+    /// RENDEZVOUS_TIMEOUT asks; the relay may shorten it).
+    pub max_rendezvous: Duration,
     /// Token keys: `Some` requires a token for every request (`crate::auth`); `None` is open
     /// mode (tokens are ignored).
     pub auth: Option<std::sync::Arc<auth::Keys>>,
@@ -184,6 +189,7 @@ impl Default for RelayConfig {
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
+            max_rendezvous: Duration::from_secs(30),
             auth: None,
             auth_cache: 4096,
         }
@@ -432,6 +438,7 @@ impl RelayShard {
                 if self.namespaces.insert(namespace.clone(), publisher) {
                     self.discovery_changed(&namespace, true);
                 }
+                self.owner_rendezvous(&namespace);
             }
             M::NamespaceWithdrawn { namespace, publisher } => {
                 if self.namespaces.remove(&namespace, publisher) {
@@ -440,7 +447,9 @@ impl RelayShard {
             }
             M::TrackAvailable { alias, track, properties } => self.discovery_track(alias, track, properties),
             M::TrackGone { alias } => self.discovery_track_gone(alias),
-            M::Subscribe { alias, track, from } => self.owner_subscribe(alias, track, from),
+            M::Subscribe { alias, track, from, rendezvous } => {
+                self.owner_subscribe(alias, track, from, rendezvous)
+            }
             M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
             M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
             M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),

@@ -3,6 +3,8 @@
 //! track's state. Each (source, destination) core pair is one FIFO queue, so messages about
 //! one upstream stream arrive in the order they were sent.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use super::cache::CachedObject;
@@ -61,11 +63,13 @@ pub enum RelayMsg {
     },
 
     // ---- subscriber core → owner ----
-    /// The first local subscription of `alias` on core `from`.
+    /// The first local subscription of `alias` on core `from`; `rendezvous` is how long it
+    /// may wait for a publisher to appear (draft-22 RENDEZVOUS_TIMEOUT; zero: not at all).
     Subscribe {
         alias: TrackAlias,
         track: FullTrackName,
         from: usize,
+        rendezvous: Duration,
     },
     /// Every local subscription of `alias` on core `from` is paused (FORWARD 0), or one no
     /// longer is.

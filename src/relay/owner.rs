@@ -8,7 +8,7 @@
 use crate::hash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -99,9 +99,20 @@ impl Track {
     }
 }
 
+/// A SUBSCRIBE held for a publisher to appear (draft-22 RENDEZVOUS_TIMEOUT).
+#[derive(Debug)]
+struct Held {
+    name: FullTrackName,
+    waiting: Vec<usize>,
+    until: Instant,
+}
+
 #[derive(Debug)]
 pub struct Owner {
     tracks: HashMap<TrackAlias, Track>,
+    held: HashMap<TrackAlias, Held>,
+    /// Rendezvous deadlines, checked lazily against `Held::until`.
+    held_until: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Linger deadlines, checked lazily against `idle_since`.
     idle: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Objects of the tracks this shard owns.
@@ -110,15 +121,27 @@ pub struct Owner {
 
 impl Owner {
     pub fn new(cache_budget: usize) -> Self {
-        Owner { tracks: HashMap::default(), idle: BinaryHeap::new(), cache: Cache::new(cache_budget) }
+        Owner {
+            tracks: HashMap::default(),
+            held: HashMap::default(),
+            held_until: BinaryHeap::new(),
+            idle: BinaryHeap::new(),
+            cache: Cache::new(cache_budget),
+        }
     }
 
+    /// Tracks, and SUBSCRIBEs held for a publisher.
     pub fn len(&self) -> usize {
-        self.tracks.len()
+        self.tracks.len() + self.held.len()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.idle.peek().map(|Reverse((at, _))| *at)
+        let idle = self.idle.peek().map(|Reverse((at, _))| *at);
+        let held = self.held_until.peek().map(|Reverse((at, _))| *at);
+        match (idle, held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -153,7 +176,19 @@ impl RelayShard {
         }
     }
 
-    pub(super) fn owner_subscribe(&mut self, alias: TrackAlias, track: FullTrackName, from: usize) {
+    pub(super) fn owner_subscribe(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        from: usize,
+        rendezvous: Duration,
+    ) {
+        if let Some(h) = self.owner.held.get_mut(&alias) {
+            if h.name == track && !h.waiting.contains(&from) {
+                h.waiting.push(from);
+            }
+            return;
+        }
         if let Some(t) = self.owner.tracks.get_mut(&alias) {
             if t.name != track {
                 let reason = Bytes::from_static(b"track alias collision");
@@ -186,16 +221,78 @@ impl RelayShard {
             return self.send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
         }
         let Some(publisher) = self.namespaces.route(&track.namespace) else {
+            if !rendezvous.is_zero() {
+                // Hold it until a publisher appears (PUBLISH_NAMESPACE or PUBLISH) or time is up.
+                let until = self.now + rendezvous.min(self.config.max_rendezvous);
+                self.owner.held.insert(alias, Held { name: track, waiting: vec![from], until });
+                self.owner.held_until.push(Reverse((until, alias.0)));
+                return;
+            }
             let reason = Bytes::from_static(b"no publisher for this track");
             return self.send(from, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
         };
+        self.owner_start_upstream(alias, track, publisher, vec![from]);
+    }
+
+    fn owner_start_upstream(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        waiting: Vec<usize>,
+    ) {
         let epoch = self.new_epoch();
         let source = Source::Pending { publisher, epoch };
-        self.owner.tracks.insert(alias, Track::new(track.clone(), source, vec![from], TrackInfo::default()));
+        self.owner.tracks.insert(alias, Track::new(track.clone(), source, waiting, TrackInfo::default()));
         self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
+    /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
+    pub(super) fn owner_rendezvous(&mut self, namespace: &crate::wire::model::TrackNamespace) {
+        if self.owner.held.is_empty() {
+            return;
+        }
+        let ready: Vec<TrackAlias> = self
+            .owner
+            .held
+            .iter()
+            .filter(|(_, h)| h.name.namespace.starts_with(namespace))
+            .map(|(a, _)| *a)
+            .collect();
+        for alias in ready {
+            let Some(h) = self.owner.held.remove(&alias) else { continue };
+            let Some(publisher) = self.namespaces.route(&h.name.namespace) else { continue };
+            self.owner_start_upstream(alias, h.name, publisher, h.waiting);
+        }
+    }
+
+    /// Held SUBSCRIBEs whose rendezvous time is up: REQUEST_ERROR TIMEOUT.
+    fn owner_rendezvous_expired(&mut self) {
+        while let Some(&Reverse((at, alias))) = self.owner.held_until.peek() {
+            if at > self.now {
+                break;
+            }
+            self.owner.held_until.pop();
+            let alias = TrackAlias(alias);
+            if !self.owner.held.get(&alias).is_some_and(|h| h.until <= self.now) {
+                continue;
+            }
+            let Some(h) = self.owner.held.remove(&alias) else { continue };
+            for core in h.waiting {
+                let reason = Bytes::from_static(b"no publisher appeared in time");
+                self.send(core, RelayMsg::SubscribeError { alias, code: code::TIMEOUT, reason });
+            }
+        }
+    }
+
     pub(super) fn owner_unsubscribe(&mut self, alias: TrackAlias, from: usize) {
+        if let Some(h) = self.owner.held.get_mut(&alias) {
+            h.waiting.retain(|&c| c != from);
+            if h.waiting.is_empty() {
+                self.owner.held.remove(&alias);
+            }
+            return;
+        }
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         t.cores.retain(|&c| c != from);
         t.waiting.retain(|&c| c != from);
@@ -370,9 +467,16 @@ impl RelayShard {
                     let msg = RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason };
                     return self.send(publisher.core, msg);
                 }
-                let source = Source::Published { publisher, epoch, forward: false };
-                self.owner.tracks.insert(alias, Track::new(track, source, Vec::new(), info));
-                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+                // A SUBSCRIBE held for this track is served by the PUBLISH.
+                let waiting = match self.owner.held.remove(&alias) {
+                    Some(h) if h.name == track => h.waiting,
+                    _ => Vec::new(),
+                };
+                let forward = !waiting.is_empty();
+                let source = Source::Published { publisher, epoch, forward };
+                self.owner.tracks.insert(alias, Track::new(track, source, waiting, info));
+                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward });
+                self.release_waiting(alias);
                 self.owner_announce(alias);
             }
         }
@@ -441,6 +545,7 @@ impl RelayShard {
     /// Lingering tracks whose time is up: an upstream SUBSCRIBE ends, an accepted PUBLISH is
     /// paused (FORWARD 0) and kept until its publisher ends it.
     pub(super) fn owner_tick(&mut self) {
+        self.owner_rendezvous_expired();
         while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
             if at > self.now {
                 break;
