@@ -274,7 +274,7 @@ impl RelayShard {
             }
             self.owner.held_until.pop();
             let alias = TrackAlias(alias);
-            if !self.owner.held.get(&alias).is_some_and(|h| h.until <= self.now) {
+            if self.owner.held.get(&alias).is_none_or(|h| h.until > self.now) {
                 continue;
             }
             let Some(h) = self.owner.held.remove(&alias) else { continue };
