@@ -16,7 +16,7 @@ use tracing::debug;
 use super::fetch::fetch_range;
 use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
 use super::{code, session, update_allows, RelayShard, UpdateError};
-use crate::session::SessionCode;
+use crate::session::{data_urgency, SessionCode};
 use crate::wire::model::{
     FullTrackName, Location, LocationFilter, Message, Parameters, PublishDone, RequestId, RequestUpdate,
     SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
@@ -29,6 +29,8 @@ struct LocalSub {
     rid: RequestId,
     /// Made by the relay's PUBLISH to a namespace subscriber (no SUBSCRIBE_OK to send).
     pushed: bool,
+    /// SUBSCRIBER_PRIORITY (lower first; 128 when absent).
+    priority: u8,
     filter: Option<LocationFilter>,
     /// First and last Location delivered (set when Established).
     start: Location,
@@ -111,6 +113,9 @@ fn fill_ask(
     let start = FetchStart::At(start);
     Some(FetchAsk { from: core, conn: sub.conn, rid, start, end, descending, cap: Some(l), fill: true })
 }
+
+/// SUBSCRIBER_PRIORITY and publisher priority when absent (the middle of the range).
+const DEFAULT_PRIORITY: u8 = 128;
 
 /// Streams remembered per subscription to attribute shed streams.
 const RECENT_STREAMS: usize = 64;
@@ -215,6 +220,7 @@ impl RelayShard {
             conn,
             rid,
             pushed,
+            priority: params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
             filter: params.location_filter,
             start: Location::default(),
             end: None,
@@ -533,6 +539,9 @@ impl RelayShard {
         if let Some(forward) = m.params.forward {
             sub.forward = forward;
         }
+        if let Some(priority) = m.params.subscriber_priority {
+            sub.priority = priority; // streams opened from now on
+        }
         let largest = st.info.largest;
         let fill = match (&m.params.fill_parameters, sub.established) {
             (Some(fill), true) => fill_ask(self.core, sub, fill, m.request_id, largest),
@@ -619,6 +628,8 @@ impl RelayShard {
                             header.first_object &= first && s.version() == Version::Draft22;
                             match s.open_subgroup(&header) {
                                 Ok(id) => {
+                                    let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
+                                    let _ = s.set_priority(id, data_urgency(sub.priority, publisher));
                                     sub.streams += 1;
                                     sub.open.push((key, id));
                                     if sub.recent.len() == RECENT_STREAMS {

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::hash::HashMap;
+
 use bytes::Bytes;
 use tracing::debug;
 
@@ -69,10 +71,14 @@ fn refuse(session: &mut Session, request_id: RequestId) {
 /// what flow control does not take yet.
 #[derive(Debug, Default)]
 pub struct Pump {
-    /// Bytes the session wrote that quiche has not taken yet, per stream, in order. Streams
-    /// are retried oldest first (lowest ID), so that the streams a peer is waiting on to end
-    /// (and to grant more streams) go first, and new streams open in ID order.
-    pending: BTreeMap<u64, VecDeque<(Bytes, bool)>>,
+    /// Bytes the session wrote that quiche has not taken yet, per stream, in order, keyed by
+    /// (urgency, stream ID). quiche takes stream data only up to the congestion window, so
+    /// this order is what decides which stream's bytes go first: the most urgent, then the
+    /// oldest (lowest ID), so that the streams a peer is waiting on to end (and to grant more
+    /// streams) go first, and new streams open in ID order.
+    pending: BTreeMap<(u8, u64), VecDeque<(Bytes, bool)>>,
+    /// Urgency of the open streams the session prioritized (others: [`DEFAULT_URGENCY`]).
+    urgency: HashMap<u64, u8>,
     /// Most bytes kept in `pending` (`None`: no limit). Past it the oldest data streams are
     /// reset until the backlog is at half the limit: a subscriber that cannot keep up loses
     /// whole subgroup streams (which it sees reset), never objects inside a stream, and its
@@ -85,6 +91,9 @@ pub struct Pump {
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
     shed_ids: Vec<u64>,
 }
+
+/// quiche's urgency of a stream nobody prioritized (control and request streams).
+const DEFAULT_URGENCY: u8 = 127;
 
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
 /// both drafts (draft-16 §10.4.3, draft-22 §12.5).
@@ -133,11 +142,15 @@ impl Pump {
         // every later stream of that type would too, so they are not tried this time.
         let mut limited = [false; 4];
         let mut queued = 0;
-        self.pending.retain(|&id, queue| {
+        let urgency = &mut self.urgency;
+        self.pending.retain(|&(_, id), queue| {
             let kind = (id & 3) as usize;
+            let fin = queue.back().is_some_and(|(_, fin)| *fin);
             let keep = limited[kind] || send_queue(conn, session, id, queue, &mut limited[kind]);
             if keep {
                 queued += queue_bytes(queue);
+            } else if fin {
+                urgency.remove(&id); // all of it went, FIN included: the stream is done here
             }
             keep
         });
@@ -152,12 +165,13 @@ impl Pump {
     fn pending_transmit(&mut self, conn: &mut quiche::Connection, t: Transmit) {
         match t {
             Transmit::Stream { id, data, fin } => {
-                self.pending.entry(id).or_default().push_back((data, fin));
+                self.pending.entry(self.key(id)).or_default().push_back((data, fin));
             }
             Transmit::Reset { id, code } => {
-                if let Some(queue) = self.pending.remove(&id) {
+                if let Some(queue) = self.pending.remove(&self.key(id)) {
                     self.queued = self.queued.saturating_sub(queue_bytes(&queue));
                 }
+                self.urgency.remove(&id);
                 let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
             }
             Transmit::StopSending { id, code } => {
@@ -170,7 +184,25 @@ impl Pump {
             Transmit::Close { code, reason } => {
                 let _ = conn.close(true, code, reason.as_bytes());
             }
+            // Not incremental: quiche sends a stream's bytes before the next one's of the same
+            // urgency (stream ID order). A stream past the peer's MAX_STREAMS keeps 127.
+            Transmit::Priority { id, urgency } => {
+                let _ = conn.stream_priority(id, urgency, false);
+                let old = self.key(id);
+                if urgency == DEFAULT_URGENCY {
+                    self.urgency.remove(&id);
+                } else {
+                    self.urgency.insert(id, urgency);
+                }
+                if let Some(queue) = self.pending.remove(&old) {
+                    self.pending.insert((urgency, id), queue);
+                }
+            }
         }
+    }
+
+    fn key(&self, id: u64) -> (u8, u64) {
+        (self.urgency.get(&id).copied().unwrap_or(DEFAULT_URGENCY), id)
     }
 
     /// Resets the oldest data streams with queued bytes until the backlog is at half its
@@ -178,8 +210,11 @@ impl Pump {
     /// drops what it still buffered for them.
     fn shed_oldest(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
         let target = self.backlog_limit.unwrap_or(0) / 2;
-        let victims: Vec<u64> =
-            self.pending.keys().copied().filter(|&id| session.is_local_data_stream(id)).collect();
+        // Oldest first; with priorities set, the least urgent streams go first.
+        let mut victims: Vec<(u8, u64)> =
+            self.pending.keys().copied().filter(|&(_, id)| session.is_local_data_stream(id)).collect();
+        victims.sort_by_key(|&(urgency, id)| (std::cmp::Reverse(urgency), id));
+        let victims: Vec<u64> = victims.into_iter().map(|(_, id)| id).collect();
         for id in victims {
             if self.queued <= target {
                 break;
@@ -189,9 +224,10 @@ impl Pump {
             if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_BACKLOG).is_err() {
                 continue;
             }
-            if let Some(queue) = self.pending.remove(&id) {
+            if let Some(queue) = self.pending.remove(&self.key(id)) {
                 self.queued -= queue_bytes(&queue);
             }
+            self.urgency.remove(&id);
             // The session may have finished the stream already: then only quiche knew it.
             let _ = session.reset_data_stream(id, RESET_BACKLOG);
             self.shed += 1;
@@ -424,6 +460,83 @@ mod tests {
                 }
                 assert_eq!(reset, Some(RESET_BACKLOG), "{version:?}: stream {id}");
             }
+        }
+    }
+
+    /// A client and server session over a quiche pair, set up.
+    fn pair(version: Version) -> (quiche::Connection, quiche::Connection, Session, Session, Pump, Pump) {
+        let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
+        let config = SessionConfig::default();
+        let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
+        let mut ss = Session::new(version, Role::Server, config, SetupOptions::default());
+        let (mut cp, mut sp) = (Pump::default(), Pump::default());
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..10 {
+            cp.write(&mut c, &mut cs);
+            sp.write(&mut s, &mut ss);
+            exchange(&mut c, &mut s);
+            cp.read(&mut c, &mut cs, &mut buf);
+            sp.read(&mut s, &mut ss, &mut buf);
+            while cs.poll_event().is_some() {}
+            while ss.poll_event().is_some() {}
+        }
+        assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
+        (c, s, cs, ss, cp, sp)
+    }
+
+    /// Stream urgency reaches quiche: a high-priority data stream opened after a low-priority
+    /// one with much more queued goes out first (without it quiche would send the older,
+    /// lower stream ID first); the mapping keeps every data stream behind control streams.
+    #[test]
+    fn more_urgent_data_streams_are_sent_first() {
+        assert_eq!(crate::session::data_urgency(0, 0), 128);
+        assert_eq!(crate::session::data_urgency(255, 255), 255);
+        assert!(
+            crate::session::data_urgency(16, 255) > crate::session::data_urgency(15, 0),
+            "subscriber first"
+        );
+        assert!(crate::session::data_urgency(128, 0) < crate::session::data_urgency(128, 64));
+        for version in [Version::Draft16, Version::Draft22] {
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version);
+            let mut open = |urgency: u8, len: usize| {
+                let header = SubgroupHeader {
+                    track_alias: TrackAlias(1),
+                    group_id: u64::from(urgency),
+                    subgroup_id: SubgroupId::Zero,
+                    publisher_priority: Some(128),
+                    has_properties: false,
+                    end_of_group: true,
+                    first_object: false,
+                };
+                let id = ss.open_subgroup(&header).unwrap();
+                ss.set_priority(id, urgency).unwrap();
+                let object = SubgroupObject {
+                    object_id: 0,
+                    properties: Properties::new(),
+                    payload_len: len as u64,
+                    status: ObjectStatus::Normal,
+                };
+                ss.send_object(id, &object, Bytes::from(vec![1u8; len])).unwrap();
+                ss.finish_data_stream(id).unwrap();
+                id
+            };
+            let low = open(250, 200_000);
+            let high = open(130, 1_000);
+            sp.write(&mut s, &mut ss);
+            // The server's first packet goes to the client, nothing else.
+            let mut pkt = vec![0u8; 65_535];
+            let (len, _) = s.send(&mut pkt).unwrap();
+            let info = quiche::RecvInfo {
+                from: s.path_stats().next().unwrap().local_addr,
+                to: c.path_stats().next().unwrap().local_addr,
+            };
+            c.recv(&mut pkt[..len], info).unwrap();
+            let readable: Vec<u64> = c.readable().collect();
+            assert!(readable.contains(&high), "{version:?}: {readable:?}");
+            let mut buf = vec![0u8; 65_536];
+            let (n, fin) = c.stream_recv(high, &mut buf).unwrap();
+            assert!(fin && n > 1_000, "{version:?}: the urgent stream whole in the first packet ({n} bytes)");
+            assert!(low < high);
         }
     }
 }

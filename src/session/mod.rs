@@ -42,6 +42,17 @@ pub enum Transmit {
     Datagram { data: Bytes },
     /// Close the connection with an application error code (a session termination code).
     Close { code: u64, reason: String },
+    /// Send stream `id` with this QUIC urgency (lower goes first; streams default to 127,
+    /// which keeps control and request streams ahead of data streams, all 128 or more).
+    Priority { id: u64, urgency: u8 },
+}
+
+/// The QUIC urgency of a data stream (draft-22 §5.1: subscriber priority first, then
+/// publisher priority; lower is more urgent): 128 + the two priorities' top 4 and 3 bits, so
+/// control and request streams (urgency 127) always go first. Streams of equal urgency go in
+/// stream ID order, oldest (lowest group) first.
+pub fn data_urgency(subscriber_priority: u8, publisher_priority: u8) -> u8 {
+    128 | (subscriber_priority >> 4) << 3 | publisher_priority >> 5
 }
 
 /// What happened on the session, in version-neutral terms.

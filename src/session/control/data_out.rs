@@ -128,6 +128,15 @@ impl Session {
         Ok(())
     }
 
+    /// Sets the send urgency of our data stream `stream` (see [`crate::session::data_urgency`]).
+    pub fn set_priority(&mut self, stream: u64, urgency: u8) -> Result<(), SessionError> {
+        if !self.data_out.streams.contains_key(&stream) {
+            return Err(SessionError::UnknownStream(stream));
+        }
+        self.transmits.push_back(Transmit::Priority { id: stream, urgency });
+        Ok(())
+    }
+
     /// Ends data stream `stream` with FIN.
     pub fn finish_data_stream(&mut self, stream: u64) -> Result<(), SessionError> {
         if self.closed {
