@@ -388,28 +388,39 @@ mod tests {
         ObjectStatus, Properties, SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
     };
 
+    /// A client and server session over a quiche pair, set up; the server writes through
+    /// `sp`.
+    fn pair(
+        version: Version,
+        mut sp: Pump,
+    ) -> (quiche::Connection, quiche::Connection, Session, Session, Pump, Pump) {
+        let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
+        let config = SessionConfig::default();
+        let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
+        let mut ss = Session::new(version, Role::Server, config, SetupOptions::default());
+        let mut cp = Pump::default();
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..10 {
+            cp.write(&mut c, &mut cs);
+            sp.write(&mut s, &mut ss);
+            exchange(&mut c, &mut s);
+            cp.read(&mut c, &mut cs, &mut buf);
+            sp.read(&mut s, &mut ss, &mut buf);
+            while cs.poll_event().is_some() {}
+            while ss.poll_event().is_some() {}
+        }
+        assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
+        (c, s, cs, ss, cp, sp)
+    }
+
     /// A subscriber that reads nothing: the server's queue grows past QUIC flow control until
     /// the backlog limit, then its oldest data streams are reset (CANCELLED) and forgotten;
     /// the control stream is never touched.
     #[test]
     fn backlog_over_the_limit_resets_the_oldest_data_streams() {
         for version in Version::ALL {
-            let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
-            let config = SessionConfig::default();
-            let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
-            let mut ss = Session::new(version, Role::Server, config, SetupOptions::default());
-            let (mut cp, mut sp) = (Pump::default(), Pump::with_backlog_limit(1 << 20));
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::with_backlog_limit(1 << 20));
             let mut buf = vec![0u8; 65_536];
-            for _ in 0..10 {
-                cp.write(&mut c, &mut cs);
-                sp.write(&mut s, &mut ss);
-                exchange(&mut c, &mut s);
-                cp.read(&mut c, &mut cs, &mut buf);
-                sp.read(&mut s, &mut ss, &mut buf);
-                while cs.poll_event().is_some() {}
-                while ss.poll_event().is_some() {}
-            }
-            assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
 
             // 24 streams of 1 MB: quiche takes what the client's 16 MB window allows.
             let payload = Bytes::from(vec![7u8; 64 * 1024]);
@@ -463,27 +474,6 @@ mod tests {
         }
     }
 
-    /// A client and server session over a quiche pair, set up.
-    fn pair(version: Version) -> (quiche::Connection, quiche::Connection, Session, Session, Pump, Pump) {
-        let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
-        let config = SessionConfig::default();
-        let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
-        let mut ss = Session::new(version, Role::Server, config, SetupOptions::default());
-        let (mut cp, mut sp) = (Pump::default(), Pump::default());
-        let mut buf = vec![0u8; 65_536];
-        for _ in 0..10 {
-            cp.write(&mut c, &mut cs);
-            sp.write(&mut s, &mut ss);
-            exchange(&mut c, &mut s);
-            cp.read(&mut c, &mut cs, &mut buf);
-            sp.read(&mut s, &mut ss, &mut buf);
-            while cs.poll_event().is_some() {}
-            while ss.poll_event().is_some() {}
-        }
-        assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
-        (c, s, cs, ss, cp, sp)
-    }
-
     /// Stream urgency reaches quiche: a high-priority data stream opened after a low-priority
     /// one with much more queued goes out first (without it quiche would send the older,
     /// lower stream ID first); the mapping keeps every data stream behind control streams.
@@ -496,8 +486,8 @@ mod tests {
             "subscriber first"
         );
         assert!(crate::session::data_urgency(128, 0) < crate::session::data_urgency(128, 64));
-        for version in [Version::Draft16, Version::Draft22] {
-            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version);
+        for version in Version::ALL {
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
             let mut open = |urgency: u8, len: usize| {
                 let header = SubgroupHeader {
                     track_alias: TrackAlias(1),
