@@ -57,8 +57,8 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
-    // Every connection runs a MoQT session in the relay (see README "Status" for what is
-    // relayed and what is answered NOT_SUPPORTED).
+    // Every connection runs a MoQT session in the relay (see README "Status" for what it
+    // does and what it does not yet).
     let secret = generate_secret(&ring::rand::SystemRandom::new())
         .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
     let factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
