@@ -123,10 +123,9 @@ fn fan_out(pub_v: Version, sub_v: Version, with_bad_client: bool) {
     let publisher = publish_all(addr, pub_v, announced_tx, go, fin);
 
     let mut fleet = Fleet::<SubscriberCore>::subscribers(addr, sub_v, SUBSCRIBERS, deadline()).unwrap();
-    // SUBSCRIBE only once the relay knows the namespace (else DOES_NOT_EXIST); the other core
-    // learns it over the mesh a moment later.
+    // SUBSCRIBE only once the relay accepted the namespace (else DOES_NOT_EXIST): it answers
+    // once every core knows it, so a SUBSCRIBE on either core finds it.
     announced.recv_timeout(Duration::from_secs(60)).unwrap();
-    thread::sleep(Duration::from_millis(50));
     let ts = tracks();
     let ids: Vec<Vec<RequestId>> =
         ts.iter().map(|t| fleet.subscribe_all(t, None, deadline()).unwrap()).collect();

@@ -2317,8 +2317,12 @@ fn rendezvous_timeout_holds_a_subscribe_until_a_publisher_appears() {
         r.send(p, Message::PublishNamespace(m));
         r.run_until_quiet();
         let msgs = messages(&r.take_events(p));
-        let [Message::RequestOk(_), Message::Subscribe(up)] = msgs.as_slice() else {
-            panic!("{pv:?}: {msgs:?}")
+        // The held SUBSCRIBE goes upstream as soon as the owner's core has the namespace,
+        // which can be before the REQUEST_OK (sent once every core has it).
+        let up = match msgs.as_slice() {
+            [Message::RequestOk(_), Message::Subscribe(up)]
+            | [Message::Subscribe(up), Message::RequestOk(_)] => up,
+            _ => panic!("{pv:?}: {msgs:?}"),
         };
         assert_eq!(up.track, t);
         assert!(r.take_events(s).is_empty(), "{pv:?}: SUBSCRIBE_OK before the upstream");
@@ -2347,6 +2351,34 @@ fn rendezvous_timeout_holds_a_subscribe_until_a_publisher_appears() {
         r.advance(RelayConfig::default().max_rendezvous);
         assert!(r.take_events(s).is_empty(), "{pv:?}: an answer to a cancelled SUBSCRIBE");
         assert_eq!(r.state_counts()[0].0, 1, "{pv:?}: only the first track is left on core 0");
+        assert_no_closes(&r);
+    }
+}
+
+/// PUBLISH_NAMESPACE is answered only once every core has the namespace: a subscriber that
+/// the REQUEST_OK prompts finds it on whichever core its SUBSCRIBE lands (no DOES_NOT_EXIST
+/// race with the broadcast).
+#[test]
+fn publish_namespace_is_answered_once_every_core_knows_it() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(3);
+        let p = r.connect(0, v);
+        let rid = r.next_request_id(p);
+        let m = PublishNamespace { request_id: rid, namespace: ns(&["live"]), ..Default::default() };
+        r.send(p, Message::PublishNamespace(m));
+        for t in r.capture(p) {
+            r.deliver_to_relay(p, &t);
+        }
+        // Core 0 applied it (and flushed its output to the client); the broadcast to cores
+        // 1 and 2 is still in the mesh.
+        let early: Vec<Event> = std::iter::from_fn(|| r.session(p).poll_event()).collect();
+        assert!(messages(&early).is_empty(), "{v:?}: answered before the other cores know: {early:?}");
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(p));
+        assert!(
+            matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid),
+            "{v:?}: {msgs:?}"
+        );
         assert_no_closes(&r);
     }
 }

@@ -56,6 +56,8 @@ pub struct Ingest {
     streams: HashMap<(u64, u64), (RequestId, StreamKey)>,
     next_stream: u64,
     namespaces: HashMap<(u64, RequestId), TrackNamespace>,
+    /// Announcements not yet applied by every core: cores still to confirm.
+    announcing: HashMap<(u64, RequestId), usize>,
     /// Sessions' counts of namespaces and upstream subscriptions (limits).
     per_session: HashMap<u64, (usize, usize)>,
 }
@@ -81,25 +83,38 @@ impl RelayShard {
             return self.answer_error(conn, m.request_id, code::INTERNAL_ERROR, "too many namespaces", true);
         }
         count.0 += 1;
-        self.ingest.namespaces.insert((conn, m.request_id), m.namespace.clone());
+        let rid = m.request_id;
+        self.ingest.namespaces.insert((conn, rid), m.namespace.clone());
+        // REQUEST_OK once every core has the namespace (`ingest_namespace_known`).
+        self.ingest.announcing.insert((conn, rid), self.cores);
         let publisher = self.me(conn);
         for core in 0..self.cores {
-            self.send(core, RelayMsg::NamespaceAnnounced { namespace: m.namespace.clone(), publisher });
+            self.send(core, RelayMsg::NamespaceAnnounced { namespace: m.namespace.clone(), publisher, rid });
         }
-        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-            let ok = Message::RequestOk(RequestOk {
-                request_id: m.request_id,
-                params: Parameters::default(),
-                track_properties: Default::default(),
-            });
-            if let Err(e) = s.send(ok) {
-                debug!(conn, error = %e, "PUBLISH_NAMESPACE answer not sent");
-            }
+    }
+
+    /// One more core applied announcement `rid` of session `conn`.
+    pub(super) fn ingest_namespace_known(&mut self, conn: u64, rid: RequestId) {
+        let Some(left) = self.ingest.announcing.get_mut(&(conn, rid)) else { return };
+        *left -= 1;
+        if *left > 0 {
+            return;
+        }
+        self.ingest.announcing.remove(&(conn, rid));
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let ok = Message::RequestOk(RequestOk {
+            request_id: rid,
+            params: Parameters::default(),
+            track_properties: Default::default(),
+        });
+        if let Err(e) = s.send(ok) {
+            debug!(conn, error = %e, "PUBLISH_NAMESPACE answer not sent");
         }
     }
 
     pub(super) fn ingest_withdraw_namespace(&mut self, conn: u64, rid: RequestId) {
         let Some(namespace) = self.ingest.namespaces.remove(&(conn, rid)) else { return };
+        self.ingest.announcing.remove(&(conn, rid));
         if let Some(c) = self.ingest.per_session.get_mut(&conn) {
             c.0 = c.0.saturating_sub(1);
         }

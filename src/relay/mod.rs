@@ -434,12 +434,14 @@ impl RelayShard {
     fn dispatch(&mut self, msg: RelayMsg) {
         use RelayMsg as M;
         match msg {
-            M::NamespaceAnnounced { namespace, publisher } => {
+            M::NamespaceAnnounced { namespace, publisher, rid } => {
                 if self.namespaces.insert(namespace.clone(), publisher) {
                     self.discovery_changed(&namespace, true);
                 }
                 self.owner_rendezvous(&namespace);
+                self.send(publisher.core, RelayMsg::NamespaceKnown { conn: publisher.conn, rid });
             }
+            M::NamespaceKnown { conn, rid } => self.ingest_namespace_known(conn, rid),
             M::NamespaceWithdrawn { namespace, publisher } => {
                 if self.namespaces.remove(&namespace, publisher) {
                     self.discovery_changed(&namespace, false);

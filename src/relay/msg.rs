@@ -42,9 +42,18 @@ pub struct TrackInfo {
 #[derive(Debug)]
 pub enum RelayMsg {
     // ---- namespace table, replicated to every core ----
+    /// PUBLISH_NAMESPACE `rid` of `publisher`; every core answers [`RelayMsg::NamespaceKnown`].
     NamespaceAnnounced {
         namespace: TrackNamespace,
         publisher: SessionRef,
+        rid: RequestId,
+    },
+    /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
+    /// every core has, the publisher gets REQUEST_OK, so a SUBSCRIBE it prompts finds the
+    /// namespace on whichever core it arrives.
+    NamespaceKnown {
+        conn: u64,
+        rid: RequestId,
     },
     NamespaceWithdrawn {
         namespace: TrackNamespace,
