@@ -20,8 +20,8 @@ use tracing::debug;
 
 use super::{code, session, update_allows, RelayShard, UpdateError};
 use crate::wire::model::{
-    FullTrackName, Message, Parameters, Properties, Publish, RequestId, RequestOk, SubscribeNamespace,
-    SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
+    FullTrackName, Message, Parameters, Properties, Publish, RequestId, SubscribeNamespace, SubscribeOptions,
+    SubscribeTracks, TrackAlias, TrackNamespace,
 };
 
 /// Which request made a namespace subscription (overlap is checked per kind).
@@ -117,17 +117,11 @@ impl RelayShard {
             );
         }
         *count += 1;
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let ok = Message::RequestOk(RequestOk {
-            request_id: rid,
-            params: Parameters::default(),
-            track_properties: Default::default(),
-        });
-        if let Err(e) = s.send(ok) {
-            debug!(conn, error = %e, "SUBSCRIBE_NAMESPACE answer not sent");
+        if !self.answer_ok(conn, rid, Parameters::default()) {
             return;
         }
         if sub.namespaces {
+            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
             for namespace in self.namespaces.distinct_under(&sub.prefix) {
                 if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &sub.prefix))) {
                     debug!(conn, error = %e, "NAMESPACE not sent");

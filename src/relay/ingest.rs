@@ -17,8 +17,8 @@ use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
 use super::{code, session, RelayShard};
 use crate::wire::model::{
     DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
-    PublishNamespace, PublishOk, RequestError, RequestId, RequestOk, RequestUpdate, SubgroupHeader,
-    SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
+    PublishNamespace, PublishOk, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
+    SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use crate::wire::Version;
 
@@ -101,15 +101,7 @@ impl RelayShard {
             return;
         }
         self.ingest.announcing.remove(&(conn, rid));
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let ok = Message::RequestOk(RequestOk {
-            request_id: rid,
-            params: Parameters::default(),
-            track_properties: Default::default(),
-        });
-        if let Err(e) = s.send(ok) {
-            debug!(conn, error = %e, "PUBLISH_NAMESPACE answer not sent");
-        }
+        self.answer_ok(conn, rid, Parameters::default());
     }
 
     pub(super) fn ingest_withdraw_namespace(&mut self, conn: u64, rid: RequestId) {

@@ -592,23 +592,21 @@ impl RelayShard {
             // no state for: nothing to update.
             Err(UpdateError::Refused(code::DOES_NOT_EXIST, "the request is no longer active"))
         };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         match result {
             Ok(largest) => {
-                let ok = Message::RequestOk(RequestOk {
-                    request_id: answer_rid,
-                    params: Parameters { largest_object: largest, ..Parameters::default() },
-                    track_properties: Default::default(),
-                });
-                if let Err(e) = s.send(ok) {
-                    debug!(conn, error = %e, "REQUEST_UPDATE answer not sent");
-                }
+                self.answer_ok(
+                    conn,
+                    answer_rid,
+                    Parameters { largest_object: largest, ..Parameters::default() },
+                );
                 if let Some(old) = old_prefix {
                     self.discovery_updated(conn, existing, &old);
                 }
             }
             Err(UpdateError::Invalid(what)) => {
-                s.close(SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
+                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                    s.close(SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
+                }
             }
             Err(UpdateError::Refused(code, reason)) => {
                 if self.fanout.has(conn, existing) {
@@ -699,6 +697,20 @@ impl RelayShard {
                 if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
                     s.close(code, why);
                 }
+                false
+            }
+        }
+    }
+
+    /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
+    fn answer_ok(&mut self, conn: u64, rid: RequestId, params: Parameters) -> bool {
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return false };
+        let ok =
+            Message::RequestOk(RequestOk { request_id: rid, params, track_properties: Default::default() });
+        match s.send(ok) {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(conn, error = %e, "REQUEST_OK not sent");
                 false
             }
         }
