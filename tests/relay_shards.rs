@@ -1273,7 +1273,10 @@ fn malformed_control_message_closes_only_that_session() {
         let junk = malformed_subscribe(sv, RequestId(100));
         // draft-16: on the control stream; draft-22: as a new request stream.
         let stream = if sv == D16 { 0 } else { 400 };
-        r.deliver_to_relay(bad, &Transmit::Stream { id: stream, data: Bytes::from(junk), fin: false });
+        r.deliver_to_relay(
+            bad,
+            &Transmit::Stream { id: stream, data: Bytes::from(junk), fin: false, expires: None },
+        );
         r.run_until_quiet();
         assert_eq!(r.clients[bad].closed_by_relay, Some(PROTOCOL_VIOLATION), "{pv:?}->{sv:?}");
         assert_eq!(r.state_counts()[1].1, 1, "the closed session's subscription is gone");
@@ -2379,6 +2382,182 @@ fn publish_namespace_is_answered_once_every_core_knows_it() {
             matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid),
             "{v:?}: {msgs:?}"
         );
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delivery timeouts
+// ---------------------------------------------------------------------------------------------
+
+/// Hands client `c`'s pending output to the relay without running the mesh (so time can pass
+/// between an object's arrival and its fan-out on another core).
+fn deliver_pending(r: &mut Relay, c: ClientId) {
+    for t in r.capture(c) {
+        r.deliver_to_relay(c, &t);
+    }
+}
+
+/// The deadlines the relay gave object bytes on stream `stream` of client `c`, and the
+/// subgroup deadline it gave the stream (draft-22 §5.2 as the Pump applies them).
+fn deadlines(
+    r: &Relay,
+    c: ClientId,
+    stream: u64,
+) -> (Vec<Option<std::time::Instant>>, Option<std::time::Instant>) {
+    let mut objects = Vec::new();
+    let mut deliver_by = None;
+    for t in &r.clients[c].relay_sent {
+        match t {
+            Transmit::Stream { id, data, expires, .. } if *id == stream && !data.is_empty() => {
+                objects.push(*expires)
+            }
+            Transmit::DeliverBy { id, at } if *id == stream => deliver_by = Some(*at),
+            _ => {}
+        }
+    }
+    (objects, deliver_by)
+}
+
+/// OBJECT_ and SUBGROUP_DELIVERY_TIMEOUT (draft-22 §5.2; draft-16 DELIVERY_TIMEOUT): the
+/// effective value is the smaller of the subscriber's parameter and the publisher's track
+/// property (a subgroup's first object may override the latter), counted from when the relay
+/// received the object. An object already late when it reaches the subscriber's core resets
+/// that subscriber's stream with DELIVERY_TIMEOUT and no stream is reopened for the rest of the
+/// subgroup; other subscribers, and the next subgroup, are unaffected. Objects forwarded in
+/// time carry their deadline to the send queue, and a finished stream its subgroup deadline.
+/// A late datagram is dropped for the subscriber it is late for.
+#[test]
+fn delivery_timeouts_reset_late_subgroups_per_subscriber() {
+    const OBJECT_TIMEOUT: u64 = 0x02;
+    const SUBGROUP_TIMEOUT: u64 = 0x06;
+    let ms = Duration::from_millis;
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        // Subscribers on the other core: `patient` asks 1000 ms (the track's 100 ms wins),
+        // `plain` asks nothing (100 ms), `strict` asks 30 ms.
+        let sub = |r: &mut Relay, object: Option<u64>, subgroup: Option<u64>| {
+            let s = r.connect(1, sv);
+            let rid = r.next_request_id(s);
+            let params = Parameters {
+                object_delivery_timeout: object,
+                subgroup_delivery_timeout: subgroup.filter(|_| sv == D22),
+                ..Default::default()
+            };
+            let m = Subscribe { request_id: rid, track: t.clone(), params };
+            r.send(s, Message::Subscribe(m));
+            r.run_until_quiet();
+            (s, rid)
+        };
+        let patient = sub(&mut r, Some(1000), Some(200));
+        let plain = sub(&mut r, None, None);
+        let strict = sub(&mut r, Some(30), None);
+        let up = upstream_subscribe(&mut r, p, &t);
+        let mut props = track_properties();
+        props.push(OBJECT_TIMEOUT, KvValue::Int(100));
+        let ok = SubscribeOk {
+            request_id: up.request_id,
+            track_alias: PUB_ALIAS,
+            params: Parameters::default(),
+            track_properties: props,
+        };
+        r.send(p, Message::SubscribeOk(ok));
+        r.run_until_quiet();
+        for &(s, rid) in &[patient, plain, strict] {
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+        }
+
+        // Group 1: object 0 on time; object 1 reaches core 1 60 ms after the relay got it.
+        let h1 = header(pv, PUB_ALIAS, 1, 0);
+        let g1 = open(&mut r, p, &h1);
+        put(&mut r, p, g1, &object(1, 0));
+        r.run_until_quiet();
+        put(&mut r, p, g1, &object(1, 1));
+        deliver_pending(&mut r, p);
+        let received = r.now;
+        r.now += ms(60);
+        r.run_until_quiet();
+        put(&mut r, p, g1, &object(1, 2));
+        fin(&mut r, p, g1);
+        r.run_until_quiet();
+        let fin_at = r.now;
+
+        // Group 2, a new subgroup: everyone again, `strict` included.
+        let h2 = header(pv, PUB_ALIAS, 2, 0);
+        let g2 = open(&mut r, p, &h2);
+        put(&mut r, p, g2, &object(2, 0));
+        r.run_until_quiet();
+
+        // Datagram 3/0, 60 ms late: dropped for `strict` only.
+        let dh = DatagramHeader {
+            track_alias: PUB_ALIAS,
+            group_id: 3,
+            object_id: 0,
+            publisher_priority: Some(4),
+            properties: Properties::new(),
+            end_of_group: false,
+            status: None,
+        };
+        r.session(p).send_datagram(&dh, b"late datagram").unwrap();
+        deliver_pending(&mut r, p);
+        r.now += ms(60);
+        r.run_until_quiet();
+
+        let g1_all = [object(1, 0), object(1, 1), object(1, 2)];
+        for (who, (s, rid)) in [("patient", patient), ("plain", plain), ("strict", strict)] {
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            let datagrams = ev.iter().filter(|e| matches!(e, Event::Datagram { .. })).count();
+            assert_eq!(seen.len(), 2, "{pv:?}->{sv:?} {who}: {seen:?}");
+            if who == "strict" {
+                let reset = Some(Some(code::RESET_DELIVERY_TIMEOUT));
+                assert_stream(&seen[0], rid, expected_header(&h1, alias, sv, true), &g1_all[..1], reset);
+                assert_eq!(datagrams, 0, "{pv:?}->{sv:?}: the late datagram was dropped");
+            } else {
+                assert_stream(&seen[0], rid, expected_header(&h1, alias, sv, true), &g1_all, Some(None));
+                assert_eq!(datagrams, 1, "{pv:?}->{sv:?} {who}");
+                // Each object's bytes carry received + 100 ms (the track's value is smaller).
+                let (objects, deliver_by) = deadlines(&r, s, seen[0].stream);
+                assert_eq!(
+                    objects.len(),
+                    1 + 3 * 2,
+                    "{pv:?}->{sv:?}: header, then header and payload per object"
+                );
+                assert_eq!(objects[0], None, "the subgroup header has no deadline");
+                assert_eq!(objects[3], Some(received + ms(100)), "{pv:?}->{sv:?} {who}");
+                let subgroup = (who == "patient" && sv == D22).then(|| fin_at + ms(200));
+                assert_eq!(deliver_by, subgroup, "{pv:?}->{sv:?} {who}");
+            }
+            let g2_objects = [object(2, 0)];
+            assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g2_objects, None);
+        }
+
+        // A subgroup's first object can set its own timeout (draft-22 Object Property):
+        // 1000 ms instead of the track's 100, so 200 ms late still goes to `plain`.
+        if pv == D22 {
+            let h4 = header(pv, PUB_ALIAS, 4, 0);
+            let g4 = open(&mut r, p, &h4);
+            let mut first = object(4, 0);
+            first.0.properties.push(OBJECT_TIMEOUT, KvValue::Int(1000));
+            first.0.properties.push(SUBGROUP_TIMEOUT, KvValue::Int(50));
+            put(&mut r, p, g4, &first);
+            deliver_pending(&mut r, p);
+            r.now += ms(200);
+            r.run_until_quiet();
+            let seen = streams(&r.take_events(plain.0));
+            assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
+            assert_eq!(seen[0].objects.len(), 1, "{pv:?}->{sv:?}: on time by the subgroup's own value");
+            fin(&mut r, p, g4);
+            r.run_until_quiet();
+            let (_, deliver_by) = deadlines(&r, plain.0, seen[0].stream);
+            assert_eq!(deliver_by, Some(r.now + ms(50)), "{pv:?}->{sv:?}: the first object's subgroup value");
+            // 30 ms for `strict`: late before its stream was opened, so none is.
+            assert!(streams(&r.take_events(strict.0)).is_empty(), "{pv:?}->{sv:?}");
+        }
         assert_no_closes(&r);
     }
 }

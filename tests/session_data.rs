@@ -523,7 +523,7 @@ fn total_buffered_bytes_are_bounded() {
         for t in &sent {
             match t {
                 // Withhold the last payload byte of each stream.
-                Transmit::Stream { id, data, fin } if data.len() == 40 => {
+                Transmit::Stream { id, data, fin, .. } if data.len() == 40 => {
                     p.s.on_stream_data(*id, &data[..39], *fin)
                 }
                 t => deliver(&mut p.s, t, Split::Whole),

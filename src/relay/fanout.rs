@@ -17,9 +17,10 @@ use super::fetch::fetch_range;
 use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
 use super::{code, session, update_allows, RelayShard, UpdateError};
 use crate::session::{data_urgency, SessionCode};
+use crate::wire::model::property_type as pt;
 use crate::wire::model::{
-    FullTrackName, Location, LocationFilter, Message, Parameters, PublishDone, RequestId, RequestUpdate,
-    SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
+    FullTrackName, Location, LocationFilter, Message, Parameters, Properties, PublishDone, RequestId,
+    RequestUpdate, SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
 };
 use crate::wire::Version;
 
@@ -53,7 +54,57 @@ struct LocalSub {
     joins: Vec<Join>,
     /// draft-22 FILL_PARAMETERS: a fill fetch stream when it becomes Established.
     fill: Option<Box<Parameters>>,
+    /// The subscriber's delivery timeouts (draft-22 OBJECT_ / SUBGROUP_DELIVERY_TIMEOUT,
+    /// draft-16 DELIVERY_TIMEOUT as the object one); `None`: not set, or 0.
+    timeouts: Timeouts,
 }
+
+/// Object and subgroup delivery timeouts (draft-22 §5.2); `None` is "no timeout".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Timeouts {
+    object: Option<Duration>,
+    subgroup: Option<Duration>,
+}
+
+impl Timeouts {
+    fn from_params(p: &Parameters) -> Timeouts {
+        let ms = |v: Option<u64>| v.filter(|&v| v > 0).map(Duration::from_millis);
+        Timeouts { object: ms(p.object_delivery_timeout), subgroup: ms(p.subgroup_delivery_timeout) }
+    }
+
+    /// The publisher's: each value from `first` (the properties of a subgroup's first object)
+    /// when it carries one, else from the track's properties.
+    fn from_properties(track: &Properties, first: Option<&Properties>) -> Timeouts {
+        let get = |ty: u64| {
+            first
+                .and_then(|p| p.int(ty))
+                .or_else(|| track.int(ty))
+                .filter(|&v| v > 0)
+                .map(Duration::from_millis)
+        };
+        Timeouts { object: get(pt::OBJECT_DELIVERY_TIMEOUT), subgroup: get(pt::SUBGROUP_DELIVERY_TIMEOUT) }
+    }
+
+    /// The effective values: the smaller of the two where both are set.
+    fn with(self, other: Timeouts) -> Timeouts {
+        Timeouts {
+            object: smaller(self.object, other.object),
+            subgroup: smaller(self.subgroup, other.subgroup),
+        }
+    }
+}
+
+/// The smaller of two optional timeouts (`None`: not set).
+fn smaller(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A subscription's entry in `open` for a subgroup whose delivery timed out: no stream is
+/// (re)opened for the rest of it (draft-22 §5.2). Stream IDs are below 2^62, never this.
+const TIMED_OUT: u64 = u64::MAX;
 
 /// A draft-16 Joining FETCH (§9.16 "Joining Fetch Range Calculation").
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +179,9 @@ struct FanStream {
     header: SubgroupHeader,
     /// Objects seen on it here (a stream joined later is not "first object").
     objects: u64,
+    /// The publisher's delivery timeouts for this subgroup (its first object's properties,
+    /// else the track's).
+    timeouts: Timeouts,
 }
 
 #[derive(Debug)]
@@ -234,6 +288,7 @@ impl RelayShard {
             largest_at_start: None,
             joins: Vec::new(),
             fill: params.fill_parameters.clone(),
+            timeouts: Timeouts::from_params(params),
         };
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
@@ -370,9 +425,10 @@ impl RelayShard {
         }
         st.live = true;
         st.info = info;
+        let timeouts = Timeouts::from_properties(&st.info.properties, None);
         for (key, header) in open {
             // Joined mid-stream: the next object is not the stream's first.
-            st.streams.insert(key, FanStream { header, objects: 1 });
+            st.streams.insert(key, FanStream { header, objects: 1, timeouts });
         }
         self.establish(alias);
     }
@@ -542,6 +598,14 @@ impl RelayShard {
         if let Some(priority) = m.params.subscriber_priority {
             sub.priority = priority; // streams opened from now on
         }
+        // Delivery timeouts: for objects and subgroups forwarded from now on.
+        let t = Timeouts::from_params(&m.params);
+        if m.params.object_delivery_timeout.is_some() {
+            sub.timeouts.object = t.object;
+        }
+        if m.params.subgroup_delivery_timeout.is_some() {
+            sub.timeouts.subgroup = t.subgroup;
+        }
         let largest = st.info.largest;
         let fill = match (&m.params.fill_parameters, sub.established) {
             (Some(fill), true) => fill_ask(self.core, sub, fill, m.request_id, largest),
@@ -604,23 +668,44 @@ impl RelayShard {
         }
         match data {
             Data::StreamOpen { key, header } => {
-                st.streams.insert(key, FanStream { header, objects: 0 });
+                let timeouts = Timeouts::from_properties(&st.info.properties, None);
+                st.streams.insert(key, FanStream { header, objects: 0, timeouts });
             }
-            Data::Object { key, object, payload } => {
+            Data::Object { key, object, payload, received } => {
                 let Some(fs) = st.streams.get_mut(&key) else { return };
                 let at = Location { group: fs.header.group_id, object: object.object_id };
                 if st.info.largest.is_none_or(|l| at > l) {
                     st.info.largest = Some(at);
                 }
                 let first = fs.objects == 0;
+                if first {
+                    fs.timeouts = Timeouts::from_properties(&st.info.properties, Some(&object.properties));
+                }
                 fs.objects += 1;
+                let now = self.now;
                 for sub in st.subs.iter_mut() {
                     if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
-                    let stream = match sub.open.iter().find(|(k, _)| *k == key) {
-                        Some(&(_, id)) => id,
+                    let expires = sub.timeouts.with(fs.timeouts).object.map(|t| received + t);
+                    let open = sub.open.iter().position(|(k, _)| *k == key);
+                    if expires.is_some_and(|e| e <= now) {
+                        // Late already (the mesh or this core was slow): the subgroup is over
+                        // for this subscriber, its stream reset if it had one.
+                        match open {
+                            Some(i) if sub.open[i].1 != TIMED_OUT => {
+                                let _ = s.reset_data_stream(sub.open[i].1, code::RESET_DELIVERY_TIMEOUT);
+                                sub.open[i].1 = TIMED_OUT;
+                            }
+                            Some(_) => {}
+                            None => sub.open.push((key, TIMED_OUT)),
+                        }
+                        continue;
+                    }
+                    let stream = match open.map(|i| sub.open[i].1) {
+                        Some(TIMED_OUT) => continue,
+                        Some(id) => id,
                         None => {
                             let mut header = fs.header;
                             // FIRST_OBJECT exists only in draft-22 (a draft-16 header cannot
@@ -645,30 +730,44 @@ impl RelayShard {
                             }
                         }
                     };
-                    if let Err(e) = s.send_object(stream, &object, payload.clone()) {
+                    if let Err(e) = s.send_object_until(stream, &object, payload.clone(), expires) {
                         debug!(conn = sub.conn, error = %e, "object not sent");
                     }
                 }
             }
             Data::StreamEnd { key, reset } => {
-                st.streams.remove(&key);
+                let Some(fs) = st.streams.remove(&key) else { return };
+                let now = self.now;
                 for sub in st.subs.iter_mut() {
                     let Some(pos) = sub.open.iter().position(|(k, _)| *k == key) else { continue };
                     let (_, id) = sub.open.swap_remove(pos);
+                    if id == TIMED_OUT {
+                        continue;
+                    }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    // SUBGROUP_DELIVERY_TIMEOUT runs from the FIN: delivered in full by then,
+                    // or reset.
+                    let deliver_by = sub.timeouts.with(fs.timeouts).subgroup.map(|t| now + t);
                     let _ = match reset {
-                        None => s.finish_data_stream(id),
+                        None => s.finish_data_stream_by(id, deliver_by),
                         Some(c) => s.reset_data_stream(id, c),
                     };
                 }
             }
-            Data::Datagram { header, payload } => {
+            Data::Datagram { header, payload, received } => {
                 let at = Location { group: header.group_id, object: header.object_id };
                 if st.info.largest.is_none_or(|l| at > l) {
                     st.info.largest = Some(at);
                 }
+                let publisher = Timeouts::from_properties(&st.info.properties, None);
                 for sub in st.subs.iter() {
                     if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
+                        continue;
+                    }
+                    // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
+                    // dropped. (Once in quiche's datagram queue it can no longer be.)
+                    let t = sub.timeouts.with(publisher);
+                    if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= self.now) {
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };

@@ -401,7 +401,14 @@ impl RelayShard {
                 key
             }
         };
-        self.send(owner, RelayMsg::Upstream { alias, epoch, data: Data::Object { key, object, payload } });
+        self.send(
+            owner,
+            RelayMsg::Upstream {
+                alias,
+                epoch,
+                data: Data::Object { key, object, payload, received: self.now },
+            },
+        );
     }
 
     pub(super) fn ingest_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) {
@@ -428,7 +435,7 @@ impl RelayShard {
         header.track_alias = alias;
         self.send(
             self.owner_of(alias),
-            RelayMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload } },
+            RelayMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: self.now } },
         );
     }
 

@@ -64,6 +64,8 @@ pub mod code {
     pub const RESET_CANCELLED: u64 = 0x1;
     /// Stream reset SESSION_CLOSED.
     pub const RESET_SESSION_CLOSED: u64 = 0x3;
+    /// Stream reset DELIVERY_TIMEOUT (draft-16 §10.4.3, draft-22 §12.5).
+    pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
     /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
     pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
     /// PUBLISH_DONE UPDATE_FAILED (both drafts).

@@ -3,7 +3,7 @@
 //! track's state. Each (source, destination) core pair is one FIFO queue, so messages about
 //! one upstream stream arrive in the order they were sent.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -228,6 +228,8 @@ pub enum Data {
         key: StreamKey,
         object: SubgroupObject,
         payload: Bytes,
+        /// When the ingest core received it (delivery timeouts count from here).
+        received: Instant,
     },
     /// The upstream stream ended: FIN (`reset == None`) or reset with a code.
     StreamEnd {
@@ -237,6 +239,7 @@ pub enum Data {
     Datagram {
         header: DatagramHeader,
         payload: Bytes,
+        received: Instant,
     },
 }
 

@@ -498,7 +498,7 @@ impl RelayShard {
                 };
                 t.streams.insert(*key, (*header, subgroup));
             }
-            Data::Object { key, object, payload } => {
+            Data::Object { key, object, payload, .. } => {
                 if let Some((h, subgroup)) = t.streams.get_mut(key) {
                     let at = Location { group: h.group_id, object: object.object_id };
                     t.info.largest = Some(max_location(t.info.largest, at));
@@ -517,7 +517,7 @@ impl RelayShard {
             Data::StreamEnd { key, .. } => {
                 t.streams.remove(key);
             }
-            Data::Datagram { header, payload } => {
+            Data::Datagram { header, payload, .. } => {
                 let at = Location { group: header.group_id, object: header.object_id };
                 t.info.largest = Some(max_location(t.info.largest, at));
                 if header.status.is_none() {

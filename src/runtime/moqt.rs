@@ -5,6 +5,7 @@
 //! relay, when it exists).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
 
 use crate::hash::HashMap;
 
@@ -76,7 +77,7 @@ pub struct Pump {
     /// this order is what decides which stream's bytes go first: the most urgent, then the
     /// oldest (lowest ID), so that the streams a peer is waiting on to end (and to grant more
     /// streams) go first, and new streams open in ID order.
-    pending: BTreeMap<(u8, u64), VecDeque<(Bytes, bool)>>,
+    pending: BTreeMap<(u8, u64), VecDeque<Chunk>>,
     /// Urgency of the open streams the session prioritized (others: [`DEFAULT_URGENCY`]).
     urgency: HashMap<u64, u8>,
     /// Most bytes kept in `pending` (`None`: no limit). Past it the oldest data streams are
@@ -90,6 +91,19 @@ pub struct Pump {
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
     shed_ids: Vec<u64>,
+    /// Finished data streams under a subgroup delivery timeout: (deadline, stream).
+    deliver_by: Vec<(Instant, u64)>,
+    /// Data streams reset with DELIVERY_TIMEOUT.
+    timed_out: u64,
+}
+
+/// Bytes of one stream write waiting for quiche.
+#[derive(Debug)]
+struct Chunk {
+    data: Bytes,
+    fin: bool,
+    /// Object bytes under a delivery timeout: not handed to quiche after this.
+    expires: Option<Instant>,
 }
 
 /// quiche's urgency of a stream nobody prioritized (control and request streams).
@@ -98,6 +112,9 @@ const DEFAULT_URGENCY: u8 = 127;
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
 /// both drafts (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_BACKLOG: u64 = 0x1;
+
+/// Stream reset code DELIVERY_TIMEOUT (0x2) in both drafts (draft-16 §10.4.3, draft-22 §12.5).
+pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
 
 impl Pump {
     /// A pump whose queue above flow control holds at most `bytes` (see `backlog_limit`).
@@ -133,8 +150,12 @@ impl Pump {
         }
     }
 
-    /// Writes the session's transmits into `conn` (what does not fit waits here).
-    pub fn write(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
+    /// Writes the session's transmits into `conn` (what does not fit waits here). `now`
+    /// decides which delivery timeouts have passed: object bytes still queued past theirs,
+    /// and finished streams not fully acknowledged by theirs, are reset with DELIVERY_TIMEOUT.
+    /// (They are checked here, on each write, not on a timer of their own: a connection with
+    /// queued data writes on every ACK and on quiche's loss timers.)
+    pub fn write(&mut self, conn: &mut quiche::Connection, session: &mut Session, now: Instant) {
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -142,36 +163,78 @@ impl Pump {
         // every later stream of that type would too, so they are not tried this time.
         let mut limited = [false; 4];
         let mut queued = 0;
+        let mut expired = Vec::new();
         let urgency = &mut self.urgency;
         self.pending.retain(|&(_, id), queue| {
             let kind = (id & 3) as usize;
-            let fin = queue.back().is_some_and(|(_, fin)| *fin);
-            let keep = limited[kind] || send_queue(conn, session, id, queue, &mut limited[kind]);
-            if keep {
-                queued += queue_bytes(queue);
-            } else if fin {
-                urgency.remove(&id); // all of it went, FIN included: the stream is done here
+            let fin = queue.back().is_some_and(|c| c.fin);
+            let sent = if limited[kind] {
+                Sent::Waiting
+            } else {
+                send_queue(conn, session, id, queue, now, &mut limited[kind])
+            };
+            match sent {
+                Sent::Waiting => queued += queue_bytes(queue),
+                Sent::All if fin => {
+                    urgency.remove(&id); // all of it went, FIN included: the stream is done here
+                }
+                Sent::All | Sent::Gone => {}
+                Sent::Expired => expired.push(id),
             }
-            keep
+            sent == Sent::Waiting
         });
         self.queued = queued;
-        if self.backlog_limit.is_some_and(|limit| queued > limit) {
+        for id in expired {
+            self.urgency.remove(&id);
+            let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
+            let _ = session.reset_data_stream(id, RESET_DELIVERY_TIMEOUT);
+            self.timed_out += 1;
+        }
+        self.expire_finished(conn, now);
+        // The session's Reset transmits for those streams: nothing is left to send for them.
+        while let Some(t) = session.poll_transmit() {
+            self.pending_transmit(conn, t);
+        }
+        if self.backlog_limit.is_some_and(|limit| self.queued > limit) {
             self.shed_oldest(conn, session);
         }
+    }
+
+    /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
+    /// quiche still holds: not all acknowledged (a fully delivered stream is gone from it).
+    fn expire_finished(&mut self, conn: &mut quiche::Connection, now: Instant) {
+        if !self.deliver_by.iter().any(|&(at, _)| at <= now) {
+            return;
+        }
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.deliver_by).into_iter().partition(|&(at, _)| at <= now);
+        self.deliver_by = later;
+        for (_, id) in due {
+            self.drop_stream(id);
+            if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT).is_ok() {
+                self.timed_out += 1;
+            }
+        }
+    }
+
+    /// Forgets what is queued for stream `id`.
+    fn drop_stream(&mut self, id: u64) {
+        if let Some(queue) = self.pending.remove(&self.key(id)) {
+            self.queued = self.queued.saturating_sub(queue_bytes(&queue));
+        }
+        self.urgency.remove(&id);
     }
 
     /// Applies one transmit of the session: stream bytes join their stream's queue, the rest
     /// goes to quiche at once.
     fn pending_transmit(&mut self, conn: &mut quiche::Connection, t: Transmit) {
         match t {
-            Transmit::Stream { id, data, fin } => {
-                self.pending.entry(self.key(id)).or_default().push_back((data, fin));
+            Transmit::Stream { id, data, fin, expires } => {
+                self.pending.entry(self.key(id)).or_default().push_back(Chunk { data, fin, expires });
             }
+            Transmit::DeliverBy { id, at } => self.deliver_by.push((at, id)),
             Transmit::Reset { id, code } => {
-                if let Some(queue) = self.pending.remove(&self.key(id)) {
-                    self.queued = self.queued.saturating_sub(queue_bytes(&queue));
-                }
-                self.urgency.remove(&id);
+                self.drop_stream(id);
                 let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
             }
             Transmit::StopSending { id, code } => {
@@ -224,10 +287,7 @@ impl Pump {
             if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_BACKLOG).is_err() {
                 continue;
             }
-            if let Some(queue) = self.pending.remove(&self.key(id)) {
-                self.queued -= queue_bytes(&queue);
-            }
-            self.urgency.remove(&id);
+            self.drop_stream(id);
             // The session may have finished the stream already: then only quiche knew it.
             let _ = session.reset_data_stream(id, RESET_BACKLOG);
             self.shed += 1;
@@ -249,6 +309,11 @@ impl Pump {
         self.shed
     }
 
+    /// Data streams reset so far because a delivery timeout passed.
+    pub fn timed_out_streams(&self) -> u64 {
+        self.timed_out
+    }
+
     /// The streams shed since the last call.
     pub fn take_shed(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.shed_ids)
@@ -256,21 +321,46 @@ impl Pump {
 }
 
 /// Bytes in one stream's queue.
-fn queue_bytes(queue: &VecDeque<(Bytes, bool)>) -> usize {
-    queue.iter().map(|(b, _)| b.len()).sum()
+fn queue_bytes(queue: &VecDeque<Chunk>) -> usize {
+    queue.iter().map(|c| c.data.len()).sum()
 }
 
-/// Hands stream `id`'s queued bytes to quiche in order, as far as it takes them. Returns
-/// whether bytes remain (waiting for flow control, or for MAX_STREAMS: then `limited` is set,
-/// since every later stream of its type would be refused too).
+/// What [`send_queue`] did with a stream's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Bytes remain, waiting for flow control or for MAX_STREAMS.
+    Waiting,
+    /// All of it went to quiche.
+    All,
+    /// The stream is gone (the peer stopped it, or quiche refused it).
+    Gone,
+    /// The next bytes are object data past its delivery timeout: the stream is to be reset
+    /// (quiche has it open: a RESET_STREAM needs a stream).
+    Expired,
+}
+
+/// Hands stream `id`'s queued bytes to quiche in order, as far as it takes them, checking
+/// each object's delivery timeout before passing it on (draft-22 §5.2). A stream that hits
+/// the peer's stream limit sets `limited`, since every later stream of its type would too.
 fn send_queue(
     conn: &mut quiche::Connection,
     session: &mut Session,
     id: u64,
-    queue: &mut VecDeque<(Bytes, bool)>,
+    queue: &mut VecDeque<Chunk>,
+    now: Instant,
     limited: &mut bool,
-) -> bool {
-    while let Some((data, fin)) = queue.front_mut() {
+) -> Sent {
+    while let Some(Chunk { data, fin, expires }) = queue.front_mut() {
+        if expires.is_some_and(|at| at <= now) {
+            // Opens the stream in quiche if it never was, so that it can be reset.
+            return match conn.stream_send(id, &[], false) {
+                Err(quiche::Error::StreamLimit) => {
+                    *limited = true;
+                    Sent::Waiting
+                }
+                _ => Sent::Expired,
+            };
+        }
         match conn.stream_send(id, data, *fin) {
             Ok(n) if n == data.len() => {
                 queue.pop_front();
@@ -278,26 +368,26 @@ fn send_queue(
             // Flow control took part of it: the rest waits for the next call.
             Ok(n) => {
                 let _ = data.split_to(n);
-                return true;
+                return Sent::Waiting;
             }
             // No credit yet: the bytes wait here, in order, for MAX_DATA or MAX_STREAM_DATA.
-            Err(quiche::Error::Done) => return true,
+            Err(quiche::Error::Done) => return Sent::Waiting,
             // The peer's stream limit: they wait for MAX_STREAMS.
             Err(quiche::Error::StreamLimit) => {
                 *limited = true;
-                return true;
+                return Sent::Waiting;
             }
             Err(quiche::Error::StreamStopped(code)) => {
                 session.on_stop_sending(id, code);
-                return false;
+                return Sent::Gone;
             }
             Err(e) => {
                 debug!(stream = id, error = %e, "stream_send");
-                return false;
+                return Sent::Gone;
             }
         }
     }
-    false
+    Sent::All
 }
 
 /// One connection's MoQT session over quiche, with a handler for its events (our client).
@@ -346,7 +436,7 @@ impl<H: RequestHandler> MoqtApp<H> {
     }
 
     fn write(&mut self, conn: &mut quiche::Connection) {
-        self.pump.write(conn, &mut self.session);
+        self.pump.write(conn, &mut self.session, Instant::now());
     }
 }
 
@@ -387,6 +477,7 @@ mod tests {
     use crate::wire::model::{
         ObjectStatus, Properties, SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
     };
+    use std::time::Duration;
 
     /// A client and server session over a quiche pair, set up; the server writes through
     /// `sp`.
@@ -401,8 +492,8 @@ mod tests {
         let mut cp = Pump::default();
         let mut buf = vec![0u8; 65_536];
         for _ in 0..10 {
-            cp.write(&mut c, &mut cs);
-            sp.write(&mut s, &mut ss);
+            cp.write(&mut c, &mut cs, Instant::now());
+            sp.write(&mut s, &mut ss, Instant::now());
             exchange(&mut c, &mut s);
             cp.read(&mut c, &mut cs, &mut buf);
             sp.read(&mut s, &mut ss, &mut buf);
@@ -446,7 +537,7 @@ mod tests {
                     ss.send_object(id, &object, payload.clone()).unwrap();
                 }
                 streams.push(id);
-                sp.write(&mut s, &mut ss);
+                sp.write(&mut s, &mut ss, Instant::now());
             }
             assert!(sp.shed_streams() > 0, "{version:?}: nothing shed");
             assert!(sp.queued_bytes() <= 1 << 20, "{version:?}: {} bytes queued", sp.queued_bytes());
@@ -512,7 +603,7 @@ mod tests {
             };
             let low = open(250, 200_000);
             let high = open(130, 1_000);
-            sp.write(&mut s, &mut ss);
+            sp.write(&mut s, &mut ss, Instant::now());
             // The server's first packet goes to the client, nothing else.
             let mut pkt = vec![0u8; 65_535];
             let (len, _) = s.send(&mut pkt).unwrap();
@@ -527,6 +618,111 @@ mod tests {
             let (n, fin) = c.stream_recv(high, &mut buf).unwrap();
             assert!(fin && n > 1_000, "{version:?}: the urgent stream whole in the first packet ({n} bytes)");
             assert!(low < high);
+        }
+    }
+
+    /// Opens a subgroup stream of group `group` on `ss`.
+    fn subgroup(ss: &mut Session, group: u64) -> u64 {
+        let header = SubgroupHeader {
+            track_alias: TrackAlias(1),
+            group_id: group,
+            subgroup_id: SubgroupId::Zero,
+            publisher_priority: Some(128),
+            has_properties: false,
+            end_of_group: true,
+            first_object: false,
+        };
+        ss.open_subgroup(&header).unwrap()
+    }
+
+    fn object(object_id: u64, len: usize) -> (SubgroupObject, Bytes) {
+        let object = SubgroupObject {
+            object_id,
+            properties: Properties::new(),
+            payload_len: len as u64,
+            status: ObjectStatus::Normal,
+        };
+        (object, Bytes::from(vec![5u8; len]))
+    }
+
+    /// What the client reads on stream `id`: its bytes, then FIN (`Ok`) or a reset code.
+    fn read_stream(c: &mut quiche::Connection, id: u64) -> (usize, Result<bool, u64>) {
+        let mut buf = vec![0u8; 65_536];
+        let mut total = 0;
+        loop {
+            match c.stream_recv(id, &mut buf) {
+                Ok((n, fin)) => {
+                    total += n;
+                    if fin {
+                        return (total, Ok(true));
+                    }
+                }
+                Err(quiche::Error::StreamReset(code)) => return (total, Err(code)),
+                Err(_) => return (total, Ok(false)),
+            }
+        }
+    }
+
+    /// OBJECT_DELIVERY_TIMEOUT: object bytes still queued when their deadline passes are not
+    /// handed to quiche; their stream is reset with DELIVERY_TIMEOUT and the session forgets
+    /// it. Objects within their deadline, on other streams, go out whole.
+    #[test]
+    fn expired_object_bytes_reset_their_stream() {
+        for version in Version::ALL {
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
+            let t0 = Instant::now();
+            let late = subgroup(&mut ss, 1);
+            let (o, p) = object(0, 100);
+            ss.send_object_until(late, &o, p, Some(t0 + Duration::from_secs(60))).unwrap();
+            let (o, p) = object(1, 100);
+            ss.send_object_until(late, &o, p, Some(t0)).unwrap();
+            let fine = subgroup(&mut ss, 2);
+            let (o, p) = object(0, 100);
+            ss.send_object_until(fine, &o, p, Some(t0 + Duration::from_secs(60))).unwrap();
+            ss.finish_data_stream(fine).unwrap();
+
+            sp.write(&mut s, &mut ss, t0);
+            assert_eq!(sp.timed_out_streams(), 1, "{version:?}");
+            assert_eq!(sp.queued_bytes(), 0, "{version:?}: nothing left queued");
+            assert!(ss.finish_data_stream(late).is_err(), "{version:?}: the session forgot the stream");
+            exchange(&mut c, &mut s);
+            assert_eq!(read_stream(&mut c, late).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
+            let (n, end) = read_stream(&mut c, fine);
+            assert_eq!(end, Ok(true), "{version:?}");
+            assert!(n > 100, "{version:?}: header and object ({n} bytes)");
+        }
+    }
+
+    /// SUBGROUP_DELIVERY_TIMEOUT: a finished stream the peer has not acknowledged in full by
+    /// its deadline is reset with DELIVERY_TIMEOUT; one delivered in time is left alone.
+    #[test]
+    fn finished_streams_not_delivered_by_their_deadline_are_reset() {
+        for version in Version::ALL {
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
+            let t0 = Instant::now();
+            let deadline = Some(t0 + Duration::from_secs(1));
+            let delivered = subgroup(&mut ss, 1);
+            let (o, p) = object(0, 100);
+            ss.send_object(delivered, &o, p).unwrap();
+            ss.finish_data_stream_by(delivered, deadline).unwrap();
+            sp.write(&mut s, &mut ss, t0);
+            exchange(&mut c, &mut s); // delivered and acknowledged
+            assert_eq!(read_stream(&mut c, delivered).1, Ok(true), "{version:?}");
+            exchange(&mut c, &mut s);
+
+            let lost = subgroup(&mut ss, 2);
+            let (o, p) = object(0, 100);
+            ss.send_object(lost, &o, p).unwrap();
+            ss.finish_data_stream_by(lost, deadline).unwrap();
+            sp.write(&mut s, &mut ss, t0);
+            // Its packets never reach the client.
+            let mut buf = vec![0u8; 65_535];
+            while s.send(&mut buf).is_ok() {}
+
+            sp.write(&mut s, &mut ss, t0 + Duration::from_secs(2));
+            assert_eq!(sp.timed_out_streams(), 1, "{version:?}: only the stream not yet delivered");
+            exchange(&mut c, &mut s);
+            assert_eq!(read_stream(&mut c, lost).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
         }
     }
 }

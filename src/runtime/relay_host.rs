@@ -118,7 +118,7 @@ impl Host {
         let (Some(session), Some(pump)) = (self.relay.session_mut(key), self.pumps.get_mut(&key)) else {
             return;
         };
-        pump.write(conn, session);
+        pump.write(conn, session, self.now);
     }
 }
 

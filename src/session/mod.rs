@@ -24,6 +24,8 @@ pub use control::{Session, SessionConfig};
 pub use data::{DataLimits, DataObject};
 pub use error::{SessionCode, SessionError};
 
+use std::time::Instant;
+
 use bytes::Bytes;
 
 use crate::wire::model::{DatagramHeader, Message, RequestId, SetupOptions};
@@ -32,8 +34,15 @@ use crate::wire::model::{DatagramHeader, Message, RequestId, SetupOptions};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
     /// Append `data` to stream `id` (opening it when new); `fin` ends our direction.
-    /// `data` is `Bytes` so object payloads travel uncopied.
-    Stream { id: u64, data: Bytes, fin: bool },
+    /// `data` is `Bytes` so object payloads travel uncopied. `expires`: object bytes under a
+    /// delivery timeout (draft-22 §5.2 OBJECT_DELIVERY_TIMEOUT, draft-16 DELIVERY_TIMEOUT)
+    /// must be handed to the transport by then; if not, the stream is reset with
+    /// DELIVERY_TIMEOUT instead.
+    Stream { id: u64, data: Bytes, fin: bool, expires: Option<Instant> },
+    /// The finished data stream `id` must be fully delivered by `at` (draft-22 §5.2
+    /// SUBGROUP_DELIVERY_TIMEOUT); if the peer has not acknowledged all of it by then, the
+    /// stream is reset with DELIVERY_TIMEOUT.
+    DeliverBy { id: u64, at: Instant },
     /// End our sending direction of `id` abruptly with an application error code.
     Reset { id: u64, code: u64 },
     /// Ask the peer to stop sending on `id`.

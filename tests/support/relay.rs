@@ -45,6 +45,8 @@ pub struct Client {
     pub closed_by_client: Option<u64>,
     /// The connection is gone (`remove_session` was called).
     pub gone: bool,
+    /// Every transmit the relay-side session made for this client, as it made them.
+    pub relay_sent: Vec<Transmit>,
 }
 
 /// The simulated relay and its clients.
@@ -123,6 +125,7 @@ impl Relay {
             closed_by_relay: None,
             closed_by_client: None,
             gone: false,
+            relay_sent: Vec::new(),
         });
         let id = self.clients.len() - 1;
         self.run_until_quiet();
@@ -277,6 +280,7 @@ impl Relay {
             }
             deliver(&mut self.clients[c].session, t, Split::Whole);
         }
+        self.clients[c].relay_sent.extend(out);
         if let Some(code) = closed {
             self.clients[c].closed_by_relay = Some(code);
             self.disconnect(c);

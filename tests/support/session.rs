@@ -12,7 +12,7 @@ pub enum Split {
 /// Applies one transmit of a session to its peer (a `Close` is the transport's business).
 pub fn deliver(to: &mut Session, t: &Transmit, split: Split) {
     match t {
-        Transmit::Stream { id, data, fin } => {
+        Transmit::Stream { id, data, fin, .. } => {
             if split == Split::Bytes && data.len() > 1 {
                 for (i, b) in data.iter().enumerate() {
                     to.on_stream_data(*id, &[*b], *fin && i + 1 == data.len());
@@ -24,6 +24,6 @@ pub fn deliver(to: &mut Session, t: &Transmit, split: Split) {
         Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
         Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
         Transmit::Datagram { data } => to.on_datagram(data.clone()),
-        Transmit::Close { .. } | Transmit::Priority { .. } => {}
+        Transmit::Close { .. } | Transmit::Priority { .. } | Transmit::DeliverBy { .. } => {}
     }
 }

@@ -3,6 +3,8 @@
 //! stream (client 2, 6, 10..., server 3, 7, 11...; draft-22 skips our control stream). Object
 //! headers are encoded here; payloads travel as the caller's `Bytes`, never copied.
 
+use std::time::Instant;
+
 use crate::hash::HashMap;
 
 use bytes::Bytes;
@@ -70,7 +72,7 @@ impl Session {
             }
         };
         let id = self.data_out.open(w);
-        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false });
+        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false, expires: None });
         Ok(id)
     }
 
@@ -84,7 +86,7 @@ impl Session {
             Version::Draft22 => d22::encode_fetch_header(request_id, &mut out)?,
         }
         let id = self.data_out.open(Writer::Fetch);
-        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false });
+        self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false, expires: None });
         Ok(id)
     }
 
@@ -95,6 +97,18 @@ impl Session {
         stream: u64,
         object: &SubgroupObject,
         payload: Bytes,
+    ) -> Result<(), SessionError> {
+        self.send_object_until(stream, object, payload, None)
+    }
+
+    /// [`Session::send_object`] under an object delivery timeout: if its bytes are not handed
+    /// to the transport by `expires`, the stream is reset with DELIVERY_TIMEOUT instead.
+    pub fn send_object_until(
+        &mut self,
+        stream: u64,
+        object: &SubgroupObject,
+        payload: Bytes,
+        expires: Option<Instant>,
     ) -> Result<(), SessionError> {
         if self.closed {
             return Err(SessionError::Closed);
@@ -109,9 +123,9 @@ impl Session {
             Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
             None => return Err(SessionError::UnknownStream(stream)),
         }
-        self.transmits.push_back(Transmit::Stream { id: stream, data: out.into(), fin: false });
+        self.transmits.push_back(Transmit::Stream { id: stream, data: out.into(), fin: false, expires });
         if !payload.is_empty() {
-            self.transmits.push_back(Transmit::Stream { id: stream, data: payload, fin: false });
+            self.transmits.push_back(Transmit::Stream { id: stream, data: payload, fin: false, expires });
         }
         Ok(())
     }
@@ -124,7 +138,7 @@ impl Session {
         if !self.data_out.streams.contains_key(&stream) {
             return Err(SessionError::UnknownStream(stream));
         }
-        self.transmits.push_back(Transmit::Stream { id: stream, data, fin: false });
+        self.transmits.push_back(Transmit::Stream { id: stream, data, fin: false, expires: None });
         Ok(())
     }
 
@@ -139,11 +153,29 @@ impl Session {
 
     /// Ends data stream `stream` with FIN.
     pub fn finish_data_stream(&mut self, stream: u64) -> Result<(), SessionError> {
+        self.finish_data_stream_by(stream, None)
+    }
+
+    /// Ends data stream `stream` with FIN; with `deliver_by` (a subgroup delivery timeout),
+    /// the stream is reset with DELIVERY_TIMEOUT if not fully delivered by then.
+    pub fn finish_data_stream_by(
+        &mut self,
+        stream: u64,
+        deliver_by: Option<Instant>,
+    ) -> Result<(), SessionError> {
         if self.closed {
             return Err(SessionError::Closed);
         }
         self.data_out.streams.remove(&stream).ok_or(SessionError::UnknownStream(stream))?;
-        self.transmits.push_back(Transmit::Stream { id: stream, data: Bytes::new(), fin: true });
+        self.transmits.push_back(Transmit::Stream {
+            id: stream,
+            data: Bytes::new(),
+            fin: true,
+            expires: None,
+        });
+        if let Some(at) = deliver_by {
+            self.transmits.push_back(Transmit::DeliverBy { id: stream, at });
+        }
         Ok(())
     }
 

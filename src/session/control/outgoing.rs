@@ -27,6 +27,7 @@ impl Session {
                     id: self.local_control,
                     data: data.into(),
                     fin: false,
+                    expires: None,
                 });
             }
             Err(e) => self.close(SessionCode::InternalError, format!("cannot encode SETUP: {e}")),
@@ -40,7 +41,7 @@ impl Session {
     }
 
     fn write(&mut self, id: u64, data: Vec<u8>) {
-        self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false });
+        self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false, expires: None });
     }
 
     /// The next Request ID for a request of ours. draft-16: fails before the peer's SETUP and
@@ -192,7 +193,12 @@ impl Session {
         if let Some(st) = self.streams.get_mut(&id) {
             if !st.send_fin {
                 st.send_fin = true;
-                self.transmits.push_back(Transmit::Stream { id, data: bytes::Bytes::new(), fin: true });
+                self.transmits.push_back(Transmit::Stream {
+                    id,
+                    data: bytes::Bytes::new(),
+                    fin: true,
+                    expires: None,
+                });
             }
         }
     }
