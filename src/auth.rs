@@ -207,7 +207,8 @@ impl SessionAuth {
     }
 
     /// Checks a request's tokens (registering and retiring aliases as they say) and whether
-    /// the session's or the request's grants allow `right` on `namespace`.
+    /// the session's or the request's grants allow `right` on `namespace`. Returns when the
+    /// last grant allowing it expires (unix seconds): what the request is authorized until.
     pub fn authorize(
         &mut self,
         keys: &Keys,
@@ -216,11 +217,12 @@ impl SessionAuth {
         right: Right,
         cache_limit: usize,
         now: u64,
-    ) -> Result<(), Denied> {
+    ) -> Result<u64, Denied> {
         let mut grants = Vec::new();
         self.resolve(keys, tokens, cache_limit, now, &mut grants)?;
-        if self.setup.iter().chain(&grants).any(|g| g.allows(namespace, right, now)) {
-            return Ok(());
+        let allowing = self.setup.iter().chain(&grants).filter(|g| g.allows(namespace, right, now));
+        if let Some(until) = allowing.map(|g| g.expires).max() {
+            return Ok(until);
         }
         let expired = self.setup.iter().chain(&grants).any(|g| now >= g.expires);
         if expired {
@@ -337,23 +339,26 @@ mod tests {
         let ns = TrackNamespace::from_strs(&["live", "a"]);
         let sub = token(&["live"], false, true, 1000);
         let mut a = SessionAuth::from_setup(&k, &[value(sub.clone())], 0, 10).unwrap();
-        assert_eq!(a.authorize(&k, &[], &ns, Right::Subscribe, 0, 10), Ok(()));
+        assert_eq!(a.authorize(&k, &[], &ns, Right::Subscribe, 0, 10), Ok(1000), "until the token expires");
         assert_eq!(
             a.authorize(&k, &[], &ns, Right::Publish, 0, 10),
             Err(Denied::Request(request_code::UNAUTHORIZED, "no token grants this"))
         );
-        let publish = token(&["live", "a"], true, false, 1000);
-        assert_eq!(a.authorize(&k, &[value(publish.clone())], &ns, Right::Publish, 0, 10), Ok(()));
+        let publish = token(&["live", "a"], true, false, 2000);
+        assert_eq!(a.authorize(&k, &[value(publish.clone())], &ns, Right::Publish, 0, 10), Ok(2000));
+        // Authorized until the last grant allowing it expires (the request's, here).
+        let later = token(&["live"], false, true, 3000);
+        assert_eq!(a.authorize(&k, &[value(later)], &ns, Right::Subscribe, 0, 10), Ok(3000));
         let reg = AuthToken::Register { alias: 7, token_type: 0, value: publish.clone() };
         assert!(matches!(
             a.authorize(&k, std::slice::from_ref(&reg), &ns, Right::Publish, 16, 10),
             Err(Denied::Session(SessionCode::AuthTokenCacheOverflow, _))
         ));
         let limit = 16 + publish.len();
-        assert_eq!(a.authorize(&k, std::slice::from_ref(&reg), &ns, Right::Publish, limit, 10), Ok(()));
+        assert_eq!(a.authorize(&k, std::slice::from_ref(&reg), &ns, Right::Publish, limit, 10), Ok(2000));
         assert_eq!(
             a.authorize(&k, &[AuthToken::UseAlias { alias: 7 }], &ns, Right::Publish, limit, 10),
-            Ok(())
+            Ok(2000)
         );
         assert!(matches!(
             a.authorize(&k, &[reg], &ns, Right::Publish, 10_000, 10),
@@ -361,7 +366,7 @@ mod tests {
         ));
         assert_eq!(
             a.authorize(&k, &[AuthToken::Delete { alias: 7 }], &ns, Right::Subscribe, limit, 10),
-            Ok(())
+            Ok(1000)
         );
         assert!(matches!(
             a.authorize(&k, &[AuthToken::UseAlias { alias: 7 }], &ns, Right::Publish, limit, 10),

@@ -2561,3 +2561,78 @@ fn delivery_timeouts_reset_late_subgroups_per_subscriber() {
         assert_no_closes(&r);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// EXPIRES
+// ---------------------------------------------------------------------------------------------
+
+/// With tokens, a subscription is authorized until its token expires: SUBSCRIBE_OK says when
+/// in EXPIRES, and the relay ends it then with PUBLISH_DONE EXPIRED (its open streams reset)
+/// unless a REQUEST_UPDATE brought a newer token, whose REQUEST_OK carries the new EXPIRES. A
+/// REQUEST_UPDATE with a forged token fails (REQUEST_ERROR, then PUBLISH_DONE UPDATE_FAILED).
+#[test]
+fn subscriptions_expire_with_their_token_unless_renewed() {
+    const MALFORMED: u64 = 0x4;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let p = connect_with_token(&mut r, 0, pv, token(&["live"], true, false, 600));
+        announce(&mut r, p, &["live"]);
+        let t = track_owned_by(&r, &["live"], 0);
+        let subscriber = |r: &mut Relay| {
+            let s = connect_with_token(r, 1, sv, token(&["live"], false, true, 10));
+            (s, subscribe_with(r, s, &t, vec![]))
+        };
+        let (lapsing, renewing, wrong) = (subscriber(&mut r), subscriber(&mut r), subscriber(&mut r));
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, None);
+        for (s, rid) in [lapsing, renewing, wrong] {
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            let expires = ok.params.expires.unwrap_or_default();
+            assert!((8_000..=10_000).contains(&expires), "{ctx}: EXPIRES {expires}");
+        }
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 1, 0));
+        put(&mut r, p, st, &object(1, 0));
+        r.run_until_quiet();
+
+        let fresh = token(&["live"], false, true, 600);
+        let params = Parameters { auth_tokens: vec![use_value(fresh)], ..Default::default() };
+        let answer = update(&mut r, renewing.0, renewing.1, params);
+        let msgs = messages(&r.take_events(renewing.0));
+        let [Message::RequestOk(ok)] = msgs.as_slice() else { panic!("{ctx}: {msgs:?}") };
+        assert_eq!(ok.request_id, answer);
+        assert!(ok.params.expires.is_some_and(|e| e > 500_000), "{ctx}: {:?}", ok.params.expires);
+
+        let mut forged = token(&["live"], false, true, 600).to_vec();
+        let n = forged.len();
+        forged[n - 2] ^= 1;
+        let params = Parameters { auth_tokens: vec![use_value(Bytes::from(forged))], ..Default::default() };
+        let answer = update(&mut r, wrong.0, wrong.1, params);
+        let msgs = messages(&r.take_events(wrong.0));
+        let Message::RequestError(e) = &msgs[0] else { panic!("{ctx}: {msgs:?}") };
+        assert_eq!((e.request_id, e.error_code), (answer, MALFORMED), "{ctx}");
+        assert_eq!(publish_done(&msgs[1..]).status_code, code::DONE_UPDATE_FAILED, "{ctx}");
+
+        r.advance(Duration::from_secs(5));
+        put(&mut r, p, st, &object(1, 1));
+        r.run_until_quiet();
+        r.advance(Duration::from_secs(6));
+        put(&mut r, p, st, &object(1, 2));
+        r.run_until_quiet();
+
+        let ev = r.take_events(lapsing.0);
+        let d = publish_done(&messages(&ev));
+        let expired = if sv == D16 { code::DONE_EXPIRED_D16 } else { code::DONE_EXPIRED_D22 };
+        assert_eq!((d.request_id, d.status_code, d.stream_count), (lapsing.1, expired, 1), "{ctx}");
+        let seen = streams(&ev);
+        let reset = if sv == D16 { code::RESET_CANCELLED } else { code::RESET_EXPIRED_AUTH_TOKEN_D22 };
+        let ids: Vec<u64> = seen[0].objects.iter().map(|o| o.0.object_id).collect();
+        assert_eq!((ids, seen[0].end), (vec![0, 1], Some(Some(reset))), "{ctx}: objects until it expired");
+
+        let ev = r.take_events(renewing.0);
+        assert!(messages(&ev).is_empty(), "{ctx}: {ev:?}");
+        let ids: Vec<u64> = streams(&ev)[0].objects.iter().map(|o| o.0.object_id).collect();
+        assert_eq!(ids, vec![1, 2], "{ctx}: the renewed subscription goes on (object 0 taken earlier)");
+        assert_no_closes(&r);
+    }
+}

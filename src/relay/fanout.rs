@@ -7,7 +7,8 @@
 
 use crate::hash::HashMap;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use tracing::debug;
 use super::fetch::fetch_range;
 use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
 use super::{code, session, update_allows, RelayShard, UpdateError};
+use crate::auth::{Denied, Right};
 use crate::session::{data_urgency, SessionCode};
 use crate::wire::model::property_type as pt;
 use crate::wire::model::{
@@ -57,6 +59,9 @@ struct LocalSub {
     /// The subscriber's delivery timeouts (draft-22 OBJECT_ / SUBGROUP_DELIVERY_TIMEOUT,
     /// draft-16 DELIVERY_TIMEOUT as the object one); `None`: not set, or 0.
     timeouts: Timeouts,
+    /// When its authorization (token) runs out: SUBSCRIBE_OK says so in EXPIRES, and the
+    /// relay ends it then (PUBLISH_DONE EXPIRED) unless REQUEST_UPDATE brings a newer token.
+    until: Option<Instant>,
 }
 
 /// Object and subgroup delivery timeouts (draft-22 §5.2); `None` is "no timeout".
@@ -165,6 +170,11 @@ fn fill_ask(
     Some(FetchAsk { from: core, conn: sub.conn, rid, start, end, descending, cap: Some(l), fill: true })
 }
 
+/// EXPIRES for a subscription authorized until `until` (at least 1: 0 means "never").
+fn expires_ms(until: Option<Instant>, now: Instant) -> Option<u64> {
+    until.map(|t| u64::try_from(t.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX).max(1))
+}
+
 /// SUBSCRIBER_PRIORITY and publisher priority when absent (the middle of the range).
 const DEFAULT_PRIORITY: u8 = 128;
 
@@ -201,11 +211,18 @@ pub struct Fanout {
     tracks: HashMap<TrackAlias, SubTrack>,
     by_req: HashMap<(u64, RequestId), TrackAlias>,
     per_session: HashMap<u64, usize>,
+    /// Subscriptions' `until`, soonest first; an entry whose subscription is gone or was
+    /// extended is skipped when it comes due.
+    expiries: BinaryHeap<Reverse<(Instant, u64, RequestId)>>,
 }
 
 impl Fanout {
     pub fn len(&self) -> usize {
         self.by_req.len()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.expiries.peek().map(|Reverse((t, _, _))| *t)
     }
 
     pub fn has(&self, conn: u64, rid: RequestId) -> bool {
@@ -234,8 +251,9 @@ fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Locatio
 }
 
 impl RelayShard {
-    pub(super) fn fanout_subscribe(&mut self, conn: u64, m: Subscribe) {
-        self.fanout_add(conn, m.request_id, m.track, &m.params, false);
+    /// SUBSCRIBE `m`, authorized `until` (token mode).
+    pub(super) fn fanout_subscribe(&mut self, conn: u64, m: Subscribe, until: Option<Instant>) {
+        self.fanout_add(conn, m.request_id, m.track, &m.params, false, until);
     }
 
     /// A namespace subscriber accepted the relay's PUBLISH `rid` of `track` (PUBLISH_OK): a
@@ -247,7 +265,7 @@ impl RelayShard {
         track: FullTrackName,
         params: &Parameters,
     ) {
-        self.fanout_add(conn, rid, track, params, true);
+        self.fanout_add(conn, rid, track, params, true, None);
     }
 
     /// Whether session `conn` has a subscription of `alias` on this core.
@@ -262,6 +280,7 @@ impl RelayShard {
         track: FullTrackName,
         params: &Parameters,
         pushed: bool,
+        until: Option<Instant>,
     ) {
         let count = self.fanout.per_session.entry(conn).or_default();
         if *count >= self.config.max_subscriptions_per_session {
@@ -289,7 +308,11 @@ impl RelayShard {
             joins: Vec::new(),
             fill: params.fill_parameters.clone(),
             timeouts: Timeouts::from_params(params),
+            until,
         };
+        if let Some(t) = until {
+            self.fanout.expiries.push(Reverse((t, conn, rid)));
+        }
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
                 st.subs.push(sub);
@@ -341,7 +364,11 @@ impl RelayShard {
                 track_alias: alias,
                 // GROUP_ORDER may not appear in SUBSCRIBE_OK (either draft): the encoder would
                 // refuse the whole message.
-                params: Parameters { largest_object: st.info.largest, ..Parameters::default() },
+                params: Parameters {
+                    largest_object: st.info.largest,
+                    expires: expires_ms(sub.until, self.now),
+                    ..Parameters::default()
+                },
                 track_properties: st.info.properties.clone(),
             });
             if let Err(e) = s.send(ok) {
@@ -549,12 +576,10 @@ impl RelayShard {
     /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest
     /// stay. A new Location filter applies to objects not yet sent; FORWARD pauses or resumes
     /// delivery; FILL_PARAMETERS opens a fill fetch stream named by the update's Request ID.
-    /// Returns the Largest Location for the REQUEST_OK (the subscriber can FETCH a gap).
-    pub(super) fn fanout_update(
-        &mut self,
-        conn: u64,
-        m: &RequestUpdate,
-    ) -> Result<Option<Location>, UpdateError> {
+    /// AUTHORIZATION_TOKEN extends an expiring subscription to the new token's expiry.
+    /// Returns the REQUEST_OK's parameters: the Largest Location (the subscriber can FETCH a
+    /// gap) and EXPIRES.
+    pub(super) fn fanout_update(&mut self, conn: u64, m: &RequestUpdate) -> Result<Parameters, UpdateError> {
         update_allows(
             &m.params,
             &[
@@ -572,6 +597,22 @@ impl RelayShard {
         let rid = m.existing_request_id;
         let alias =
             *self.fanout.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;
+        let namespace = self.fanout.tracks.get(&alias).map(|st| st.track.namespace.clone());
+        let namespace = namespace.ok_or(UpdateError::Invalid("no such subscription"))?;
+        // New tokens: the subscription is authorized again, until they expire.
+        let mut renewed = None;
+        if !m.params.auth_tokens.is_empty() {
+            match self.check_auth(conn, &m.params, &namespace, Right::Subscribe) {
+                Ok(until) => renewed = until,
+                Err(Denied::Request(code, why)) => return Err(UpdateError::Refused(code, why)),
+                Err(Denied::Session(code, why)) => {
+                    if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                        s.close(code, why);
+                    }
+                    return Err(UpdateError::Refused(code::INTERNAL_ERROR, why));
+                }
+            }
+        }
         let st = self.fanout.tracks.get_mut(&alias).ok_or(UpdateError::Invalid("no such subscription"))?;
         let sub = st
             .subs
@@ -606,6 +647,11 @@ impl RelayShard {
         if m.params.subgroup_delivery_timeout.is_some() {
             sub.timeouts.subgroup = t.subgroup;
         }
+        if let Some(t) = renewed {
+            sub.until = Some(t);
+            self.fanout.expiries.push(Reverse((t, conn, rid)));
+        }
+        let expires = expires_ms(sub.until, self.now);
         let largest = st.info.largest;
         let fill = match (&m.params.fill_parameters, sub.established) {
             (Some(fill), true) => fill_ask(self.core, sub, fill, m.request_id, largest),
@@ -616,7 +662,30 @@ impl RelayShard {
             self.fetch_ask(alias, track, ask);
         }
         self.fanout_sync_forward(alias);
-        Ok(largest)
+        Ok(Parameters { largest_object: largest, expires, ..Parameters::default() })
+    }
+
+    /// Ends the subscriptions whose authorization ran out: PUBLISH_DONE EXPIRED (draft-22
+    /// §12.4; draft-16 §13.1.2), their streams reset (draft-22: EXPIRED_AUTH_TOKEN).
+    pub(super) fn fanout_tick(&mut self) {
+        while let Some(&Reverse((at, conn, rid))) = self.fanout.expiries.peek() {
+            if at > self.now {
+                break;
+            }
+            self.fanout.expiries.pop();
+            let current = self.fanout.by_req.get(&(conn, rid)).and_then(|alias| {
+                let st = self.fanout.tracks.get(alias)?;
+                st.subs.iter().find(|s| s.conn == conn && s.rid == rid).map(|s| s.until)
+            });
+            if current != Some(Some(at)) {
+                continue; // gone, or extended since
+            }
+            let status = match self.sessions.get(&conn).map(|s| s.version()) {
+                Some(Version::Draft16) => code::DONE_EXPIRED_D16,
+                _ => code::DONE_EXPIRED_D22,
+            };
+            self.end_sub(conn, rid, code::RESET_EXPIRED_AUTH_TOKEN_D22, status, b"authorization expired");
+        }
     }
 
     /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`

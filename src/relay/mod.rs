@@ -68,6 +68,11 @@ pub mod code {
     pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
     /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
     pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
+    /// PUBLISH_DONE EXPIRED: the subscription's authorization ran out (EXPIRES passed).
+    pub const DONE_EXPIRED_D16: u64 = 0x5;
+    pub const DONE_EXPIRED_D22: u64 = 0x6;
+    /// draft-22 stream reset EXPIRED_AUTH_TOKEN (§12.5).
+    pub const RESET_EXPIRED_AUTH_TOKEN_D22: u64 = 0x7;
     /// PUBLISH_DONE UPDATE_FAILED (both drafts).
     pub const DONE_UPDATE_FAILED: u64 = 0x8;
     /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).
@@ -96,6 +101,10 @@ fn needs_right(
         _ => return None,
     })
 }
+
+/// A request was refused (and answered, or its session closed).
+#[derive(Debug)]
+struct Refused;
 
 /// Why a REQUEST_UPDATE was not applied.
 #[derive(Debug)]
@@ -390,11 +399,12 @@ impl RelayShard {
         self.now = now;
         self.owner_tick();
         self.ingest_tick();
+        self.fanout_tick();
         self.run_local();
-        match (self.owner.next_deadline(), self.ingest.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Messages for other cores, in order.
@@ -516,15 +526,18 @@ impl RelayShard {
     }
 
     fn on_control(&mut self, conn: u64, msg: Message) {
+        // Until when the request is authorized (token mode): a subscription ends then.
+        let mut until = None;
         if let Some((rid, params, namespace, right)) = needs_right(&msg) {
-            if !self.authorized(conn, rid, params, namespace, right) {
-                return;
+            match self.authorized(conn, rid, params, namespace, right) {
+                Ok(t) => until = t,
+                Err(Refused) => return,
             }
         }
         match msg {
             Message::PublishNamespace(m) => self.ingest_publish_namespace(conn, m),
             Message::PublishNamespaceDone(rid) => self.ingest_withdraw_namespace(conn, rid),
-            Message::Subscribe(m) => self.fanout_subscribe(conn, m),
+            Message::Subscribe(m) => self.fanout_subscribe(conn, m, until),
             Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid),
             Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
             Message::RequestError(m) if self.discovery.is_push(conn, m.request_id) => {
@@ -585,22 +598,19 @@ impl RelayShard {
         } else if self.discovery.has(conn, existing) {
             self.discovery_update(conn, existing, &m.params).map(|old| {
                 old_prefix = old;
-                None
+                Parameters::default()
             })
         } else if self.fetches.has(conn, existing) || self.ingest.has_namespace(conn, existing) {
-            update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"]).map(|_| None)
+            update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
+                .map(|_| Parameters::default())
         } else {
             // A request the session knows (it checked) that is over, or one this relay took
             // no state for: nothing to update.
             Err(UpdateError::Refused(code::DOES_NOT_EXIST, "the request is no longer active"))
         };
         match result {
-            Ok(largest) => {
-                self.answer_ok(
-                    conn,
-                    answer_rid,
-                    Parameters { largest_object: largest, ..Parameters::default() },
-                );
+            Ok(params) => {
+                self.answer_ok(conn, answer_rid, params);
                 if let Some(old) = old_prefix {
                     self.discovery_updated(conn, existing, &old);
                 }
@@ -669,9 +679,10 @@ impl RelayShard {
     }
 
     /// Whether session `conn` may make request `rid` needing `right` on `namespace`: always
-    /// in open mode; otherwise a token (SETUP's or the request's) must grant it. Answers
-    /// REQUEST_ERROR (UNAUTHORIZED, MALFORMED_AUTH_TOKEN, EXPIRED_AUTH_TOKEN) or closes the
-    /// session (token alias misuse) when not.
+    /// in open mode (`Ok(None)`); otherwise a token (SETUP's or the request's) must grant it,
+    /// and `Ok(Some(t))` says until when (the shard's clock). Answers REQUEST_ERROR
+    /// (UNAUTHORIZED, MALFORMED_AUTH_TOKEN, EXPIRED_AUTH_TOKEN) or closes the session (token
+    /// alias misuse) when not.
     fn authorized(
         &mut self,
         conn: u64,
@@ -679,29 +690,35 @@ impl RelayShard {
         params: &Parameters,
         namespace: &crate::wire::model::TrackNamespace,
         right: Right,
-    ) -> bool {
-        let Some(keys) = self.config.auth.clone() else { return true };
-        let a = self.auth.entry(conn).or_default();
-        match a.authorize(
-            &keys,
-            &params.auth_tokens,
-            namespace,
-            right,
-            self.config.auth_cache,
-            auth::unix_now(),
-        ) {
-            Ok(()) => true,
+    ) -> Result<Option<Instant>, Refused> {
+        match self.check_auth(conn, params, namespace, right) {
+            Ok(until) => Ok(until),
             Err(Denied::Request(code, why)) => {
                 self.answer_error(conn, rid, code, why, true);
-                false
+                Err(Refused)
             }
             Err(Denied::Session(code, why)) => {
                 if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
                     s.close(code, why);
                 }
-                false
+                Err(Refused)
             }
         }
+    }
+
+    /// [`RelayShard::authorized`] without the answer.
+    fn check_auth(
+        &mut self,
+        conn: u64,
+        params: &Parameters,
+        namespace: &crate::wire::model::TrackNamespace,
+        right: Right,
+    ) -> Result<Option<Instant>, Denied> {
+        let Some(keys) = self.config.auth.clone() else { return Ok(None) };
+        let a = self.auth.entry(conn).or_default();
+        let now = auth::unix_now();
+        let until = a.authorize(&keys, &params.auth_tokens, namespace, right, self.config.auth_cache, now)?;
+        Ok(Some(self.now + Duration::from_secs(until.saturating_sub(now))))
     }
 
     /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
