@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::{
-    Endpoint, Fleet, MoqtClient, Publisher, PublisherCore, Received, RequestState, Subscriber, SubscriberCore,
+    Endpoint, Fleet, FollowingSubscriber, MoqtClient, Publisher, PublisherCore, Received, RequestState,
+    Subscriber, SubscriberCore,
 };
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
@@ -478,5 +479,106 @@ fn shutdown_ends_when_the_sessions_leave() {
         // Generous: the point is that it does not wait the 600 s.
         let cores = rx.recv_timeout(Duration::from_secs(60)).expect("stopped once the session left").unwrap();
         assert_eq!(cores, 2, "{version:?}");
+    }
+}
+
+/// Graceful subscriber switchover (draft-22 §7.4.1) across two relays: one publisher feeds
+/// the same live track, object for object, to relay A and relay B. A subscriber on A gets
+/// GOAWAY pointing at B when A drains; it subscribes on B, cancels on A once B has taken over,
+/// and closes its A session. The objects it delivers run on without a gap or a repeat across
+/// the switch, payloads intact; A then stops without waiting out its grace period.
+#[test]
+fn subscriber_follows_goaway_to_another_relay_without_loss_or_repeat() {
+    const PER_GROUP: u64 = 5;
+    for version in Version::ALL {
+        let start = |goaway_uri: Bytes| {
+            let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+            rc.pin = false;
+            rc.goaway_timeout = Duration::from_secs(600);
+            let config = RelayConfig { goaway_uri, ..RelayConfig::default() };
+            let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
+            runtime::start(rc, Arc::new(factory)).unwrap()
+        };
+        let relay_b = start(Bytes::new());
+        let b = relay_b.local_addr();
+        let relay_a = start(Bytes::from(format!("moqt://{b}")));
+        let a = relay_a.local_addr();
+        let track = tracks()[0].clone();
+
+        // The publisher: the same objects to both relays, 5 per group, one group after another.
+        let (announced_tx, announced) = mpsc::channel();
+        let (stop_tx, stop) = mpsc::channel::<()>();
+        let t = track.clone();
+        let publisher = thread::spawn(move || {
+            let mut both = [
+                Publisher::connect(a, version, deadline()).unwrap(),
+                Publisher::connect(b, version, deadline()).unwrap(),
+            ];
+            for p in &mut both {
+                p.add_track(t.clone());
+                p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+            }
+            announced_tx.send(()).unwrap();
+            let mut group = 0;
+            while stop.try_recv().is_err() {
+                for p in &mut both {
+                    p.begin_group(&t, group).unwrap();
+                }
+                for object in 0..PER_GROUP {
+                    for p in &mut both {
+                        let at = p.send_object(&t, payload(0, group, object)).unwrap();
+                        assert_eq!((at.group, at.object), (group, object));
+                        let _ = p.pump(Instant::now() + Duration::from_millis(2));
+                    }
+                }
+                for p in &mut both {
+                    p.end_group(&t).unwrap();
+                }
+                group += 1;
+            }
+            for p in &mut both {
+                p.close().unwrap();
+            }
+        });
+        announced.recv().unwrap();
+
+        let mut sub = FollowingSubscriber::connect(a, version, deadline()).unwrap();
+        let h = sub.subscribe(track.clone(), deadline()).unwrap();
+        let mut got: Vec<Received> = Vec::new();
+        let end = deadline();
+        let serve_until =
+            |sub: &mut FollowingSubscriber,
+             got: &mut Vec<Received>,
+             cond: &dyn Fn(&FollowingSubscriber, usize) -> bool| {
+                while !cond(sub, got.len()) {
+                    assert!(Instant::now() < end, "{version:?}: timed out with {} objects", got.len());
+                    sub.pump(Instant::now() + Duration::from_millis(10)).unwrap();
+                    got.extend(sub.take_received(h));
+                }
+            };
+        serve_until(&mut sub, &mut got, &|_, n| n >= 3 * PER_GROUP as usize);
+        let before = got.len();
+
+        let trigger = relay_a.shutdown_trigger();
+        let (stopped_tx, stopped) = mpsc::channel();
+        thread::spawn(move || stopped_tx.send(relay_a.join().map(|r| r.len())));
+        trigger.trigger();
+        serve_until(&mut sub, &mut got, &|s, n| s.switches() == 1 && n >= before + 4 * PER_GROUP as usize);
+        assert_eq!(sub.relay(), b, "{version:?}: now on relay B");
+        // A ends its drain once its sessions leave: ours left when the move completed.
+        stop_tx.send(()).unwrap();
+        publisher.join().unwrap();
+        let cores = stopped.recv_timeout(Duration::from_secs(60)).expect("relay A stopped").unwrap();
+        assert_eq!(cores, 2, "{version:?}");
+
+        let first = got[0].location();
+        for (i, r) in got.iter().enumerate() {
+            let n = first.group * PER_GROUP + first.object + i as u64;
+            let want = (n / PER_GROUP, n % PER_GROUP);
+            assert_eq!((r.group, r.object), want, "{version:?}: object {i} of {}", got.len());
+            assert_eq!(r.payload, payload(0, r.group, r.object), "{version:?}: payload of {want:?}");
+        }
+        sub.close().unwrap();
+        relay_b.shutdown().unwrap();
     }
 }

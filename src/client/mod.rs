@@ -6,7 +6,8 @@
 //! [`subscriber`] are MoQT endpoints: sans-IO state machines over a `Session`
 //! ([`PublisherCore`], [`SubscriberCore`]) with one thin QUIC driver ([`Driven`]: [`Publisher`],
 //! [`Subscriber`]); [`fleet`] drives many of them from one thread; [`stamp`] makes and reads
-//! the sequence-numbered, time-stamped payloads of `moq-pub` and `moq-sub`.
+//! the sequence-numbered, time-stamped payloads of `moq-pub` and `moq-sub`;
+//! [`switchover`] is a subscriber that follows GOAWAY to a new relay.
 
 pub mod cli;
 pub mod codes;
@@ -16,9 +17,11 @@ pub mod publisher;
 pub mod quic;
 pub mod stamp;
 pub mod subscriber;
+pub mod switchover;
 
 pub use fleet::{Endpoint, Fleet};
 pub use moqt::{Driven, MoqtClient, Origin, RequestState, SessionCore};
 pub use publisher::{Delivery, Ended, Publisher, PublisherCore};
 pub use quic::{drive_many, raw_exchange, ClientError, Exchange, QuicConn};
 pub use subscriber::{DoneInfo, Received, Subscriber, SubscriberCore, Subscription};
+pub use switchover::FollowingSubscriber;
