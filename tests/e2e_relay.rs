@@ -546,16 +546,15 @@ fn subscriber_follows_goaway_to_another_relay_without_loss_or_repeat() {
         let h = sub.subscribe(track.clone(), deadline()).unwrap();
         let mut got: Vec<Received> = Vec::new();
         let end = deadline();
-        let serve_until =
-            |sub: &mut FollowingSubscriber,
-             got: &mut Vec<Received>,
-             cond: &dyn Fn(&FollowingSubscriber, usize) -> bool| {
-                while !cond(sub, got.len()) {
-                    assert!(Instant::now() < end, "{version:?}: timed out with {} objects", got.len());
-                    sub.pump(Instant::now() + Duration::from_millis(10)).unwrap();
-                    got.extend(sub.take_received(h));
-                }
-            };
+        let serve_until = |sub: &mut FollowingSubscriber,
+                           got: &mut Vec<Received>,
+                           cond: &dyn Fn(&FollowingSubscriber, usize) -> bool| {
+            while !cond(sub, got.len()) {
+                assert!(Instant::now() < end, "{version:?}: timed out with {} objects", got.len());
+                sub.pump(Instant::now() + Duration::from_millis(10)).unwrap();
+                got.extend(sub.take_received(h));
+            }
+        };
         serve_until(&mut sub, &mut got, &|_, n| n >= 3 * PER_GROUP as usize);
         let before = got.len();
 

@@ -2636,3 +2636,61 @@ fn subscriptions_expire_with_their_token_unless_renewed() {
         assert_no_closes(&r);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// MAX_CACHE_DURATION
+// ---------------------------------------------------------------------------------------------
+
+/// MAX_CACHE_DURATION (draft-22 §10.3; draft-16 Track Extension 0x04): an object is not served
+/// from the cache once that long has passed since the relay received it, and what expired is
+/// unknown from then on (an End of Unknown Range, not "does not exist"). It also bounds live
+/// forwarding: an object that reaches a subscriber's core later than that is not sent.
+#[test]
+fn max_cache_duration_expires_cached_objects() {
+    const MAX_CACHE_DURATION: u64 = 0x04;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let p = r.connect(0, pv);
+        announce(&mut r, p, &["live"]);
+        let s = r.connect(1, sv);
+        let srid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, p, &t);
+        let mut props = track_properties();
+        props.push(MAX_CACHE_DURATION, KvValue::Int(1000));
+        let ok = SubscribeOk {
+            request_id: up.request_id,
+            track_alias: PUB_ALIAS,
+            params: Parameters::default(),
+            track_properties: props,
+        };
+        r.send(p, Message::SubscribeOk(ok));
+        r.run_until_quiet();
+        subscribe_ok(&messages(&r.take_events(s)), srid);
+
+        publish_groups(&mut r, p, pv, 0..2);
+        r.advance(Duration::from_millis(600));
+        publish_groups(&mut r, p, pv, 2..3);
+        r.advance(Duration::from_millis(600));
+
+        let f = r.connect(1, sv);
+        let all = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(2, 4) };
+        let (rid, ev) = standalone(&mut r, f, &t, all);
+        fetch_ok(&messages(&ev), rid);
+        let seen = fetch_streams(&ev);
+        let unknown = FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: Location::new(1, 4) };
+        assert_eq!(seen[0].items[0].0, unknown, "{ctx}: groups 0 and 1 expired");
+        assert_eq!(fetched_objects(&seen[0], 0), locations(2..3, 0..5), "{ctx}");
+
+        // Live: group 3's object reaches core 1 1.1 s after the relay got it: not forwarded.
+        r.take_events(s);
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 3, 0));
+        put(&mut r, p, st, &object(3, 0));
+        deliver_pending(&mut r, p);
+        r.now += Duration::from_millis(1100);
+        r.run_until_quiet();
+        assert!(streams(&r.take_events(s)).is_empty(), "{ctx}: too old to forward");
+        assert_no_closes(&r);
+    }
+}

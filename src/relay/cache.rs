@@ -15,6 +15,7 @@
 //! it as an Unknown range rather than letting the gap read as "does not exist".
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -32,9 +33,15 @@ pub struct CachedObject {
     pub priority: u8,
     pub properties: Properties,
     pub payload: Bytes,
+    /// Not served after this (the track's MAX_CACHE_DURATION from when it was received).
+    pub expires: Option<Instant>,
 }
 
 impl CachedObject {
+    fn expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|t| t <= now)
+    }
+
     fn cost(&self) -> usize {
         self.payload.len() + self.properties.len() * 16 + OBJECT_OVERHEAD
     }
@@ -50,19 +57,23 @@ struct Group {
 #[derive(Debug)]
 pub struct TrackCache {
     groups: BTreeMap<u64, Group>,
-    /// The first object cached; groups below `evicted_below` were evicted.
+    /// The first object cached; groups below `evicted_below` were evicted; objects through
+    /// `expired_through` expired (MAX_CACHE_DURATION).
     first: Location,
     evicted_below: u64,
+    expired_through: Option<Location>,
 }
 
 impl TrackCache {
     fn new(first: Location) -> Self {
-        TrackCache { groups: BTreeMap::new(), first, evicted_below: 0 }
+        TrackCache { groups: BTreeMap::new(), first, evicted_below: 0, expired_through: None }
     }
 
     /// From here on the cache holds every object the relay received for the track.
     pub fn known_from(&self) -> Location {
-        self.first.max(Location::new(self.evicted_below, 0))
+        let after_expired =
+            self.expired_through.map_or(Location::default(), |l| Location::new(l.group, l.object + 1));
+        self.first.max(Location::new(self.evicted_below, 0)).max(after_expired)
     }
 
     /// The largest cached object of group `group`.
@@ -72,8 +83,14 @@ impl TrackCache {
     }
 
     /// Cached objects from `start` through `end` (inclusive), groups ascending or descending,
-    /// objects ascending within a group.
-    pub fn range(&self, start: Location, end: Location, descending: bool) -> Vec<(Location, CachedObject)> {
+    /// objects ascending within a group; none that expired by `now`.
+    pub fn range(
+        &self,
+        start: Location,
+        end: Location,
+        descending: bool,
+        now: Instant,
+    ) -> Vec<(Location, CachedObject)> {
         let mut out = Vec::new();
         if end < start {
             return out;
@@ -82,7 +99,8 @@ impl TrackCache {
             let lo = if g == start.group { start.object } else { 0 };
             let hi = if g == end.group { end.object } else { u64::MAX };
             if lo <= hi {
-                out.extend(group.objects.range(lo..=hi).map(|(&o, obj)| (Location::new(g, o), obj.clone())));
+                let live = group.objects.range(lo..=hi).filter(|(_, obj)| !obj.expired(now));
+                out.extend(live.map(|(&o, obj)| (Location::new(g, o), obj.clone())));
             }
         };
         let groups = self.groups.range(start.group..=end.group);
@@ -143,6 +161,30 @@ impl Cache {
         self.evict();
     }
 
+    /// Drops a track's objects past their MAX_CACHE_DURATION, oldest Location first: what
+    /// they were becomes unknown ([`TrackCache::known_from`] moves past them). Objects expire
+    /// in the order they arrived, which for a live track is Location order; one that expired
+    /// behind a younger one is no longer served either ([`TrackCache::range`]).
+    pub fn expire(&mut self, alias: TrackAlias, now: Instant) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
+        while let Some(mut entry) = t.groups.first_entry() {
+            let g = *entry.key();
+            let group = entry.get_mut();
+            while let Some(first) = group.objects.first_entry() {
+                if !first.get().expired(now) {
+                    return;
+                }
+                let o = *first.key();
+                let cost = first.remove().cost();
+                group.bytes -= cost;
+                self.bytes -= cost;
+                t.expired_through = Some(Location::new(g, o));
+            }
+            entry.remove();
+            self.groups -= 1;
+        }
+    }
+
     /// Forgets a track's cache (the track is gone).
     pub fn remove_track(&mut self, alias: TrackAlias) {
         if let Some(t) = self.tracks.remove(&alias) {
@@ -192,6 +234,7 @@ mod tests {
             priority: 1,
             properties: Properties::new(),
             payload: Bytes::from(vec![7u8; len]),
+            expires: None,
         }
     }
 
@@ -211,13 +254,16 @@ mod tests {
         let t = c.track(a).unwrap();
         assert_eq!(t.known_from(), Location::new(0, 0));
         assert_eq!(t.last_in_group(1), Some(Location::new(1, 2)));
-        assert_eq!(locs(&t.range(Location::new(0, 2), Location::new(1, 1), false)), [(0, 2), (1, 0), (1, 1)]);
         assert_eq!(
-            locs(&t.range(Location::new(1, 1), Location::new(2, 0), true)),
+            locs(&t.range(Location::new(0, 2), Location::new(1, 1), false, Instant::now())),
+            [(0, 2), (1, 0), (1, 1)]
+        );
+        assert_eq!(
+            locs(&t.range(Location::new(1, 1), Location::new(2, 0), true, Instant::now())),
             [(2, 0), (1, 1), (1, 2)],
             "groups descending, objects ascending"
         );
-        assert!(t.range(Location::new(2, 1), Location::new(2, 0), false).is_empty());
+        assert!(t.range(Location::new(2, 1), Location::new(2, 0), false, Instant::now()).is_empty());
     }
 
     #[test]
@@ -242,6 +288,29 @@ mod tests {
         assert_eq!(c.groups, 0);
     }
 
+    /// MAX_CACHE_DURATION: objects are not served past their expiry, and what expired is
+    /// unknown from then on (the cache no longer vouches for it).
+    #[test]
+    fn expired_objects_are_dropped_oldest_first_and_become_unknown() {
+        let t0 = Instant::now();
+        let mut c = Cache::new(1 << 20);
+        let a = TrackAlias(1);
+        for (i, (g, o)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+            let expires = Some(t0 + std::time::Duration::from_millis(100 * (i as u64 + 1)));
+            c.insert(a, Location::new(g, o), CachedObject { expires, ..obj(10) });
+        }
+        let all = (Location::new(0, 0), Location::new(1, 1));
+        let later = t0 + std::time::Duration::from_millis(250);
+        assert_eq!(locs(&c.track(a).unwrap().range(all.0, all.1, false, later)), [(1, 0), (1, 1)]);
+        c.expire(a, later);
+        let t = c.track(a).unwrap();
+        assert_eq!(t.known_from(), Location::new(0, 2), "group 0 expired: unknown now");
+        assert_eq!(locs(&t.range(all.0, all.1, false, later)), [(1, 0), (1, 1)]);
+        c.expire(a, t0 + std::time::Duration::from_secs(1));
+        assert_eq!(c.bytes(), 0);
+        assert_eq!(c.track(a).unwrap().known_from(), Location::new(1, 2));
+    }
+
     #[test]
     fn a_cache_joined_mid_group_vouches_only_from_there() {
         let mut c = Cache::new(1 << 20);
@@ -257,7 +326,10 @@ mod tests {
         let a = TrackAlias(1);
         c.insert(a, Location::new(0, 0), obj(1000));
         c.insert(a, Location::new(0, 0), obj(5));
-        assert_eq!(c.track(a).unwrap().range(Location::new(0, 0), Location::new(0, 9), false).len(), 1);
+        assert_eq!(
+            c.track(a).unwrap().range(Location::new(0, 0), Location::new(0, 9), false, Instant::now()).len(),
+            1
+        );
         c.insert(a, Location::new(1, 0), obj(1000));
         assert_eq!(c.track(a).unwrap().known_from(), Location::new(1, 0), "the older group went");
         let mut none = Cache::new(0);

@@ -78,7 +78,8 @@ impl Timeouts {
     }
 
     /// The publisher's: each value from `first` (the properties of a subgroup's first object)
-    /// when it carries one, else from the track's properties.
+    /// when it carries one, else from the track's properties. The track's MAX_CACHE_DURATION
+    /// (draft-22 §10.3: no object is forwarded once it is older) bounds the object timeout.
     fn from_properties(track: &Properties, first: Option<&Properties>) -> Timeouts {
         let get = |ty: u64| {
             first
@@ -87,7 +88,11 @@ impl Timeouts {
                 .filter(|&v| v > 0)
                 .map(Duration::from_millis)
         };
-        Timeouts { object: get(pt::OBJECT_DELIVERY_TIMEOUT), subgroup: get(pt::SUBGROUP_DELIVERY_TIMEOUT) }
+        let max_age = super::owner::max_cache_duration(track).filter(|d| !d.is_zero());
+        Timeouts {
+            object: smaller(get(pt::OBJECT_DELIVERY_TIMEOUT), max_age),
+            subgroup: get(pt::SUBGROUP_DELIVERY_TIMEOUT),
+        }
     }
 
     /// The effective values: the smaller of the two where both are set.

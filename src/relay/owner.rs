@@ -498,17 +498,19 @@ impl RelayShard {
                 };
                 t.streams.insert(*key, (*header, subgroup));
             }
-            Data::Object { key, object, payload, .. } => {
+            Data::Object { key, object, payload, received } => {
                 if let Some((h, subgroup)) = t.streams.get_mut(key) {
                     let at = Location { group: h.group_id, object: object.object_id };
                     t.info.largest = Some(max_location(t.info.largest, at));
                     let subgroup = *subgroup.get_or_insert(object.object_id);
-                    if object.status == ObjectStatus::Normal {
+                    let max_age = max_cache_duration(&t.info.properties);
+                    if object.status == ObjectStatus::Normal && max_age != Some(Duration::ZERO) {
                         let cached = CachedObject {
                             subgroup: Some(subgroup),
                             priority: h.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
                             properties: object.properties.clone(),
                             payload: payload.clone(),
+                            expires: max_age.map(|d| *received + d),
                         };
                         self.owner.cache.insert(alias, at, cached);
                     }
@@ -517,15 +519,17 @@ impl RelayShard {
             Data::StreamEnd { key, .. } => {
                 t.streams.remove(key);
             }
-            Data::Datagram { header, payload, .. } => {
+            Data::Datagram { header, payload, received } => {
                 let at = Location { group: header.group_id, object: header.object_id };
                 t.info.largest = Some(max_location(t.info.largest, at));
-                if header.status.is_none() {
+                let max_age = max_cache_duration(&t.info.properties);
+                if header.status.is_none() && max_age != Some(Duration::ZERO) {
                     let cached = CachedObject {
                         subgroup: None,
                         priority: header.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
                         properties: header.properties.clone(),
                         payload: payload.clone(),
+                        expires: max_age.map(|d| *received + d),
                     };
                     self.owner.cache.insert(alias, at, cached);
                 }
@@ -683,6 +687,7 @@ impl RelayShard {
     /// for (before [`TrackCache::known_from`](super::cache::TrackCache::known_from)) is
     /// reported as unknown; ranges are ascending-only for that marker.
     fn owner_answer_fetch(&mut self, alias: TrackAlias, ask: FetchAsk) {
+        self.owner.cache.expire(alias, self.now);
         let Some(t) = self.owner.tracks.get(&alias) else { return };
         let Some(largest) = t.info.largest else {
             let reason = Bytes::from_static(b"no objects published yet");
@@ -717,7 +722,7 @@ impl RelayShard {
         };
         let from = known.map_or(start, |k| k.max(start));
         let objects = match cache {
-            Some(c) if from <= end => c.range(from, end, ask.descending),
+            Some(c) if from <= end => c.range(from, end, ask.descending, self.now),
             _ => Vec::new(),
         };
         let data = FetchData {
@@ -732,4 +737,10 @@ impl RelayShard {
             RelayMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
         self.send(ask.from, msg);
     }
+}
+
+/// The track's MAX_CACHE_DURATION (draft-22 §10.3, draft-16 Track Extension 0x04): how long
+/// after it was received an object may still be served from the cache (0: not at all).
+pub(super) fn max_cache_duration(properties: &crate::wire::model::Properties) -> Option<Duration> {
+    properties.int(crate::wire::model::property_type::MAX_CACHE_DURATION).map(Duration::from_millis)
 }
