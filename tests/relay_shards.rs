@@ -1481,6 +1481,78 @@ fn fetch_ok(msgs: &[Message], rid: RequestId) -> FetchOk {
     ok.clone()
 }
 
+/// The FETCHes the relay sent publisher `p` upstream (for what its cache lacks).
+fn upstream_fetches(r: &mut Relay, p: ClientId) -> Vec<Fetch> {
+    let msgs = messages(&r.take_events(p));
+    msgs.iter()
+        .map(|m| match m {
+            Message::Fetch(f) => f.clone(),
+            m => panic!("expected only upstream FETCHes: {m:?}"),
+        })
+        .collect()
+}
+
+/// The publisher refuses every upstream FETCH waiting for it (REQUEST_ERROR DOES_NOT_EXIST).
+fn refuse_upstream_fetches(r: &mut Relay, p: ClientId) -> usize {
+    let fetches = upstream_fetches(r, p);
+    for f in &fetches {
+        let e = RequestError {
+            request_id: f.request_id,
+            error_code: code::DOES_NOT_EXIST,
+            retry_interval: 0,
+            reason: Bytes::from_static(b"not here either"),
+            redirect: None,
+        };
+        r.send(p, Message::RequestError(e));
+        if r.clients[p].version == D22 {
+            r.session(p).finish(f.request_id).unwrap();
+        }
+    }
+    r.run_until_quiet();
+    fetches.len()
+}
+
+/// The publisher answers upstream FETCH `f` with objects `locations` (as `object(g, o)`,
+/// Subgroup 0, priority 9) on a fetch stream ending with FIN.
+fn serve_upstream_fetch(r: &mut Relay, p: ClientId, f: &Fetch, locations: &[(u64, u64)]) {
+    use moq_edge::wire::model::{FetchObject, GroupOrder};
+    let pv = r.clients[p].version;
+    let last = locations.last().map_or(Location::default(), |&(g, o)| Location::new(g, o));
+    let ok = FetchOk {
+        request_id: f.request_id,
+        end_of_track: false,
+        end_location: FetchEnd::Object(last),
+        params: Parameters::default(),
+        track_properties: Properties::new(),
+    };
+    r.send(p, Message::FetchOk(ok));
+    let stream = r.session(p).open_fetch_stream(f.request_id).unwrap();
+    let mut w16 = moq_edge::wire::d16::data::FetchWriter::new(GroupOrder::Ascending);
+    let mut w22 = moq_edge::wire::d22::data::FetchWriter::new(GroupOrder::Ascending);
+    for &(g, o) in locations {
+        let (obj, payload) = object(g, o);
+        let item = FetchItem::Object(FetchObject {
+            location: Location::new(g, o),
+            subgroup_id: Some(0),
+            publisher_priority: 9,
+            properties: obj.properties,
+            payload_len: payload.len() as u64,
+        });
+        let mut head = Vec::new();
+        match pv {
+            D16 => w16.encode(&item, &mut head).unwrap(),
+            _ => w22.encode(&item, &mut head).unwrap(),
+        }
+        r.session(p).send_raw_data(stream, Bytes::from(head)).unwrap();
+        r.session(p).send_raw_data(stream, payload).unwrap();
+    }
+    r.session(p).finish_data_stream(stream).unwrap();
+    if pv == D22 {
+        r.session(p).finish(f.request_id).unwrap();
+    }
+    r.run_until_quiet();
+}
+
 /// Publishes groups `groups` of five objects each, one subgroup stream per group (FIN).
 fn publish_groups(r: &mut Relay, p: ClientId, pv: Version, groups: std::ops::Range<u64>) {
     for g in groups {
@@ -1601,6 +1673,10 @@ fn fetch_waits_for_the_upstream_and_marks_what_was_never_received() {
         r.run_until_quiet();
 
         accept(&mut r, p, &up, Some(Location::new(5, 2)));
+        // Nothing cached: the relay asks the publisher (for both FETCHes; the answer to the
+        // cancelled one is dropped), which has nothing either.
+        assert!(r.take_events(f).is_empty(), "{pv:?}->{sv:?}: the FETCH waits for the upstream FETCH");
+        assert_eq!(refuse_upstream_fetches(&mut r, p), 2, "{pv:?}->{sv:?}");
         let ev = r.take_events(f);
         let ok = fetch_ok(&messages(&ev), rid);
         assert_eq!(ok.end_location, FetchEnd::Object(Location::new(5, 2)), "{pv:?}->{sv:?}");
@@ -1619,7 +1695,11 @@ fn fetch_waits_for_the_upstream_and_marks_what_was_never_received() {
             put(&mut r, p, st, &object(5, o));
         }
         r.run_until_quiet();
-        let (rid, ev) = standalone(&mut r, f, &t, from);
+        let rid = r.next_request_id(f);
+        r.send(f, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(from)));
+        r.run_until_quiet();
+        assert_eq!(refuse_upstream_fetches(&mut r, p), 1, "{pv:?}->{sv:?}: for {{5, 0}}..{{5, 2}}");
+        let ev = r.take_events(f);
         assert_eq!(fetch_ok(&messages(&ev), rid).end_location, FetchEnd::Object(Location::new(5, 4)));
         let seen = fetch_streams(&ev);
         assert!(
@@ -2231,8 +2311,11 @@ fn tokens_authorize_each_request_by_namespace_and_right() {
         let (rid, ev) = subscribe_namespace(&mut r, stranger, &["live"]);
         let e = request_error(&messages(&ev));
         assert_eq!((e.request_id, e.error_code), (rid, UNAUTHORIZED), "{ctx}: SUBSCRIBE_NAMESPACE");
-        let (rid, ev) = standalone(&mut r, s, &t, range);
-        fetch_ok(&messages(&ev), rid);
+        let rid = r.next_request_id(s);
+        r.send(s, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(range)));
+        r.run_until_quiet();
+        refuse_upstream_fetches(&mut r, p);
+        fetch_ok(&messages(&r.take_events(s)), rid);
         assert_no_closes(&r);
     }
 }
@@ -2676,7 +2759,11 @@ fn max_cache_duration_expires_cached_objects() {
 
         let f = r.connect(1, sv);
         let all = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(2, 4) };
-        let (rid, ev) = standalone(&mut r, f, &t, all);
+        let rid = r.next_request_id(f);
+        r.send(f, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(all)));
+        r.run_until_quiet();
+        assert_eq!(refuse_upstream_fetches(&mut r, p), 1, "{ctx}: the expired part is asked upstream");
+        let ev = r.take_events(f);
         fetch_ok(&messages(&ev), rid);
         let seen = fetch_streams(&ev);
         let unknown = FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: Location::new(1, 4) };
@@ -2691,6 +2778,90 @@ fn max_cache_duration_expires_cached_objects() {
         r.now += Duration::from_millis(1100);
         r.run_until_quiet();
         assert!(streams(&r.take_events(s)).is_empty(), "{ctx}: too old to forward");
+        assert_no_closes(&r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream FETCH
+// ---------------------------------------------------------------------------------------------
+
+/// A FETCH for objects the cache lacks (draft-22 §3.2.3): the relay FETCHes exactly the
+/// missing part from the publisher, then answers with the publisher's objects followed by the
+/// cached ones, one contiguous fetch stream, FETCH_OK withheld until then. A publisher that
+/// does not answer within the fill time leaves a Timed-Out range (draft-16 has none: Unknown)
+/// and the relay cancels its upstream FETCH; draft-22 FILL_TIMEOUT 0 asks for no waiting.
+#[test]
+fn fetch_gets_what_the_cache_lacks_from_upstream() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let (p, _subs, _up) = established(&mut r, pv, sv, &t, &[1], Some(Location::new(5, 2)));
+        let st = open(&mut r, p, &header(pv, PUB_ALIAS, 5, 0));
+        for o in 3..5 {
+            put(&mut r, p, st, &object(5, o));
+        }
+        r.run_until_quiet();
+        let f = r.connect(1, sv);
+        let range = LocationFilter::AbsoluteRange { start: Location::new(4, 0), end: Location::new(5, 4) };
+        let ask = |r: &mut Relay, fill_timeout: Option<u64>| {
+            let rid = r.next_request_id(f);
+            let params = Parameters { location_filter: Some(range), fill_timeout, ..Default::default() };
+            let kind = FetchKind::Standalone { track: t.clone() };
+            r.send(f, Message::Fetch(Fetch { request_id: rid, kind, params }));
+            r.run_until_quiet();
+            rid
+        };
+
+        let rid = ask(&mut r, None);
+        let ups = upstream_fetches(&mut r, p);
+        let [up] = ups.as_slice() else { panic!("{ctx}: one upstream FETCH: {ups:?}") };
+        let missing = LocationFilter::AbsoluteRange { start: Location::new(4, 0), end: Location::new(5, 2) };
+        assert_eq!(up.params.location_filter, Some(missing), "{ctx}: only what is not cached");
+        assert!(r.take_events(f).is_empty(), "{ctx}: no FETCH_OK before the upstream answers");
+        let upstream: Vec<(u64, u64)> =
+            locations(4..5, 0..5).into_iter().chain(locations(5..6, 0..3)).collect();
+        serve_upstream_fetch(&mut r, p, up, &upstream);
+        let ev = r.take_events(f);
+        assert_eq!(
+            fetch_ok(&messages(&ev), rid).end_location,
+            FetchEnd::Object(Location::new(5, 4)),
+            "{ctx}"
+        );
+        let seen = fetch_streams(&ev);
+        assert_eq!(fetched_objects(&seen[0], 0), locations(4..6, 0..5), "{ctx}: upstream, then cached");
+        assert_eq!(seen[0].items.len(), 10, "{ctx}: no range markers");
+        assert_eq!(seen[0].end, Some(None), "{ctx}");
+
+        // The publisher stays silent: after the relay's fill time, the gap is Timed-Out.
+        let rid = ask(&mut r, None);
+        assert_eq!(upstream_fetches(&mut r, p).len(), 1, "{ctx}");
+        r.advance(Duration::from_secs(3));
+        let ev = r.take_events(f);
+        fetch_ok(&messages(&ev), rid);
+        let seen = fetch_streams(&ev);
+        let kind = if sv == D22 { RangeEnd::TimedOut } else { RangeEnd::Unknown };
+        let gap = FetchItem::EndOfRange { kind, location: Location::new(5, 2) };
+        assert_eq!(seen[0].items[0].0, gap, "{ctx}");
+        assert_eq!(fetched_objects(&seen[0], 0), [(5, 3), (5, 4)], "{ctx}");
+        let cancel = r.take_events(p);
+        let cancelled = match pv {
+            D16 => messages(&cancel).iter().any(|m| matches!(m, Message::FetchCancel(_))),
+            _ => cancel.iter().any(|e| matches!(e, Event::Cancelled { .. })),
+        };
+        assert!(cancelled, "{ctx}: the upstream FETCH is cancelled: {cancel:?}");
+
+        if sv == D22 {
+            let rid = ask(&mut r, Some(0));
+            assert!(upstream_fetches(&mut r, p).is_empty(), "{ctx}: FILL_TIMEOUT 0 waits for nothing");
+            let ev = r.take_events(f);
+            fetch_ok(&messages(&ev), rid);
+            assert_eq!(fetch_streams(&ev)[0].items[0].0, gap, "{ctx}");
+        }
+        let counts = r.state_counts();
+        let sum = |f: fn(&(usize, usize, usize)) -> usize| counts.iter().map(f).sum::<usize>();
+        assert_eq!((sum(|c| c.0), sum(|c| c.1), sum(|c| c.2)), (1, 1, 1), "{ctx}: no fetch left: {counts:?}");
         assert_no_closes(&r);
     }
 }

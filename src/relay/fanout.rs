@@ -148,6 +148,7 @@ fn join_ask(core: usize, conn: u64, j: Join, largest: Option<Location>) -> Resul
         descending: j.descending,
         cap,
         fill: false,
+        fill_timeout: None,
     })
 }
 
@@ -172,7 +173,18 @@ fn fill_ask(
     }
     let descending = fill.group_order == Some(crate::wire::model::GroupOrder::Descending);
     let start = FetchStart::At(start);
-    Some(FetchAsk { from: core, conn: sub.conn, rid, start, end, descending, cap: Some(l), fill: true })
+    let fill_timeout = fill.fill_timeout.map(Duration::from_millis);
+    Some(FetchAsk {
+        from: core,
+        conn: sub.conn,
+        rid,
+        start,
+        end,
+        descending,
+        cap: Some(l),
+        fill: true,
+        fill_timeout,
+    })
 }
 
 /// EXPIRES for a subscription authorized until `until` (at least 1: 0 means "never").

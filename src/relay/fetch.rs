@@ -13,7 +13,7 @@ use crate::hash::{HashMap, HashSet};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, RelayMsg};
+use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg};
 use super::{code, session, RelayShard};
 use crate::wire::d16::data as d16;
 use crate::wire::d22::data as d22;
@@ -90,8 +90,18 @@ impl RelayShard {
                     return self.answer_error(conn, rid, code::INVALID_RANGE, "the range is empty", true);
                 };
                 let alias = self.key.alias(&track);
-                let ask =
-                    FetchAsk { from: self.core, conn, rid, start, end, descending, cap: None, fill: false };
+                let fill_timeout = m.params.fill_timeout.map(std::time::Duration::from_millis);
+                let ask = FetchAsk {
+                    from: self.core,
+                    conn,
+                    rid,
+                    start,
+                    end,
+                    descending,
+                    cap: None,
+                    fill: false,
+                    fill_timeout,
+                };
                 self.fetch_ask(alias, track, ask);
             }
             FetchKind::RelativeJoining { joining_request_id, joining_start } => {
@@ -225,10 +235,19 @@ fn write_items(
         Version::Draft22 => Writer::W22(d22::FetchWriter::new(order)),
     };
     let mut head = Vec::new();
-    if let Some(location) = data.unknown_until {
-        w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location }, &mut head)?;
-    }
-    for (location, obj) in &data.objects {
+    for piece in &data.pieces {
+        let (location, obj) = match piece {
+            Piece::Object(location, obj) => (location, obj),
+            Piece::Gap(kind, location) => {
+                // draft-16 has no Timed-Out range: to it, those objects are unknown.
+                let kind = match (kind, version) {
+                    (RangeEnd::TimedOut, Version::Draft16) => RangeEnd::Unknown,
+                    (kind, _) => *kind,
+                };
+                w.encode(&FetchItem::EndOfRange { kind, location: *location }, &mut head)?;
+                continue;
+            }
+        };
         let item = FetchItem::Object(FetchObject {
             location: *location,
             subgroup_id: obj.subgroup,

@@ -23,6 +23,7 @@ mod ingest;
 pub mod msg;
 mod namespaces;
 mod owner;
+mod upfetch;
 
 use crate::hash::{HashMap, HashSet};
 use std::collections::VecDeque;
@@ -265,6 +266,7 @@ pub struct RelayShard {
     fanout: fanout::Fanout,
     discovery: discovery::Discovery,
     fetches: fetch::Fetches,
+    upfetch: upfetch::UpFetches,
     mail: Mail,
     woken: Woken,
     next_epoch: u64,
@@ -290,6 +292,7 @@ impl RelayShard {
             fanout: fanout::Fanout::default(),
             discovery: discovery::Discovery::default(),
             fetches: fetch::Fetches::default(),
+            upfetch: upfetch::UpFetches::default(),
             mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
             woken: Woken::default(),
             next_epoch: 0,
@@ -351,9 +354,10 @@ impl RelayShard {
     }
 
     /// Tracks this shard owns, downstream subscriptions and FETCHes in progress, and
-    /// upstream subscriptions on it (for tests and metrics: all zero when nothing is relayed).
+    /// upstream subscriptions and FETCHes on it (for tests and metrics: all zero when nothing
+    /// is relayed).
     pub fn state_counts(&self) -> (usize, usize, usize) {
-        (self.owner.len(), self.fanout.len() + self.fetches.len(), self.ingest.len())
+        (self.owner.len(), self.fanout.len() + self.fetches.len(), self.ingest.len() + self.upfetch.len())
     }
 
     /// Bytes of objects this shard caches.
@@ -382,6 +386,7 @@ impl RelayShard {
         self.fanout_session_closed(conn);
         self.discovery_session_closed(conn);
         self.fetch_session_closed(conn);
+        self.upfetch_session_closed(conn);
         self.auth.remove(&conn);
         self.ingest_session_closed(conn);
         self.run_local();
@@ -495,6 +500,15 @@ impl RelayShard {
             M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
                 self.fetch_answer(conn, rid, fill, answer)
             }
+            M::UpstreamFetch { alias, id, track, publisher, start, end } => {
+                self.upfetch_start(alias, id, track, publisher, start, end)
+            }
+            M::UpstreamFetchCancel { id, publisher } => self.upfetch_cancel(publisher.conn, id),
+            M::UpstreamFetchItem { alias: _, id, piece } => self.owner_upstream_fetch_item(id, piece),
+            M::UpstreamFetchDone { alias: _, id, complete } => {
+                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
+                self.owner_upstream_fetch_done(id, rest)
+            }
         }
     }
 
@@ -513,9 +527,15 @@ impl RelayShard {
                 object: DataObject::Subgroup { header, object },
                 payload,
             } => self.ingest_object(conn, stream, request_id, header, object, payload),
-            // Fetch responses: the relay sends no FETCH upstream yet.
-            Event::Object { .. } => {}
-            Event::DataStreamEnd { stream, reset } => self.ingest_stream_end(conn, stream, reset),
+            // Fetch streams: answers to the relay's upstream FETCHes.
+            Event::Object { stream, request_id, object, payload } => {
+                self.upfetch_item(conn, stream, request_id, object, payload)
+            }
+            Event::DataStreamEnd { stream, reset } => {
+                if !self.upfetch_stream_end(conn, stream, reset) {
+                    self.ingest_stream_end(conn, stream, reset)
+                }
+            }
             Event::Datagram { request_id, header, payload } => {
                 self.ingest_datagram(conn, request_id, header, payload)
             }
@@ -542,6 +562,9 @@ impl RelayShard {
             Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
             Message::RequestError(m) if self.discovery.is_push(conn, m.request_id) => {
                 self.discovery_publish_refused(conn, m.request_id)
+            }
+            Message::RequestError(m) if self.upfetch.has(conn, m.request_id) => {
+                self.upfetch_refused(conn, m.request_id)
             }
             Message::RequestError(m) => self.ingest_request_error(conn, m),
             Message::Publish(m) => self.ingest_publish(conn, m),

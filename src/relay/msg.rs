@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::cache::CachedObject;
 use crate::wire::model::{
-    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, RequestId, SubgroupHeader,
+    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, RangeEnd, RequestId, SubgroupHeader,
     SubgroupObject, TrackAlias, TrackNamespace,
 };
 
@@ -186,6 +186,36 @@ pub enum RelayMsg {
         answer: Result<FetchData, (u64, Bytes)>,
     },
 
+    // ---- upstream FETCH (what the cache does not hold) ----
+    /// Owner → the publisher's core: FETCH `start..=end` of `track` upstream on session
+    /// `publisher`, for the owner's pending fetch `id`.
+    UpstreamFetch {
+        alias: TrackAlias,
+        id: u64,
+        track: FullTrackName,
+        publisher: SessionRef,
+        start: Location,
+        end: Location,
+    },
+    /// Publisher's core → owner: the next item of upstream fetch `id`.
+    UpstreamFetchItem {
+        alias: TrackAlias,
+        id: u64,
+        piece: Piece,
+    },
+    /// Owner → the publisher's core: upstream fetch `id` is no longer wanted (FILL_TIMEOUT).
+    UpstreamFetchCancel {
+        id: u64,
+        publisher: SessionRef,
+    },
+    /// Upstream fetch `id` ended: `complete` when its stream ended with FIN (else it was
+    /// refused, reset, or its session went away).
+    UpstreamFetchDone {
+        alias: TrackAlias,
+        id: u64,
+        complete: bool,
+    },
+
     // ---- TRACK_STATUS ----
     /// Subscriber core → owner.
     Status {
@@ -276,6 +306,17 @@ pub struct FetchAsk {
     pub cap: Option<Location>,
     /// A draft-22 fill fetch stream: no FETCH_OK.
     pub fill: bool,
+    /// FILL_TIMEOUT (draft-22 §9.20.5): how long objects the cache lacks may be waited for
+    /// from upstream (`None`: the relay's default; zero: not at all).
+    pub fill_timeout: Option<Duration>,
+}
+
+/// One item of a FETCH answer, in stream order.
+#[derive(Debug, Clone)]
+pub enum Piece {
+    Object(Location, CachedObject),
+    /// Every Location after the previous piece, through this one, is of this kind.
+    Gap(RangeEnd, Location),
 }
 
 /// The owner's answer: the range resolved against the Largest Object, and the cached objects
@@ -288,9 +329,8 @@ pub struct FetchData {
     /// writes it as `{group + 1, 0}`).
     pub whole_group: Option<u64>,
     pub properties: Properties,
-    /// Locations from the start through this one are unknown to the relay (not cached).
-    pub unknown_until: Option<Location>,
     /// Groups in descending order (objects ascending within each).
     pub descending: bool,
-    pub objects: Vec<(Location, CachedObject)>,
+    /// Objects, and ranges the relay can vouch no object for (unknown, timed out).
+    pub pieces: Vec<Piece>,
 }

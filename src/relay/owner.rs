@@ -15,11 +15,12 @@ use bytes::Bytes;
 use super::cache::{Cache, CachedObject};
 use super::code;
 use super::msg::{
-    Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, RelayMsg, SessionRef, StreamKey, TrackInfo,
+    Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg, SessionRef, StreamKey,
+    TrackInfo,
 };
 use super::RelayShard;
 use crate::wire::model::{
-    FullTrackName, Location, ObjectStatus, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
+    FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
 
 /// Publisher priority of an object whose header says DEFAULT_PRIORITY (draft-22 §5.1: the
@@ -117,6 +118,10 @@ pub struct Owner {
     idle: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Objects of the tracks this shard owns.
     pub(super) cache: Cache,
+    /// FETCHes waiting for an upstream fetch, by id, and their FILL_TIMEOUT deadlines.
+    fetching: HashMap<u64, UpstreamFetch>,
+    fetch_deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    next_fetch: u64,
 }
 
 impl Owner {
@@ -127,21 +132,22 @@ impl Owner {
             held_until: BinaryHeap::new(),
             idle: BinaryHeap::new(),
             cache: Cache::new(cache_budget),
+            fetching: HashMap::default(),
+            fetch_deadlines: BinaryHeap::new(),
+            next_fetch: 0,
         }
     }
 
-    /// Tracks, and SUBSCRIBEs held for a publisher.
+    /// Tracks, SUBSCRIBEs held for a publisher, and FETCHes waiting for an upstream fetch.
     pub fn len(&self) -> usize {
-        self.tracks.len() + self.held.len()
+        self.tracks.len() + self.held.len() + self.fetching.len()
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        let idle = self.idle.peek().map(|Reverse((at, _))| *at);
-        let held = self.held_until.peek().map(|Reverse((at, _))| *at);
-        match (idle, held) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [&self.idle, &self.held_until, &self.fetch_deadlines]
+            .into_iter()
+            .filter_map(|h| h.peek().map(|Reverse((at, _))| *at))
+            .min()
     }
 }
 
@@ -550,6 +556,7 @@ impl RelayShard {
     /// paused (FORWARD 0) and kept until its publisher ends it.
     pub(super) fn owner_tick(&mut self) {
         self.owner_rendezvous_expired();
+        self.owner_fetch_timeouts();
         while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
             if at > self.now {
                 break;
@@ -721,22 +728,124 @@ impl RelayShard {
             Some(_) => None,
         };
         let from = known.map_or(start, |k| k.max(start));
-        let objects = match cache {
+        let cached: Vec<Piece> = match cache {
             Some(c) if from <= end => c.range(from, end, ask.descending, self.now),
             _ => Vec::new(),
-        };
+        }
+        .into_iter()
+        .map(|(at, o)| Piece::Object(at, o))
+        .collect();
         let data = FetchData {
             end,
             whole_group,
             properties: t.info.properties.clone(),
-            unknown_until,
             descending: ask.descending,
-            objects,
+            pieces: Vec::new(),
         };
+        let Some(gap) = unknown_until else {
+            return self.owner_fetch_reply(alias, ask, FetchData { pieces: cached, ..data });
+        };
+        // What the cache lacks is fetched upstream (draft-22 §3.2.3), within FILL_TIMEOUT.
+        let wait = ask.fill_timeout.unwrap_or(DEFAULT_FILL_WAIT).min(MAX_FILL_WAIT);
+        let established = matches!(t.source, Source::Subscribed { .. } | Source::Published { .. });
+        if !established || wait.is_zero() {
+            let kind = if wait.is_zero() { RangeEnd::TimedOut } else { RangeEnd::Unknown };
+            let pieces = std::iter::once(Piece::Gap(kind, gap)).chain(cached).collect();
+            return self.owner_fetch_reply(alias, ask, FetchData { pieces, ..data });
+        }
+        let (publisher, track) = (t.source.publisher(), t.name.clone());
+        let id = self.owner.next_fetch;
+        self.owner.next_fetch += 1;
+        let deadline = self.now + wait;
+        self.owner.fetch_deadlines.push(Reverse((deadline, id)));
+        let pending =
+            UpstreamFetch { alias, publisher, ask, data, gap, cached, upstream: Vec::new(), bytes: 0 };
+        self.owner.fetching.insert(id, pending);
+        let msg = RelayMsg::UpstreamFetch { alias, id, track, publisher, start, end: gap };
+        self.send(publisher.core, msg);
+    }
+
+    /// Sends the answer of a FETCH to the core that asked.
+    fn owner_fetch_reply(&mut self, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
         let msg =
             RelayMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
         self.send(ask.from, msg);
     }
+
+    /// The next item of upstream fetch `id`; past [`MAX_UPSTREAM_FETCH_BYTES`] the fetch is
+    /// answered with what it has (the rest unknown).
+    pub(super) fn owner_upstream_fetch_item(&mut self, id: u64, piece: Piece) {
+        let Some(f) = self.owner.fetching.get_mut(&id) else { return };
+        let at = match &piece {
+            Piece::Object(at, o) => {
+                f.bytes += o.payload.len();
+                *at
+            }
+            Piece::Gap(_, at) => *at,
+        };
+        if at <= f.gap {
+            f.upstream.push(piece);
+        }
+        if f.bytes > MAX_UPSTREAM_FETCH_BYTES {
+            let publisher = f.publisher;
+            self.send(publisher.core, RelayMsg::UpstreamFetchCancel { id, publisher });
+            self.owner_upstream_fetch_done(id, Some(RangeEnd::Unknown));
+        }
+    }
+
+    /// Upstream fetch `id` is over: complete (`None`), or not (the rest of its range is a gap
+    /// of kind `rest`: unknown when it failed, timed out when FILL_TIMEOUT ran out). The
+    /// FETCH is answered: what came from upstream, the gap, then what the cache holds.
+    pub(super) fn owner_upstream_fetch_done(&mut self, id: u64, rest: Option<RangeEnd>) {
+        let Some(f) = self.owner.fetching.remove(&id) else { return };
+        let mut pieces = f.upstream;
+        if let Some(kind) = rest {
+            let last = pieces.last().map(|p| match p {
+                Piece::Object(at, _) | Piece::Gap(_, at) => *at,
+            });
+            if last.is_none_or(|l| l < f.gap) {
+                pieces.push(Piece::Gap(kind, f.gap));
+            }
+        }
+        pieces.extend(f.cached);
+        self.owner_fetch_reply(f.alias, f.ask, FetchData { pieces, ..f.data });
+    }
+
+    /// Upstream fetches whose FILL_TIMEOUT ran out.
+    fn owner_fetch_timeouts(&mut self) {
+        while let Some(&Reverse((at, id))) = self.owner.fetch_deadlines.peek() {
+            if at > self.now {
+                break;
+            }
+            self.owner.fetch_deadlines.pop();
+            let Some(publisher) = self.owner.fetching.get(&id).map(|f| f.publisher) else { continue };
+            self.send(publisher.core, RelayMsg::UpstreamFetchCancel { id, publisher });
+            self.owner_upstream_fetch_done(id, Some(RangeEnd::TimedOut));
+        }
+    }
+}
+
+/// How long a FETCH waits for objects fetched upstream when it names no FILL_TIMEOUT, and the
+/// most it may wait when it does.
+const DEFAULT_FILL_WAIT: Duration = Duration::from_secs(2);
+const MAX_FILL_WAIT: Duration = Duration::from_secs(10);
+/// Payload bytes one upstream fetch may bring (the answer is held until it is complete).
+const MAX_UPSTREAM_FETCH_BYTES: usize = 32 << 20;
+
+/// A FETCH waiting for the objects its owner's cache lacks.
+#[derive(Debug)]
+pub(super) struct UpstreamFetch {
+    alias: TrackAlias,
+    publisher: SessionRef,
+    ask: FetchAsk,
+    /// The answer, without its pieces yet.
+    data: FetchData,
+    /// The upstream fetch covers the range's start through this Location.
+    gap: Location,
+    /// What the cache holds of the rest of the range.
+    cached: Vec<Piece>,
+    upstream: Vec<Piece>,
+    bytes: usize,
 }
 
 /// The track's MAX_CACHE_DURATION (draft-22 §10.3, draft-16 Track Extension 0x04): how long

@@ -1,0 +1,154 @@
+//! Upstream FETCH (draft-22 §3.2.3), on the publisher's core: when a FETCH asks for objects
+//! its track's owner has not cached, the owner asks this core to FETCH that range from the
+//! track's publisher. Its objects and range markers go back to the owner one by one; the end
+//! of the fetch stream (FIN: complete; a reset, REQUEST_ERROR or the session closing: not)
+//! ends it. The owner holds the FETCH's answer until then, or until FILL_TIMEOUT.
+
+use crate::hash::HashMap;
+
+use bytes::Bytes;
+use tracing::debug;
+
+use super::cache::CachedObject;
+use super::msg::{Piece, RelayMsg, SessionRef};
+use super::{session, RelayShard};
+use crate::session::DataObject;
+use crate::wire::model::{
+    Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
+    TrackAlias,
+};
+use crate::wire::Version;
+
+/// Upstream FETCHes this core sent.
+#[derive(Debug, Default)]
+pub struct UpFetches {
+    /// (publisher session, our FETCH's Request ID) → (track, the owner's fetch id).
+    by_req: HashMap<(u64, RequestId), (TrackAlias, u64)>,
+    /// Their fetch streams: (session, stream) → Request ID.
+    streams: HashMap<(u64, u64), RequestId>,
+}
+
+impl UpFetches {
+    pub fn len(&self) -> usize {
+        self.by_req.len()
+    }
+
+    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
+        self.by_req.contains_key(&(conn, rid))
+    }
+}
+
+impl RelayShard {
+    /// The owner's request: FETCH `start..=end` of `track` on `publisher`'s session.
+    pub(super) fn upfetch_start(
+        &mut self,
+        alias: TrackAlias,
+        id: u64,
+        track: FullTrackName,
+        publisher: SessionRef,
+        start: Location,
+        end: Location,
+    ) {
+        let conn = publisher.conn;
+        let sent = session(&mut self.sessions, &mut self.woken, conn).and_then(|s| {
+            let rid = s.next_request_id().ok()?;
+            let params = Parameters {
+                location_filter: Some(LocationFilter::AbsoluteRange { start, end }),
+                ..Parameters::default()
+            };
+            let fetch = Fetch { request_id: rid, kind: FetchKind::Standalone { track }, params };
+            match s.send(Message::Fetch(fetch)) {
+                Ok(()) => Some(rid),
+                Err(e) => {
+                    debug!(conn, error = %e, "upstream FETCH not sent");
+                    None
+                }
+            }
+        });
+        match sent {
+            Some(rid) => {
+                self.upfetch.by_req.insert((conn, rid), (alias, id));
+            }
+            None => self.upfetch_done(alias, id, false),
+        }
+    }
+
+    fn upfetch_done(&mut self, alias: TrackAlias, id: u64, complete: bool) {
+        self.send(self.owner_of(alias), RelayMsg::UpstreamFetchDone { alias, id, complete });
+    }
+
+    /// REQUEST_ERROR for upstream FETCH `rid` of session `conn`: nothing comes.
+    pub(super) fn upfetch_refused(&mut self, conn: u64, rid: RequestId) {
+        if let Some((alias, id)) = self.upfetch.by_req.remove(&(conn, rid)) {
+            self.upfetch.streams.retain(|_, r| *r != rid);
+            self.upfetch_done(alias, id, false);
+        }
+    }
+
+    /// An item of an upstream fetch stream, on its way to the owner.
+    pub(super) fn upfetch_item(
+        &mut self,
+        conn: u64,
+        stream: u64,
+        rid: RequestId,
+        object: DataObject,
+        payload: Bytes,
+    ) {
+        let (DataObject::Fetch(item), Some(&(alias, id))) = (object, self.upfetch.by_req.get(&(conn, rid)))
+        else {
+            return;
+        };
+        self.upfetch.streams.insert((conn, stream), rid);
+        let piece = match item {
+            FetchItem::Object(o) => Piece::Object(
+                o.location,
+                CachedObject {
+                    subgroup: o.subgroup_id,
+                    priority: o.publisher_priority,
+                    properties: o.properties,
+                    payload,
+                    expires: None,
+                },
+            ),
+            FetchItem::EndOfRange { kind, location } => Piece::Gap(kind, location),
+        };
+        self.send(self.owner_of(alias), RelayMsg::UpstreamFetchItem { alias, id, piece });
+    }
+
+    /// The owner gave up on upstream fetch `id` (FILL_TIMEOUT): FETCH_CANCEL (draft-16), or
+    /// the request stream cancelled (draft-22).
+    pub(super) fn upfetch_cancel(&mut self, conn: u64, id: u64) {
+        let Some(rid) =
+            self.upfetch.by_req.iter().find(|((c, _), (_, i))| *c == conn && *i == id).map(|((_, r), _)| *r)
+        else {
+            return;
+        };
+        self.upfetch.by_req.remove(&(conn, rid));
+        self.upfetch.streams.retain(|_, r| *r != rid);
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let _ = match s.version() {
+            Version::Draft16 => s.send(Message::FetchCancel(rid)),
+            Version::Draft22 => s.cancel(rid),
+        };
+    }
+
+    /// The end of a data stream of session `conn`; true when it was an upstream fetch stream.
+    pub(super) fn upfetch_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) -> bool {
+        let Some(rid) = self.upfetch.streams.remove(&(conn, stream)) else { return false };
+        if let Some((alias, id)) = self.upfetch.by_req.remove(&(conn, rid)) {
+            self.upfetch_done(alias, id, reset.is_none());
+        }
+        true
+    }
+
+    /// The publisher's session is gone: its upstream fetches end incomplete.
+    pub(super) fn upfetch_session_closed(&mut self, conn: u64) {
+        let gone: Vec<(RequestId, (TrackAlias, u64))> =
+            self.upfetch.by_req.iter().filter(|((c, _), _)| *c == conn).map(|((_, r), v)| (*r, *v)).collect();
+        for (rid, (alias, id)) in gone {
+            self.upfetch.by_req.remove(&(conn, rid));
+            self.upfetch_done(alias, id, false);
+        }
+        self.upfetch.streams.retain(|(c, _), _| *c != conn);
+    }
+}
