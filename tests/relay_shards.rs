@@ -108,11 +108,23 @@ fn accept(r: &mut Relay, p: ClientId, up: &Subscribe, largest: Option<Location>)
 
 /// The publisher answers the upstream SUBSCRIBE with Track Alias `alias` (one per track).
 fn accept_as(r: &mut Relay, p: ClientId, up: &Subscribe, alias: TrackAlias, largest: Option<Location>) {
+    accept_with(r, p, up, alias, largest, track_properties());
+}
+
+/// The publisher answers the upstream SUBSCRIBE with these Track Properties.
+fn accept_with(
+    r: &mut Relay,
+    p: ClientId,
+    up: &Subscribe,
+    alias: TrackAlias,
+    largest: Option<Location>,
+    track_properties: Properties,
+) {
     let ok = SubscribeOk {
         request_id: up.request_id,
         track_alias: alias,
         params: Parameters { largest_object: largest, ..Default::default() },
-        track_properties: track_properties(),
+        track_properties,
     };
     r.send(p, Message::SubscribeOk(ok));
     r.run_until_quiet();
@@ -2542,14 +2554,7 @@ fn delivery_timeouts_reset_late_subgroups_per_subscriber() {
         let up = upstream_subscribe(&mut r, p, &t);
         let mut props = track_properties();
         props.push(OBJECT_TIMEOUT, KvValue::Int(100));
-        let ok = SubscribeOk {
-            request_id: up.request_id,
-            track_alias: PUB_ALIAS,
-            params: Parameters::default(),
-            track_properties: props,
-        };
-        r.send(p, Message::SubscribeOk(ok));
-        r.run_until_quiet();
+        accept_with(&mut r, p, &up, PUB_ALIAS, None, props);
         for &(s, rid) in &[patient, plain, strict] {
             subscribe_ok(&messages(&r.take_events(s)), rid);
         }
@@ -2742,14 +2747,7 @@ fn max_cache_duration_expires_cached_objects() {
         let up = upstream_subscribe(&mut r, p, &t);
         let mut props = track_properties();
         props.push(MAX_CACHE_DURATION, KvValue::Int(1000));
-        let ok = SubscribeOk {
-            request_id: up.request_id,
-            track_alias: PUB_ALIAS,
-            params: Parameters::default(),
-            track_properties: props,
-        };
-        r.send(p, Message::SubscribeOk(ok));
-        r.run_until_quiet();
+        accept_with(&mut r, p, &up, PUB_ALIAS, None, props);
         subscribe_ok(&messages(&r.take_events(s)), srid);
 
         publish_groups(&mut r, p, pv, 0..2);
@@ -2862,6 +2860,60 @@ fn fetch_gets_what_the_cache_lacks_from_upstream() {
         let counts = r.state_counts();
         let sum = |f: fn(&(usize, usize, usize)) -> usize| counts.iter().map(f).sum::<usize>();
         assert_eq!((sum(|c| c.0), sum(|c| c.1), sum(|c| c.2)), (1, 1, 1), "{ctx}: no fetch left: {counts:?}");
+        assert_no_closes(&r);
+    }
+}
+
+/// draft-22 SUBSCRIBE_TRACKS: a track the relay cannot offer a PUBLISH for (here the
+/// session's subscription limit, 1, is taken by the first offer) is reported with
+/// PUBLISH_SKIPPED on the SUBSCRIBE_TRACKS stream, naming it by its suffix under the prefix.
+#[test]
+fn tracks_that_cannot_be_offered_are_publish_skipped() {
+    for pv in [D16, D22] {
+        let config = RelayConfig { max_subscriptions_per_session: 1, ..RelayConfig::default() };
+        let mut r = Relay::with_config(2, config);
+        let (a, b) = (track(&["live", "a"], "x"), track(&["live", "b"], "y"));
+        // One publisher per track (the limit applies to publishers' sessions too).
+        for t in [&a, &b] {
+            let p = r.connect(0, pv);
+            let rid = r.next_request_id(p);
+            r.send(p, publish_as(pv, rid, t, TrackAlias(1)));
+            r.run_until_quiet();
+            r.take_events(p);
+        }
+
+        let s = r.connect(1, D22);
+        let rid = r.next_request_id(s);
+        let m = moq_edge::wire::model::SubscribeTracks {
+            request_id: rid,
+            prefix: ns(&["live"]),
+            ..Default::default()
+        };
+        r.send(s, Message::SubscribeTracks(m));
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        let offered: Vec<FullTrackName> = messages(&ev)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Publish(p) => Some(p.track),
+                _ => None,
+            })
+            .collect();
+        let skipped: Vec<(RequestId, FullTrackName)> = ev
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message(Message::PublishSkipped(m)) => {
+                    let mut fields: Vec<Bytes> = vec![Bytes::from_static(b"live")];
+                    fields.extend(m.namespace_suffix.fields().iter().cloned());
+                    let namespace = TrackNamespace(fields);
+                    Some((m.request_id, FullTrackName { namespace, name: m.track_name.clone() }))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(offered.len(), 1, "{pv:?}: {ev:?}");
+        let other = if offered[0] == a { b.clone() } else { a.clone() };
+        assert_eq!(skipped, vec![(rid, other)], "{pv:?}");
         assert_no_closes(&r);
     }
 }

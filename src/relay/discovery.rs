@@ -19,9 +19,10 @@ use crate::hash::HashMap;
 use tracing::debug;
 
 use super::{code, session, update_allows, RelayShard, UpdateError};
+use crate::session::SessionError;
 use crate::wire::model::{
-    FullTrackName, Message, Parameters, Properties, Publish, RequestId, SubscribeNamespace, SubscribeOptions,
-    SubscribeTracks, TrackAlias, TrackNamespace,
+    FullTrackName, Message, Parameters, Properties, Publish, PublishSkipped, RequestId, SubscribeNamespace,
+    SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
 
 /// Which request made a namespace subscription (overlap is checked per kind).
@@ -29,6 +30,15 @@ use crate::wire::model::{
 enum Kind {
     Namespace,
     Tracks,
+}
+
+/// The namespace subscription an offer is made for.
+#[derive(Debug)]
+struct Via {
+    rid: RequestId,
+    prefix: TrackNamespace,
+    /// A draft-22 SUBSCRIBE_TRACKS (PUBLISH_SKIPPED exists there only).
+    tracks: bool,
 }
 
 /// One namespace subscription of a session on this core.
@@ -140,9 +150,10 @@ impl RelayShard {
             None => Vec::new(),
         };
         let forward = sub.publishes.unwrap_or(true);
+        let via = Via { rid, prefix: sub.prefix.clone(), tracks: sub.kind == Kind::Tracks };
         self.discovery.subs.insert((conn, rid), sub);
         for alias in offers {
-            self.discovery_offer(conn, alias, forward);
+            self.discovery_offer(conn, alias, forward, &via);
         }
     }
 
@@ -154,18 +165,19 @@ impl RelayShard {
         track: FullTrackName,
         properties: Properties,
     ) {
-        let offers: Vec<(u64, bool)> = self
+        let offers: Vec<(u64, bool, Via)> = self
             .discovery
             .subs
             .iter()
-            .filter_map(|((conn, _), s)| {
+            .filter_map(|((conn, rid), s)| {
                 let forward = s.publishes?;
-                track.namespace.starts_with(&s.prefix).then_some((*conn, forward))
+                let via = Via { rid: *rid, prefix: s.prefix.clone(), tracks: s.kind == Kind::Tracks };
+                track.namespace.starts_with(&s.prefix).then_some((*conn, forward, via))
             })
             .collect();
         self.discovery.tracks.insert(alias, (track, properties));
-        for (conn, forward) in offers {
-            self.discovery_offer(conn, alias, forward);
+        for (conn, forward, via) in offers {
+            self.discovery_offer(conn, alias, forward, &via);
         }
     }
 
@@ -173,36 +185,47 @@ impl RelayShard {
         self.discovery.tracks.remove(&alias);
     }
 
-    /// Sends PUBLISH of `alias` to session `conn`, unless it already subscribes to it or has
-    /// an offer of it outstanding.
-    fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool) {
+    /// Sends PUBLISH of `alias` to session `conn` for its namespace subscription `via`,
+    /// unless it already subscribes to it or has an offer of it outstanding. One that cannot
+    /// be made (the session's subscription limit, no Request ID left) is PUBLISH_SKIPPED on a
+    /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
+    fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool, via: &Via) {
         let offered = self.discovery.pushes.iter().any(|((c, _), a)| *c == conn && *a == alias);
         if offered || self.fanout_session_has(conn, alias) {
             return;
         }
-        let pending = self.discovery.pushes.keys().filter(|(c, _)| *c == conn).count();
-        if pending >= self.config.max_subscriptions_per_session {
-            return;
-        }
         let Some((track, properties)) = self.discovery.tracks.get(&alias).cloned() else { return };
+        let pending = self.discovery.pushes.keys().filter(|(c, _)| *c == conn).count();
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let sent = s.next_request_id().and_then(|request_id| {
-            let publish = Publish {
-                request_id,
-                track,
-                track_alias: alias,
-                params: Parameters { forward: Some(forward), ..Parameters::default() },
-                track_properties: properties,
-            };
-            s.send(Message::Publish(publish)).map(|()| request_id)
-        });
+        let sent = if pending >= self.config.max_subscriptions_per_session {
+            Err(SessionError::Misrouted("too many subscriptions"))
+        } else {
+            s.next_request_id().and_then(|request_id| {
+                let publish = Publish {
+                    request_id,
+                    track: track.clone(),
+                    track_alias: alias,
+                    params: Parameters { forward: Some(forward), ..Parameters::default() },
+                    track_properties: properties,
+                };
+                s.send(Message::Publish(publish)).map(|()| request_id)
+            })
+        };
         match sent {
             Ok(rid) => {
                 self.discovery.pushes.insert((conn, rid), alias);
             }
-            // For example no Request ID left (draft-16 MAX_REQUEST_ID): the track is not
-            // offered.
-            Err(e) => debug!(conn, error = %e, "PUBLISH not sent"),
+            Err(e) => {
+                debug!(conn, error = %e, "PUBLISH not offered");
+                if via.tracks {
+                    let skipped = PublishSkipped {
+                        request_id: via.rid,
+                        namespace_suffix: suffix(&track.namespace, &via.prefix),
+                        track_name: track.name,
+                    };
+                    let _ = s.send_on(via.rid, Message::PublishSkipped(skipped));
+                }
+            }
         }
     }
 

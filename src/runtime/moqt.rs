@@ -514,27 +514,12 @@ mod tests {
             let mut buf = vec![0u8; 65_536];
 
             // 24 streams of 1 MB: quiche takes what the client's 16 MB window allows.
-            let payload = Bytes::from(vec![7u8; 64 * 1024]);
             let mut streams = Vec::new();
             for group in 0..24 {
-                let header = SubgroupHeader {
-                    track_alias: TrackAlias(1),
-                    group_id: group,
-                    subgroup_id: SubgroupId::Zero,
-                    publisher_priority: Some(128),
-                    has_properties: false,
-                    end_of_group: true,
-                    first_object: false,
-                };
-                let id = ss.open_subgroup(&header).unwrap();
+                let id = subgroup(&mut ss, group);
                 for object_id in 0..16 {
-                    let object = SubgroupObject {
-                        object_id,
-                        properties: Properties::new(),
-                        payload_len: payload.len() as u64,
-                        status: ObjectStatus::Normal,
-                    };
-                    ss.send_object(id, &object, payload.clone()).unwrap();
+                    let (o, p) = object(object_id, 64 * 1024);
+                    ss.send_object(id, &o, p).unwrap();
                 }
                 streams.push(id);
                 sp.write(&mut s, &mut ss, Instant::now());
@@ -580,24 +565,10 @@ mod tests {
         for version in Version::ALL {
             let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
             let mut open = |urgency: u8, len: usize| {
-                let header = SubgroupHeader {
-                    track_alias: TrackAlias(1),
-                    group_id: u64::from(urgency),
-                    subgroup_id: SubgroupId::Zero,
-                    publisher_priority: Some(128),
-                    has_properties: false,
-                    end_of_group: true,
-                    first_object: false,
-                };
-                let id = ss.open_subgroup(&header).unwrap();
+                let id = subgroup(&mut ss, u64::from(urgency));
                 ss.set_priority(id, urgency).unwrap();
-                let object = SubgroupObject {
-                    object_id: 0,
-                    properties: Properties::new(),
-                    payload_len: len as u64,
-                    status: ObjectStatus::Normal,
-                };
-                ss.send_object(id, &object, Bytes::from(vec![1u8; len])).unwrap();
+                let (o, p) = object(0, len);
+                ss.send_object(id, &o, p).unwrap();
                 ss.finish_data_stream(id).unwrap();
                 id
             };
