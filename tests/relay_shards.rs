@@ -2917,3 +2917,58 @@ fn tracks_that_cannot_be_offered_are_publish_skipped() {
         assert_no_closes(&r);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Malformed tracks
+// ---------------------------------------------------------------------------------------------
+
+/// A malformed track (draft-22 §12.1): here an object after the end of its subgroup, or the
+/// same object again with another payload. The relay forwards and caches nothing of the
+/// object that shows it, ends every subscription with PUBLISH_DONE MALFORMED_TRACK (open
+/// streams reset with it), stops its upstream subscription and leaves no state behind.
+#[test]
+fn a_malformed_track_ends_its_subscriptions() {
+    for (pv, sv) in COMBOS {
+        for case in ["after the end of its subgroup", "twice with different payloads"] {
+            let ctx = format!("{pv:?}->{sv:?} {case}");
+            let mut r = Relay::new(2);
+            let t = track_owned_by(&r, &["live"], 1);
+            let (p, subs, up) = established(&mut r, pv, sv, &t, &[0, 1], None);
+            let st = open(&mut r, p, &header(pv, PUB_ALIAS, 1, 0));
+            put(&mut r, p, st, &object(1, 0));
+            put(&mut r, p, st, &object(1, 1));
+            if case.starts_with("after") {
+                fin(&mut r, p, st);
+                let again =
+                    open(&mut r, p, &SubgroupHeader { first_object: false, ..header(pv, PUB_ALIAS, 1, 0) });
+                put(&mut r, p, again, &object(1, 2));
+            } else {
+                let other = open(&mut r, p, &header(pv, PUB_ALIAS, 1, 1));
+                let (o, _) = object(1, 1);
+                let forged = Bytes::from(vec![b'!'; o.payload_len as usize]);
+                put(&mut r, p, other, &(o, forged));
+            }
+            r.run_until_quiet();
+            for &(s, rid) in &subs {
+                let ev = r.take_events(s);
+                let d = publish_done(&messages(&ev));
+                assert_eq!((d.request_id, d.status_code), (rid, code::MALFORMED_TRACK), "{ctx}");
+                let seen = streams(&ev);
+                assert_eq!(seen.len(), 1, "{ctx}: the object that shows it is not forwarded: {seen:?}");
+                let ids: Vec<u64> = seen[0].objects.iter().map(|o| o.0.object_id).collect();
+                assert_eq!(ids, vec![0, 1], "{ctx}");
+                if !case.starts_with("after") {
+                    assert_eq!(seen[0].end, Some(Some(code::MALFORMED_TRACK)), "{ctx}: open streams reset");
+                }
+            }
+            let ev = r.take_events(p);
+            let stopped = match pv {
+                D16 => messages(&ev).contains(&Message::Unsubscribe(up.request_id)),
+                _ => ev.contains(&Event::Cancelled { request_id: up.request_id }),
+            };
+            assert!(stopped, "{ctx}: the upstream subscription is stopped: {ev:?}");
+            r.assert_idle();
+            assert_no_closes(&r);
+        }
+    }
+}

@@ -139,6 +139,11 @@ impl Cache {
         self.tracks.get(&alias)
     }
 
+    /// The cached object at `at` of track `alias`.
+    pub fn get(&self, alias: TrackAlias, at: Location) -> Option<&CachedObject> {
+        self.tracks.get(&alias)?.groups.get(&at.group)?.objects.get(&at.object)
+    }
+
     /// Stores one object (a repeat of a cached Location is ignored), then evicts down to the
     /// budget. With a budget of 0 nothing is cached.
     pub fn insert(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {

@@ -500,8 +500,10 @@ impl RelayShard {
         for sub in st.subs {
             self.forget_sub(sub.conn, sub.rid);
             let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+            // A malformed track's streams are reset with that code too (draft-22 §12.1).
+            let reset = if status == code::MALFORMED_TRACK { status } else { code::INTERNAL_ERROR };
             for (_, id) in &sub.open {
-                let _ = s.reset_data_stream(*id, code::INTERNAL_ERROR);
+                let _ = s.reset_data_stream(*id, reset);
             }
             let done = Message::PublishDone(PublishDone {
                 request_id: sub.rid,

@@ -20,6 +20,7 @@ mod discovery;
 mod fanout;
 mod fetch;
 mod ingest;
+mod malformed;
 pub mod msg;
 mod namespaces;
 mod owner;
@@ -74,6 +75,8 @@ pub mod code {
     pub const DONE_EXPIRED_D22: u64 = 0x6;
     /// draft-22 stream reset EXPIRED_AUTH_TOKEN (§12.5).
     pub const RESET_EXPIRED_AUTH_TOKEN_D22: u64 = 0x7;
+    /// PUBLISH_DONE, REQUEST_ERROR and stream reset MALFORMED_TRACK (both drafts).
+    pub const MALFORMED_TRACK: u64 = 0x12;
     /// PUBLISH_DONE UPDATE_FAILED (both drafts).
     pub const DONE_UPDATE_FAILED: u64 = 0x8;
     /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).

@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::cache::{Cache, CachedObject};
 use super::code;
+use super::malformed::Shape;
 use super::msg::{
     Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg, SessionRef, StreamKey,
     TrackInfo,
@@ -79,6 +80,8 @@ struct Track {
     forward: bool,
     /// Every core was told the track is available (its upstream is Established).
     available: bool,
+    /// What its objects promised so far (malformed track detection).
+    shape: Shape,
 }
 
 impl Track {
@@ -96,6 +99,7 @@ impl Track {
             paused: Vec::new(),
             forward: true,
             available: false,
+            shape: Shape::default(),
         }
     }
 }
@@ -399,6 +403,29 @@ impl RelayShard {
         }
     }
 
+    /// The track is malformed (draft-22 §12.1): every subscription ends with PUBLISH_DONE
+    /// MALFORMED_TRACK, waiting SUBSCRIBEs and FETCHes get it as an error, the upstream is
+    /// stopped and the cache dropped.
+    fn owner_malformed(&mut self, alias: TrackAlias, why: &'static str) {
+        tracing::info!(alias = alias.0, why, "malformed track");
+        let reason = Bytes::from(format!("malformed track: {why}"));
+        let Some(t) = self.owner_remove(alias, code::MALFORMED_TRACK, &reason) else { return };
+        let (publisher, epoch) = (t.source.publisher(), t.source.epoch());
+        self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
+        for core in t.cores {
+            self.send(
+                core,
+                RelayMsg::TrackDone { alias, status: code::MALFORMED_TRACK, reason: reason.clone() },
+            );
+        }
+        for core in t.waiting {
+            self.send(
+                core,
+                RelayMsg::SubscribeError { alias, code: code::MALFORMED_TRACK, reason: reason.clone() },
+            );
+        }
+    }
+
     pub(super) fn owner_upstream_done(
         &mut self,
         alias: TrackAlias,
@@ -495,6 +522,10 @@ impl RelayShard {
         if t.source.epoch() != epoch {
             return; // a replaced or stopped upstream
         }
+        if let Err(why) = check_shape(t, &self.owner.cache, alias, &data) {
+            return self.owner_malformed(alias, why);
+        }
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         match &data {
             Data::StreamOpen { key, header } => {
                 let subgroup = match header.subgroup_id {
@@ -852,4 +883,23 @@ pub(super) struct UpstreamFetch {
 /// after it was received an object may still be served from the cache (0: not at all).
 pub(super) fn max_cache_duration(properties: &crate::wire::model::Properties) -> Option<Duration> {
     properties.int(crate::wire::model::property_type::MAX_CACHE_DURATION).map(Duration::from_millis)
+}
+
+/// Runs the malformed-track checks of `data` on track `t` (its stream's header and Subgroup ID,
+/// the object already cached at its Location).
+fn check_shape(t: &mut Track, cache: &Cache, alias: TrackAlias, data: &Data) -> Result<(), &'static str> {
+    let stream = match data {
+        Data::Object { key, object, .. } => {
+            t.streams.get(key).map(|(h, sg)| (*h, sg.unwrap_or(object.object_id)))
+        }
+        Data::StreamEnd { key, .. } => t.streams.get(key).map(|(h, sg)| (*h, sg.unwrap_or(0))),
+        _ => None,
+    };
+    let at = match data {
+        Data::Object { object, .. } => stream.map(|(h, _)| Location::new(h.group_id, object.object_id)),
+        Data::Datagram { header, .. } => Some(Location::new(header.group_id, header.object_id)),
+        _ => None,
+    };
+    let cached = at.and_then(|at| cache.get(alias, at));
+    t.shape.check(data, stream.as_ref().map(|(h, sg)| (h, *sg)), cached)
 }
