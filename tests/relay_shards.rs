@@ -2972,3 +2972,29 @@ fn a_malformed_track_ends_its_subscriptions() {
         }
     }
 }
+
+/// A namespace subscription whose prefix matches more namespaces than the relay enumerates
+/// (`max_namespace_matches`, 1 here) is refused: NAMESPACE_TOO_LARGE in draft-22 (draft-16
+/// has no such code: EXCESSIVE_LOAD). A narrower prefix is accepted.
+#[test]
+fn a_prefix_matching_too_much_is_namespace_too_large() {
+    for sv in [D16, D22] {
+        let config = RelayConfig { max_namespace_matches: 1, ..RelayConfig::default() };
+        let mut r = Relay::with_config(2, config);
+        let p = r.connect(0, D16);
+        announce(&mut r, p, &["live", "a"]);
+        announce(&mut r, p, &["live", "b"]);
+        let s = r.connect(1, sv);
+        let (rid, ev) = subscribe_namespace(&mut r, s, &["live"]);
+        let e = request_error(&messages(&ev));
+        let want = if sv == D22 { code::NAMESPACE_TOO_LARGE } else { code::EXCESSIVE_LOAD };
+        assert_eq!((e.request_id, e.error_code), (rid, want), "{sv:?}");
+        let (rid, ev) = subscribe_namespace(&mut r, s, &["live", "a"]);
+        let msgs = messages(&ev);
+        assert!(
+            matches!(msgs.first(), Some(Message::RequestOk(ok)) if ok.request_id == rid),
+            "{sv:?}: {msgs:?}"
+        );
+        assert_no_closes(&r);
+    }
+}

@@ -333,7 +333,7 @@ fn datagrams_resolve_their_alias() {
         assert_eq!(p.s.dropped_datagrams(), 1);
         // A truncated datagram is a PROTOCOL_VIOLATION.
         let mut raw = Vec::new();
-        if let Some(Transmit::Datagram { data }) = {
+        if let Some(Transmit::Datagram { data, .. }) = {
             p.c.send_datagram(&h, b"").unwrap();
             p.c.poll_transmit()
         } {

@@ -116,6 +116,20 @@ impl RelayShard {
                 true,
             );
         }
+        let namespaces = if sub.namespaces { self.namespaces.distinct_under(&sub.prefix).len() } else { 0 };
+        let tracks = match sub.publishes {
+            Some(_) => {
+                self.discovery.tracks.values().filter(|(t, _)| t.namespace.starts_with(&sub.prefix)).count()
+            }
+            None => 0,
+        };
+        if namespaces.max(tracks) > self.config.max_namespace_matches {
+            let code = match self.sessions.get(&conn).map(|s| s.version()) {
+                Some(crate::wire::Version::Draft22) => code::NAMESPACE_TOO_LARGE,
+                _ => code::EXCESSIVE_LOAD,
+            };
+            return self.answer_error(conn, rid, code, "the prefix matches too much", true);
+        }
         let count = self.discovery.per_session.entry(conn).or_default();
         if *count >= self.config.max_namespaces_per_session {
             return self.answer_error(

@@ -859,7 +859,9 @@ impl RelayShard {
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
-                    if let Err(e) = s.send_datagram(&header, &payload) {
+                    let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
+                    let urgency = data_urgency(sub.priority, publisher);
+                    if let Err(e) = s.send_datagram_with_urgency(&header, &payload, urgency) {
                         debug!(conn = sub.conn, error = %e, "datagram not sent");
                     }
                 }

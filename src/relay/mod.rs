@@ -58,6 +58,8 @@ pub mod code {
     pub const TIMEOUT: u64 = 0x2;
     /// REQUEST_ERROR PREFIX_OVERLAP.
     pub const PREFIX_OVERLAP: u64 = 0x30;
+    /// REQUEST_ERROR NAMESPACE_TOO_LARGE (draft-22).
+    pub const NAMESPACE_TOO_LARGE: u64 = 0x31;
     /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only).
     pub const INVALID_JOINING_REQUEST_ID: u64 = 0x32;
     /// PUBLISH_DONE TRACK_ENDED.
@@ -157,6 +159,10 @@ pub struct RelayConfig {
     pub done_wait: Duration,
     /// PUBLISH_NAMESPACE per session.
     pub max_namespaces_per_session: usize,
+    /// Namespaces (SUBSCRIBE_NAMESPACE) or tracks (PUBLISH offers) one namespace subscription
+    /// may match when it is made; past it, NAMESPACE_TOO_LARGE (draft-22; draft-16 has no
+    /// such code: EXCESSIVE_LOAD).
+    pub max_namespace_matches: usize,
     /// Downstream subscriptions and upstream PUBLISHes per session.
     pub max_subscriptions_per_session: usize,
     /// Tracks owned by one shard.
@@ -198,6 +204,7 @@ impl Default for RelayConfig {
             linger: Duration::from_secs(2),
             done_wait: Duration::from_secs(2),
             max_namespaces_per_session: 256,
+            max_namespace_matches: 10_000,
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,

@@ -32,13 +32,12 @@ impl NamespaceTable {
 
     /// Every announced namespace at or below `prefix`, each once, in announcement order.
     pub fn distinct_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
-        let mut out: Vec<TrackNamespace> = Vec::new();
-        for (n, _) in &self.entries {
-            if n.starts_with(prefix) && !out.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        out
+        let mut seen = crate::hash::HashSet::default();
+        self.entries
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix) && seen.insert(n))
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// The publisher for a track in `namespace`: the longest announced prefix, newest first.

@@ -95,6 +95,8 @@ pub struct Pump {
     deliver_by: Vec<(Instant, u64)>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
+    /// Datagrams of this write: (urgency, bytes).
+    dgrams: Vec<(u8, Bytes)>,
 }
 
 /// Bytes of one stream write waiting for quiche.
@@ -198,6 +200,12 @@ impl Pump {
         if self.backlog_limit.is_some_and(|limit| self.queued > limit) {
             self.shed_oldest(conn, session);
         }
+        // Datagrams go before stream data in quiche's packets, most urgent first; best
+        // effort by nature: a full queue drops the datagram.
+        self.dgrams.sort_by_key(|(urgency, _)| *urgency);
+        for (_, data) in self.dgrams.drain(..) {
+            let _ = conn.dgram_send(&data);
+        }
     }
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
@@ -240,10 +248,8 @@ impl Pump {
             Transmit::StopSending { id, code } => {
                 let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
             }
-            Transmit::Datagram { data } => {
-                // Best effort by nature: a full queue drops the datagram.
-                let _ = conn.dgram_send(&data);
-            }
+            // Sent at the end of the write, most urgent first.
+            Transmit::Datagram { data, urgency } => self.dgrams.push((urgency, data)),
             Transmit::Close { code, reason } => {
                 let _ = conn.close(true, code, reason.as_bytes());
             }
@@ -694,6 +700,35 @@ mod tests {
             assert_eq!(sp.timed_out_streams(), 1, "{version:?}: only the stream not yet delivered");
             exchange(&mut c, &mut s);
             assert_eq!(read_stream(&mut c, lost).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
+        }
+    }
+
+    /// Datagrams queued together go most urgent first (draft-22 §5.1 "ordering for
+    /// datagrams"): the client receives them in urgency order, not in the order written.
+    #[test]
+    fn datagrams_go_most_urgent_first() {
+        for version in Version::ALL {
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
+            for (object_id, urgency) in [(0u64, 250u8), (1, 130), (2, 200)] {
+                let header = crate::wire::model::DatagramHeader {
+                    track_alias: TrackAlias(1),
+                    group_id: 0,
+                    object_id,
+                    publisher_priority: Some(128),
+                    properties: Properties::new(),
+                    end_of_group: false,
+                    status: None,
+                };
+                ss.send_datagram_with_urgency(&header, &[object_id as u8; 10], urgency).unwrap();
+            }
+            sp.write(&mut s, &mut ss, Instant::now());
+            exchange(&mut c, &mut s);
+            let mut buf = vec![0u8; 1500];
+            let mut order = Vec::new();
+            while let Ok(n) = c.dgram_recv(&mut buf) {
+                order.push(buf[n - 1]); // the payload's last byte is its Object ID
+            }
+            assert_eq!(order, [1, 2, 0], "{version:?}");
         }
     }
 }

@@ -47,8 +47,9 @@ pub enum Transmit {
     Reset { id: u64, code: u64 },
     /// Ask the peer to stop sending on `id`.
     StopSending { id: u64, code: u64 },
-    /// Send one QUIC DATAGRAM (an OBJECT_DATAGRAM).
-    Datagram { data: Bytes },
+    /// Send one QUIC DATAGRAM (an OBJECT_DATAGRAM); datagrams queued together go most
+    /// urgent first (same scale as [`data_urgency`]).
+    Datagram { data: Bytes, urgency: u8 },
     /// Close the connection with an application error code (a session termination code).
     Close { code: u64, reason: String },
     /// Send stream `id` with this QUIC urgency (lower goes first; streams default to 127,

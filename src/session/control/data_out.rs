@@ -189,15 +189,28 @@ impl Session {
         Ok(())
     }
 
-    /// Queues an OBJECT_DATAGRAM (one contiguous datagram: header and payload).
+    /// Queues an OBJECT_DATAGRAM (one contiguous datagram: header and payload), with the
+    /// urgency of its publisher priority.
     pub fn send_datagram(&mut self, header: &DatagramHeader, payload: &[u8]) -> Result<(), SessionError> {
+        let urgency = crate::session::data_urgency(128, header.publisher_priority.unwrap_or(128));
+        self.send_datagram_with_urgency(header, payload, urgency)
+    }
+
+    /// [`Session::send_datagram`] with this urgency ([`crate::session::data_urgency`] of the
+    /// subscription's priority and the publisher's).
+    pub fn send_datagram_with_urgency(
+        &mut self,
+        header: &DatagramHeader,
+        payload: &[u8],
+        urgency: u8,
+    ) -> Result<(), SessionError> {
         self.check_open()?;
         let mut out = Vec::with_capacity(payload.len() + 32);
         match self.version {
             Version::Draft16 => d16::encode_datagram(header, payload, &mut out)?,
             Version::Draft22 => d22::encode_datagram(header, payload, &mut out)?,
         }
-        self.transmits.push_back(Transmit::Datagram { data: out.into() });
+        self.transmits.push_back(Transmit::Datagram { data: out.into(), urgency });
         Ok(())
     }
 
