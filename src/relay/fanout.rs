@@ -34,6 +34,8 @@ struct LocalSub {
     pushed: bool,
     /// SUBSCRIBER_PRIORITY (lower first; 128 when absent).
     priority: u8,
+    /// GROUP_ORDER Descending: newer groups' streams go first among equals.
+    descending: bool,
     filter: Option<LocationFilter>,
     /// First and last Location delivered (set when Established).
     start: Location,
@@ -311,6 +313,7 @@ impl RelayShard {
             rid,
             pushed,
             priority: params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
+            descending: params.group_order == Some(crate::wire::model::GroupOrder::Descending),
             filter: params.location_filter,
             start: Location::default(),
             end: None,
@@ -802,7 +805,8 @@ impl RelayShard {
                             match s.open_subgroup(&header) {
                                 Ok(id) => {
                                     let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
-                                    let _ = s.set_priority(id, data_urgency(sub.priority, publisher));
+                                    let urgency = data_urgency(sub.priority, publisher);
+                                    let _ = s.set_priority_ordered(id, urgency, sub.descending);
                                     sub.streams += 1;
                                     sub.open.push((key, id));
                                     if sub.recent.len() == RECENT_STREAMS {

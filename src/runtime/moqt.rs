@@ -73,13 +73,16 @@ fn refuse(session: &mut Session, request_id: RequestId) {
 #[derive(Debug, Default)]
 pub struct Pump {
     /// Bytes the session wrote that quiche has not taken yet, per stream, in order, keyed by
-    /// (urgency, stream ID). quiche takes stream data only up to the congestion window, so
-    /// this order is what decides which stream's bytes go first: the most urgent, then the
-    /// oldest (lowest ID), so that the streams a peer is waiting on to end (and to grant more
-    /// streams) go first, and new streams open in ID order.
-    pending: BTreeMap<(u8, u64), VecDeque<Chunk>>,
-    /// Urgency of the open streams the session prioritized (others: [`DEFAULT_URGENCY`]).
-    urgency: HashMap<u64, u8>,
+    /// (urgency, order, stream ID). quiche takes stream data only up to the congestion
+    /// window, so this order is what decides which stream's bytes go first: the most urgent,
+    /// then the oldest (order = lowest ID), so that the streams a peer is waiting on to end
+    /// (and to grant more streams) go first, and new streams open in ID order; a stream of a
+    /// subscription asking for descending group order has order = the inverse of its ID
+    /// (newest first among its equals).
+    pending: BTreeMap<(u8, u64, u64), VecDeque<Chunk>>,
+    /// (urgency, order) of the open streams the session prioritized (others:
+    /// ([`DEFAULT_URGENCY`], ID)).
+    urgency: HashMap<u64, (u8, u64)>,
     /// Most bytes kept in `pending` (`None`: no limit). Past it the oldest data streams are
     /// reset until the backlog is at half the limit: a subscriber that cannot keep up loses
     /// whole subgroup streams (which it sees reset), never objects inside a stream, and its
@@ -167,7 +170,7 @@ impl Pump {
         let mut queued = 0;
         let mut expired = Vec::new();
         let urgency = &mut self.urgency;
-        self.pending.retain(|&(_, id), queue| {
+        self.pending.retain(|&(_, _, id), queue| {
             let kind = (id & 3) as usize;
             let fin = queue.back().is_some_and(|c| c.fin);
             let sent = if limited[kind] {
@@ -255,23 +258,25 @@ impl Pump {
             }
             // Not incremental: quiche sends a stream's bytes before the next one's of the same
             // urgency (stream ID order). A stream past the peer's MAX_STREAMS keeps 127.
-            Transmit::Priority { id, urgency } => {
+            Transmit::Priority { id, urgency, descending } => {
                 let _ = conn.stream_priority(id, urgency, false);
                 let old = self.key(id);
-                if urgency == DEFAULT_URGENCY {
+                let order = if descending { u64::MAX - id } else { id };
+                if urgency == DEFAULT_URGENCY && !descending {
                     self.urgency.remove(&id);
                 } else {
-                    self.urgency.insert(id, urgency);
+                    self.urgency.insert(id, (urgency, order));
                 }
                 if let Some(queue) = self.pending.remove(&old) {
-                    self.pending.insert((urgency, id), queue);
+                    self.pending.insert(self.key(id), queue);
                 }
             }
         }
     }
 
-    fn key(&self, id: u64) -> (u8, u64) {
-        (self.urgency.get(&id).copied().unwrap_or(DEFAULT_URGENCY), id)
+    fn key(&self, id: u64) -> (u8, u64, u64) {
+        let (urgency, order) = self.urgency.get(&id).copied().unwrap_or((DEFAULT_URGENCY, id));
+        (urgency, order, id)
     }
 
     /// Resets the oldest data streams with queued bytes until the backlog is at half its
@@ -280,8 +285,12 @@ impl Pump {
     fn shed_oldest(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
         let target = self.backlog_limit.unwrap_or(0) / 2;
         // Oldest first; with priorities set, the least urgent streams go first.
-        let mut victims: Vec<(u8, u64)> =
-            self.pending.keys().copied().filter(|&(_, id)| session.is_local_data_stream(id)).collect();
+        let mut victims: Vec<(u8, u64)> = self
+            .pending
+            .keys()
+            .filter(|&&(_, _, id)| session.is_local_data_stream(id))
+            .map(|&(urgency, _, id)| (urgency, id))
+            .collect();
         victims.sort_by_key(|&(urgency, id)| (std::cmp::Reverse(urgency), id));
         let victims: Vec<u64> = victims.into_iter().map(|(_, id)| id).collect();
         for id in victims {
@@ -595,6 +604,33 @@ mod tests {
             let (n, fin) = c.stream_recv(high, &mut buf).unwrap();
             assert!(fin && n > 1_000, "{version:?}: the urgent stream whole in the first packet ({n} bytes)");
             assert!(low < high);
+        }
+    }
+
+    /// Descending group order: among streams of equal urgency the newest goes to quiche
+    /// first, so under congestion it is the older stream whose bytes wait in the Pump
+    /// (quiche still orders what it holds by stream ID; the Pump decides what it holds).
+    /// Ascending (the default) is the other way round.
+    #[test]
+    fn descending_group_order_hands_newer_streams_to_quiche_first() {
+        for descending in [false, true] {
+            let (_c, mut s, _cs, mut ss, _cp, mut sp) = pair(Version::Draft22, Pump::default());
+            let mut open = |group: u64, len: usize| {
+                let id = subgroup(&mut ss, group);
+                ss.set_priority_ordered(id, 130, descending).unwrap();
+                let (o, p) = object(0, len);
+                ss.send_object(id, &o, p).unwrap();
+                ss.finish_data_stream(id).unwrap();
+                id
+            };
+            let older = open(1, 1_000_000);
+            let newer = open(2, 1_000_000);
+            sp.write(&mut s, &mut ss, Instant::now());
+            // Both were written alike; the one quiche has taken nothing of waits whole.
+            let left =
+                |id: u64| sp.pending.iter().find(|(k, _)| k.2 == id).map_or(0, |(_, q)| queue_bytes(q));
+            let (first, waits) = if descending { (newer, older) } else { (older, newer) };
+            assert!(left(first) < left(waits), "descending {descending}: {} vs {}", left(first), left(waits));
         }
     }
 

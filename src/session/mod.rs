@@ -53,8 +53,10 @@ pub enum Transmit {
     /// Close the connection with an application error code (a session termination code).
     Close { code: u64, reason: String },
     /// Send stream `id` with this QUIC urgency (lower goes first; streams default to 127,
-    /// which keeps control and request streams ahead of data streams, all 128 or more).
-    Priority { id: u64, urgency: u8 },
+    /// which keeps control and request streams ahead of data streams, all 128 or more);
+    /// `descending`: among streams of equal urgency, newer (higher ID) ones first (a
+    /// subscription's descending GROUP_ORDER), instead of older first.
+    Priority { id: u64, urgency: u8, descending: bool },
 }
 
 /// The QUIC urgency of a data stream (draft-22 §5.1: subscriber priority first, then

@@ -144,10 +144,21 @@ impl Session {
 
     /// Sets the send urgency of our data stream `stream` (see [`crate::session::data_urgency`]).
     pub fn set_priority(&mut self, stream: u64, urgency: u8) -> Result<(), SessionError> {
+        self.set_priority_ordered(stream, urgency, false)
+    }
+
+    /// [`Session::set_priority`]; `descending`: among equals, newer streams go first (the
+    /// subscription asked for descending group order).
+    pub fn set_priority_ordered(
+        &mut self,
+        stream: u64,
+        urgency: u8,
+        descending: bool,
+    ) -> Result<(), SessionError> {
         if !self.data_out.streams.contains_key(&stream) {
             return Err(SessionError::UnknownStream(stream));
         }
-        self.transmits.push_back(Transmit::Priority { id: stream, urgency });
+        self.transmits.push_back(Transmit::Priority { id: stream, urgency, descending });
         Ok(())
     }
 
