@@ -2998,3 +2998,41 @@ fn a_prefix_matching_too_much_is_namespace_too_large() {
         assert_no_closes(&r);
     }
 }
+
+/// draft-22 MAX_REQUEST_UPDATES (§9.1.7) of a publisher that set it to 1: the relay never has
+/// more than one of its REQUEST_UPDATEs unanswered on the upstream subscription; a change of
+/// the Forward State meanwhile waits and goes out (the latest state) once the publisher
+/// answers.
+#[test]
+fn upstream_request_updates_respect_the_publishers_limit() {
+    for sv in [D16, D22] {
+        let ctx = format!("D22->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = track_owned_by(&r, &["live"], 0);
+        let setup = SetupOptions { max_request_updates: Some(1), ..Default::default() };
+        let p = r.connect_with(0, D22, setup);
+        r.take_events(p);
+        announce(&mut r, p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, p, &t);
+        accept(&mut r, p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let pause = Parameters { forward: Some(false), ..Default::default() };
+        let resume = Parameters { forward: Some(true), ..Default::default() };
+
+        update(&mut r, s, rid, pause);
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [Some(false)], "{ctx}");
+        update(&mut r, s, rid, resume);
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [], "{ctx}: one is unanswered");
+        let ok = moq_edge::wire::model::RequestOk { request_id: up.request_id, ..Default::default() };
+        r.send(p, Message::RequestOk(ok.clone()));
+        r.run_until_quiet();
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [Some(true)], "{ctx}: now it goes");
+        r.send(p, Message::RequestOk(ok));
+        r.run_until_quiet();
+        assert_eq!(upstream_forward_updates(&mut r, p, up.request_id), [], "{ctx}: nothing else waits");
+        r.take_events(s);
+        assert_no_closes(&r);
+    }
+}

@@ -15,6 +15,7 @@ use tracing::debug;
 
 use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
 use super::{code, session, RelayShard};
+use crate::session::SessionError;
 use crate::wire::model::{
     DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
     PublishNamespace, PublishOk, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
@@ -46,6 +47,9 @@ struct Upstream {
     streams_seen: u64,
     /// PUBLISH_DONE received and held: status, reason, Stream Count, give up waiting at.
     done: Option<(u64, Bytes, u64, Instant)>,
+    /// A REQUEST_UPDATE waits for the publisher to answer an earlier one (its
+    /// MAX_REQUEST_UPDATES, draft-22 §9.1.7); the Forward State in `kind` is what it will ask.
+    update_blocked: bool,
 }
 
 #[derive(Debug, Default)]
@@ -157,6 +161,7 @@ impl RelayShard {
             open_streams: 0,
             streams_seen: 0,
             done: None,
+            update_blocked: false,
         };
         self.ingest.ups.insert((conn, rid), up);
         self.ingest.by_epoch.insert(epoch, (conn, rid));
@@ -186,7 +191,7 @@ impl RelayShard {
         ) {
             // An answer to one of our REQUEST_UPDATEs (draft-22 sends it on the SUBSCRIBE's
             // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
-            return;
+            return self.ingest_update_answered(conn, m.request_id);
         }
         let Some((up, _)) = self.remove_upstream(key) else { return };
         let msg = RelayMsg::UpstreamError {
@@ -214,6 +219,7 @@ impl RelayShard {
             kind: Kind::Publish { answered: false, forward: m.params.forward.unwrap_or(true) },
             open_streams: 0,
             streams_seen: 0,
+            update_blocked: false,
             done: None,
         };
         self.ingest.ups.insert((conn, m.request_id), up);
@@ -243,18 +249,7 @@ impl RelayShard {
                     return;
                 }
                 *current = forward;
-                let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-                let sent = s.next_request_id().and_then(|request_id| {
-                    s.send(Message::RequestUpdate(RequestUpdate {
-                        request_id,
-                        existing_request_id: rid,
-                        params,
-                    }))
-                });
-                if let Err(e) = sent {
-                    debug!(conn, error = %e, "REQUEST_UPDATE not sent");
-                }
-                return;
+                return self.ingest_send_update(conn, rid, forward);
             }
             Kind::Subscribe { established: false, .. } => return,
         };
@@ -267,29 +262,56 @@ impl RelayShard {
             // the Forward State the PUBLISH set with REQUEST_UPDATE (§3.1.1) when it differs.
             *answered = true;
             let ok = Parameters::default();
-            s.send(Message::PublishOk(PublishOk { request_id: rid, params: ok })).and_then(|()| {
-                if *current == forward {
-                    return Ok(());
-                }
-                s.next_request_id().and_then(|request_id| {
-                    s.send(Message::RequestUpdate(RequestUpdate {
-                        request_id,
-                        existing_request_id: rid,
-                        params,
-                    }))
-                })
-            })
+            let changed = *current != forward;
+            *current = forward;
+            let sent = s.send(Message::PublishOk(PublishOk { request_id: rid, params: ok }));
+            if sent.is_ok() && changed {
+                return self.ingest_send_update(conn, rid, forward);
+            }
+            sent
         } else if *current != forward {
-            s.next_request_id().and_then(|request_id| {
-                s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
-            })
+            *current = forward;
+            return self.ingest_send_update(conn, rid, forward);
         } else {
             Ok(())
         };
         *current = forward;
         if let Err(e) = result {
-            debug!(conn, error = %e, "PUBLISH answer or update not sent");
+            debug!(conn, error = %e, "PUBLISH answer not sent");
         }
+    }
+
+    /// REQUEST_UPDATE FORWARD `forward` of upstream request `rid`; while the publisher's
+    /// MAX_REQUEST_UPDATES are all outstanding it waits, and the latest Forward State goes
+    /// out when one is answered (`ingest_update_answered`).
+    fn ingest_send_update(&mut self, conn: u64, rid: RequestId, forward: bool) {
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let params = Parameters { forward: Some(forward), ..Parameters::default() };
+        let sent = s.next_request_id().and_then(|request_id| {
+            s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
+        });
+        match sent {
+            Ok(()) => {}
+            Err(SessionError::UpdatesBlocked { .. }) => {
+                if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+                    up.update_blocked = true;
+                }
+            }
+            Err(e) => debug!(conn, error = %e, "REQUEST_UPDATE not sent"),
+        }
+    }
+
+    /// The publisher answered one of our REQUEST_UPDATEs of `rid` (REQUEST_OK or
+    /// REQUEST_ERROR): a waiting one goes now.
+    pub(super) fn ingest_update_answered(&mut self, conn: u64, rid: RequestId) {
+        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+        if !std::mem::take(&mut up.update_blocked) {
+            return;
+        }
+        let forward = match up.kind {
+            Kind::Subscribe { forward, .. } | Kind::Publish { forward, .. } => forward,
+        };
+        self.ingest_send_update(conn, rid, forward);
     }
 
     pub(super) fn ingest_publish_refused(&mut self, epoch: Epoch, code: u64, reason: Bytes) {

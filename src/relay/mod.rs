@@ -592,6 +592,8 @@ impl RelayShard {
             Message::RequestOk(m) if self.discovery.is_push(conn, m.request_id) => {
                 self.discovery_publish_ok(conn, m.request_id, &m.params)
             }
+            // An answer to one of the relay's REQUEST_UPDATEs upstream.
+            Message::RequestOk(m) => self.ingest_update_answered(conn, m.request_id),
             Message::RequestUpdate(m) => self.on_request_update(conn, m),
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
             _ => {}

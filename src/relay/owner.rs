@@ -475,6 +475,9 @@ impl RelayShard {
                 let cores = t.cores.clone();
                 let wants = !t.cores.is_empty() || !t.waiting.is_empty();
                 t.source = Source::Published { publisher, epoch, forward: wants };
+                // The old publisher's stream-level promises end with its streams (the cache,
+                // and with it one payload per object, stays).
+                t.shape = Shape::default();
                 t.info.properties = info.properties;
                 t.info.group_order = info.group_order;
                 if let Some(l) = info.largest {

@@ -82,6 +82,9 @@ struct ReqStream {
     send_fin: bool,
     /// The request is a PUBLISH: its REQUEST_UPDATEs come from the side that did not open it.
     publish: bool,
+    /// draft-22: our REQUEST_UPDATEs on it not answered yet (the peer's MAX_REQUEST_UPDATES
+    /// bounds them).
+    updates_out: u64,
 }
 
 /// One MoQT session (see the module header).
@@ -325,7 +328,13 @@ impl Session {
                 }
                 self.streams.insert(
                     id,
-                    ReqStream { request_id: None, recv: RecvBuf::default(), send_fin: false, publish: false },
+                    ReqStream {
+                        request_id: None,
+                        recv: RecvBuf::default(),
+                        send_fin: false,
+                        publish: false,
+                        updates_out: 0,
+                    },
                 );
             }
             if let Some(st) = self.streams.get_mut(&id) {
@@ -552,6 +561,12 @@ impl Session {
             }
             (m, Version::Draft22) if opens_stream(m) => {
                 return Err(SessionError::violation(format!("{} on an open request stream", msg.name())));
+            }
+            // An answer restores one REQUEST_UPDATE credit (draft-22 §9.1.7).
+            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft22) => {
+                if let Some(st) = self.streams.get_mut(&id) {
+                    st.updates_out = st.updates_out.saturating_sub(1);
+                }
             }
             (Message::RequestUpdate(u), Version::Draft22) => {
                 // §9.5: the subscriber updates: the requester of a SUBSCRIBE (FETCH, ...),

@@ -108,6 +108,10 @@ pub enum SessionError {
     /// draft-16: the peer's MAX_REQUEST_ID forbids a new request; REQUESTS_BLOCKED was queued.
     #[error("request IDs blocked by the peer's MAX_REQUEST_ID {max}")]
     Blocked { max: u64 },
+    /// draft-22: the peer's MAX_REQUEST_UPDATES unanswered REQUEST_UPDATEs are outstanding
+    /// on that request; send it once one is answered.
+    #[error("REQUEST_UPDATE blocked by the peer's MAX_REQUEST_UPDATES {max}")]
+    UpdatesBlocked { max: u64 },
     /// The message names a request this session does not know (or has no stream for).
     #[error("unknown request {0}")]
     UnknownRequest(u64),

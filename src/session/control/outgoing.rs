@@ -149,6 +149,16 @@ impl Session {
         }
         let rid = referenced_id(&msg).ok_or(SessionError::Misrouted(msg.name()))?;
         let id = *self.by_request.get(&rid).ok_or(SessionError::UnknownRequest(rid.0))?;
+        if matches!(msg, Message::RequestUpdate(_)) {
+            // §9.1.7: at most the peer's MAX_REQUEST_UPDATES unanswered per request stream.
+            let max = self.peer_setup.as_ref().and_then(|p| p.max_request_updates).unwrap_or(0);
+            if let Some(st) = self.streams.get_mut(&id) {
+                if max > 0 && st.updates_out >= max {
+                    return Err(SessionError::UpdatesBlocked { max });
+                }
+                st.updates_out += 1;
+            }
+        }
         self.write(id, data);
         Ok(())
     }
@@ -158,7 +168,13 @@ impl Session {
         self.next_local_bidi = self.next_local_bidi.saturating_add(4);
         self.streams.insert(
             id,
-            ReqStream { request_id: Some(rid), recv: RecvBuf::default(), send_fin: false, publish },
+            ReqStream {
+                request_id: Some(rid),
+                recv: RecvBuf::default(),
+                send_fin: false,
+                publish,
+                updates_out: 0,
+            },
         );
         self.by_request.insert(rid, id);
         id
