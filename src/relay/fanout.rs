@@ -219,6 +219,9 @@ struct SubTrack {
     /// The owner answered: objects flow to this core.
     live: bool,
     info: TrackInfo,
+    /// The publisher's delivery timeouts from the Track Properties (a subgroup's first object
+    /// may override them).
+    timeouts: Timeouts,
     subs: Vec<LocalSub>,
     streams: HashMap<StreamKey, FanStream>,
     /// What the owner was last told: some subscription here forwards (FORWARD 1).
@@ -347,6 +350,7 @@ impl RelayShard {
                     forwarding: true,
                     live: false,
                     info: TrackInfo::default(),
+                    timeouts: Timeouts::default(),
                     subs: vec![sub],
                     streams: HashMap::default(),
                 };
@@ -472,7 +476,8 @@ impl RelayShard {
         }
         st.live = true;
         st.info = info;
-        let timeouts = Timeouts::from_properties(&st.info.properties, None);
+        st.timeouts = Timeouts::from_properties(&st.info.properties, None);
+        let timeouts = st.timeouts;
         for (key, header) in open {
             // Joined mid-stream: the next object is not the stream's first.
             st.streams.insert(key, FanStream { header, objects: 1, timeouts });
@@ -759,8 +764,7 @@ impl RelayShard {
         }
         match data {
             Data::StreamOpen { key, header } => {
-                let timeouts = Timeouts::from_properties(&st.info.properties, None);
-                st.streams.insert(key, FanStream { header, objects: 0, timeouts });
+                st.streams.insert(key, FanStream { header, objects: 0, timeouts: st.timeouts });
             }
             Data::Object { key, object, payload, received } => {
                 let Some(fs) = st.streams.get_mut(&key) else { return };
@@ -769,7 +773,7 @@ impl RelayShard {
                     st.info.largest = Some(at);
                 }
                 let first = fs.objects == 0;
-                if first {
+                if first && !object.properties.is_empty() {
                     fs.timeouts = Timeouts::from_properties(&st.info.properties, Some(&object.properties));
                 }
                 fs.objects += 1;
@@ -851,14 +855,13 @@ impl RelayShard {
                 if st.info.largest.is_none_or(|l| at > l) {
                     st.info.largest = Some(at);
                 }
-                let publisher = Timeouts::from_properties(&st.info.properties, None);
                 for sub in st.subs.iter() {
                     if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
                         continue;
                     }
                     // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
                     // dropped. (Once in quiche's datagram queue it can no longer be.)
-                    let t = sub.timeouts.with(publisher);
+                    let t = sub.timeouts.with(st.timeouts);
                     if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= self.now) {
                         continue;
                     }

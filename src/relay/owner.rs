@@ -528,7 +528,6 @@ impl RelayShard {
         if let Err(why) = check_shape(t, &self.owner.cache, alias, &data) {
             return self.owner_malformed(alias, why);
         }
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         match &data {
             Data::StreamOpen { key, header } => {
                 let subgroup = match header.subgroup_id {

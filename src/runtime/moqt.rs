@@ -4,7 +4,8 @@
 //! protocol decision; what to do with requests is the [`RequestHandler`]'s business (the
 //! relay, when it exists).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use crate::hash::HashMap;
@@ -94,8 +95,9 @@ pub struct Pump {
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
     shed_ids: Vec<u64>,
-    /// Finished data streams under a subgroup delivery timeout: (deadline, stream).
-    deliver_by: Vec<(Instant, u64)>,
+    /// Finished data streams under a subgroup delivery timeout: (deadline, stream), soonest
+    /// first.
+    deliver_by: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
     /// Datagrams of this write: (urgency, bytes).
@@ -214,13 +216,11 @@ impl Pump {
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
     /// quiche still holds: not all acknowledged (a fully delivered stream is gone from it).
     fn expire_finished(&mut self, conn: &mut quiche::Connection, now: Instant) {
-        if !self.deliver_by.iter().any(|&(at, _)| at <= now) {
-            return;
-        }
-        let (due, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.deliver_by).into_iter().partition(|&(at, _)| at <= now);
-        self.deliver_by = later;
-        for (_, id) in due {
+        while let Some(&Reverse((at, id))) = self.deliver_by.peek() {
+            if at > now {
+                break;
+            }
+            self.deliver_by.pop();
             self.drop_stream(id);
             if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT).is_ok() {
                 self.timed_out += 1;
@@ -243,7 +243,7 @@ impl Pump {
             Transmit::Stream { id, data, fin, expires } => {
                 self.pending.entry(self.key(id)).or_default().push_back(Chunk { data, fin, expires });
             }
-            Transmit::DeliverBy { id, at } => self.deliver_by.push((at, id)),
+            Transmit::DeliverBy { id, at } => self.deliver_by.push(Reverse((at, id))),
             Transmit::Reset { id, code } => {
                 self.drop_stream(id);
                 let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
