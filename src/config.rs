@@ -11,7 +11,9 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::relay::RelayConfig;
-use crate::runtime::{RetryPolicy, RuntimeConfig, TlsSource};
+use crate::runtime::relay_host::Upstream;
+use crate::runtime::{RetryPolicy, RuntimeConfig, TlsSource, UpstreamTls};
+use crate::wire::model::TrackNamespace;
 
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
@@ -96,9 +98,47 @@ pub struct Cli {
     #[arg(long = "auth-key", value_name = "ID=SECRET")]
     pub auth_keys: Vec<String>,
 
-    /// Parse and validate the configuration, print it, and exit.
-    #[arg(long)]
-    pub check_config: bool,
+    /// A parent relay: `moqt://HOST:PORT` (the default route) or `PREFIX=moqt://HOST:PORT`
+    /// (namespaces under PREFIX, fields separated by `/`; the longest prefix wins). Tracks no
+    /// local publisher serves are subscribed there; local announcements are forwarded there.
+    /// Repeat for several.
+    #[arg(long = "upstream", value_name = "[PREFIX=]URL")]
+    pub upstreams: Vec<String>,
+
+    /// Authorization token this relay sends to its upstreams.
+    #[arg(long, value_name = "TOKEN")]
+    pub upstream_token: Option<String>,
+
+    /// PEM bundle of CAs that upstream certificates must chain to [default: system roots].
+    #[arg(long, value_name = "PEM")]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Do not check upstream certificates (labs and tests only) [default: false].
+    #[arg(long, value_name = "BOOL")]
+    pub upstream_insecure: Option<bool>,
+
+    /// Serve Prometheus metrics (/metrics) and health (/healthz, /readyz) over HTTP on this
+    /// TCP address, e.g. 127.0.0.1:9090 [default: off].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+
+    /// Log format: human or json [default: human].
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
+    /// Log filter (tracing syntax, e.g. `info,moq_edge::relay=debug`); RUST_LOG wins when set
+    /// [default: info].
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+
+    /// Write a qlog file per QUIC connection into this directory [default: off].
+    #[arg(long, value_name = "DIR")]
+    pub qlog_dir: Option<PathBuf>,
+
+    /// Load and validate this configuration file (with the other flags), print the result,
+    /// and exit: 0 when it is valid, else 1 with the key and the reason.
+    #[arg(long, value_name = "FILE")]
+    pub check_config: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -147,6 +187,21 @@ struct FileConfig {
     goaway_uri: Option<String>,
     auth: Option<String>,
     auth_keys: Option<Vec<String>>,
+    upstream: Option<Vec<String>>,
+    upstream_token: Option<String>,
+    upstream_ca: Option<PathBuf>,
+    upstream_insecure: Option<bool>,
+    metrics: Option<String>,
+    log_format: Option<String>,
+    log_level: Option<String>,
+    qlog_dir: Option<PathBuf>,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
 }
 
 /// Where the TLS identity comes from.
@@ -179,6 +234,14 @@ pub struct Config {
     /// Tokens required (`auth = "tokens"`), verified with `auth_keys` (`ID=SECRET`).
     pub auth_required: bool,
     pub auth_keys: Vec<String>,
+    /// Parent relays, one per distinct URL with its routes.
+    pub upstreams: Vec<Upstream>,
+    pub upstream_ca: Option<PathBuf>,
+    pub upstream_insecure: bool,
+    pub metrics: Option<SocketAddr>,
+    pub log_format: LogFormat,
+    pub log_level: String,
+    pub qlog_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -195,6 +258,8 @@ impl Config {
         rc.max_connections_per_core = self.max_connections_per_core;
         rc.gso = self.gso;
         rc.goaway_timeout = self.goaway_timeout;
+        rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
+        rc.qlog_dir = self.qlog_dir.clone();
         rc
     }
 
@@ -216,6 +281,55 @@ impl Config {
     }
 }
 
+/// `upstream` entries (`[PREFIX=]moqt://HOST:PORT`) grouped by URL: one link per parent.
+fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Vec<Upstream>> {
+    let mut out: Vec<Upstream> = Vec::new();
+    for entry in entries {
+        let (prefix, url) = match entry.split_once("=moqt://") {
+            Some((p, rest)) => (p, format!("moqt://{rest}")),
+            None => ("", entry.clone()),
+        };
+        let Some(authority) = url.strip_prefix("moqt://") else {
+            bail!("config key `upstream`: {entry:?} is not [PREFIX=]moqt://HOST:PORT");
+        };
+        let authority = authority.split('/').next().unwrap_or_default();
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => {
+                let port = p.parse::<u16>().ok().filter(|p| *p != 0);
+                let port = port.with_context(|| format!("config key `upstream`: bad port in {entry:?}"))?;
+                (h.trim_start_matches('[').trim_end_matches(']').to_string(), port)
+            }
+            None => (authority.to_string(), 443),
+        };
+        if host.is_empty() {
+            bail!("config key `upstream`: no host in {entry:?}");
+        }
+        let fields: Vec<&str> = prefix.split('/').filter(|f| !f.is_empty()).collect();
+        if fields.len() > 32 {
+            bail!("config key `upstream`: the prefix of {entry:?} has more than 32 fields");
+        }
+        let route = TrackNamespace::from_strs(&fields);
+        match out.iter_mut().find(|u| u.host == host && u.port == port) {
+            Some(u) if u.routes.contains(&route) => {
+                bail!("config key `upstream`: prefix {prefix:?} given twice")
+            }
+            Some(u) => u.routes.push(route),
+            None => out.push(Upstream {
+                url: format!("moqt://{authority}"),
+                host,
+                port,
+                routes: vec![route],
+                token: token.map(str::to_string),
+            }),
+        }
+    }
+    let defaults = out.iter().flat_map(|u| &u.routes).filter(|r| r.fields().is_empty()).count();
+    if defaults > 1 {
+        bail!("config key `upstream`: more than one default route (a URL without PREFIX=)");
+    }
+    Ok(out)
+}
+
 fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
     match s {
         "never" => Ok(RetryPolicy::Never),
@@ -228,7 +342,7 @@ fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
 impl Config {
     /// Resolves flags, the optional file and defaults. `available_cores` is what the machine has.
     pub fn resolve(cli: &Cli, available_cores: usize) -> anyhow::Result<Config> {
-        let file = match &cli.config {
+        let file = match cli.check_config.as_ref().or(cli.config.as_ref()) {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),
         };
@@ -302,7 +416,48 @@ impl Config {
         if auth_required && keys.is_empty() {
             bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
         }
+        let token = cli.upstream_token.clone().or(file.upstream_token);
+        let upstream_entries =
+            if cli.upstreams.is_empty() { file.upstream.unwrap_or_default() } else { cli.upstreams.clone() };
+        let upstreams = parse_upstreams(&upstream_entries, token.as_deref())?;
+        let upstream_ca = cli.upstream_ca.clone().or(file.upstream_ca);
+        if let Some(ca) = &upstream_ca {
+            if !ca.is_file() {
+                bail!("config key `upstream_ca`: {} is not a readable file", ca.display());
+            }
+        }
+        let upstream_insecure = cli.upstream_insecure.or(file.upstream_insecure).unwrap_or(false);
+        let metrics = match (cli.metrics, &file.metrics) {
+            (Some(a), _) => Some(a),
+            (None, Some(s)) if s.is_empty() => None,
+            (None, Some(s)) => {
+                Some(s.parse().with_context(|| format!("config key `metrics`: bad address {s:?}"))?)
+            }
+            (None, None) => None,
+        };
+        let log_format = match cli.log_format.as_deref().or(file.log_format.as_deref()).unwrap_or("human") {
+            "human" => LogFormat::Human,
+            "json" => LogFormat::Json,
+            other => bail!("config key `log_format`: {other:?} is not one of human, json"),
+        };
+        let log_level = cli.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".into());
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
+            bail!("config key `log_level`: {log_level:?}: {e}");
+        }
+        let qlog_dir = cli.qlog_dir.clone().or(file.qlog_dir).filter(|d| !d.as_os_str().is_empty());
+        if let Some(d) = &qlog_dir {
+            if !d.is_dir() {
+                bail!("config key `qlog_dir`: {} is not a directory", d.display());
+            }
+        }
         Ok(Config {
+            upstreams,
+            upstream_ca,
+            upstream_insecure,
+            metrics,
+            log_format,
+            log_level,
+            qlog_dir,
             auth_required,
             auth_keys,
             listen,
@@ -384,6 +539,44 @@ mod tests {
         assert_eq!(&c.relay().goaway_uri[..], b"moqt://b:4443");
         assert!(Config::resolve(&cli(&["--goaway-uri", "https://b"]), 8).is_err());
         assert!(Config::resolve(&cli(&["--goaway-timeout-ms", "600001"]), 8).is_err());
+    }
+
+    #[test]
+    fn upstreams_route_prefixes_and_bad_ones_are_named() {
+        let c = Config::resolve(
+            &cli(&[
+                "--upstream",
+                "moqt://origin:4443",
+                "--upstream",
+                "live/sports=moqt://sports:5000",
+                "--upstream",
+                "news=moqt://origin:4443",
+                "--upstream-token",
+                "tok",
+            ]),
+            2,
+        )
+        .expect("upstreams");
+        assert_eq!(c.upstreams.len(), 2, "one link per parent");
+        assert_eq!((c.upstreams[0].host.as_str(), c.upstreams[0].port), ("origin", 4443));
+        assert_eq!(
+            c.upstreams[0].routes,
+            vec![TrackNamespace::from_strs(&[]), TrackNamespace::from_strs(&["news"])]
+        );
+        assert_eq!(c.upstreams[1].routes, vec![TrackNamespace::from_strs(&["live", "sports"])]);
+        assert_eq!(c.upstreams[1].token.as_deref(), Some("tok"));
+        for bad in ["http://x:1", "moqt://:1", "moqt://x:0", "moqt://x:notaport"] {
+            let err = Config::resolve(&cli(&["--upstream", bad]), 2).expect_err(bad);
+            assert!(err.to_string().contains("upstream"), "{err}");
+        }
+        let two_defaults = cli(&["--upstream", "moqt://a:1", "--upstream", "moqt://b:1"]);
+        assert!(Config::resolve(&two_defaults, 2).is_err());
+        assert!(Config::resolve(&cli(&["--log-format", "xml"]), 2).is_err());
+        assert!(Config::resolve(&cli(&["--log-level", "info,=[bad"]), 2).is_err());
+        assert!(Config::resolve(&cli(&["--qlog-dir", "/nonexistent/qlog"]), 2).is_err());
+        let c =
+            Config::resolve(&cli(&["--metrics", "127.0.0.1:9090", "--log-format", "json"]), 2).expect("ok");
+        assert_eq!((c.metrics.map(|a| a.port()), c.log_format), (Some(9090), LogFormat::Json));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! moq-edge: a thread-per-core MoQT relay.
 //!
 //! Layers (see ARCHITECTURE.md): [`wire`] (codecs), [`runtime`] (executors, sockets, QUIC,
-//! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`].
+//! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`],
+//! [`metrics`] (the Prometheus and health endpoint).
 pub mod auth;
 pub mod client;
 pub mod config;
 pub mod hash;
+pub mod metrics;
 pub mod relay;
 pub mod runtime;
 pub mod session;

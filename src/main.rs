@@ -2,31 +2,28 @@
 
 use std::sync::Arc;
 
+use anyhow::Context;
 use clap::Parser;
-use moq_edge::config::{Cli, Command, Config, Tls};
-use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory};
+use moq_edge::config::{Cli, Command, Config, LogFormat, Tls};
+use moq_edge::metrics;
+use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory, TlsReloader};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tracing::info;
+use tracing::{info, warn};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
     if let Some(Command::Token { key, namespace, publish, subscribe, ttl }) = &cli.command {
         return mint_token(key, namespace, *publish, *subscribe, *ttl);
     }
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let config = Config::resolve(&cli, available)?;
+    init_logs(&config);
     let tls = match &config.tls {
         Tls::Files { cert, key } => format!("certificate {} / key {}", cert.display(), key.display()),
         Tls::SelfSigned => "self-signed ECDSA P-256 certificate, valid 14 days".to_string(),
@@ -52,31 +49,121 @@ fn main() -> anyhow::Result<()> {
         "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
         uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),
     }
-    if cli.check_config {
+    if config.upstreams.is_empty() {
+        println!("  upstream   none (this relay is an origin)");
+    }
+    for u in &config.upstreams {
+        let routes: Vec<String> = u
+            .routes
+            .iter()
+            .map(|r| match r.fields().len() {
+                0 => "(default)".to_string(),
+                _ => r
+                    .fields()
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            })
+            .collect();
+        let check = if config.upstream_insecure { ", certificate NOT checked" } else { "" };
+        println!("  upstream   {} for {}{check}", u.url, routes.join(", "));
+    }
+    match config.metrics {
+        Some(a) => println!("  metrics    http://{a}/metrics, /healthz, /readyz"),
+        None => println!("  metrics    off"),
+    }
+    if let Some(d) = &config.qlog_dir {
+        println!("  qlog       {}", d.display());
+    }
+    if cli.check_config.is_some() {
         println!("configuration ok");
         return Ok(());
     }
 
-    // Every connection runs a MoQT session in the relay (see README "Status" for what it
-    // does and what it does not yet).
     let secret = generate_secret(&ring::rand::SystemRandom::new())
         .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
-    let factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
+    let mut factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
+    factory.upstreams = config.upstreams.clone();
+    let gauges = factory.gauges();
     let server = runtime::start(config.runtime(), Arc::new(factory))?;
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
-
     let trigger = server.shutdown_trigger();
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    if let Some(addr) = config.metrics {
+        let sources = metrics::Sources {
+            cores: config.cores,
+            shards: server.stats_arc(),
+            relay: gauges,
+            shutdown: trigger.clone(),
+        };
+        let bound = metrics::serve(addr, sources).with_context(|| format!("metrics endpoint on {addr}"))?;
+        println!("  metrics    serving http://{bound}");
+    }
+
+    let reloader = server.tls_reloader();
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    let reload = reloader.clone();
     std::thread::Builder::new().name("signals".into()).spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            info!(signal = sig, "shutting down: closing connections");
+        for sig in signals.forever() {
+            if sig == SIGHUP {
+                reload_tls(&reload, "SIGHUP");
+                continue;
+            }
+            info!(signal = sig, "shutting down: GOAWAY to every session, then close");
             trigger.trigger();
+            break;
         }
     })?;
+    watch_tls_files(reloader)?;
     let reports = server.join()?;
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
+    Ok(())
+}
+
+/// Logs: `log_level` as the filter unless RUST_LOG is set; human-readable or JSON lines.
+fn init_logs(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+fn reload_tls(reloader: &TlsReloader, why: &str) {
+    match reloader.reload() {
+        Ok(fingerprint) => info!(why, %fingerprint, "TLS certificate reloaded; sessions stay up"),
+        Err(e) => warn!(why, error = %format!("{e:#}"), "TLS certificate reload failed; keeping the old one"),
+    }
+}
+
+/// Reloads the certificate when its files change (checked every 2 s: modification time and
+/// size), so a renewal by certbot or a Kubernetes secret update needs no signal.
+fn watch_tls_files(reloader: TlsReloader) -> anyhow::Result<()> {
+    let files = reloader.files();
+    if files.is_empty() {
+        return Ok(());
+    }
+    let stamp = move || -> Vec<Option<(std::time::SystemTime, u64)>> {
+        files
+            .iter()
+            .map(|f| std::fs::metadata(f).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+            .collect()
+    };
+    std::thread::Builder::new().name("tls-watch".into()).spawn(move || {
+        let mut last = stamp();
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            let now = stamp();
+            if now != last && now.iter().all(Option::is_some) {
+                last = now;
+                reload_tls(&reloader, "file changed");
+            }
+        }
+    })?;
     Ok(())
 }
 

@@ -355,9 +355,9 @@ impl RelayShard {
                     streams: HashMap::default(),
                 };
                 self.fanout.tracks.insert(alias, st);
-                let from = self.core;
+                let (from, who) = (self.core, self.requester(conn));
                 let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
-                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from, rendezvous });
+                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from, rendezvous, who });
             }
         }
     }
@@ -792,6 +792,7 @@ impl RelayShard {
                             Some(i) if sub.open[i].1 != TIMED_OUT => {
                                 let _ = s.reset_data_stream(sub.open[i].1, code::RESET_DELIVERY_TIMEOUT);
                                 sub.open[i].1 = TIMED_OUT;
+                                self.stats.delivery_timeouts += 1;
                             }
                             Some(_) => {}
                             None => sub.open.push((key, TIMED_OUT)),
@@ -826,10 +827,16 @@ impl RelayShard {
                             }
                         }
                     };
-                    if let Err(e) = s.send_object_until(stream, &object, payload.clone(), expires) {
-                        debug!(conn = sub.conn, error = %e, "object not sent");
+                    match s.send_object_until(stream, &object, payload.clone(), expires) {
+                        Ok(()) => {
+                            self.stats.objects_out += 1;
+                            self.stats.bytes_out += payload.len() as u64;
+                        }
+                        Err(e) => debug!(conn = sub.conn, error = %e, "object not sent"),
                     }
                 }
+                let delay = now.saturating_duration_since(received).as_micros();
+                let _ = self.stats.latency.record(u64::try_from(delay).unwrap_or(u64::MAX).max(1));
             }
             Data::StreamEnd { key, reset } => {
                 let Some(fs) = st.streams.remove(&key) else { return };
@@ -863,13 +870,18 @@ impl RelayShard {
                     // dropped. (Once in quiche's datagram queue it can no longer be.)
                     let t = sub.timeouts.with(st.timeouts);
                     if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= self.now) {
+                        self.stats.delivery_timeouts += 1;
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
                     let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
                     let urgency = data_urgency(sub.priority, publisher);
-                    if let Err(e) = s.send_datagram_with_urgency(&header, &payload, urgency) {
-                        debug!(conn = sub.conn, error = %e, "datagram not sent");
+                    match s.send_datagram_with_urgency(&header, &payload, urgency) {
+                        Ok(()) => {
+                            self.stats.objects_out += 1;
+                            self.stats.bytes_out += payload.len() as u64;
+                        }
+                        Err(e) => debug!(conn = sub.conn, error = %e, "datagram not sent"),
                     }
                 }
             }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
+use super::namespaces::Via;
 use super::{code, session, RelayShard};
 use crate::session::SessionError;
 use crate::wire::model::{
@@ -92,9 +93,17 @@ impl RelayShard {
         // REQUEST_OK once every core has the namespace (`ingest_namespace_known`).
         self.ingest.announcing.insert((conn, rid), self.cores);
         let publisher = self.me(conn);
+        let via = Via::Announced { node: self.requester(conn).node };
         for core in 0..self.cores {
-            self.send(core, RelayMsg::NamespaceAnnounced { namespace: m.namespace.clone(), publisher, rid });
+            let namespace = m.namespace.clone();
+            self.send(core, RelayMsg::NamespaceAnnounced { namespace, publisher, rid, via });
         }
+    }
+
+    /// Link `conn` serves `namespace` (a route): withdrawn with the link's other namespaces
+    /// when its session closes.
+    pub(super) fn ingest_add_route(&mut self, conn: u64, rid: RequestId, namespace: TrackNamespace) {
+        self.ingest.namespaces.insert((conn, rid), namespace);
     }
 
     /// One more core applied announcement `rid` of session `conn`.
@@ -423,6 +432,8 @@ impl RelayShard {
                 key
             }
         };
+        self.stats.objects_in += 1;
+        self.stats.bytes_in += payload.len() as u64;
         self.send(
             owner,
             RelayMsg::Upstream {
@@ -455,6 +466,8 @@ impl RelayShard {
         let Some(up) = self.ingest.ups.get(&(conn, rid)) else { return };
         let (alias, epoch) = (up.alias, up.epoch);
         header.track_alias = alias;
+        self.stats.objects_in += 1;
+        self.stats.bytes_in += payload.len() as u64;
         self.send(
             self.owner_of(alias),
             RelayMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: self.now } },
@@ -484,6 +497,22 @@ impl RelayShard {
         }
         let ups: Vec<RequestId> =
             self.ingest.ups.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        if self.is_link(conn) {
+            // An upstream link: its tracks wait for it (or another route) to come back.
+            for rid in ups {
+                let Some((up, open)) = self.remove_upstream((conn, rid)) else { continue };
+                let (alias, epoch) = (up.alias, up.epoch);
+                let owner = self.owner_of(alias);
+                for k in open {
+                    let data = Data::StreamEnd { key: k, reset: Some(code::RESET_SESSION_CLOSED) };
+                    self.send(owner, RelayMsg::Upstream { alias, epoch, data });
+                }
+                self.send(owner, RelayMsg::UpstreamLost { alias, epoch });
+            }
+            self.ingest.streams.retain(|k, _| k.0 != conn);
+            self.ingest.per_session.remove(&conn);
+            return;
+        }
         for rid in ups {
             if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
                 let reason = Bytes::from_static(b"the publisher's session closed");

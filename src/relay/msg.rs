@@ -47,6 +47,7 @@ pub enum RelayMsg {
         namespace: TrackNamespace,
         publisher: SessionRef,
         rid: RequestId,
+        via: super::namespaces::Via,
     },
     /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
     /// every core has, the publisher gets REQUEST_OK, so a SUBSCRIBE it prompts finds the
@@ -79,6 +80,7 @@ pub enum RelayMsg {
         track: FullTrackName,
         from: usize,
         rendezvous: Duration,
+        who: super::namespaces::Requester,
     },
     /// Every local subscription of `alias` on core `from` is paused (FORWARD 0), or one no
     /// longer is.
@@ -147,6 +149,12 @@ pub enum RelayMsg {
         reason: Bytes,
     },
     /// PUBLISH_DONE from upstream (after its streams ended), or the publisher went away.
+    /// The upstream link that fed `epoch` is gone (its connection closed): the owner keeps
+    /// the subscribers and subscribes again once the link is back.
+    UpstreamLost {
+        alias: TrackAlias,
+        epoch: Epoch,
+    },
     UpstreamDone {
         alias: TrackAlias,
         epoch: Epoch,
@@ -224,6 +232,7 @@ pub enum RelayMsg {
         from: usize,
         conn: u64,
         rid: RequestId,
+        who: super::namespaces::Requester,
     },
     /// Owner → the asking core: what a SUBSCRIBE_OK would carry, or an error.
     StatusAnswer {

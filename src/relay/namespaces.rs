@@ -6,28 +6,52 @@
 use super::msg::SessionRef;
 use crate::wire::model::TrackNamespace;
 
+/// Where a namespace entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A PUBLISH_NAMESPACE of a session (a publisher, or a downstream relay forwarding one);
+    /// `node` is that peer's relay node ID when it is a moq-edge relay.
+    Announced { node: Option<u64> },
+    /// A route of an upstream link (configuration): tracks under it are subscribed from the
+    /// parent relay `node`.
+    Upstream { node: u64 },
+}
+
+/// Who asks for a track, for the loop rules of [`NamespaceTable::route`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Requester {
+    /// The request came from an upstream link: it may only go to announcing sessions.
+    pub from_upstream: bool,
+    /// The requesting peer's relay node ID, when it is a moq-edge relay: never routed to a
+    /// link whose parent is that node (A → B → A).
+    pub node: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 pub struct NamespaceTable {
     /// In announcement order; the newest matching entry wins a tie.
-    entries: Vec<(TrackNamespace, SessionRef)>,
+    entries: Vec<(TrackNamespace, SessionRef, Via)>,
 }
 
 impl NamespaceTable {
-    /// Adds an announcement; true when no one had announced `namespace` before.
-    pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef) -> bool {
-        let first = !self.entries.iter().any(|(n, _)| *n == namespace);
-        self.entries.push((namespace, publisher));
+    /// Adds an entry; true when it is an announcement and no one had announced `namespace`
+    /// before (upstream routes are not announcements: discovery does not see them).
+    pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef, via: Via) -> bool {
+        let announced = |v: &Via| matches!(v, Via::Announced { .. });
+        let first = announced(&via) && !self.entries.iter().any(|(n, _, v)| *n == namespace && announced(v));
+        self.entries.push((namespace, publisher, via));
         first
     }
 
-    /// Removes one announcement of `namespace` by `publisher`; true when it was the last
+    /// Removes one entry of `namespace` by `publisher`; true when it was the last
     /// announcement of `namespace`.
     pub fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) -> bool {
-        let Some(i) = self.entries.iter().rposition(|(n, p)| n == namespace && *p == publisher) else {
+        let Some(i) = self.entries.iter().rposition(|(n, p, _)| n == namespace && *p == publisher) else {
             return false;
         };
-        self.entries.remove(i);
-        !self.entries.iter().any(|(n, _)| n == namespace)
+        let (_, _, via) = self.entries.remove(i);
+        matches!(via, Via::Announced { .. })
+            && !self.entries.iter().any(|(n, _, v)| n == namespace && matches!(v, Via::Announced { .. }))
     }
 
     /// Every announced namespace at or below `prefix`, each once, in announcement order.
@@ -35,20 +59,52 @@ impl NamespaceTable {
         let mut seen = crate::hash::HashSet::default();
         self.entries
             .iter()
-            .filter(|(n, _)| n.starts_with(prefix) && seen.insert(n))
-            .map(|(n, _)| n.clone())
+            .filter(|(n, _, v)| matches!(v, Via::Announced { .. }) && n.starts_with(prefix) && seen.insert(n))
+            .map(|(n, _, _)| n.clone())
             .collect()
     }
 
-    /// The publisher for a track in `namespace`: the longest announced prefix, newest first.
-    pub fn route(&self, namespace: &TrackNamespace) -> Option<SessionRef> {
+    /// The publisher for a track in `namespace`: the longest matching prefix; on a tie an
+    /// announcement before an upstream route, then the newest. Upstream routes are skipped
+    /// for a request from an upstream link and for a request from the very relay the link
+    /// leads to (loops).
+    pub fn route(&self, namespace: &TrackNamespace, who: Requester) -> Option<SessionRef> {
+        let mut best: Option<((usize, bool), SessionRef)> = None;
+        for (n, p, via) in &self.entries {
+            let allowed = match via {
+                Via::Announced { .. } => true,
+                Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
+            };
+            let rank = (n.fields().len(), matches!(via, Via::Announced { .. }));
+            if allowed && namespace.starts_with(n) && best.is_none_or(|(r, _)| rank >= r) {
+                best = Some((rank, *p));
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// The upstream link that tracks in `namespace` are subscribed from (ignoring
+    /// announcements): where an announcement of `namespace` is forwarded.
+    pub fn upstream_for(&self, namespace: &TrackNamespace) -> Option<SessionRef> {
         let mut best: Option<(usize, SessionRef)> = None;
-        for (n, p) in &self.entries {
-            if namespace.starts_with(n) && best.is_none_or(|(len, _)| n.fields().len() >= len) {
+        for (n, p, via) in &self.entries {
+            if matches!(via, Via::Upstream { .. })
+                && namespace.starts_with(n)
+                && best.is_none_or(|(len, _)| n.fields().len() >= len)
+            {
                 best = Some((n.fields().len(), *p));
             }
         }
         best.map(|(_, p)| p)
+    }
+
+    /// Announced namespaces with their announcer's entry (to forward upstream when a link
+    /// comes up).
+    pub fn announced(&self) -> impl Iterator<Item = (&TrackNamespace, SessionRef, Option<u64>)> {
+        self.entries.iter().filter_map(|(n, p, v)| match v {
+            Via::Announced { node } => Some((n, *p, *node)),
+            Via::Upstream { .. } => None,
+        })
     }
 
     #[cfg(test)]
@@ -73,22 +129,55 @@ mod tests {
             SessionRef { core: 0, conn: 3 },
         );
         let mut t = NamespaceTable::default();
-        assert_eq!(t.route(&ns(&["x"])), None);
-        assert!(t.insert(ns(&["live"]), a));
-        assert!(t.insert(ns(&["live", "sports"]), b));
-        assert_eq!(t.route(&ns(&["live", "sports", "hd"])), Some(b));
-        assert_eq!(t.route(&ns(&["live", "news"])), Some(a));
-        assert_eq!(t.route(&ns(&["liv"])), None);
-        assert!(!t.insert(ns(&["live", "sports"]), c), "a second announcement of a known namespace");
-        assert_eq!(t.route(&ns(&["live", "sports"])), Some(c));
+        let any = Requester::default();
+        let local = Via::Announced { node: None };
+        assert_eq!(t.route(&ns(&["x"]), any), None);
+        assert!(t.insert(ns(&["live"]), a, local));
+        assert!(t.insert(ns(&["live", "sports"]), b, local));
+        assert_eq!(t.route(&ns(&["live", "sports", "hd"]), any), Some(b));
+        assert_eq!(t.route(&ns(&["live", "news"]), any), Some(a));
+        assert_eq!(t.route(&ns(&["liv"]), any), None);
+        assert!(!t.insert(ns(&["live", "sports"]), c, local), "a second announcement of a known namespace");
+        assert_eq!(t.route(&ns(&["live", "sports"]), any), Some(c));
         assert_eq!(t.distinct_under(&ns(&["live"])), vec![ns(&["live"]), ns(&["live", "sports"])]);
         assert_eq!(t.distinct_under(&ns(&["live", "sports"])), vec![ns(&["live", "sports"])]);
         assert!(t.distinct_under(&ns(&["news"])).is_empty());
         assert!(!t.remove(&ns(&["live", "sports"]), c), "b still announces it");
-        assert_eq!(t.route(&ns(&["live", "sports"])), Some(b));
+        assert_eq!(t.route(&ns(&["live", "sports"]), any), Some(b));
         assert!(!t.remove(&ns(&["live", "sports"]), c), "not announced by c any more");
         assert!(t.remove(&ns(&["live", "sports"]), b));
         assert!(t.remove(&ns(&["live"]), a));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn upstream_routes_lose_ties_and_are_never_taken_back_upstream() {
+        let (link, publisher, other) = (
+            SessionRef { core: 0, conn: 1 },
+            SessionRef { core: 1, conn: 2 },
+            SessionRef { core: 1, conn: 3 },
+        );
+        let mut t = NamespaceTable::default();
+        let any = Requester::default();
+        assert!(
+            !t.insert(TrackNamespace::from_strs(&[]), link, Via::Upstream { node: 9 }),
+            "not an announcement"
+        );
+        assert!(t.distinct_under(&ns(&[])).is_empty(), "routes are not discovered");
+        assert_eq!(t.route(&ns(&["live", "a"]), any), Some(link), "the default route");
+        assert_eq!(t.upstream_for(&ns(&["live"])), Some(link));
+        assert!(t.insert(ns(&["live"]), publisher, Via::Announced { node: None }));
+        assert!(!t.insert(ns(&["live"]), other, Via::Upstream { node: 9 }));
+        assert_eq!(t.route(&ns(&["live", "a"]), any), Some(publisher), "an announcement wins a tie");
+        assert_eq!(t.route(&ns(&["news"]), Requester { from_upstream: true, node: None }), None);
+        assert_eq!(t.route(&ns(&["news"]), Requester { from_upstream: false, node: Some(9) }), None);
+        assert_eq!(t.route(&ns(&["news"]), Requester { from_upstream: false, node: Some(8) }), Some(link));
+        assert_eq!(
+            t.route(&ns(&["live", "a"]), Requester { from_upstream: true, node: None }),
+            Some(publisher),
+            "a parent's request reaches local publishers"
+        );
+        assert!(t.remove(&ns(&["live"]), publisher), "the last announcement");
+        assert!(!t.remove(&ns(&["live"]), other), "a route");
     }
 }

@@ -19,6 +19,7 @@ use super::msg::{
     Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg, SessionRef, StreamKey,
     TrackInfo,
 };
+use super::namespaces::Requester;
 use super::RelayShard;
 use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
@@ -82,7 +83,25 @@ struct Track {
     available: bool,
     /// What its objects promised so far (malformed track detection).
     shape: Shape,
+    /// Who asked first (the loop rules when the upstream is chosen again).
+    who: Requester,
+    /// The upstream link went away: subscribers are kept while the relay subscribes again.
+    lost: Option<Lost>,
 }
+
+/// A track whose upstream link was lost (`RelayMsg::UpstreamLost`).
+#[derive(Debug, Clone, Copy)]
+struct Lost {
+    /// Subscribers get PUBLISH_DONE if no upstream is Established by then.
+    until: Instant,
+    /// When to try routing and subscribing again.
+    retry_at: Instant,
+}
+
+/// How long subscribers of a track whose upstream link was lost wait for it to come back.
+pub const UPSTREAM_LOST_GRACE: Duration = Duration::from_secs(30);
+/// Between attempts to subscribe such a track again.
+const UPSTREAM_RETRY: Duration = Duration::from_millis(500);
 
 impl Track {
     fn new(name: FullTrackName, source: Source, waiting: Vec<usize>, info: TrackInfo) -> Self {
@@ -100,6 +119,8 @@ impl Track {
             forward: true,
             available: false,
             shape: Shape::default(),
+            who: Requester::default(),
+            lost: None,
         }
     }
 }
@@ -110,6 +131,7 @@ struct Held {
     name: FullTrackName,
     waiting: Vec<usize>,
     until: Instant,
+    who: Requester,
 }
 
 #[derive(Debug)]
@@ -126,6 +148,8 @@ pub struct Owner {
     fetching: HashMap<u64, UpstreamFetch>,
     fetch_deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
     next_fetch: u64,
+    /// Tracks whose upstream link was lost (`Track::lost`).
+    lost: Vec<TrackAlias>,
 }
 
 impl Owner {
@@ -139,6 +163,7 @@ impl Owner {
             fetching: HashMap::default(),
             fetch_deadlines: BinaryHeap::new(),
             next_fetch: 0,
+            lost: Vec::new(),
         }
     }
 
@@ -148,9 +173,11 @@ impl Owner {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
+        let lost = self.lost.iter().filter_map(|a| self.tracks.get(a)?.lost).map(|l| l.retry_at.min(l.until));
         [&self.idle, &self.held_until, &self.fetch_deadlines]
             .into_iter()
             .filter_map(|h| h.peek().map(|Reverse((at, _))| *at))
+            .chain(lost)
             .min()
     }
 }
@@ -192,6 +219,7 @@ impl RelayShard {
         track: FullTrackName,
         from: usize,
         rendezvous: Duration,
+        who: Requester,
     ) {
         if let Some(h) = self.owner.held.get_mut(&alias) {
             if h.name == track && !h.waiting.contains(&from) {
@@ -230,18 +258,18 @@ impl RelayShard {
             let reason = Bytes::from_static(b"relay track limit reached");
             return self.send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
         }
-        let Some(publisher) = self.namespaces.route(&track.namespace) else {
+        let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
             if !rendezvous.is_zero() {
                 // Hold it until a publisher appears (PUBLISH_NAMESPACE or PUBLISH) or time is up.
                 let until = self.now + rendezvous.min(self.config.max_rendezvous);
-                self.owner.held.insert(alias, Held { name: track, waiting: vec![from], until });
+                self.owner.held.insert(alias, Held { name: track, waiting: vec![from], until, who });
                 self.owner.held_until.push(Reverse((until, alias.0)));
                 return;
             }
             let reason = Bytes::from_static(b"no publisher for this track");
             return self.send(from, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
         };
-        self.owner_start_upstream(alias, track, publisher, vec![from]);
+        self.owner_start_upstream(alias, track, publisher, vec![from], who);
     }
 
     fn owner_start_upstream(
@@ -250,15 +278,26 @@ impl RelayShard {
         track: FullTrackName,
         publisher: SessionRef,
         waiting: Vec<usize>,
+        who: Requester,
     ) {
         let epoch = self.new_epoch();
         let source = Source::Pending { publisher, epoch };
-        self.owner.tracks.insert(alias, Track::new(track.clone(), source, waiting, TrackInfo::default()));
+        let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
+        t.who = who;
+        self.owner.tracks.insert(alias, t);
         self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
     pub(super) fn owner_rendezvous(&mut self, namespace: &crate::wire::model::TrackNamespace) {
+        // Tracks waiting for a lost upstream link try again at once.
+        for alias in &self.owner.lost {
+            if let Some(t) = self.owner.tracks.get_mut(alias) {
+                if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
+                    l.retry_at = l.retry_at.min(self.now);
+                }
+            }
+        }
         if self.owner.held.is_empty() {
             return;
         }
@@ -271,8 +310,11 @@ impl RelayShard {
             .collect();
         for alias in ready {
             let Some(h) = self.owner.held.remove(&alias) else { continue };
-            let Some(publisher) = self.namespaces.route(&h.name.namespace) else { continue };
-            self.owner_start_upstream(alias, h.name, publisher, h.waiting);
+            let Some(publisher) = self.namespaces.route(&h.name.namespace, h.who) else {
+                self.owner.held.insert(alias, h);
+                continue;
+            };
+            self.owner_start_upstream(alias, h.name, publisher, h.waiting, h.who);
         }
     }
 
@@ -348,6 +390,7 @@ impl RelayShard {
             return;
         }
         t.source = Source::Subscribed { publisher, epoch };
+        t.lost = None;
         t.info.properties = info.properties;
         t.info.group_order = info.group_order;
         if let Some(l) = info.largest {
@@ -393,11 +436,23 @@ impl RelayShard {
     }
 
     pub(super) fn owner_upstream_error(&mut self, alias: TrackAlias, epoch: Epoch, code: u64, reason: Bytes) {
-        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
             return;
         }
+        if let Some(l) = t.lost.as_mut().filter(|l| l.until > self.now) {
+            // Subscribing again after a lost link: the parent may not know the track yet
+            // (its publisher reconnecting too); try again until the grace period ends.
+            l.retry_at = self.now + UPSTREAM_RETRY;
+            return;
+        }
         let Some(t) = self.owner_remove(alias, code, &reason) else { return };
+        for core in t.cores {
+            self.send(
+                core,
+                RelayMsg::TrackDone { alias, status: code::INTERNAL_ERROR, reason: reason.clone() },
+            );
+        }
         for core in t.waiting {
             self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
         }
@@ -423,6 +478,75 @@ impl RelayShard {
                 core,
                 RelayMsg::SubscribeError { alias, code: code::MALFORMED_TRACK, reason: reason.clone() },
             );
+        }
+    }
+
+    /// The upstream link that fed the track closed. Its open streams were already reset
+    /// downstream (ingest sent their ends); subscribers stay while the relay routes and
+    /// subscribes again (when the link, or another, is back), for up to
+    /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
+    pub(super) fn owner_upstream_lost(&mut self, alias: TrackAlias, epoch: Epoch) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.source.epoch() != epoch {
+            return;
+        }
+        if t.cores.is_empty() && t.waiting.is_empty() {
+            let reason = Bytes::from_static(b"the upstream relay went away");
+            return self.owner_upstream_done(alias, epoch, code::INTERNAL_ERROR, reason);
+        }
+        t.source = Source::Pending { publisher: t.source.publisher(), epoch };
+        t.streams.clear();
+        let until = self.now + UPSTREAM_LOST_GRACE;
+        t.lost = Some(Lost { until, retry_at: self.now + UPSTREAM_RETRY });
+        if !self.owner.lost.contains(&alias) {
+            self.owner.lost.push(alias);
+        }
+    }
+
+    /// Lost tracks: subscribe again when due; end them when the grace period is over.
+    fn owner_lost_tick(&mut self) {
+        let now = self.now;
+        let mut i = 0;
+        while i < self.owner.lost.len() {
+            let alias = self.owner.lost[i];
+            let Some((lost, name, who)) =
+                self.owner.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
+            else {
+                self.owner.lost.swap_remove(i);
+                continue;
+            };
+            if lost.until <= now {
+                self.owner.lost.swap_remove(i);
+                let reason = Bytes::from_static(b"the upstream relay is unreachable");
+                let Some(t) = self.owner_remove(alias, code::INTERNAL_ERROR, &reason) else { continue };
+                for core in t.cores {
+                    let status = code::INTERNAL_ERROR;
+                    self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
+                }
+                for core in t.waiting {
+                    let code = code::INTERNAL_ERROR;
+                    self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
+                }
+                continue;
+            }
+            i += 1;
+            if lost.retry_at > now {
+                continue;
+            }
+            let publisher = self.namespaces.route(&name.namespace, who);
+            let epoch = self.new_epoch();
+            let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
+            let Some(l) = t.lost.as_mut() else { continue };
+            match publisher {
+                Some(publisher) => {
+                    // The answer (UpstreamOk / UpstreamError) decides what follows.
+                    l.retry_at = lost.until;
+                    t.source = Source::Pending { publisher, epoch };
+                    let track = name;
+                    self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                }
+                None => l.retry_at = now + UPSTREAM_RETRY,
+            }
         }
     }
 
@@ -590,6 +714,7 @@ impl RelayShard {
     pub(super) fn owner_tick(&mut self) {
         self.owner_rendezvous_expired();
         self.owner_fetch_timeouts();
+        self.owner_lost_tick();
         while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
             if at > self.now {
                 break;
@@ -676,6 +801,7 @@ impl RelayShard {
         from: usize,
         conn: u64,
         rid: RequestId,
+        who: Requester,
     ) {
         let fail = |code: u64, reason: &'static [u8]| RelayMsg::StatusAnswer {
             conn,
@@ -694,7 +820,7 @@ impl RelayShard {
             }
             None if full => self.send(from, fail(code::INTERNAL_ERROR, b"relay track limit reached")),
             None => {
-                let Some(publisher) = self.namespaces.route(&track.namespace) else {
+                let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
                     return self.send(from, fail(code::DOES_NOT_EXIST, b"no publisher for this track"));
                 };
                 let epoch = self.new_epoch();
@@ -705,6 +831,7 @@ impl RelayShard {
                     TrackInfo::default(),
                 );
                 t.statuses.push((from, conn, rid));
+                t.who = who;
                 self.owner.tracks.insert(alias, t);
                 self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
@@ -776,8 +903,10 @@ impl RelayShard {
             pieces: Vec::new(),
         };
         let Some(gap) = unknown_until else {
+            self.stats.fetch_hits += 1;
             return self.owner_fetch_reply(alias, ask, FetchData { pieces: cached, ..data });
         };
+        self.stats.fetch_misses += 1;
         // What the cache lacks is fetched upstream (draft-22 §3.2.3), within FILL_TIMEOUT.
         let wait = ask.fill_timeout.unwrap_or(DEFAULT_FILL_WAIT).min(MAX_FILL_WAIT);
         let established = matches!(t.source, Source::Subscribed { .. } | Source::Published { .. });

@@ -49,6 +49,18 @@ pub struct ShardOutput {
     pub wake: Vec<ConnHandle>,
     /// The application's earliest deadline ([`ShardApp::poll`] is called again by then).
     pub deadline: Option<std::time::Instant>,
+    /// Connections to open from this core (to upstream servers).
+    pub connect: Vec<Connect>,
+}
+
+/// A QUIC connection the application asks its core to open. When the handshake completes the
+/// core calls [`ShardApp::new_outbound`] with `tag`; when it fails, [`ShardApp::connect_failed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connect {
+    pub tag: u64,
+    pub peer: std::net::SocketAddr,
+    /// TLS server name (SNI, and the name the certificate is checked against).
+    pub server_name: Option<String>,
 }
 
 /// Application state owned by one core, shared by that core's connections.
@@ -57,6 +69,13 @@ pub trait ShardApp {
     fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp>;
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
+    /// A connection this core opened for [`Connect`] `tag` finished its handshake.
+    fn new_outbound(&mut self, conn: ConnHandle, version: Version, _tag: u64) -> Box<dyn ConnApp> {
+        self.new_connection(conn, version)
+    }
+    /// A [`Connect`] failed before its handshake completed (no route, refused, timed out,
+    /// certificate not trusted), or the core has no client configuration.
+    fn connect_failed(&mut self, _tag: u64, _why: &str) {}
     /// A message another core's application sent (`from` is that core).
     fn on_message(&mut self, from: usize, msg: AppMessage);
     /// Called once per turn after connections were serviced, and when its deadline passes.

@@ -188,12 +188,52 @@ impl ResetKey {
         token.copy_from_slice(&self.token(dcid).to_be_bytes());
         Some(len)
     }
+
+    /// A connection ID for a connection this core opens (to an upstream relay): `[shard, 7
+    /// random bytes, 8 bytes of HMAC over the first 8]`. The server's Initials come back
+    /// addressed to it and, being long-header packets, may reach any core; the tag lets that
+    /// core tell them from a client's first Initial (whose DCID the client chose) and hand
+    /// them to the owning core. `None` when the RNG fails.
+    pub fn outbound_cid(
+        &self,
+        shard: ShardId,
+        rng: &dyn SecureRandom,
+    ) -> Option<quiche::ConnectionId<'static>> {
+        let mut cid = vec![0u8; CID_LEN];
+        cid[0] = shard.0;
+        rng.fill(&mut cid[1..8]).ok()?;
+        let tag = hmac::sign(&self.key, &[b"outbound".as_slice(), &cid[..8]].concat());
+        cid[8..].copy_from_slice(&tag.as_ref()[..8]);
+        Some(quiche::ConnectionId::from_vec(cid))
+    }
+
+    /// Whether `cid` came from [`ResetKey::outbound_cid`] with this key.
+    pub fn is_outbound(&self, cid: &[u8]) -> bool {
+        if cid.len() != CID_LEN {
+            return false;
+        }
+        let tag = hmac::sign(&self.key, &[b"outbound".as_slice(), &cid[..8]].concat());
+        // Constant time: OR of the differences.
+        tag.as_ref()[..8].iter().zip(&cid[8..]).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outbound_cids_are_recognised_and_others_are_not() {
+        let rng = SystemRandom::new();
+        let key = ResetKey::new(&[7u8; 32]);
+        let cid = key.outbound_cid(ShardId(3), &rng).unwrap();
+        assert_eq!(shard_of(&cid), Some(ShardId(3)));
+        assert!(key.is_outbound(&cid));
+        assert!(!ResetKey::new(&[8u8; 32]).is_outbound(&cid), "another node's key");
+        assert!(!key.is_outbound(&CidGenerator::new().new_cid(ShardId(3))), "a server CID");
+        assert!(!key.is_outbound(&cid[..8]), "a short CID");
+    }
 
     #[test]
     fn shard_byte_round_trips_for_every_shard() {

@@ -20,9 +20,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use app::{AppFactory, AppMessage, ConnApp, ConnHandle, ShardApp, ShardOutput};
+pub use app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
 pub use cid::ShardId;
-pub use server::{start, ServerHandle};
+pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
 
 /// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
@@ -74,6 +74,19 @@ pub struct RuntimeConfig {
     /// drain ([`app::ShardApp::drain`], GOAWAY) before the rest are closed with
     /// GOAWAY_TIMEOUT. Zero: close at once. Only for factories with a shard app.
     pub goaway_timeout: Duration,
+    /// How connections this server opens (to upstream relays) check the peer's certificate.
+    pub upstream_tls: UpstreamTls,
+    /// When set, every QUIC connection writes a qlog file (`<dir>/<connection id>.sqlog`).
+    pub qlog_dir: Option<PathBuf>,
+}
+
+/// Certificate checks of outbound connections.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// PEM bundle of trusted CAs; `None`: the system's default trust store.
+    pub ca: Option<PathBuf>,
+    /// Skip the check (labs and tests only).
+    pub insecure: bool,
 }
 
 /// MoQT session termination code GOAWAY_TIMEOUT (0x10 in draft-16 and draft-22), the QUIC
@@ -97,6 +110,8 @@ impl RuntimeConfig {
             secret: None,
             drain_timeout: Duration::from_secs(3),
             goaway_timeout: Duration::ZERO,
+            upstream_tls: UpstreamTls::default(),
+            qlog_dir: None,
         }
     }
 }

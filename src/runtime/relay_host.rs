@@ -9,18 +9,18 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tracing::warn;
+use tracing::{info, warn};
 
-use super::app::{AppFactory, AppMessage, ConnApp, ConnHandle, DiscardApp, ShardApp, ShardOutput};
+use super::app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput};
 use super::moqt::Pump;
 use super::ShardId;
 use crate::relay::alias::AliasKey;
 use crate::relay::msg::RelayMsg;
 use crate::relay::{RelayConfig, RelayShard};
 use crate::session::{Session, SessionConfig};
-use crate::wire::model::{Role, SetupOptions};
+use crate::wire::model::{Role, SetupOptions, TrackNamespace};
 use crate::wire::Version;
 
 /// One core's relay state sizes, published after every turn (read by tests and metrics;
@@ -34,6 +34,22 @@ pub struct RelayGauges {
     pub subscriptions: AtomicU64,
     /// Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) on this core's sessions.
     pub upstreams: AtomicU64,
+    /// Upstream links of this core that are set up.
+    pub links_up: AtomicU64,
+    /// Counters copied from the core's `RelayStats` after every turn.
+    pub objects_in: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub objects_out: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub fetch_hits: AtomicU64,
+    pub fetch_misses: AtomicU64,
+    pub delivery_timeouts: AtomicU64,
+    /// Subgroup streams reset because a subscriber's backlog was over its limit.
+    pub backlog_resets: AtomicU64,
+    pub cache_bytes: AtomicU64,
+    /// Relay-added delay (µs), merged in by the core about once a second (the only lock,
+    /// taken off the data path).
+    pub latency: std::sync::Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
 impl RelayGauges {
@@ -44,6 +60,27 @@ impl RelayGauges {
     }
 }
 
+/// A parent relay this relay subscribes from (an upstream link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// `moqt://host:port` as configured (for logs).
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// Namespace prefixes routed to it (an empty prefix: the default route).
+    pub routes: Vec<TrackNamespace>,
+    /// Authorization token sent in the link's SETUP.
+    pub token: Option<String>,
+}
+
+/// First and longest wait before connecting a link again.
+const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
+const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
+/// A link that stayed up this long starts its backoff afresh when it drops.
+const LINK_STABLE: Duration = Duration::from_secs(30);
+/// Keep-alive of an idle link (well under the QUIC idle timeout).
+const LINK_KEEPALIVE: Duration = Duration::from_secs(5);
+
 /// Serves the relay on every connection.
 #[derive(Debug, Clone)]
 pub struct RelayFactory {
@@ -51,6 +88,8 @@ pub struct RelayFactory {
     pub session: SessionConfig,
     key: AliasKey,
     gauges: Arc<[RelayGauges]>,
+    /// Parent relays; link `i` lives on core `i % cores`.
+    pub upstreams: Vec<Upstream>,
 }
 
 /// Cores a relay can have (connection IDs carry the core in one byte).
@@ -60,7 +99,7 @@ impl RelayFactory {
     /// `secret` keys the Track Alias hash (the same on every core of this relay).
     pub fn new(relay: RelayConfig, session: SessionConfig, secret: &[u8; 32]) -> Self {
         let gauges: Arc<[RelayGauges]> = (0..MAX_CORES).map(|_| RelayGauges::default()).collect();
-        RelayFactory { relay, session, key: AliasKey::new(secret), gauges }
+        RelayFactory { relay, session, key: AliasKey::new(secret), gauges, upstreams: Vec::new() }
     }
 
     /// Per-core state sizes (index = core; cores beyond the server's stay zero).
@@ -90,6 +129,20 @@ impl AppFactory for RelayFactory {
             woken: Vec::new(),
             gauges: self.gauges.clone(),
             core: shard.index(),
+            links: self
+                .upstreams
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % cores == shard.index())
+                .map(|(i, u)| LinkSlot {
+                    tag: i as u64,
+                    upstream: u.clone(),
+                    state: LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
+                })
+                .collect(),
+            ping_at: now + LINK_KEEPALIVE,
+            backlog_resets: 0,
+            latency_at: now,
         };
         Some(Box::new(RelayHost(Rc::new(RefCell::new(host)))))
     }
@@ -110,9 +163,78 @@ struct Host {
     woken: Vec<u64>,
     gauges: Arc<[RelayGauges]>,
     core: usize,
+    /// This core's upstream links.
+    links: Vec<LinkSlot>,
+    /// When idle links are next woken for a keep-alive.
+    ping_at: Instant,
+    /// Streams shed from over-long backlogs.
+    backlog_resets: u64,
+    /// When the latency samples are next merged into the shared histogram.
+    latency_at: Instant,
+}
+
+#[derive(Debug)]
+struct LinkSlot {
+    tag: u64,
+    upstream: Upstream,
+    state: LinkState,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum LinkState {
+    Down { retry_at: Instant, backoff: Duration },
+    Connecting { backoff: Duration },
+    Up { conn: u64, since: Instant, backoff: Duration },
+}
+
+impl LinkSlot {
+    /// The link failed or closed: connect again after a backoff that doubles per failure.
+    fn down(&mut self, now: Instant, why: &str) {
+        let backoff = match self.state {
+            LinkState::Up { since, .. } if now.duration_since(since) >= LINK_STABLE => LINK_BACKOFF_MIN,
+            LinkState::Up { backoff, .. }
+            | LinkState::Connecting { backoff }
+            | LinkState::Down { backoff, .. } => backoff,
+        };
+        warn!(upstream = %self.upstream.url, why, retry_ms = backoff.as_millis() as u64, "upstream link down");
+        self.state =
+            LinkState::Down { retry_at: now + backoff, backoff: (backoff * 2).min(LINK_BACKOFF_MAX) };
+    }
 }
 
 impl Host {
+    /// Links due for a connection attempt ask the core to connect. Resolving the host name
+    /// blocks this core briefly (only when a link connects).
+    fn connect_links(&mut self, out: &mut ShardOutput) {
+        let now = self.now;
+        for slot in &mut self.links {
+            let LinkState::Down { retry_at, backoff } = slot.state else { continue };
+            if retry_at > now {
+                continue;
+            }
+            use std::net::ToSocketAddrs;
+            let u = &slot.upstream;
+            match (u.host.as_str(), u.port).to_socket_addrs().map(|mut a| a.next()) {
+                Ok(Some(peer)) => {
+                    out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(u.host.clone()) });
+                    slot.state = LinkState::Connecting { backoff };
+                }
+                Ok(None) => slot.down(now, "the host name has no address"),
+                Err(e) => slot.down(now, &format!("resolving the host name: {e}")),
+            }
+        }
+    }
+
+    /// The earliest link deadline (a reconnection or a keep-alive).
+    fn links_deadline(&self) -> Option<Instant> {
+        let retry = self.links.iter().filter_map(|l| match l.state {
+            LinkState::Down { retry_at, .. } => Some(retry_at),
+            _ => None,
+        });
+        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }));
+        retry.chain(up.then_some(self.ping_at)).min()
+    }
+
     /// Writes session `conn`'s output into its connection.
     fn flush(&mut self, key: u64, conn: &mut quiche::Connection) {
         let (Some(session), Some(pump)) = (self.relay.session_mut(key), self.pumps.get_mut(&key)) else {
@@ -131,7 +253,35 @@ impl ShardApp for RelayHost {
         host.relay.add_session(conn.0, session);
         let pump = Pump::with_backlog_limit(host.backlog);
         host.pumps.insert(conn.0, pump);
-        Box::new(RelayConn { key: conn.0, host: self.0.clone() })
+        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
+    }
+
+    fn new_outbound(&mut self, conn: ConnHandle, version: Version, tag: u64) -> Box<dyn ConnApp> {
+        let host = &mut *self.0.borrow_mut();
+        let now = host.now;
+        let Some(slot) = host.links.iter_mut().find(|l| l.tag == tag) else {
+            return Box::new(DiscardApp);
+        };
+        let backoff = match slot.state {
+            LinkState::Connecting { backoff }
+            | LinkState::Down { backoff, .. }
+            | LinkState::Up { backoff, .. } => backoff,
+        };
+        slot.state = LinkState::Up { conn: conn.0, since: now, backoff };
+        info!(upstream = %slot.upstream.url, version = ?version, "upstream link connected");
+        let setup = host.relay.config().link_setup(slot.upstream.token.as_deref());
+        let session = Session::new(version, Role::Client, host.session.clone(), setup);
+        host.relay.add_link(conn.0, session, slot.upstream.routes.clone());
+        host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog));
+        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
+    }
+
+    fn connect_failed(&mut self, tag: u64, why: &str) {
+        let host = &mut *self.0.borrow_mut();
+        let now = host.now;
+        if let Some(slot) = host.links.iter_mut().find(|l| l.tag == tag) {
+            slot.down(now, why);
+        }
     }
 
     fn begin_turn(&mut self, now: Instant) {
@@ -157,6 +307,18 @@ impl ShardApp for RelayHost {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
         out.deadline = host.relay.tick(now);
+        if !host.links.is_empty() {
+            host.connect_links(out);
+            if now >= host.ping_at {
+                host.ping_at = now + LINK_KEEPALIVE;
+                for l in &host.links {
+                    if let LinkState::Up { conn, .. } = l.state {
+                        out.wake.push(ConnHandle(conn));
+                    }
+                }
+            }
+            out.deadline = [out.deadline, host.links_deadline()].into_iter().flatten().min();
+        }
         host.relay.take_outbox(&mut host.outbox);
         for (dst, msg) in host.outbox.drain(..) {
             out.messages.push((dst, Box::new(msg)));
@@ -165,10 +327,30 @@ impl ShardApp for RelayHost {
         out.wake.extend(host.woken.drain(..).map(ConnHandle));
         if let Some(g) = host.gauges.get(host.core) {
             let (tracks, subscriptions, upstreams) = host.relay.state_counts();
-            g.sessions.store(host.relay.session_count() as u64, Ordering::Relaxed);
-            g.tracks.store(tracks as u64, Ordering::Relaxed);
-            g.subscriptions.store(subscriptions as u64, Ordering::Relaxed);
-            g.upstreams.store(upstreams as u64, Ordering::Relaxed);
+            let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+            set(&g.sessions, host.relay.session_count() as u64);
+            set(&g.tracks, tracks as u64);
+            set(&g.subscriptions, subscriptions as u64);
+            set(&g.upstreams, upstreams as u64);
+            set(&g.links_up, host.relay.links_up() as u64);
+            let st = &host.relay.stats;
+            set(&g.objects_in, st.objects_in);
+            set(&g.bytes_in, st.bytes_in);
+            set(&g.objects_out, st.objects_out);
+            set(&g.bytes_out, st.bytes_out);
+            set(&g.fetch_hits, st.fetch_hits);
+            set(&g.fetch_misses, st.fetch_misses);
+            set(&g.delivery_timeouts, st.delivery_timeouts);
+            set(&g.backlog_resets, host.backlog_resets);
+            set(&g.cache_bytes, host.relay.cache_bytes() as u64);
+            if now >= host.latency_at && !host.relay.stats.latency.is_empty() {
+                host.latency_at = now + Duration::from_secs(1);
+                if let Ok(mut shared) = g.latency.lock() {
+                    let h = shared.get_or_insert_with(crate::relay::latency_histogram);
+                    let _ = h.add(&host.relay.stats.latency);
+                    host.relay.stats.latency.reset();
+                }
+            }
         }
     }
 }
@@ -177,6 +359,8 @@ impl ShardApp for RelayHost {
 struct RelayConn {
     key: u64,
     host: Rc<RefCell<Host>>,
+    /// An upstream link: when it last sent a keep-alive.
+    link: Option<Instant>,
 }
 
 impl ConnApp for RelayConn {
@@ -184,6 +368,11 @@ impl ConnApp for RelayConn {
         let host = &mut *self.host.borrow_mut();
         let key = self.key;
         let now = host.now;
+        if let Some(last) = self.link.filter(|l| now.duration_since(*l) >= LINK_KEEPALIVE) {
+            let _ = last;
+            let _ = conn.send_ack_eliciting();
+            self.link = Some(now);
+        }
         if let (Some(session), Some(pump)) = (host.relay.session_mut(key), host.pumps.get_mut(&key)) {
             pump.read(conn, session, &mut host.buf);
         }
@@ -194,6 +383,7 @@ impl ConnApp for RelayConn {
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             let shed = host.pumps.get_mut(&key).map(Pump::take_shed).unwrap_or_default();
             if !shed.is_empty() {
+                host.backlog_resets += shed.len() as u64;
                 host.relay.streams_shed(key, &shed, now);
                 continue;
             }
@@ -203,10 +393,25 @@ impl ConnApp for RelayConn {
         }
     }
 
-    fn on_closed(&mut self, _conn: &quiche::Connection) {
+    fn on_closed(&mut self, conn: &quiche::Connection) {
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
         host.pumps.remove(&self.key);
+        if self.link.is_some() {
+            let key = self.key;
+            if let Some(slot) =
+                host.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn, .. } if conn == key))
+            {
+                let why = match conn.peer_error().or(conn.local_error()) {
+                    Some(e) => {
+                        format!("closed (code {:#x}): {}", e.error_code, String::from_utf8_lossy(&e.reason))
+                    }
+                    None if conn.is_timed_out() => "idle timeout".to_string(),
+                    None => "closed".to_string(),
+                };
+                slot.down(now, &why);
+            }
+        }
     }
 }

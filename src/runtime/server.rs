@@ -3,8 +3,8 @@
 //! glommio executor per core.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
@@ -35,6 +35,52 @@ pub struct ServerHandle {
     shutdown: Arc<AtomicBool>,
     wakers: Vec<Waker>,
     threads: Vec<glommio::ExecutorJoinHandle<ShardReport>>,
+    reloader: TlsReloader,
+}
+
+/// A new TLS identity for the cores: each core picks it up at its next turn (one relaxed
+/// load per turn) and builds its own quiche config from it. Connections already open keep
+/// the identity they were made with.
+#[derive(Default)]
+pub(crate) struct TlsSwap {
+    pub(crate) generation: AtomicU64,
+    pub(crate) material: Mutex<Option<Arc<tls::TlsMaterial>>>,
+}
+
+/// Reloads the certificate and key files (SIGHUP, or when they change) from any thread.
+#[derive(Clone)]
+pub struct TlsReloader {
+    rc: RuntimeConfig,
+    swap: Arc<TlsSwap>,
+    wakers: Vec<Waker>,
+}
+
+impl TlsReloader {
+    /// Loads the identity again (PEM files; a self-signed one is generated anew) and hands it
+    /// to every core. Returns the new fingerprint; on error the cores keep the old identity.
+    pub fn reload(&self) -> anyhow::Result<String> {
+        let material = tls::load_identity(&self.rc)?;
+        // Fail here, not on a core, if quiche refuses it.
+        material.server_config(&self.rc)?;
+        let fingerprint = material.fingerprint().to_string();
+        match self.swap.material.lock() {
+            Ok(mut m) => *m = Some(Arc::new(material)),
+            Err(_) => bail!("a core panicked while holding the TLS identity"),
+        }
+        self.swap.generation.fetch_add(1, Ordering::Release);
+        for w in &self.wakers {
+            w.wake();
+        }
+        Ok(fingerprint)
+    }
+
+    /// The files to watch for changes (none for a self-signed identity).
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        match &self.rc.tls {
+            super::TlsSource::Files { cert, key } => vec![cert.clone(), key.clone()],
+            super::TlsSource::SelfSigned => Vec::new(),
+        }
+    }
 }
 
 /// Something that can ask the server to stop from any thread (a signal handler thread).
@@ -45,6 +91,16 @@ pub struct ShutdownTrigger {
 }
 
 impl ShutdownTrigger {
+    /// Whether shutdown (the drain) has begun.
+    pub fn is_triggered(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// A trigger tied to no server (tests of what reads it).
+    pub fn detached() -> Self {
+        ShutdownTrigger { shutdown: Arc::new(AtomicBool::new(false)), wakers: Vec::new() }
+    }
+
     /// Stop accepting, close every connection (within the drain timeout), end the cores.
     pub fn trigger(&self) {
         self.shutdown.store(true, Ordering::Release);
@@ -68,6 +124,16 @@ impl ServerHandle {
     /// Per-core counters.
     pub fn stats(&self) -> &[ShardStats] {
         &self.stats
+    }
+
+    /// The same counters, shared (for the metrics endpoint's thread).
+    pub fn stats_arc(&self) -> Arc<[ShardStats]> {
+        self.stats.clone()
+    }
+
+    /// Something that reloads the TLS identity from any thread.
+    pub fn tls_reloader(&self) -> TlsReloader {
+        self.reloader.clone()
     }
 
     pub fn shutdown_trigger(&self) -> ShutdownTrigger {
@@ -123,6 +189,7 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     };
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
+    let swap = Arc::new(TlsSwap::default());
     let mut endpoints =
         Mesh::<MeshMsg>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
     let wakers: Vec<Waker> =
@@ -135,7 +202,10 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
         let placement = if rc.pin { Placement::Fixed(i % available) } else { Placement::Unbound };
         let quic_config = material.server_config(&rc)?;
+        let client_config = tls::upstream_config(&rc)?;
         let parts = ShardParts {
+            client_config,
+            tls_swap: swap.clone(),
             id: ShardId(i as u8),
             socket,
             quic_config,
@@ -173,7 +243,16 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
             Ok(_) => started += 1,
             Err(_) => {
-                let handle = ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads };
+                let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone() };
+                let handle = ServerHandle {
+                    local_addr: addr,
+                    fingerprint,
+                    stats,
+                    shutdown,
+                    wakers,
+                    threads,
+                    reloader,
+                };
                 let result = handle.shutdown();
                 return Err(io_uring_hint(match result {
                     Err(e) => e,
@@ -183,7 +262,8 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
         }
     }
     info!(%addr, cores = rc.cores, io_memory, "serving QUIC");
-    Ok(ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads })
+    let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone() };
+    Ok(ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads, reloader })
 }
 
 /// glommio registers `io_memory` bytes per executor as locked memory; the sum must fit under

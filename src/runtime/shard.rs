@@ -20,7 +20,7 @@ use futures_lite::future;
 use quiche::ConnectionId;
 use tracing::{debug, info, warn};
 
-use super::app::{AppFactory, ConnApp, ConnHandle, ShardApp, ShardOutput};
+use super::app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
 use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
 use super::mesh::{Doorbell, MeshEndpoint};
 use super::retry::RetryTokens;
@@ -103,6 +103,8 @@ struct Conn {
     dirty: bool,
     /// Generation of this slot, part of the connection's [`ConnHandle`].
     gen: u32,
+    /// A connection this core opened ([`Connect`]): the application's tag.
+    outbound: Option<u64>,
 }
 
 /// Everything one core owns.
@@ -119,6 +121,13 @@ pub struct Shard {
     ringing: Option<Pending<(Doorbell, std::io::Result<()>)>>,
     local: SocketAddr,
     quic_config: quiche::Config,
+    /// For connections this core opens (to upstream relays).
+    client_config: quiche::Config,
+    /// A reloaded TLS identity, and the generation this core uses.
+    tls_swap: Arc<super::server::TlsSwap>,
+    tls_generation: u64,
+    rc: RuntimeConfig,
+    qlog_dir: Option<std::path::PathBuf>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     by_cid: HashMap<ConnectionId<'static>, usize>,
@@ -154,6 +163,8 @@ pub struct ShardParts {
     pub id: ShardId,
     pub socket: socket2::Socket,
     pub quic_config: quiche::Config,
+    pub client_config: quiche::Config,
+    pub tls_swap: Arc<super::server::TlsSwap>,
     pub mesh: MeshEndpoint<MeshMsg>,
     pub app: Arc<dyn AppFactory>,
     pub secret: [u8; 32],
@@ -183,6 +194,11 @@ impl Shard {
             ringing: None,
             local,
             quic_config: parts.quic_config,
+            client_config: parts.client_config,
+            tls_swap: parts.tls_swap,
+            tls_generation: 0,
+            rc: rc.clone(),
+            qlog_dir: rc.qlog_dir.clone(),
             conns: Vec::new(),
             free: Vec::new(),
             by_cid: HashMap::default(),
@@ -211,6 +227,27 @@ impl Shard {
         })
     }
 
+    /// Takes a reloaded TLS identity for new connections (see `TlsReloader`).
+    fn reload_tls(&mut self) {
+        let generation = self.tls_swap.generation.load(Ordering::Acquire);
+        if generation == self.tls_generation {
+            return;
+        }
+        self.tls_generation = generation;
+        let material = match self.tls_swap.material.lock() {
+            Ok(m) => m.clone(),
+            Err(_) => return,
+        };
+        match material.map(|m| m.server_config(&self.rc)) {
+            Some(Ok(config)) => {
+                self.quic_config = config;
+                info!(shard = self.id.0, "TLS identity reloaded");
+            }
+            Some(Err(e)) => warn!(shard = self.id.0, error = %e, "reloaded TLS identity refused"),
+            None => {}
+        }
+    }
+
     fn stats(&self) -> &ShardStats {
         &self.stats[self.id.index()]
     }
@@ -224,6 +261,7 @@ impl Shard {
             if let Some(app) = self.shard_app.as_mut() {
                 app.begin_turn(now);
             }
+            self.reload_tls();
             if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
                 phase = match self.shard_app.as_mut() {
                     Some(app) if !self.goaway_timeout.is_zero() => {
@@ -376,6 +414,7 @@ impl Shard {
     fn drain_mesh(&mut self) -> bool {
         let mut inbound = std::mem::take(&mut self.inbound);
         let n = self.mesh.drain(MESH_BUDGET, |src, msg| inbound.push((src, msg)));
+        self.stats().mesh_backlog.store(n as u64, Ordering::Relaxed);
         for (src, m) in inbound.drain(..) {
             match m {
                 MeshMsg::Packet(mut p) => {
@@ -405,6 +444,10 @@ impl Shard {
                 warn!(shard = self.id.0, dst, "application message for a core that does not exist");
             }
         }
+        let connects = std::mem::take(&mut self.app_out.connect);
+        for c in connects {
+            self.connect(c);
+        }
         let mut woke = false;
         for ConnHandle(h) in self.app_out.wake.drain(..) {
             let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
@@ -425,6 +468,8 @@ impl Shard {
         ShardStats::add(&self.stats().bytes_in, data.len() as u64);
         let owner = match quiche::Header::from_slice(data, CID_LEN) {
             Ok(hdr) if hdr.ty != quiche::Type::Initial => cid::shard_of(&hdr.dcid),
+            // A server's Initial for a connection one of our cores opened.
+            Ok(hdr) if self.reset.is_outbound(&hdr.dcid) => cid::shard_of(&hdr.dcid),
             _ => None,
         };
         if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.cores) {
@@ -545,8 +590,32 @@ impl Shard {
             handshake_counted: true,
             dirty: false,
             gen: self.next_gen,
+            outbound: None,
         };
+        let idx = self.insert_conn(conn);
+        let stats = self.stats();
+        ShardStats::add(&stats.accepted, 1);
+        ShardStats::add(&stats.connections, 1);
+        ShardStats::add(&stats.handshakes, 1);
+        self.recv_into(idx, data, from);
+    }
+
+    /// Puts `conn` in a free slot and registers its connection IDs.
+    fn insert_conn(&mut self, mut conn: Conn) -> usize {
+        conn.gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1);
+        if let Some(dir) = &self.qlog_dir {
+            let name = conn.cids.first().map(|c| hex(c)).unwrap_or_default();
+            match std::fs::File::create(dir.join(format!("{name}.sqlog"))) {
+                Ok(f) => conn.quic.set_qlog(
+                    Box::new(std::io::BufWriter::new(f)),
+                    "moq-edge".to_string(),
+                    format!("core {} connection {name}", self.id.0),
+                ),
+                Err(e) => warn!(error = %e, dir = %dir.display(), "qlog file not created"),
+            }
+        }
+        let cids = conn.cids.clone();
         let idx = match self.free.pop() {
             Some(i) => {
                 self.conns[i] = Some(conn);
@@ -560,11 +629,59 @@ impl Shard {
         for c in cids {
             self.by_cid.insert(c, idx);
         }
-        let stats = self.stats();
-        ShardStats::add(&stats.accepted, 1);
-        ShardStats::add(&stats.connections, 1);
-        ShardStats::add(&stats.handshakes, 1);
-        self.recv_into(idx, data, from);
+        idx
+    }
+
+    /// Opens a connection the application asked for (an upstream relay). It runs like any
+    /// other: when the handshake completes the application gets it with its tag.
+    fn connect(&mut self, c: Connect) {
+        // The socket may be IPv6 dual-stack: an IPv4 peer is then reached as a mapped address.
+        let peer = match (self.local, c.peer) {
+            (SocketAddr::V6(_), SocketAddr::V4(v4)) => {
+                SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
+            }
+            (SocketAddr::V4(_), SocketAddr::V6(v6)) => match v6.ip().to_ipv4_mapped() {
+                Some(ip) => SocketAddr::new(ip.into(), v6.port()),
+                None => return self.connect_failed(c.tag, "an IPv6 peer from an IPv4 socket"),
+            },
+            (_, p) => p,
+        };
+        if self.shutdown.load(Ordering::Relaxed) {
+            return self.connect_failed(c.tag, "shutting down");
+        }
+        let Some(scid) = self.reset.outbound_cid(self.id, &self.rng) else {
+            return self.connect_failed(c.tag, "the random number generator failed");
+        };
+        let quic =
+            match quiche::connect(c.server_name.as_deref(), &scid, self.local, peer, &mut self.client_config)
+            {
+                Ok(q) => q,
+                Err(e) => return self.connect_failed(c.tag, &format!("{e}")),
+            };
+        let conn = Conn {
+            quic,
+            app: None,
+            cids: vec![scid],
+            scheduled: None,
+            paced_until: None,
+            handshake_counted: false,
+            dirty: false,
+            gen: 0,
+            outbound: Some(c.tag),
+        };
+        let idx = self.insert_conn(conn);
+        ShardStats::add(&self.stats().connections, 1);
+        ShardStats::add(&self.stats().connects, 1);
+        if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+            mark_dirty(&mut self.dirty, conn, idx);
+        }
+    }
+
+    fn connect_failed(&mut self, tag: u64, why: &str) {
+        debug!(shard = self.id.0, tag, why, "outbound connection failed");
+        if let Some(app) = self.shard_app.as_mut() {
+            app.connect_failed(tag, why);
+        }
     }
 
     fn live_connections(&self) -> usize {
@@ -650,11 +767,11 @@ impl Shard {
             }
             match Version::from_alpn(conn.quic.application_proto()) {
                 Some(v) => {
-                    conn.app = Some(match self.shard_app.as_mut() {
-                        Some(app) => {
-                            app.new_connection(ConnHandle(u64::from(conn.gen) << 32 | idx as u64), v)
-                        }
-                        None => self.app.new_connection(shard, v),
+                    let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
+                    conn.app = Some(match (self.shard_app.as_mut(), conn.outbound) {
+                        (Some(app), Some(tag)) => app.new_outbound(handle, v, tag),
+                        (Some(app), None) => app.new_connection(handle, v),
+                        (None, _) => self.app.new_connection(shard, v),
                     })
                 }
                 None => {
@@ -851,8 +968,19 @@ impl Shard {
 
     fn close_conn(&mut self, idx: usize) {
         let Some(mut conn) = self.conns.get_mut(idx).and_then(Option::take) else { return };
-        if let Some(app) = conn.app.as_mut() {
-            app.on_closed(&conn.quic);
+        match (conn.app.as_mut(), conn.outbound) {
+            (Some(app), _) => app.on_closed(&conn.quic),
+            (None, Some(tag)) => {
+                let why = match conn.quic.peer_error().or(conn.quic.local_error()) {
+                    Some(e) => {
+                        format!("closed during the handshake: {:?}", String::from_utf8_lossy(&e.reason))
+                    }
+                    None if conn.quic.is_timed_out() => "the handshake timed out".to_string(),
+                    None => "closed during the handshake".to_string(),
+                };
+                self.connect_failed(tag, &why);
+            }
+            (None, None) => {}
         }
         for c in &conn.cids {
             if self.by_cid.get(c) == Some(&idx) {
@@ -883,4 +1011,9 @@ fn mark_dirty(dirty: &mut Vec<usize>, conn: &mut Conn, idx: usize) {
         conn.dirty = true;
         dirty.push(idx);
     }
+}
+
+/// Lowercase hex of `bytes` (qlog file names).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -29,6 +29,10 @@ pub struct ShardStats {
     pub retries: AtomicU64,
     /// Datagrams dropped: unparseable, unknown version, full mesh queue.
     pub dropped: AtomicU64,
+    /// Connections this core opened (to upstream relays) since start.
+    pub connects: AtomicU64,
+    /// Mesh messages this core drained at its last turn (the budget is 256).
+    pub mesh_backlog: AtomicU64,
 }
 
 impl ShardStats {

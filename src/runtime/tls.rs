@@ -200,6 +200,23 @@ pub fn client_config(alpns: &[&str], verify_peer: bool) -> anyhow::Result<quiche
     Ok(config)
 }
 
+/// The quiche config of connections the server opens to upstream relays: the server's
+/// transport settings, every MoQT ALPN, the peer checked against `rc.upstream_tls`.
+pub fn upstream_config(rc: &RuntimeConfig) -> anyhow::Result<quiche::Config> {
+    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)
+        .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
+    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+    apply_transport(&mut config, &alpns, rc.idle_timeout, &rc.congestion_control)?;
+    config.verify_peer(!rc.upstream_tls.insecure);
+    if let Some(ca) = &rc.upstream_tls.ca {
+        let path = ca.to_str().ok_or_else(|| anyhow!("upstream_ca: {} is not UTF-8", ca.display()))?;
+        config
+            .load_verify_locations_from_file(path)
+            .map_err(|e| anyhow!("upstream_ca: loading {}: {e}", ca.display()))?;
+    }
+    Ok(config)
+}
+
 /// SHA-256 of `der` as 32 colon-separated uppercase hex pairs.
 pub fn fingerprint(der: &[u8]) -> String {
     hex_pairs(ring::digest::digest(&ring::digest::SHA256, der).as_ref())

@@ -1,0 +1,329 @@
+//! The operations endpoint: Prometheus text metrics (`/metrics`), liveness (`/healthz`) and
+//! readiness (`/readyz`) over plain HTTP/1.1 on one small thread. Every number is read from
+//! per-core counters and gauges that their core alone writes (relaxed atomics, updated once
+//! per turn) and merged here, on scrape; the latency histogram is merged by each core about
+//! once a second under a lock no data path takes.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::runtime::relay_host::RelayGauges;
+use crate::runtime::{ShardStats, ShutdownTrigger};
+
+/// What the endpoint reads.
+#[derive(Clone)]
+pub struct Sources {
+    pub cores: usize,
+    pub shards: Arc<[ShardStats]>,
+    pub relay: Arc<[RelayGauges]>,
+    /// Readiness turns 503 once shutdown (the GOAWAY drain) has begun.
+    pub shutdown: ShutdownTrigger,
+}
+
+/// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
+pub fn serve(addr: SocketAddr, sources: Sources) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    std::thread::Builder::new().name("metrics".into()).spawn(move || {
+        for stream in listener.incoming().flatten() {
+            if let Err(e) = answer(stream, &sources) {
+                tracing::debug!(error = %e, "metrics request");
+            }
+        }
+    })?;
+    Ok(local)
+}
+
+/// Reads one request (the request line is enough) and answers it; the connection closes.
+fn answer(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() {
+        let n = stream.read(&mut buf[len..])?;
+        len += n;
+        if n == 0 || buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let mut words = head.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, kind, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", render(sources)),
+        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_string()),
+        ("GET", "/readyz") if sources.shutdown.is_triggered() => {
+            ("503 Service Unavailable", "text/plain", "draining\n".to_string())
+        }
+        ("GET", "/readyz") => ("200 OK", "text/plain", "ready\n".to_string()),
+        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        _ => ("405 Method Not Allowed", "text/plain", "GET only\n".to_string()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())
+}
+
+/// One metric family: HELP, TYPE, one sample per core (`core` label) and the total.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, values: &[u64]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (core, v) in values.iter().enumerate() {
+        let _ = writeln!(out, "{name}{{core=\"{core}\"}} {v}");
+    }
+    let _ = writeln!(out, "{name}{{core=\"all\"}} {}", values.iter().sum::<u64>());
+}
+
+/// Histogram buckets of relay-added delay, in seconds.
+const LATENCY_BUCKETS: [f64; 14] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+/// The Prometheus text exposition of every metric.
+pub fn render(s: &Sources) -> String {
+    let mut out = String::with_capacity(8192);
+    let cores = s.cores.min(s.shards.len()).min(s.relay.len());
+    let shard = |f: fn(&ShardStats) -> &AtomicU64| -> Vec<u64> {
+        s.shards[..cores].iter().map(|st| f(st).load(Ordering::Relaxed)).collect()
+    };
+    let relay = |f: fn(&RelayGauges) -> &AtomicU64| -> Vec<u64> {
+        s.relay[..cores].iter().map(|g| f(g).load(Ordering::Relaxed)).collect()
+    };
+    let m = &mut out;
+    family(m, "moq_edge_connections", "gauge", "QUIC connections open.", &shard(|x| &x.connections));
+    family(
+        m,
+        "moq_edge_handshakes_in_progress",
+        "gauge",
+        "QUIC handshakes not yet complete.",
+        &shard(|x| &x.handshakes),
+    );
+    family(
+        m,
+        "moq_edge_connections_accepted_total",
+        "counter",
+        "QUIC connections accepted (handshakes started).",
+        &shard(|x| &x.accepted),
+    );
+    family(
+        m,
+        "moq_edge_connections_opened_total",
+        "counter",
+        "QUIC connections opened to upstream relays.",
+        &shard(|x| &x.connects),
+    );
+    family(
+        m,
+        "moq_edge_initials_refused_total",
+        "counter",
+        "Initial packets refused (connection cap, bad token, draining).",
+        &shard(|x| &x.refused),
+    );
+    family(m, "moq_edge_retries_total", "counter", "Stateless Retry packets sent.", &shard(|x| &x.retries));
+    family(
+        m,
+        "moq_edge_stateless_resets_total",
+        "counter",
+        "Stateless resets sent.",
+        &shard(|x| &x.stateless_resets),
+    );
+    family(
+        m,
+        "moq_edge_udp_datagrams_in_total",
+        "counter",
+        "UDP datagrams received.",
+        &shard(|x| &x.datagrams_in),
+    );
+    family(
+        m,
+        "moq_edge_udp_datagrams_out_total",
+        "counter",
+        "UDP datagrams sent.",
+        &shard(|x| &x.datagrams_out),
+    );
+    family(m, "moq_edge_udp_bytes_in_total", "counter", "UDP bytes received.", &shard(|x| &x.bytes_in));
+    family(m, "moq_edge_udp_bytes_out_total", "counter", "UDP bytes sent.", &shard(|x| &x.bytes_out));
+    family(
+        m,
+        "moq_edge_udp_dropped_total",
+        "counter",
+        "Datagrams dropped (unparseable, unknown version, full mesh queue).",
+        &shard(|x| &x.dropped),
+    );
+    family(
+        m,
+        "moq_edge_mesh_packets_forwarded_total",
+        "counter",
+        "QUIC packets handed to the core owning their connection.",
+        &shard(|x| &x.forwarded_out),
+    );
+    family(
+        m,
+        "moq_edge_mesh_backlog",
+        "gauge",
+        "Messages other cores had queued for this core at its last turn (256 or more: it ran out of budget).",
+        &shard(|x| &x.mesh_backlog),
+    );
+    family(m, "moq_edge_sessions", "gauge", "MoQT sessions.", &relay(|x| &x.sessions));
+    family(
+        m,
+        "moq_edge_subscriptions",
+        "gauge",
+        "Downstream subscriptions and FETCHes in progress.",
+        &relay(|x| &x.subscriptions),
+    );
+    family(
+        m,
+        "moq_edge_tracks",
+        "gauge",
+        "Tracks owned (with held SUBSCRIBEs and upstream FETCHes in progress).",
+        &relay(|x| &x.tracks),
+    );
+    family(
+        m,
+        "moq_edge_upstream_subscriptions",
+        "gauge",
+        "Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) and upstream FETCHes.",
+        &relay(|x| &x.upstreams),
+    );
+    family(
+        m,
+        "moq_edge_upstream_links_up",
+        "gauge",
+        "Links to parent relays that are set up.",
+        &relay(|x| &x.links_up),
+    );
+    family(
+        m,
+        "moq_edge_objects_in_total",
+        "counter",
+        "Objects received from publishers and parent relays.",
+        &relay(|x| &x.objects_in),
+    );
+    family(
+        m,
+        "moq_edge_object_bytes_in_total",
+        "counter",
+        "Payload bytes of those objects.",
+        &relay(|x| &x.bytes_in),
+    );
+    family(
+        m,
+        "moq_edge_objects_out_total",
+        "counter",
+        "Objects written to subscribers (one per subscriber).",
+        &relay(|x| &x.objects_out),
+    );
+    family(
+        m,
+        "moq_edge_object_bytes_out_total",
+        "counter",
+        "Payload bytes of those objects.",
+        &relay(|x| &x.bytes_out),
+    );
+    family(m, "moq_edge_cache_bytes", "gauge", "Bytes of objects cached.", &relay(|x| &x.cache_bytes));
+    family(
+        m,
+        "moq_edge_fetch_cache_hits_total",
+        "counter",
+        "FETCHes answered wholly from the cache.",
+        &relay(|x| &x.fetch_hits),
+    );
+    family(
+        m,
+        "moq_edge_fetch_cache_misses_total",
+        "counter",
+        "FETCHes that needed the upstream for part of their range.",
+        &relay(|x| &x.fetch_misses),
+    );
+    let hits: u64 = relay(|x| &x.fetch_hits).iter().sum();
+    let misses: u64 = relay(|x| &x.fetch_misses).iter().sum();
+    let ratio = if hits + misses == 0 { 0.0 } else { hits as f64 / (hits + misses) as f64 };
+    let _ = writeln!(
+        m,
+        "# HELP moq_edge_fetch_cache_hit_ratio Share of FETCHes answered wholly from the cache.\n\
+         # TYPE moq_edge_fetch_cache_hit_ratio gauge\nmoq_edge_fetch_cache_hit_ratio {ratio}"
+    );
+    let _ = writeln!(
+        m,
+        "# HELP moq_edge_resets_total Subscriber streams reset or objects dropped, by reason.\n\
+         # TYPE moq_edge_resets_total counter"
+    );
+    for (reason, v) in [
+        ("delivery_timeout", relay(|x| &x.delivery_timeouts).iter().sum::<u64>()),
+        ("backlog", relay(|x| &x.backlog_resets).iter().sum::<u64>()),
+    ] {
+        let _ = writeln!(m, "moq_edge_resets_total{{reason=\"{reason}\"}} {v}");
+    }
+    latency(m, &s.relay[..cores]);
+    out
+}
+
+/// `moq_edge_relay_delay_seconds`: the cores' histograms merged.
+fn latency(out: &mut String, gauges: &[RelayGauges]) {
+    let mut all = crate::relay::latency_histogram();
+    for g in gauges {
+        if let Ok(h) = g.latency.lock() {
+            if let Some(h) = h.as_ref() {
+                let _ = all.add(h);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP moq_edge_relay_delay_seconds Delay the relay adds: an object's arrival at its ingest core to its write at a subscriber core.\n\
+         # TYPE moq_edge_relay_delay_seconds histogram"
+    );
+    for le in LATENCY_BUCKETS {
+        let count = all.count_between(0, (le * 1e6) as u64);
+        let _ = writeln!(out, "moq_edge_relay_delay_seconds_bucket{{le=\"{le}\"}} {count}");
+    }
+    let n = all.len();
+    let sum = all.mean() * n as f64 / 1e6;
+    let _ = writeln!(out, "moq_edge_relay_delay_seconds_bucket{{le=\"+Inf\"}} {n}");
+    let _ = writeln!(out, "moq_edge_relay_delay_seconds_sum {sum}\nmoq_edge_relay_delay_seconds_count {n}");
+    for (q, name) in [(0.5, "0.5"), (0.99, "0.99"), (0.999, "0.999")] {
+        let v = all.value_at_quantile(q) as f64 / 1e6;
+        let _ = writeln!(out, "moq_edge_relay_delay_quantile_seconds{{quantile=\"{name}\"}} {v}");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_carry_each_core_and_the_total_and_the_histogram_merges() {
+        let shards: Arc<[ShardStats]> = (0..2).map(|_| ShardStats::default()).collect();
+        let relay: Arc<[RelayGauges]> = (0..2).map(|_| RelayGauges::default()).collect();
+        relay[0].objects_out.store(5, Ordering::Relaxed);
+        relay[1].objects_out.store(7, Ordering::Relaxed);
+        relay[1].fetch_hits.store(3, Ordering::Relaxed);
+        relay[1].fetch_misses.store(1, Ordering::Relaxed);
+        for (g, us) in [(&relay[0], 150u64), (&relay[1], 3000)] {
+            let mut h = crate::relay::latency_histogram();
+            h.record(us).unwrap();
+            *g.latency.lock().unwrap() = Some(h);
+        }
+        let trigger = crate::runtime::ShutdownTrigger::detached();
+        let text = render(&Sources { cores: 2, shards, relay, shutdown: trigger });
+        assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
+        assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");
+        assert!(text.contains("moq_edge_objects_out_total{core=\"all\"} 12"), "{text}");
+        assert!(text.contains("moq_edge_fetch_cache_hit_ratio 0.75"), "{text}");
+        assert!(text.contains("moq_edge_relay_delay_seconds_bucket{le=\"0.00025\"} 1"), "{text}");
+        assert!(text.contains("moq_edge_relay_delay_seconds_bucket{le=\"0.005\"} 2"), "{text}");
+        assert!(text.contains("moq_edge_relay_delay_seconds_count 2"), "{text}");
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "not a sample: {line}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Upstream links: the connections this relay opens to its parent relays (edge → mid-tier →
+//! origin). A link's session is an ordinary client session on one core; to the rest of the
+//! relay it is a publisher of the namespace prefixes routed to it (configuration), so
+//! aggregation (one upstream subscription per track), the cache, upstream FETCH and
+//! TRACK_STATUS work through it unchanged. Announcements of publishers connected here are
+//! forwarded up the link whose route covers them, so the parent can route subscriptions back
+//! down to them.
+//!
+//! Loops: every moq-edge names its node ID in its SETUP (MOQT_IMPLEMENTATION). A link whose
+//! parent turns out to be this node is closed; a request that came down a link is never sent
+//! up a link; a request from a relay is never sent up the link to that same relay; an
+//! announcement is never forwarded back to the relay it came from. MoQT carries no path of
+//! relays, so a cycle of three or more relays configured as each other's parents is not
+//! detected by these rules (see ARCHITECTURE.md).
+
+use bytes::Bytes;
+
+use super::msg::{RelayMsg, SessionRef};
+use super::namespaces::{Requester, Via};
+use super::{session, RelayShard};
+use crate::hash::{HashMap, HashSet};
+use crate::session::{Session, SessionCode};
+use crate::wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
+use crate::wire::Version;
+
+/// The MOQT_IMPLEMENTATION every moq-edge sends: `moq-edge/<version> node=<16 hex digits>`.
+pub fn implementation(node: u64) -> Bytes {
+    Bytes::from(format!("moq-edge/{} node={node:016x}", env!("CARGO_PKG_VERSION")))
+}
+
+/// The node ID a peer's SETUP names, when the peer is a moq-edge relay.
+pub fn node_of(peer: &SetupOptions) -> Option<u64> {
+    let text = std::str::from_utf8(peer.implementation.as_deref()?).ok()?;
+    let rest = text.strip_prefix("moq-edge/")?;
+    let hex = rest.split_whitespace().find_map(|w| w.strip_prefix("node="))?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Request IDs of a link's route entries in the namespace table (never a peer's: those are
+/// below 2^62).
+const ROUTE_RID_BASE: u64 = u64::MAX - 4096;
+
+#[derive(Debug)]
+struct Link {
+    routes: Vec<TrackNamespace>,
+    /// The parent's node ID, once its SETUP arrived.
+    peer: Option<u64>,
+    /// Announcements forwarded up this link: the request, and who announced it here.
+    forwarded: HashMap<TrackNamespace, (RequestId, HashSet<SessionRef>)>,
+}
+
+#[derive(Debug, Default)]
+pub struct Links {
+    on_core: HashMap<u64, Link>,
+    /// Relay node IDs of this core's sessions whose peer is a moq-edge.
+    peer_nodes: HashMap<u64, u64>,
+}
+
+impl Links {
+    pub fn is_link(&self, conn: u64) -> bool {
+        self.on_core.contains_key(&conn)
+    }
+}
+
+impl RelayShard {
+    /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
+    /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
+    /// completes.
+    pub fn add_link(&mut self, conn: u64, session: Session, routes: Vec<TrackNamespace>) {
+        let routes = routes.into_iter().take(4096).collect();
+        self.links.on_core.insert(conn, Link { routes, peer: None, forwarded: HashMap::default() });
+        self.add_session(conn, session);
+    }
+
+    /// Whether session `conn` is an upstream link of this core.
+    pub fn is_link(&self, conn: u64) -> bool {
+        self.links.on_core.contains_key(&conn)
+    }
+
+    /// Upstream links of this core whose session is set up.
+    pub fn links_up(&self) -> usize {
+        self.links.on_core.values().filter(|l| l.peer.is_some()).count()
+    }
+
+    /// Who session `conn` is, for the loop rules of routing.
+    pub(super) fn requester(&self, conn: u64) -> Requester {
+        Requester { from_upstream: self.is_link(conn), node: self.links.peer_nodes.get(&conn).copied() }
+    }
+
+    /// Session `conn` finished its SETUP exchange; `peer` is what the peer sent. For a link:
+    /// refuse a parent that is this node, else publish its routes to every core and forward
+    /// the announcements they cover.
+    pub(super) fn links_ready(&mut self, conn: u64, peer: &SetupOptions) {
+        let node = node_of(peer);
+        if let Some(n) = node {
+            self.links.peer_nodes.insert(conn, n);
+        }
+        let Some(link) = self.links.on_core.get_mut(&conn) else { return };
+        // A parent that is not a moq-edge has no node ID: it still gets one (never ours).
+        let parent = node.unwrap_or(u64::MAX ^ self.config.node_id);
+        if parent == self.config.node_id {
+            tracing::warn!(conn, "upstream link leads back to this relay: closed (routing loop)");
+            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                s.close(SessionCode::ProtocolViolation, "routing loop: the upstream is this relay");
+            }
+            return;
+        }
+        link.peer = Some(parent);
+        let routes = link.routes.clone();
+        tracing::info!(conn, parent = format!("{parent:016x}"), routes = routes.len(), "upstream link up");
+        let publisher = self.me(conn);
+        for (i, namespace) in routes.into_iter().enumerate() {
+            let rid = RequestId(ROUTE_RID_BASE + i as u64);
+            self.ingest_add_route(conn, rid, namespace.clone());
+            let via = Via::Upstream { node: parent };
+            for core in 0..self.cores {
+                self.send(
+                    core,
+                    RelayMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
+                );
+            }
+        }
+    }
+
+    /// The namespace table of this core changed: a link on this core whose route now covers
+    /// announcements it has not forwarded yet forwards them (called after routes and
+    /// announcements are applied).
+    pub(super) fn links_forward_all(&mut self, link_conn: u64) {
+        let all: Vec<(TrackNamespace, SessionRef, Option<u64>)> =
+            self.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
+        for (namespace, publisher, node) in all {
+            if self.namespaces.upstream_for(&namespace) == Some(self.me(link_conn)) {
+                self.links_announced(&namespace, publisher, node);
+            }
+        }
+    }
+
+    /// `publisher` announced `namespace` (applied on this core): forward it up the link that
+    /// routes it, when that link lives on this core.
+    pub(super) fn links_announced(
+        &mut self,
+        namespace: &TrackNamespace,
+        publisher: SessionRef,
+        node: Option<u64>,
+    ) {
+        let Some(up) = self.namespaces.upstream_for(namespace) else { return };
+        if up.core != self.core || up == publisher {
+            return;
+        }
+        let Some(link) = self.links.on_core.get_mut(&up.conn) else { return };
+        let Some(parent) = link.peer else { return };
+        if node == Some(parent) {
+            return; // it came from the parent itself
+        }
+        if let Some((_, who)) = link.forwarded.get_mut(namespace) {
+            who.insert(publisher);
+            return;
+        }
+        let Some(s) = session(&mut self.sessions, &mut self.woken, up.conn) else { return };
+        let Ok(rid) = s.next_request_id() else {
+            tracing::warn!(conn = up.conn, "upstream allows no more requests: announcement not forwarded");
+            return;
+        };
+        let msg =
+            PublishNamespace { request_id: rid, namespace: namespace.clone(), params: Default::default() };
+        if let Err(e) = s.send(Message::PublishNamespace(msg)) {
+            tracing::debug!(conn = up.conn, error = %e, "PUBLISH_NAMESPACE not forwarded");
+            return;
+        }
+        let mut who = HashSet::default();
+        who.insert(publisher);
+        link.forwarded.insert(namespace.clone(), (rid, who));
+    }
+
+    /// `publisher` withdrew `namespace`: once nobody here announces it, withdraw it upstream.
+    pub(super) fn links_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
+        let mut done = None;
+        for (conn, link) in self.links.on_core.iter_mut() {
+            if let Some((rid, who)) = link.forwarded.get_mut(namespace) {
+                if who.remove(&publisher) && who.is_empty() {
+                    done = Some((*conn, *rid));
+                    link.forwarded.remove(namespace);
+                }
+            }
+        }
+        let Some((conn, rid)) = done else { return };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let sent = match s.version() {
+            Version::Draft16 => s.send(Message::PublishNamespaceDone(rid)),
+            _ => s.cancel(rid),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(conn, error = %e, "PUBLISH_NAMESPACE withdrawal not sent");
+        }
+    }
+
+    /// Whether `rid` of link `conn` is a forwarded announcement (its answers need nothing
+    /// more; a refusal is logged).
+    pub(super) fn links_answer(&mut self, conn: u64, rid: RequestId, refused: Option<&Bytes>) -> bool {
+        let Some(link) = self.links.on_core.get_mut(&conn) else { return false };
+        let Some(namespace) = link.forwarded.iter().find(|(_, (r, _))| *r == rid).map(|(n, _)| n.clone())
+        else {
+            return false;
+        };
+        if let Some(reason) = refused {
+            tracing::warn!(conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
+        }
+        true
+    }
+
+    /// Session `conn` is gone.
+    pub(super) fn links_session_closed(&mut self, conn: u64) {
+        self.links.peer_nodes.remove(&conn);
+        if self.links.on_core.remove(&conn).is_some() {
+            tracing::info!(conn, "upstream link down");
+        }
+    }
+}
