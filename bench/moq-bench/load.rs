@@ -20,7 +20,10 @@ use crate::check::{Expect, SubCheck, Tally};
 /// What every thread needs to know about the run.
 #[derive(Debug)]
 pub struct Plan {
+    /// Where the subscribers connect.
     pub peer: SocketAddr,
+    /// Where the publishers connect (usually `peer`).
+    pub publish_peer: SocketAddr,
     pub version: Version,
     pub tracks: Vec<FullTrackName>,
     pub publishers: usize,
@@ -125,7 +128,8 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
             core
         })
         .collect();
-    let mut fleet = Fleet::connect(plan.peer, plan.version, cores, deadline).context("publishers connect")?;
+    let mut fleet =
+        Fleet::connect(plan.publish_peer, plan.version, cores, deadline).context("publishers connect")?;
     let mut announced: Vec<(usize, RequestId)> = Vec::new();
     for (t, track) in plan.tracks.iter().enumerate().take(plan.publishers) {
         let id = fleet.with(owner(t), |c, s| c.announce(s, track.namespace.clone()));

@@ -76,6 +76,10 @@ struct Common {
     /// The relay: moqt://host:port (or host:port).
     #[arg(long, default_value = "moqt://127.0.0.1:4443")]
     relay: String,
+    /// Where the publishers connect, when not to --relay (a relay tier: publish on one edge,
+    /// subscribe on another that reaches it through their parent).
+    #[arg(long, value_name = "URL")]
+    publish_relay: Option<String>,
     /// MoQT draft: 16 or 22.
     #[arg(long, default_value = "16", value_parser = parse_draft)]
     draft: Version,
@@ -188,6 +192,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         .collect();
     let plan = Plan {
         peer: resolve_relay(&c.relay)?,
+        publish_peer: resolve_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
         version: c.draft,
         tracks,
         publishers: c.publishers,

@@ -13,6 +13,8 @@
 //! relays, so a cycle of three or more relays configured as each other's parents is not
 //! detected by these rules (see ARCHITECTURE.md).
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 
 use super::msg::{RelayMsg, SessionRef};
@@ -45,9 +47,26 @@ struct Link {
     routes: Vec<TrackNamespace>,
     /// The parent's node ID, once its SETUP arrived.
     peer: Option<u64>,
-    /// Announcements forwarded up this link: the request, and who announced it here.
-    forwarded: HashMap<TrackNamespace, (RequestId, HashSet<SessionRef>)>,
+    /// Announcements forwarded up this link.
+    forwarded: HashMap<TrackNamespace, Forwarded>,
 }
+
+/// One namespace forwarded up a link.
+#[derive(Debug)]
+struct Forwarded {
+    rid: RequestId,
+    /// Who announced it here.
+    who: HashSet<SessionRef>,
+    /// Announcements (announcer, its request) whose REQUEST_OK waits for the parent's answer,
+    /// so that a subscription the publisher's REQUEST_OK prompts anywhere in the tree finds
+    /// the namespace at the parent; `since` bounds the wait.
+    held: Vec<(SessionRef, RequestId)>,
+    since: Instant,
+    answered: bool,
+}
+
+/// The longest an announcement's REQUEST_OK waits for the parent's answer.
+const FORWARD_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
 pub struct Links {
@@ -130,59 +149,102 @@ impl RelayShard {
             self.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
         for (namespace, publisher, node) in all {
             if self.namespaces.upstream_for(&namespace) == Some(self.me(link_conn)) {
-                self.links_announced(&namespace, publisher, node);
+                self.links_announced(&namespace, publisher, node, None);
             }
         }
     }
 
-    /// `publisher` announced `namespace` (applied on this core): forward it up the link that
-    /// routes it, when that link lives on this core.
+    /// `publisher` announced `namespace` with request `rid` (applied on this core): forward
+    /// it up the link that routes it, when that link lives on this core. True when this
+    /// core's confirmation of the announcement (`NamespaceKnown`) is held until the parent
+    /// answers.
     pub(super) fn links_announced(
         &mut self,
         namespace: &TrackNamespace,
         publisher: SessionRef,
         node: Option<u64>,
-    ) {
-        let Some(up) = self.namespaces.upstream_for(namespace) else { return };
+        rid: Option<RequestId>,
+    ) -> bool {
+        let Some(up) = self.namespaces.upstream_for(namespace) else { return false };
         if up.core != self.core || up == publisher {
-            return;
+            return false;
         }
-        let Some(link) = self.links.on_core.get_mut(&up.conn) else { return };
-        let Some(parent) = link.peer else { return };
+        let now = self.now;
+        let Some(link) = self.links.on_core.get_mut(&up.conn) else { return false };
+        let Some(parent) = link.peer else { return false };
         if node == Some(parent) {
-            return; // it came from the parent itself
+            return false; // it came from the parent itself
         }
-        if let Some((_, who)) = link.forwarded.get_mut(namespace) {
-            who.insert(publisher);
-            return;
+        if let Some(f) = link.forwarded.get_mut(namespace) {
+            f.who.insert(publisher);
+            if let (Some(rid), false) = (rid, f.answered) {
+                f.held.push((publisher, rid));
+                return true;
+            }
+            return false;
         }
-        let Some(s) = session(&mut self.sessions, &mut self.woken, up.conn) else { return };
-        let Ok(rid) = s.next_request_id() else {
+        let Some(s) = session(&mut self.sessions, &mut self.woken, up.conn) else { return false };
+        let Ok(up_rid) = s.next_request_id() else {
             tracing::warn!(conn = up.conn, "upstream allows no more requests: announcement not forwarded");
-            return;
+            return false;
         };
         let msg =
-            PublishNamespace { request_id: rid, namespace: namespace.clone(), params: Default::default() };
+            PublishNamespace { request_id: up_rid, namespace: namespace.clone(), params: Default::default() };
         if let Err(e) = s.send(Message::PublishNamespace(msg)) {
             tracing::debug!(conn = up.conn, error = %e, "PUBLISH_NAMESPACE not forwarded");
-            return;
+            return false;
         }
         let mut who = HashSet::default();
         who.insert(publisher);
-        link.forwarded.insert(namespace.clone(), (rid, who));
+        let held: Vec<(SessionRef, RequestId)> = rid.map(|r| vec![(publisher, r)]).unwrap_or_default();
+        let hold = !held.is_empty();
+        let f = Forwarded { rid: up_rid, who, held, since: now, answered: false };
+        link.forwarded.insert(namespace.clone(), f);
+        hold
+    }
+
+    /// Releases held confirmations of announcements (the parent answered, the link went
+    /// away, or [`FORWARD_WAIT`] passed).
+    fn links_release(&mut self, held: Vec<(SessionRef, RequestId)>) {
+        for (p, rid) in held {
+            self.send(p.core, RelayMsg::NamespaceKnown { conn: p.conn, rid });
+        }
+    }
+
+    /// Held confirmations whose parent has not answered in time.
+    pub(super) fn links_tick(&mut self) -> Option<Instant> {
+        let now = self.now;
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for link in self.links.on_core.values_mut() {
+            for f in link.forwarded.values_mut().filter(|f| !f.held.is_empty()) {
+                let at = f.since + FORWARD_WAIT;
+                if at <= now {
+                    due.append(&mut f.held);
+                } else {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+        }
+        self.links_release(due);
+        next
     }
 
     /// `publisher` withdrew `namespace`: once nobody here announces it, withdraw it upstream.
     pub(super) fn links_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
         let mut done = None;
+        let mut held = Vec::new();
         for (conn, link) in self.links.on_core.iter_mut() {
-            if let Some((rid, who)) = link.forwarded.get_mut(namespace) {
-                if who.remove(&publisher) && who.is_empty() {
-                    done = Some((*conn, *rid));
-                    link.forwarded.remove(namespace);
+            if let Some(f) = link.forwarded.get_mut(namespace) {
+                if f.who.remove(&publisher) && f.who.is_empty() {
+                    done = Some((*conn, f.rid));
+                    if let Some(f) = link.forwarded.remove(namespace) {
+                        held = f.held;
+                    }
                 }
             }
         }
+        self.links_release(held);
         let Some((conn, rid)) = done else { return };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         let sent = match s.version() {
@@ -198,21 +260,25 @@ impl RelayShard {
     /// more; a refusal is logged).
     pub(super) fn links_answer(&mut self, conn: u64, rid: RequestId, refused: Option<&Bytes>) -> bool {
         let Some(link) = self.links.on_core.get_mut(&conn) else { return false };
-        let Some(namespace) = link.forwarded.iter().find(|(_, (r, _))| *r == rid).map(|(n, _)| n.clone())
-        else {
+        let Some((namespace, f)) = link.forwarded.iter_mut().find(|(_, f)| f.rid == rid) else {
             return false;
         };
         if let Some(reason) = refused {
             tracing::warn!(conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
         }
+        f.answered = true;
+        let held = std::mem::take(&mut f.held);
+        self.links_release(held);
         true
     }
 
     /// Session `conn` is gone.
     pub(super) fn links_session_closed(&mut self, conn: u64) {
         self.links.peer_nodes.remove(&conn);
-        if self.links.on_core.remove(&conn).is_some() {
+        if let Some(link) = self.links.on_core.remove(&conn) {
             tracing::info!(conn, "upstream link down");
+            let held = link.forwarded.into_values().flat_map(|f| f.held).collect();
+            self.links_release(held);
         }
     }
 }

@@ -510,8 +510,9 @@ impl RelayShard {
         self.owner_tick();
         self.ingest_tick();
         self.fanout_tick();
+        let links = self.links_tick();
         self.run_local();
-        [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline()]
+        [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline(), links]
             .into_iter()
             .flatten()
             .min()
@@ -560,15 +561,18 @@ impl RelayShard {
                 if self.namespaces.insert(namespace.clone(), publisher, via) {
                     self.discovery_changed(&namespace, true);
                 }
-                match via {
-                    Via::Announced { node } => self.links_announced(&namespace, publisher, node),
+                let held = match via {
+                    Via::Announced { node } => self.links_announced(&namespace, publisher, node, Some(rid)),
                     Via::Upstream { .. } if publisher.core == self.core => {
-                        self.links_forward_all(publisher.conn)
+                        self.links_forward_all(publisher.conn);
+                        false
                     }
-                    Via::Upstream { .. } => {}
-                }
+                    Via::Upstream { .. } => false,
+                };
                 self.owner_rendezvous(&namespace);
-                self.send(publisher.core, RelayMsg::NamespaceKnown { conn: publisher.conn, rid });
+                if !held {
+                    self.send(publisher.core, RelayMsg::NamespaceKnown { conn: publisher.conn, rid });
+                }
             }
             M::NamespaceKnown { conn, rid } => self.ingest_namespace_known(conn, rid),
             M::NamespaceWithdrawn { namespace, publisher } => {

@@ -78,8 +78,8 @@ const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
 const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// A link that stayed up this long starts its backoff afresh when it drops.
 const LINK_STABLE: Duration = Duration::from_secs(30);
-/// Keep-alive of an idle link (well under the QUIC idle timeout).
-const LINK_KEEPALIVE: Duration = Duration::from_secs(5);
+/// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
+const LINK_KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// Serves the relay on every connection.
 #[derive(Debug, Clone)]

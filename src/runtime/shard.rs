@@ -445,10 +445,11 @@ impl Shard {
             }
         }
         let connects = std::mem::take(&mut self.app_out.connect);
+        // A new connection's first flight goes out in the next turn, which must come at once.
+        let mut woke = !connects.is_empty();
         for c in connects {
             self.connect(c);
         }
-        let mut woke = false;
         for ConnHandle(h) in self.app_out.wake.drain(..) {
             let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
             if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {

@@ -200,13 +200,17 @@ pub fn client_config(alpns: &[&str], verify_peer: bool) -> anyhow::Result<quiche
     Ok(config)
 }
 
+/// Idle timeout of upstream links: a parent that vanished (crashed, no CONNECTION_CLOSE) is
+/// noticed this soon; the link sends a keep-alive every second.
+pub const LINK_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The quiche config of connections the server opens to upstream relays: the server's
 /// transport settings, every MoQT ALPN, the peer checked against `rc.upstream_tls`.
 pub fn upstream_config(rc: &RuntimeConfig) -> anyhow::Result<quiche::Config> {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)
         .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
     let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
-    apply_transport(&mut config, &alpns, rc.idle_timeout, &rc.congestion_control)?;
+    apply_transport(&mut config, &alpns, LINK_IDLE_TIMEOUT, &rc.congestion_control)?;
     config.verify_peer(!rc.upstream_tls.insecure);
     if let Some(ca) = &rc.upstream_tls.ca {
         let path = ca.to_str().ok_or_else(|| anyhow!("upstream_ca: {} is not UTF-8", ca.display()))?;
