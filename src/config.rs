@@ -561,7 +561,7 @@ mod tests {
         assert_eq!((c.upstreams[0].host.as_str(), c.upstreams[0].port), ("origin", 4443));
         assert_eq!(
             c.upstreams[0].routes,
-            vec![TrackNamespace::from_strs(&[]), TrackNamespace::from_strs(&["news"])]
+            vec![TrackNamespace::from_strs::<&str>(&[]), TrackNamespace::from_strs(&["news"])]
         );
         assert_eq!(c.upstreams[1].routes, vec![TrackNamespace::from_strs(&["live", "sports"])]);
         assert_eq!(c.upstreams[1].token.as_deref(), Some("tok"));

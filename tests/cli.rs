@@ -36,17 +36,51 @@ fn check_config_reads_the_toml_file_and_rejects_unknown_keys() {
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let path = dir.join("edge.toml");
     std::fs::write(&path, "listen = \"127.0.0.1:5544\"\ncores = 1\nretry = \"always\"\n").expect("write");
-    let out = bin().arg("--config").arg(&path).arg("--check-config").output().expect("runs");
+    let out = bin().arg("--check-config").arg(&path).output().expect("runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("127.0.0.1:5544") && text.contains("configuration ok"), "{text}");
 
     std::fs::write(&path, "listen = \"127.0.0.1:5544\"\nlisten_port = 1\n").expect("write");
-    let out = bin().arg("--config").arg(&path).arg("--check-config").output().expect("runs");
+    let out = bin().arg("--check-config").arg(&path).output().expect("runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen_port"), "the error names the unknown key: {err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The documented example of deploy/ loads, and every key it documents (active or commented
+/// out) is a flag that `--help` explains.
+#[test]
+fn the_deploy_example_loads_and_every_key_is_a_flag() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/moq-edge.toml");
+    let out = bin().arg("--check-config").arg(example).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("upstream   moqt://origin.example.net:4443") && text.contains("configuration ok"),
+        "{text}"
+    );
+
+    let help = bin().arg("--help").output().expect("runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let doc = std::fs::read_to_string(example).expect("the example");
+    let mut keys: Vec<&str> = doc
+        .lines()
+        .map(|l| l.trim_start_matches('#').trim_start())
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert!(keys.len() >= 24, "the example documents every key: {keys:?}");
+    for key in keys {
+        let flag = match key {
+            "auth_keys" => "--auth-key".to_string(),
+            k => format!("--{}", k.replace('_', "-")),
+        };
+        assert!(help.contains(&flag), "config key {key} has no flag {flag} in --help");
+    }
 }
 
 /// glommio needs at least 512 KiB of RLIMIT_MEMLOCK; below that the executors cannot start

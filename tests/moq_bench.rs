@@ -251,7 +251,7 @@ fn churn_reconnects_in_waves() {
     assert_eq!(code, 0, "{stdout}");
     // Waves of 2 per thread, each lasting at least 300 ms, over 1.2 s: several waves.
     let sessions = u(&v, "sessions_opened");
-    assert!(sessions >= 8 && sessions % 2 == 0, "{sessions}");
+    assert!(sessions >= 8 && sessions.is_multiple_of(2), "{sessions}");
     assert_eq!(u(&v, "joins"), sessions);
     assert_eq!(v["subscribe_ok_us"]["count"].as_u64(), Some(sessions), "{v}");
     assert_eq!(u(&v, "subscribe_errors"), 0);

@@ -166,7 +166,7 @@ fn header(v: Version, alias: TrackAlias, group: u64, subgroup: u64) -> SubgroupH
 fn object(group: u64, id: u64) -> (SubgroupObject, Bytes) {
     let payload = Bytes::from(format!("g{group}-o{id}-{}", "x".repeat((id as usize * 37) % 200)));
     let mut properties = Properties::new();
-    if id % 2 == 0 {
+    if id.is_multiple_of(2) {
         properties.push(0x42, KvValue::Int(group * 100 + id));
         properties.push(0x43, KvValue::Bytes(Bytes::from_static(b"meta")));
     }

@@ -160,7 +160,7 @@ mod tests {
         let mut t = NamespaceTable::default();
         let any = Requester::default();
         assert!(
-            !t.insert(TrackNamespace::from_strs(&[]), link, Via::Upstream { node: 9 }),
+            !t.insert(TrackNamespace::from_strs::<&str>(&[]), link, Via::Upstream { node: 9 }),
             "not an announcement"
         );
         assert!(t.distinct_under(&ns(&[])).is_empty(), "routes are not discovered");

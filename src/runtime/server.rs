@@ -195,12 +195,15 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);
-    let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // Pin within the CPUs the process was given (its affinity mask), not CPUs 0..n-1.
+    let allowed = udp::allowed_cpus()
+        .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect());
 
     let (ready_tx, ready_rx) = mpsc::channel::<usize>();
     let mut threads = Vec::with_capacity(rc.cores);
     for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
-        let placement = if rc.pin { Placement::Fixed(i % available) } else { Placement::Unbound };
+        let cpu = allowed.get(i % allowed.len().max(1)).copied().unwrap_or(0);
+        let placement = if rc.pin { Placement::Fixed(cpu) } else { Placement::Unbound };
         let quic_config = material.server_config(&rc)?;
         let client_config = tls::upstream_config(&rc)?;
         let parts = ShardParts {

@@ -403,6 +403,22 @@ pub fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The CPUs this process may run on (its affinity mask: systemd CPUAffinity=, taskset, a
+/// container's cpuset), in ascending order; `None` when the mask cannot be read.
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    // SAFETY: pid 0 is this thread; the size passed is the set's own.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: CPU_ISSET only reads the set, for indices below CPU_SETSIZE.
+    let cpus: Vec<usize> =
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
 /// RLIMIT_MEMLOCK (soft), in bytes; `None` when unlimited or unknown.
 pub fn memlock_limit() -> Option<u64> {
     // SAFETY: getrlimit writes one rlimit into the local.

@@ -128,7 +128,7 @@ pub fn write_kv<V: VarInt>(
     let delta = ty.checked_sub(prev).ok_or(EncodeError::OutOfRange("key-value types not ascending"))?;
     w.int(delta)?;
     match value {
-        KvValue::Int(v) if ty % 2 == 0 => w.int(*v),
+        KvValue::Int(v) if ty.is_multiple_of(2) => w.int(*v),
         KvValue::Bytes(b) if ty % 2 == 1 => {
             if b.len() > MAX_KV_VALUE {
                 return Err(EncodeError::OutOfRange("key-value value longer than 65535 bytes"));

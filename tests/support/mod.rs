@@ -66,7 +66,7 @@ pub fn auth_token(int: impl Strategy<Value = u64> + Clone) -> impl Strategy<Valu
 
 /// A Key-Value-Pair value matching the parity of `ty`.
 pub fn kv_for(ty: u64, int: impl Strategy<Value = u64> + 'static) -> BoxedStrategy<KvValue> {
-    if ty % 2 == 0 {
+    if ty.is_multiple_of(2) {
         int.prop_map(KvValue::Int).boxed()
     } else {
         bytes(40).prop_map(KvValue::Bytes).boxed()
