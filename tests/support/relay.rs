@@ -132,6 +132,38 @@ impl Relay {
         id
     }
 
+    /// An upstream link of the relay on `core` serving `routes`; the returned client plays the
+    /// parent relay (a server session whose SETUP carries `parent_setup`). Set up and quiet.
+    pub fn connect_link(
+        &mut self,
+        core: usize,
+        version: Version,
+        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        parent_setup: SetupOptions,
+    ) -> ClientId {
+        self.next_conn[core] += 1;
+        let conn = self.next_conn[core];
+        let setup = self.shards[core].config().link_setup(None);
+        let relay_side = Session::new(version, Role::Client, SessionConfig::default(), setup);
+        self.shards[core].add_link(conn, relay_side, routes);
+        let session = Session::new(version, Role::Server, SessionConfig::default(), parent_setup);
+        self.clients.push(Client {
+            version,
+            core,
+            conn,
+            session,
+            events: Vec::new(),
+            closed_by_relay: None,
+            closed_by_client: None,
+            gone: false,
+            relay_sent: Vec::new(),
+        });
+        let id = self.clients.len() - 1;
+        self.flush_relay_session(core, conn);
+        self.run_until_quiet();
+        id
+    }
+
     /// The client sends `msg` (not yet delivered: call [`Relay::run_until_quiet`]).
     pub fn send(&mut self, c: ClientId, msg: Message) {
         self.clients[c].session.send(msg).unwrap();
