@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 RELAY_CORES=${RELAY_CORES:-1}
 PORT=${PORT:-4478}
+METRICS=${METRICS:-9478}
 NCPU=$(nproc)
 if [[ -z ${GEN_CPUS:-} ]]; then
     if ((NCPU > RELAY_CORES)); then GEN_CPUS="${RELAY_CORES}-$((NCPU - 1))"; else GEN_CPUS=0; fi
@@ -32,7 +33,8 @@ scenario=$1
 shift
 
 # shellcheck disable=SC2086 # RELAY_ARGS is a list of flags
-"$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$RELAY_CORES" ${RELAY_ARGS:-} >/tmp/moq-bench-relay.log 2>&1 &
+"$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$RELAY_CORES" --metrics "127.0.0.1:$METRICS" ${RELAY_ARGS:-} \
+    >/tmp/moq-bench-relay.log 2>&1 &
 relay=$!
 trap 'kill $relay 2>/dev/null || true; wait $relay 2>/dev/null || true' EXIT
 sleep 1
@@ -42,4 +44,18 @@ if ! kill -0 $relay 2>/dev/null; then
     exit 2
 fi
 echo "relay pid $relay on $RELAY_CORES core(s), moq-bench on CPUs $GEN_CPUS" >&2
-taskset -c "$GEN_CPUS" "$BIN/moq-bench" "$scenario" --relay "moqt://127.0.0.1:$PORT" --relay-pid $relay "$@"
+# The relay's own view (its Prometheus endpoint), part-way through the run and at its end.
+metrics() {
+    echo "== relay metrics, $1 (curl http://127.0.0.1:$METRICS/metrics, totals over cores) ==" >&2
+    curl -s "http://127.0.0.1:$METRICS/metrics" |
+        grep -E '^moq_edge_(sessions|subscriptions|upstream_subscriptions|objects_in_total|objects_out_total|object_bytes_out_total|cache_bytes)\{core="all"\}|^moq_edge_resets_total|^moq_edge_relay_delay_(quantile_seconds|seconds_count)' >&2 ||
+        echo "(no metrics: is curl installed?)" >&2
+}
+taskset -c "$GEN_CPUS" "$BIN/moq-bench" "$scenario" --relay "moqt://127.0.0.1:$PORT" --relay-pid $relay "$@" &
+bench=$!
+sleep 6
+kill -0 $bench 2>/dev/null && metrics "during the run"
+rc=0
+wait $bench || rc=$?
+metrics "after the run"
+exit $rc

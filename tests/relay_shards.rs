@@ -1582,7 +1582,8 @@ fn publish_groups(r: &mut Relay, p: ClientId, pv: Version, groups: std::ops::Ran
 /// after a FETCH_OK whose End Location follows each draft's rules (the requested end; the
 /// Largest Object when the request goes past it; draft-16 "whole group" {G+1, 0} when the
 /// request asked through the end of a group). A range after the Largest Object is
-/// INVALID_RANGE, a track the relay holds nothing of DOES_NOT_EXIST. Descending group order
+/// INVALID_RANGE; a track the relay does not relay now is subscribed upstream (DOES_NOT_EXIST
+/// when the publisher has not got it, or nobody publishes it). Descending group order
 /// returns groups last to first. No fetch state is left behind.
 #[test]
 fn fetch_is_served_from_the_cache() {
@@ -1626,10 +1627,30 @@ fn fetch_is_served_from_the_cache() {
             assert_eq!((e.request_id, e.error_code), (rid, code::INVALID_RANGE), "{ctx}");
             assert!(fetch_streams(&ev).is_empty());
 
+            // A track not relayed now is subscribed upstream for its End Location; this
+            // publisher does not have it, so the FETCH gets its DOES_NOT_EXIST.
             let other = track(&["live"], "never-subscribed");
             let (rid, ev) = standalone(&mut r, f, &other, range);
-            let e = request_error(&messages(&ev));
+            assert!(messages(&ev).is_empty(), "{ctx}: waits for the upstream");
+            let up = upstream_subscribe(&mut r, p, &other);
+            let e = RequestError {
+                request_id: up.request_id,
+                error_code: code::DOES_NOT_EXIST,
+                retry_interval: 0,
+                reason: Bytes::from_static(b"no such track"),
+                redirect: None,
+            };
+            r.send(p, Message::RequestError(e));
+            if pv == D22 {
+                r.session(p).finish(up.request_id).unwrap();
+            }
+            r.run_until_quiet();
+            let e = request_error(&messages(&r.take_events(f)));
             assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{ctx}");
+            let nobody = track(&["elsewhere"], "x");
+            let (rid, ev) = standalone(&mut r, f, &nobody, range);
+            let e = request_error(&messages(&ev));
+            assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{ctx}: no publisher");
 
             let rid = r.next_request_id(f);
             let mut m = fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(range));
@@ -3264,5 +3285,29 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
         r.advance(Duration::from_secs(21));
         let done = publish_done(&messages(&r.take_events(s)));
         assert_eq!(done.status_code, code::INTERNAL_ERROR, "{v:?}");
+    }
+}
+
+/// An edge asked to FETCH a track it does not relay: it subscribes the track through its link
+/// (for the End Location), then FETCHes from the parent what its empty cache lacks, and
+/// answers with the parent's objects.
+#[test]
+fn fetch_of_a_track_not_relayed_goes_up_the_link() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = link(&mut r, v);
+        let t = track(&["vod"], "film");
+        let f = r.connect(1, v);
+        let range = LocationFilter::AbsoluteRange { start: Location::new(1, 0), end: Location::new(1, 2) };
+        let (rid, ev) = standalone(&mut r, f, &t, range);
+        assert!(messages(&ev).is_empty(), "{v:?}");
+        let up = upstream_subscribe(&mut r, parent, &t);
+        accept(&mut r, parent, &up, Some(Location::new(3, 4)));
+        let asked = upstream_fetches(&mut r, parent);
+        assert_eq!(asked.len(), 1, "{v:?}: one upstream FETCH for what the cache lacks");
+        serve_upstream_fetch(&mut r, parent, &asked[0], &[(1, 0), (1, 1), (1, 2)]);
+        let ev = r.take_events(f);
+        fetch_ok(&messages(&ev), rid);
+        assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), [(1, 0), (1, 1), (1, 2)], "{v:?}");
     }
 }

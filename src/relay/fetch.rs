@@ -123,7 +123,8 @@ impl RelayShard {
         if self.fetches.pending.insert((ask.conn, ask.rid)) {
             *self.fetches.per_session.entry(ask.conn).or_default() += 1;
         }
-        self.send(self.owner_of(alias), RelayMsg::Fetch { alias, track, ask });
+        let who = self.requester(ask.conn);
+        self.send(self.owner_of(alias), RelayMsg::Fetch { alias, track, ask, who });
     }
 
     /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).

@@ -612,7 +612,7 @@ impl RelayShard {
             }
             M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
             M::Downstream { alias, data } => self.fanout_data(alias, data),
-            M::Fetch { alias, track, ask } => self.owner_fetch(alias, track, ask),
+            M::Fetch { alias, track, ask, who } => self.owner_fetch(alias, track, ask, who),
             M::Status { alias, track, from, conn, rid, who } => {
                 self.owner_status(alias, track, from, conn, rid, who)
             }

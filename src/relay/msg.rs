@@ -184,6 +184,7 @@ pub enum RelayMsg {
         alias: TrackAlias,
         track: FullTrackName,
         ask: FetchAsk,
+        who: super::namespaces::Requester,
     },
     /// Owner → the asking core.
     FetchAnswer {

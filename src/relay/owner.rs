@@ -760,7 +760,14 @@ impl RelayShard {
     /// A FETCH (or fill) of `track`, owned here: answered from the cache once the End Location
     /// is known (draft-16 §9.16 "FETCH_OK MUST NOT be sent until the End Location is known";
     /// draft-22 §3.2), i.e. once the upstream is Established.
-    pub(super) fn owner_fetch(&mut self, alias: TrackAlias, track: FullTrackName, ask: FetchAsk) {
+    pub(super) fn owner_fetch(
+        &mut self,
+        alias: TrackAlias,
+        track: FullTrackName,
+        ask: FetchAsk,
+        who: Requester,
+    ) {
+        let full = self.owner.tracks.len() >= self.config.max_tracks_per_shard;
         match self.owner.tracks.get_mut(&alias) {
             Some(t) if t.name != track => self.owner_fetch_error(
                 alias,
@@ -770,10 +777,26 @@ impl RelayShard {
             ),
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.fetches.push(ask),
             Some(_) => self.owner_answer_fetch(alias, ask),
+            None if full => {
+                let reason = Bytes::from_static(b"relay track limit reached");
+                self.owner_fetch_error(alias, &ask, code::INTERNAL_ERROR, reason)
+            }
             None => {
-                // Not relayed now: nothing cached and no upstream FETCH yet (issue 7).
-                let reason = Bytes::from_static(b"the relay holds nothing of this track");
-                self.owner_fetch_error(alias, &ask, code::DOES_NOT_EXIST, reason)
+                // Not relayed now: subscribe it upstream like a SUBSCRIBE would (the End
+                // Location comes with SUBSCRIBE_OK); then what the empty cache lacks is
+                // fetched upstream. The subscription lingers and ends, or serves a
+                // subscriber that follows.
+                let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
+                    let reason = Bytes::from_static(b"no publisher for this track");
+                    return self.owner_fetch_error(alias, &ask, code::DOES_NOT_EXIST, reason);
+                };
+                let epoch = self.new_epoch();
+                let source = Source::Pending { publisher, epoch };
+                let mut t = Track::new(track.clone(), source, Vec::new(), TrackInfo::default());
+                t.fetches.push(ask);
+                t.who = who;
+                self.owner.tracks.insert(alias, t);
+                self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
         }
     }
