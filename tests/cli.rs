@@ -100,3 +100,25 @@ fn a_tiny_memlock_limit_gives_a_clear_error() {
     assert!(err.contains("io_uring") && err.contains("RLIMIT_MEMLOCK"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The container seccomp profile of deploy/ is valid JSON that allows io_uring (the default
+/// container profiles block it, and the relay cannot start without it).
+#[test]
+fn the_seccomp_profile_allows_io_uring() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/seccomp-io-uring.json");
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the profile")).expect("JSON");
+    assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO", "an allow list");
+    let allowed: Vec<&str> = profile["syscalls"]
+        .as_array()
+        .expect("syscalls")
+        .iter()
+        .filter(|rule| rule["action"] == "SCMP_ACT_ALLOW")
+        .flat_map(|rule| rule["names"].as_array().into_iter().flatten())
+        .filter_map(|n| n.as_str())
+        .collect();
+    for needed in ["io_uring_setup", "io_uring_enter", "io_uring_register", "sendmmsg", "recvmmsg", "sendmsg"]
+    {
+        assert!(allowed.contains(&needed), "{needed} is not allowed");
+    }
+}
