@@ -28,9 +28,11 @@ fn free_tcp() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|s| s.local_addr()).map(|a| a.port()).expect("a free TCP port")
 }
 
+/// A relay on one core; an edge (with `upstream`) drains for up to 60 s on SIGTERM.
 fn relay(port: u16, metrics: u16, upstream: Option<u16>) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_moq-edge"));
-    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--goaway-timeout-ms", "0"])
+    let drain = if upstream.is_some() { "60000" } else { "0" };
+    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--goaway-timeout-ms", drain])
         .args(["--metrics", &format!("127.0.0.1:{metrics}"), "--cache-mib", "16"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -71,7 +73,7 @@ fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_r
     let (m_origin, m_a, m_b) = (free_tcp(), free_tcp(), free_tcp());
     let mut origin = relay(p_origin, m_origin, None);
     let _a = relay(p_a, m_a, Some(p_origin));
-    let _b = relay(p_b, m_b, Some(p_origin));
+    let mut b = relay(p_b, m_b, Some(p_origin));
     let links_up = |m| metric(m, "moq_edge_upstream_links_up") == Some(1);
     wait_for("both edges' links to the origin", Duration::from_secs(30), || links_up(m_a) && links_up(m_b));
     let ready = get(m_origin, "/readyz").unwrap_or_default();
@@ -155,5 +157,14 @@ fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_r
     assert!(restarted_at.elapsed() > Duration::from_secs(2), "objects arrived after the restart");
     assert!(metric(m_origin, "moq_edge_subscriptions") == Some(1), "B subscribed again at the new origin");
     let _ = publisher.0.kill();
+
+    // SIGTERM on B, whose subscribers are gone: it closes its link and exits without waiting
+    // out its 60 s drain (the link serves clients; it does not hold the relay up).
+    wait_for("B's subscriber sessions to end", Duration::from_secs(40), || {
+        metric(m_b, "moq_edge_sessions") == Some(1)
+    });
+    let pid = b.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
+    wait_for("B to exit", Duration::from_secs(30), || b.0.try_wait().ok().flatten().is_some());
     drop(origin);
 }

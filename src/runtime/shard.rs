@@ -276,14 +276,27 @@ impl Shard {
             }
             // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
             // draining period that follows needs no more packets from us.
-            let quiet = phase != Phase::Serving
-                && self.conns.iter().flatten().all(|c| c.quic.is_closed() || c.quic.is_draining());
+            let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
+            let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
+            // Links to parent relays serve the clients until those are gone; then they close.
+            let clients_gone = phase != Phase::Serving
+                && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
             // While draining, a core without connections keeps running until every core has
             // none: the others may still need it (the track owner relays their objects).
-            let all_cores_quiet = || self.stats.iter().all(|s| ShardStats::get(&s.connections) == 0);
+            let all_cores_quiet =
+                || self.stats.iter().all(|s| ShardStats::get(&s.connections) == ShardStats::get(&s.outbound));
             match phase {
                 Phase::Serving => {}
                 Phase::Draining { .. } if quiet && all_cores_quiet() => break,
+                Phase::Draining { .. } if clients_gone && all_cores_quiet() => {
+                    for idx in 0..self.conns.len() {
+                        if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
+                            let _ = conn.quic.close(true, 0x0, b"relay shutting down");
+                            mark_dirty(&mut self.dirty, conn, idx);
+                        }
+                    }
+                    phase = Phase::Closing { until: now + self.drain_timeout };
+                }
                 Phase::Draining { until } if now >= until => {
                     self.close_all(super::GOAWAY_TIMEOUT, b"GOAWAY_TIMEOUT");
                     phase = Phase::Closing { until: now + self.drain_timeout };
@@ -672,6 +685,7 @@ impl Shard {
         };
         let idx = self.insert_conn(conn);
         ShardStats::add(&self.stats().connections, 1);
+        ShardStats::add(&self.stats().outbound, 1);
         ShardStats::add(&self.stats().connects, 1);
         if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
             mark_dirty(&mut self.dirty, conn, idx);
@@ -990,6 +1004,9 @@ impl Shard {
         }
         let stats = &self.stats[self.id.index()];
         ShardStats::sub(&stats.connections, 1);
+        if conn.outbound.is_some() {
+            ShardStats::sub(&stats.outbound, 1);
+        }
         if conn.handshake_counted {
             ShardStats::sub(&stats.handshakes, 1);
         }

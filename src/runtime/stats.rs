@@ -31,6 +31,8 @@ pub struct ShardStats {
     pub dropped: AtomicU64,
     /// Connections this core opened (to upstream relays) since start.
     pub connects: AtomicU64,
+    /// Of `connections`, those this core opened (open now).
+    pub outbound: AtomicU64,
     /// Mesh messages this core drained at its last turn (the budget is 256).
     pub mesh_backlog: AtomicU64,
 }
