@@ -1,47 +1,19 @@
 //! Operating the relay as an edge node: the metrics and health endpoint, JSON logs, qlog on
 //! demand, and certificate reload on SIGHUP and on file change, against the real binary.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use moq_edge::client::quic::QuicConn;
 
-struct Proc(Child);
+#[path = "support/process.rs"]
+mod process;
+use process::{free_tcp, free_udp, get, Proc};
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_udp() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).map(|a| a.port()).expect("a free UDP port")
-}
-
-fn free_tcp() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|s| s.local_addr()).map(|a| a.port()).expect("a free TCP port")
-}
-
-/// GET `path` from the HTTP endpoint on `port`; `None` while nothing answers.
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait_for(what: &str, f: impl FnMut() -> bool) {
+    process::wait_for(what, Duration::from_secs(20), f)
 }
 
 /// Writes a new self-signed certificate and key; returns the certificate's fingerprint.

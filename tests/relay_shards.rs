@@ -3077,6 +3077,35 @@ fn link(r: &mut Relay, v: Version) -> ClientId {
     parent
 }
 
+/// Publisher `p` announces `fields`; the announcement is forwarded to `parent`, which the
+/// publisher's REQUEST_OK waits for. Returns (the publisher's request, the forwarded one);
+/// the parent has not answered yet.
+fn announce_via_link(
+    r: &mut Relay,
+    p: ClientId,
+    parent: ClientId,
+    fields: &[&str],
+) -> (RequestId, PublishNamespace) {
+    let rid = r.next_request_id(p);
+    let msg = PublishNamespace { request_id: rid, namespace: ns(fields), ..Default::default() };
+    r.send(p, Message::PublishNamespace(msg));
+    r.run_until_quiet();
+    assert!(r.take_events(p).is_empty(), "REQUEST_OK waits for the parent");
+    let fwd = messages(&r.take_events(parent));
+    let [Message::PublishNamespace(f)] = fwd.as_slice() else { panic!("parent got {fwd:?}") };
+    assert_eq!(f.namespace, ns(fields));
+    (rid, f.clone())
+}
+
+/// The parent accepts forwarded announcement `f`: the publisher gets its REQUEST_OK for `rid`.
+fn parent_accepts(r: &mut Relay, parent: ClientId, p: ClientId, f: &PublishNamespace, rid: RequestId) {
+    let ok = moq_edge::wire::model::RequestOk { request_id: f.request_id, ..Default::default() };
+    r.send(parent, Message::RequestOk(ok));
+    r.run_until_quiet();
+    let msgs = messages(&r.take_events(p));
+    assert!(matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{msgs:?}");
+}
+
 /// Tracks no local publisher serves are subscribed through the link, once per track whatever
 /// the number of subscribers and cores; objects come down to all of them. A local publisher
 /// of a namespace wins over the link's route.
@@ -3111,21 +3140,8 @@ fn a_link_serves_tracks_no_local_publisher_has_with_one_upstream_subscription() 
 
         // A local publisher of ["local"] is preferred to the default route.
         let p = r.connect(1, v);
-        let rid = r.next_request_id(p);
-        let msg = PublishNamespace { request_id: rid, namespace: ns(&["local"]), ..Default::default() };
-        r.send(p, Message::PublishNamespace(msg));
-        r.run_until_quiet();
-        let fwd = messages(&r.take_events(parent));
-        let [Message::PublishNamespace(f)] = fwd.as_slice() else { panic!("parent got {fwd:?}") };
-        r.send(
-            parent,
-            Message::RequestOk(moq_edge::wire::model::RequestOk {
-                request_id: f.request_id,
-                ..Default::default()
-            }),
-        );
-        r.run_until_quiet();
-        assert!(matches!(messages(&r.take_events(p)).as_slice(), [Message::RequestOk(_)]));
+        let (rid, f) = announce_via_link(&mut r, p, parent, &["local"]);
+        parent_accepts(&mut r, parent, p, &f, rid);
         let local = track(&["local"], "x");
         let s = r.connect(0, v);
         subscribe(&mut r, s, &local, None);
@@ -3146,24 +3162,8 @@ fn announcements_go_up_the_link_and_the_parents_subscriptions_come_down() {
         let mut r = Relay::new(2);
         let parent = link(&mut r, v);
         let p = r.connect(1, v);
-        let rid = r.next_request_id(p);
-        let msg = PublishNamespace { request_id: rid, namespace: ns(&["live"]), ..Default::default() };
-        r.send(p, Message::PublishNamespace(msg));
-        r.run_until_quiet();
-        assert!(r.take_events(p).is_empty(), "{v:?}: REQUEST_OK waits for the parent");
-        let fwd = messages(&r.take_events(parent));
-        let [Message::PublishNamespace(f)] = fwd.as_slice() else { panic!("parent got {fwd:?}") };
-        assert_eq!(f.namespace, ns(&["live"]));
-        r.send(
-            parent,
-            Message::RequestOk(moq_edge::wire::model::RequestOk {
-                request_id: f.request_id,
-                ..Default::default()
-            }),
-        );
-        r.run_until_quiet();
-        let ok = messages(&r.take_events(p));
-        assert!(matches!(ok.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{v:?}: {ok:?}");
+        let (rid, f) = announce_via_link(&mut r, p, parent, &["live"]);
+        parent_accepts(&mut r, parent, p, &f, rid);
 
         // The parent subscribes: the relay subscribes the publisher.
         let t = track(&["live"], "v");
@@ -3182,16 +3182,11 @@ fn announcements_go_up_the_link_and_the_parents_subscriptions_come_down() {
         assert_eq!((e.request_id, e.error_code), (orid, code::DOES_NOT_EXIST), "{v:?}");
 
         // A second namespace whose parent never answers: REQUEST_OK after 2 s anyway.
-        let rid2 = r.next_request_id(p);
-        let msg = PublishNamespace { request_id: rid2, namespace: ns(&["slow"]), ..Default::default() };
-        r.send(p, Message::PublishNamespace(msg));
-        r.run_until_quiet();
-        assert!(r.take_events(p).is_empty());
+        let (rid2, _) = announce_via_link(&mut r, p, parent, &["slow"]);
         r.advance(Duration::from_millis(2100));
         assert!(
             matches!(messages(&r.take_events(p)).as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid2)
         );
-        let _ = r.take_events(parent);
 
         // Withdrawn here, withdrawn upstream.
         match v {

@@ -368,9 +368,8 @@ impl ConnApp for RelayConn {
         let host = &mut *self.host.borrow_mut();
         let key = self.key;
         let now = host.now;
-        if let Some(last) = self.link.filter(|l| now.duration_since(*l) >= LINK_KEEPALIVE) {
-            let _ = last;
-            let _ = conn.send_ack_eliciting();
+        if self.link.is_some_and(|last| now.duration_since(last) >= LINK_KEEPALIVE) {
+            let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
             self.link = Some(now);
         }
         if let (Some(session), Some(pump)) = (host.relay.session_mut(key), host.pumps.get_mut(&key)) {

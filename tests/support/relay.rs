@@ -116,6 +116,13 @@ impl Relay {
         let server = Session::new(version, Role::Server, SessionConfig::default(), self.server_setup.clone());
         self.shards[core].add_session(conn, server);
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
+        let id = self.push_client(version, core, conn, session);
+        self.run_until_quiet();
+        id
+    }
+
+    /// Adds the test's end of a connection (relay-side session `conn` on `core`).
+    fn push_client(&mut self, version: Version, core: usize, conn: u64, session: Session) -> ClientId {
         self.clients.push(Client {
             version,
             core,
@@ -127,9 +134,7 @@ impl Relay {
             gone: false,
             relay_sent: Vec::new(),
         });
-        let id = self.clients.len() - 1;
-        self.run_until_quiet();
-        id
+        self.clients.len() - 1
     }
 
     /// An upstream link of the relay on `core` serving `routes`; the returned client plays the
@@ -147,18 +152,7 @@ impl Relay {
         let relay_side = Session::new(version, Role::Client, SessionConfig::default(), setup);
         self.shards[core].add_link(conn, relay_side, routes);
         let session = Session::new(version, Role::Server, SessionConfig::default(), parent_setup);
-        self.clients.push(Client {
-            version,
-            core,
-            conn,
-            session,
-            events: Vec::new(),
-            closed_by_relay: None,
-            closed_by_client: None,
-            gone: false,
-            relay_sent: Vec::new(),
-        });
-        let id = self.clients.len() - 1;
+        let id = self.push_client(version, core, conn, session);
         self.flush_relay_session(core, conn);
         self.run_until_quiet();
         id
