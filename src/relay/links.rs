@@ -47,8 +47,9 @@ struct Link {
     routes: Vec<TrackNamespace>,
     /// The parent's node ID, once its SETUP arrived.
     peer: Option<u64>,
-    /// Announcements forwarded up this link.
+    /// Announcements forwarded up this link, and their requests on it.
     forwarded: HashMap<TrackNamespace, Forwarded>,
+    by_rid: HashMap<RequestId, TrackNamespace>,
 }
 
 /// One namespace forwarded up a link.
@@ -59,9 +60,8 @@ struct Forwarded {
     who: HashSet<SessionRef>,
     /// Announcements (announcer, its request) whose REQUEST_OK waits for the parent's answer,
     /// so that a subscription the publisher's REQUEST_OK prompts anywhere in the tree finds
-    /// the namespace at the parent; `since` bounds the wait.
+    /// the namespace at the parent, for at most [`FORWARD_WAIT`] (`Links::waits`).
     held: Vec<(SessionRef, RequestId)>,
-    since: Instant,
     answered: bool,
 }
 
@@ -73,6 +73,9 @@ pub struct Links {
     on_core: HashMap<u64, Link>,
     /// Relay node IDs of this core's sessions whose peer is a moq-edge.
     peer_nodes: HashMap<u64, u64>,
+    /// Forwarded announcements not yet answered, oldest first: (forwarded at, link, namespace);
+    /// their held confirmations are released [`FORWARD_WAIT`] later at the latest.
+    waits: std::collections::VecDeque<(Instant, u64, TrackNamespace)>,
 }
 
 impl Links {
@@ -87,7 +90,8 @@ impl RelayShard {
     /// completes.
     pub fn add_link(&mut self, conn: u64, session: Session, routes: Vec<TrackNamespace>) {
         let routes = routes.into_iter().take(4096).collect();
-        self.links.on_core.insert(conn, Link { routes, peer: None, forwarded: HashMap::default() });
+        let link = Link { routes, peer: None, forwarded: HashMap::default(), by_rid: HashMap::default() };
+        self.links.on_core.insert(conn, link);
         self.add_session(conn, session);
     }
 
@@ -177,11 +181,12 @@ impl RelayShard {
         }
         if let Some(f) = link.forwarded.get_mut(namespace) {
             f.who.insert(publisher);
-            if let (Some(rid), false) = (rid, f.answered) {
-                f.held.push((publisher, rid));
-                return true;
+            let (Some(rid), false) = (rid, f.answered) else { return false };
+            if f.held.is_empty() {
+                self.links.waits.push_back((now, up.conn, namespace.clone()));
             }
-            return false;
+            f.held.push((publisher, rid));
+            return true;
         }
         let Some(s) = session(&mut self.sessions, &mut self.woken, up.conn) else { return false };
         let Ok(up_rid) = s.next_request_id() else {
@@ -198,8 +203,12 @@ impl RelayShard {
         who.insert(publisher);
         let held: Vec<(SessionRef, RequestId)> = rid.map(|r| vec![(publisher, r)]).unwrap_or_default();
         let hold = !held.is_empty();
-        let f = Forwarded { rid: up_rid, who, held, since: now, answered: false };
+        let f = Forwarded { rid: up_rid, who, held, answered: false };
         link.forwarded.insert(namespace.clone(), f);
+        link.by_rid.insert(up_rid, namespace.clone());
+        if hold {
+            self.links.waits.push_back((now, up.conn, namespace.clone()));
+        }
         hold
     }
 
@@ -213,21 +222,20 @@ impl RelayShard {
 
     /// Held confirmations whose parent has not answered in time.
     pub(super) fn links_tick(&mut self) -> Option<Instant> {
-        let now = self.now;
         let mut due = Vec::new();
-        let mut next: Option<Instant> = None;
-        for link in self.links.on_core.values_mut() {
-            for f in link.forwarded.values_mut().filter(|f| !f.held.is_empty()) {
-                let at = f.since + FORWARD_WAIT;
-                if at <= now {
-                    due.append(&mut f.held);
-                } else {
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                }
+        while let Some((since, conn, namespace)) = self.links.waits.front() {
+            if *since + FORWARD_WAIT > self.now {
+                break;
             }
+            // Releases what is held then (a hold added later had its own entry pushed only if
+            // none was pending, so it never waits longer than FORWARD_WAIT; it may wait less).
+            if let Some(f) = self.links.on_core.get_mut(conn).and_then(|l| l.forwarded.get_mut(namespace)) {
+                due.append(&mut f.held);
+            }
+            self.links.waits.pop_front();
         }
         self.links_release(due);
-        next
+        self.links.waits.front().map(|(since, _, _)| *since + FORWARD_WAIT)
     }
 
     /// `publisher` withdrew `namespace`: once nobody here announces it, withdraw it upstream.
@@ -239,6 +247,7 @@ impl RelayShard {
                 if f.who.remove(&publisher) && f.who.is_empty() {
                     done = Some((*conn, f.rid));
                     if let Some(f) = link.forwarded.remove(namespace) {
+                        link.by_rid.remove(&f.rid);
                         held = f.held;
                     }
                 }
@@ -260,9 +269,8 @@ impl RelayShard {
     /// more; a refusal is logged).
     pub(super) fn links_answer(&mut self, conn: u64, rid: RequestId, refused: Option<&Bytes>) -> bool {
         let Some(link) = self.links.on_core.get_mut(&conn) else { return false };
-        let Some((namespace, f)) = link.forwarded.iter_mut().find(|(_, f)| f.rid == rid) else {
-            return false;
-        };
+        let Some(namespace) = link.by_rid.get(&rid) else { return false };
+        let Some(f) = link.forwarded.get_mut(namespace) else { return false };
         if let Some(reason) = refused {
             tracing::warn!(conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
         }

@@ -148,8 +148,8 @@ pub struct Owner {
     fetching: HashMap<u64, UpstreamFetch>,
     fetch_deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
     next_fetch: u64,
-    /// Tracks whose upstream link was lost (`Track::lost`).
-    lost: Vec<TrackAlias>,
+    /// When to look at tracks whose upstream link was lost (`Track::lost`), checked lazily.
+    lost: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
 impl Owner {
@@ -163,7 +163,7 @@ impl Owner {
             fetching: HashMap::default(),
             fetch_deadlines: BinaryHeap::new(),
             next_fetch: 0,
-            lost: Vec::new(),
+            lost: BinaryHeap::new(),
         }
     }
 
@@ -173,11 +173,9 @@ impl Owner {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        let lost = self.lost.iter().filter_map(|a| self.tracks.get(a)?.lost).map(|l| l.retry_at.min(l.until));
-        [&self.idle, &self.held_until, &self.fetch_deadlines]
+        [&self.idle, &self.held_until, &self.fetch_deadlines, &self.lost]
             .into_iter()
             .filter_map(|h| h.peek().map(|Reverse((at, _))| *at))
-            .chain(lost)
             .min()
     }
 }
@@ -290,14 +288,18 @@ impl RelayShard {
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
     pub(super) fn owner_rendezvous(&mut self, namespace: &crate::wire::model::TrackNamespace) {
-        // Tracks waiting for a lost upstream link try again at once.
-        for alias in &self.owner.lost {
-            if let Some(t) = self.owner.tracks.get_mut(alias) {
-                if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
-                    l.retry_at = l.retry_at.min(self.now);
+        // Tracks waiting for a lost upstream link under `namespace` try again at once.
+        let now = self.now;
+        let mut again = Vec::new();
+        for (alias, t) in self.owner.tracks.iter_mut().filter(|(_, t)| t.lost.is_some()) {
+            if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
+                if l.retry_at > now {
+                    l.retry_at = now;
+                    again.push(Reverse((now, alias.0)));
                 }
             }
         }
+        self.owner.lost.extend(again);
         if self.owner.held.is_empty() {
             return;
         }
@@ -444,6 +446,8 @@ impl RelayShard {
             // Subscribing again after a lost link: the parent may not know the track yet
             // (its publisher reconnecting too); try again until the grace period ends.
             l.retry_at = self.now + UPSTREAM_RETRY;
+            let next = Reverse((l.retry_at, alias.0));
+            self.owner.lost.push(next);
             return;
         }
         let Some(t) = self.owner_remove(alias, code, &reason) else { return };
@@ -498,25 +502,25 @@ impl RelayShard {
         t.streams.clear();
         let until = self.now + UPSTREAM_LOST_GRACE;
         t.lost = Some(Lost { until, retry_at: self.now + UPSTREAM_RETRY });
-        if !self.owner.lost.contains(&alias) {
-            self.owner.lost.push(alias);
-        }
+        self.owner.lost.push(Reverse((self.now + UPSTREAM_RETRY, alias.0)));
     }
 
-    /// Lost tracks: subscribe again when due; end them when the grace period is over.
+    /// Lost tracks: subscribe again when due; end them when the grace period is over. The
+    /// heap holds one entry per scheduled look at a track (stale ones are skipped).
     fn owner_lost_tick(&mut self) {
         let now = self.now;
-        let mut i = 0;
-        while i < self.owner.lost.len() {
-            let alias = self.owner.lost[i];
+        while let Some(&Reverse((at, alias))) = self.owner.lost.peek() {
+            if at > now {
+                break;
+            }
+            self.owner.lost.pop();
+            let alias = TrackAlias(alias);
             let Some((lost, name, who)) =
                 self.owner.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
             else {
-                self.owner.lost.swap_remove(i);
                 continue;
             };
             if lost.until <= now {
-                self.owner.lost.swap_remove(i);
                 let reason = Bytes::from_static(b"the upstream relay is unreachable");
                 let Some(t) = self.owner_remove(alias, code::INTERNAL_ERROR, &reason) else { continue };
                 for core in t.cores {
@@ -529,9 +533,8 @@ impl RelayShard {
                 }
                 continue;
             }
-            i += 1;
             if lost.retry_at > now {
-                continue;
+                continue; // a stale entry: the track has a later one
             }
             let publisher = self.namespaces.route(&name.namespace, who);
             let epoch = self.new_epoch();
@@ -539,13 +542,18 @@ impl RelayShard {
             let Some(l) = t.lost.as_mut() else { continue };
             match publisher {
                 Some(publisher) => {
-                    // The answer (UpstreamOk / UpstreamError) decides what follows.
+                    // The answer (UpstreamOk / UpstreamError) decides what follows; the grace
+                    // period still ends the track if none comes.
                     l.retry_at = lost.until;
                     t.source = Source::Pending { publisher, epoch };
+                    self.owner.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
                     self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
                 }
-                None => l.retry_at = now + UPSTREAM_RETRY,
+                None => {
+                    l.retry_at = now + UPSTREAM_RETRY;
+                    self.owner.lost.push(Reverse((now + UPSTREAM_RETRY, alias.0)));
+                }
             }
         }
     }
