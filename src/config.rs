@@ -281,6 +281,9 @@ impl Config {
     }
 }
 
+/// Namespace prefixes one parent may serve (the relay numbers a link's routes in this range).
+pub const MAX_ROUTES_PER_UPSTREAM: usize = 4096;
+
 /// `upstream` entries (`[PREFIX=]moqt://HOST:PORT`) grouped by URL: one link per parent.
 fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Vec<Upstream>> {
     let mut out: Vec<Upstream> = Vec::new();
@@ -322,6 +325,9 @@ fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Ve
                 token: token.map(str::to_string),
             }),
         }
+    }
+    if let Some(u) = out.iter().find(|u| u.routes.len() > MAX_ROUTES_PER_UPSTREAM) {
+        bail!("config key `upstream`: more than {MAX_ROUTES_PER_UPSTREAM} prefixes for {}", u.url);
     }
     let defaults = out.iter().flat_map(|u| &u.routes).filter(|r| r.fields().is_empty()).count();
     if defaults > 1 {
@@ -569,6 +575,13 @@ mod tests {
             let err = Config::resolve(&cli(&["--upstream", bad]), 2).expect_err(bad);
             assert!(err.to_string().contains("upstream"), "{err}");
         }
+        let many: Vec<String> = (0..=MAX_ROUTES_PER_UPSTREAM).map(|i| format!("p{i}=moqt://a:1")).collect();
+        let mut args = vec!["moq-edge".to_string()];
+        for m in &many {
+            args.extend(["--upstream".to_string(), m.clone()]);
+        }
+        let err = Config::resolve(&Cli::parse_from(args), 2).expect_err("too many prefixes");
+        assert!(err.to_string().contains("prefixes"), "{err}");
         let two_defaults = cli(&["--upstream", "moqt://a:1", "--upstream", "moqt://b:1"]);
         assert!(Config::resolve(&two_defaults, 2).is_err());
         assert!(Config::resolve(&cli(&["--log-format", "xml"]), 2).is_err());

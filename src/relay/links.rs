@@ -40,7 +40,7 @@ pub fn node_of(peer: &SetupOptions) -> Option<u64> {
 
 /// Request IDs of a link's route entries in the namespace table (never a peer's: those are
 /// below 2^62).
-const ROUTE_RID_BASE: u64 = u64::MAX - 4096;
+const ROUTE_RID_BASE: u64 = u64::MAX - crate::config::MAX_ROUTES_PER_UPSTREAM as u64;
 
 #[derive(Debug)]
 struct Link {
@@ -89,7 +89,8 @@ impl RelayShard {
     /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
     /// completes.
     pub fn add_link(&mut self, conn: u64, session: Session, routes: Vec<TrackNamespace>) {
-        let routes = routes.into_iter().take(4096).collect();
+        // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
+        let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).collect();
         let link = Link { routes, peer: None, forwarded: HashMap::default(), by_rid: HashMap::default() };
         self.links.on_core.insert(conn, link);
         self.add_session(conn, session);
