@@ -69,30 +69,26 @@ impl NamespaceTable {
     /// for a request from an upstream link and for a request from the very relay the link
     /// leads to (loops).
     pub fn route(&self, namespace: &TrackNamespace, who: Requester) -> Option<SessionRef> {
-        let mut best: Option<((usize, bool), SessionRef)> = None;
-        for (n, p, via) in &self.entries {
-            let allowed = match via {
-                Via::Announced { .. } => true,
-                Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
-            };
-            let rank = (n.fields().len(), matches!(via, Via::Announced { .. }));
-            if allowed && namespace.starts_with(n) && best.is_none_or(|(r, _)| rank >= r) {
-                best = Some((rank, *p));
-            }
-        }
-        best.map(|(_, p)| p)
+        self.best(namespace, |via| match via {
+            Via::Announced { .. } => true,
+            Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
+        })
     }
 
     /// The upstream link that tracks in `namespace` are subscribed from (ignoring
     /// announcements): where an announcement of `namespace` is forwarded.
     pub fn upstream_for(&self, namespace: &TrackNamespace) -> Option<SessionRef> {
-        let mut best: Option<(usize, SessionRef)> = None;
+        self.best(namespace, |via| matches!(via, Via::Upstream { .. }))
+    }
+
+    /// The best `allowed` entry covering `namespace`: longest prefix, then an announcement
+    /// before a route, then the newest.
+    fn best(&self, namespace: &TrackNamespace, allowed: impl Fn(&Via) -> bool) -> Option<SessionRef> {
+        let mut best: Option<((usize, bool), SessionRef)> = None;
         for (n, p, via) in &self.entries {
-            if matches!(via, Via::Upstream { .. })
-                && namespace.starts_with(n)
-                && best.is_none_or(|(len, _)| n.fields().len() >= len)
-            {
-                best = Some((n.fields().len(), *p));
+            let rank = (n.fields().len(), matches!(via, Via::Announced { .. }));
+            if allowed(via) && namespace.starts_with(n) && best.is_none_or(|(r, _)| rank >= r) {
+                best = Some((rank, *p));
             }
         }
         best.map(|(_, p)| p)

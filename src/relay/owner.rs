@@ -289,9 +289,11 @@ impl RelayShard {
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
     pub(super) fn owner_rendezvous(&mut self, namespace: &crate::wire::model::TrackNamespace) {
         // Tracks waiting for a lost upstream link under `namespace` try again at once.
+        // (Only scanned while some track is lost: the heap is empty otherwise.)
         let now = self.now;
         let mut again = Vec::new();
-        for (alias, t) in self.owner.tracks.iter_mut().filter(|(_, t)| t.lost.is_some()) {
+        let tracks = if self.owner.lost.is_empty() { None } else { Some(self.owner.tracks.iter_mut()) };
+        for (alias, t) in tracks.into_iter().flatten().filter(|(_, t)| t.lost.is_some()) {
             if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
                 if l.retry_at > now {
                     l.retry_at = now;
