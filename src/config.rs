@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
@@ -284,6 +284,23 @@ impl Config {
 /// Namespace prefixes one parent may serve (the relay numbers a link's routes in this range).
 pub const MAX_ROUTES_PER_UPSTREAM: usize = 4096;
 
+/// The host and port of a `moqt://HOST[:PORT][/PATH]` URL (port 443 when none is given).
+pub fn moqt_host_port(url: &str) -> Result<(String, u16), &'static str> {
+    let authority = url.strip_prefix("moqt://").ok_or("not a moqt:// URL")?;
+    let authority = authority.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => {
+            let port = p.parse::<u16>().ok().filter(|p| *p != 0).ok_or("bad port")?;
+            (h.trim_start_matches('[').trim_end_matches(']'), port)
+        }
+        None => (authority, 443),
+    };
+    if host.is_empty() {
+        return Err("no host");
+    }
+    Ok((host.to_string(), port))
+}
+
 /// `upstream` entries (`[PREFIX=]moqt://HOST:PORT`) grouped by URL: one link per parent.
 fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Vec<Upstream>> {
     let mut out: Vec<Upstream> = Vec::new();
@@ -292,21 +309,12 @@ fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Ve
             Some((p, rest)) => (p, format!("moqt://{rest}")),
             None => ("", entry.clone()),
         };
-        let Some(authority) = url.strip_prefix("moqt://") else {
+        if !url.starts_with("moqt://") {
             bail!("config key `upstream`: {entry:?} is not [PREFIX=]moqt://HOST:PORT");
-        };
-        let authority = authority.split('/').next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => {
-                let port = p.parse::<u16>().ok().filter(|p| *p != 0);
-                let port = port.with_context(|| format!("config key `upstream`: bad port in {entry:?}"))?;
-                (h.trim_start_matches('[').trim_end_matches(']').to_string(), port)
-            }
-            None => (authority.to_string(), 443),
-        };
-        if host.is_empty() {
-            bail!("config key `upstream`: no host in {entry:?}");
         }
+        let (host, port) =
+            moqt_host_port(&url).map_err(|why| anyhow!("config key `upstream`: {why} in {entry:?}"))?;
+        let authority = url["moqt://".len()..].split('/').next().unwrap_or_default();
         let fields: Vec<&str> = prefix.split('/').filter(|f| !f.is_empty()).collect();
         if fields.len() > 32 {
             bail!("config key `upstream`: the prefix of {entry:?} has more than 32 fields");

@@ -3283,6 +3283,184 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
     }
 }
 
+/// The parent sends GOAWAY: the relay asks for a replacement link (to the New Session URI)
+/// and keeps the old one. Once the new link is up, the track is subscribed there too and
+/// moves at a group boundary: the group the old link had started comes whole from it, the
+/// new link's copy of that group is not forwarded, the next group comes from the new link
+/// (the old link's copy is not forwarded), and when the old link's last stream ends its
+/// subscription is cancelled and the old link is ready to close. The subscriber sees each
+/// group once, whole, and no PUBLISH_DONE.
+#[test]
+fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = link(&mut r, v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, parent, &t);
+        accept(&mut r, parent, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
+        put(&mut r, parent, old5, &object(5, 0));
+
+        let uri = Bytes::from_static(b"moqt://parent-b.example:4443");
+        let goaway = moq_edge::wire::model::GoAway { new_session_uri: uri.clone(), timeout_ms: 0 };
+        r.send(parent, Message::GoAway(goaway));
+        r.run_until_quiet();
+        let old_conn = r.clients[parent].conn;
+        assert_eq!(r.shards[0].take_link_goaways(), vec![(old_conn, uri)], "{v:?}");
+        assert!(!r.shards[0].link_moved_out(old_conn), "{v:?}: no replacement yet");
+
+        let parent2 = r.replace_link(parent, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(8));
+        let ev = r.take_events(parent2);
+        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up2))] = ev.as_slice() else {
+            panic!("{v:?}: the new parent got {ev:?}")
+        };
+        assert_eq!(up2.track, t);
+        accept(&mut r, parent2, up2, None);
+        assert!(r.take_events(parent).is_empty(), "{v:?}: the old subscription stays for now");
+        // The new link's copy of group 5 (the old one started it) is not forwarded; its
+        // group 6 is, and from then on the old link's group 6 is not.
+        let new5 = open(&mut r, parent2, &header(v, PUB_ALIAS, 5, 0));
+        put(&mut r, parent2, new5, &object(5, 1));
+        let new6 = open(&mut r, parent2, &header(v, PUB_ALIAS, 6, 0));
+        put(&mut r, parent2, new6, &object(6, 0));
+        r.run_until_quiet();
+        put(&mut r, parent, old5, &object(5, 1));
+        let old6 = open(&mut r, parent, &header(v, PUB_ALIAS, 6, 0));
+        put(&mut r, parent, old6, &object(6, 0));
+        r.run_until_quiet();
+        assert!(r.take_events(parent).is_empty(), "{v:?}: group 5 is still open on the old link");
+        assert!(!r.shards[0].link_moved_out(old_conn), "{v:?}");
+        fin(&mut r, parent, old5);
+        r.run_until_quiet();
+        assert_upstream_stopped(&mut r, parent, v, up.request_id);
+        assert!(r.shards[0].link_moved_out(old_conn), "{v:?}: nothing left on the old link");
+        put(&mut r, parent2, new6, &object(6, 1));
+        fin(&mut r, parent2, new6);
+        let new7 = open(&mut r, parent2, &header(v, PUB_ALIAS, 7, 0));
+        put(&mut r, parent2, new7, &object(7, 0));
+        r.run_until_quiet();
+
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
+        let seen: Vec<(u64, Vec<u64>, Option<Option<u64>>)> = streams(&ev)
+            .iter()
+            .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end))
+            .collect();
+        let expected = vec![(5, vec![0, 1], Some(None)), (6, vec![0, 1], Some(None)), (7, vec![0], None)];
+        assert_eq!(seen, expected, "{v:?}: each group once, whole, from one link");
+        assert_no_closes(&r);
+    }
+}
+
+/// GOAWAY when the old link is ahead of the new one, and closes before its last group ends:
+/// the new link's copies of groups the old one started are never forwarded; the old link's
+/// open stream is reset when it closes (no PUBLISH_DONE), and the next group the old link
+/// had not started comes from the new link. A new parent that refuses the track leaves it on
+/// the old link.
+#[test]
+fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = link(&mut r, v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, parent, &t);
+        accept(&mut r, parent, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
+        put(&mut r, parent, old5, &object(5, 0));
+        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
+        r.send(parent, Message::GoAway(goaway));
+        r.run_until_quiet();
+        let root = vec![TrackNamespace::from_strs::<&str>(&[])];
+        let parent2 = r.replace_link(parent, root, parent_setup(8));
+        let ev = r.take_events(parent2);
+        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up2))] = ev.as_slice() else {
+            panic!("{v:?}: the new parent got {ev:?}")
+        };
+        accept(&mut r, parent2, up2, None);
+        // The old link is ahead: it opens group 6 before the new link's group 6 arrives.
+        let old6 = open(&mut r, parent, &header(v, PUB_ALIAS, 6, 0));
+        put(&mut r, parent, old6, &object(6, 0));
+        r.run_until_quiet();
+        let new6 = open(&mut r, parent2, &header(v, PUB_ALIAS, 6, 0));
+        put(&mut r, parent2, new6, &object(6, 1));
+        r.run_until_quiet();
+        // The old link goes before group 6 ends: its stream is reset; group 7 is the new one's.
+        r.disconnect(parent);
+        r.run_until_quiet();
+        put(&mut r, parent2, new6, &object(6, 2));
+        let new7 = open(&mut r, parent2, &header(v, PUB_ALIAS, 7, 0));
+        put(&mut r, parent2, new7, &object(7, 0));
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
+        let seen: Vec<(u64, Vec<u64>, bool)> = streams(&ev)
+            .iter()
+            .map(|st| {
+                (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end.is_some())
+            })
+            .collect();
+        assert_eq!(seen, vec![(5, vec![0], true), (6, vec![0], true), (7, vec![0], false)], "{v:?}");
+        let ends: Vec<Option<Option<u64>>> = streams(&ev).iter().map(|st| st.end).collect();
+        assert!(
+            matches!(ends[..2], [Some(Some(_)), Some(Some(_))]),
+            "{v:?}: reset when the link closed: {ends:?}"
+        );
+
+        // A second GOAWAY round where the new parent refuses: the track stays where it is.
+        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
+        r.send(parent2, Message::GoAway(goaway));
+        r.run_until_quiet();
+        let root = vec![TrackNamespace::from_strs::<&str>(&[])];
+        let parent3 = r.replace_link(parent2, root, parent_setup(9));
+        let ev = r.take_events(parent3);
+        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up3))] = ev.as_slice() else {
+            panic!("{v:?}: the third parent got {ev:?}")
+        };
+        let refusal = moq_edge::wire::model::RequestError {
+            request_id: up3.request_id,
+            error_code: code::DOES_NOT_EXIST,
+            reason: Bytes::from_static(b"no such track"),
+            ..Default::default()
+        };
+        r.send(parent3, Message::RequestError(refusal));
+        r.run_until_quiet();
+        put(&mut r, parent2, new7, &object(7, 1));
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 1, "{v:?}: still from the second link");
+        assert_eq!(seen[0].objects.len(), 1, "{v:?}");
+        assert!(r.take_events(parent2).is_empty(), "{v:?}: its subscription is kept");
+        assert!(!r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}: the link still carries it");
+        // Half a second later the move is tried again; this time the parent has the track.
+        r.advance(Duration::from_millis(600));
+        let msgs = messages(&r.take_events(parent3));
+        let [Message::Subscribe(again)] = msgs.as_slice() else { panic!("{v:?}: {msgs:?}") };
+        accept(&mut r, parent3, again, None);
+        let new8 = open(&mut r, parent3, &header(v, PUB_ALIAS, 8, 0));
+        put(&mut r, parent3, new8, &object(8, 0));
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 1, "{v:?}: group 8 from the third link");
+        assert_eq!((seen[0].header.group_id, seen[0].objects.len()), (8, 1), "{v:?}");
+        fin(&mut r, parent2, new7);
+        r.run_until_quiet();
+        assert_upstream_stopped(&mut r, parent2, v, up2.request_id);
+        assert!(r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}");
+        let ev = r.take_events(s);
+        assert!(
+            matches!(ev.as_slice(), [Event::DataStreamEnd { reset: None, .. }]),
+            "{v:?}: group 7 ends: {ev:?}"
+        );
+        assert_no_closes(&r);
+    }
+}
+
 /// An edge asked to FETCH a track it does not relay: it subscribes the track through its link
 /// (for the End Location), then FETCHes from the parent what its empty cache lacks, and
 /// answers with the parent's objects.

@@ -488,6 +488,11 @@ impl RelayShard {
         }
     }
 
+    /// Whether the relay has an upstream subscription on session `conn`.
+    pub(super) fn ingest_has_upstreams(&self, conn: u64) -> bool {
+        self.ingest.ups.keys().any(|(c, _)| *c == conn)
+    }
+
     /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
     pub(super) fn ingest_session_closed(&mut self, conn: u64) {
         let namespaces: Vec<RequestId> =

@@ -50,6 +50,10 @@ struct Link {
     /// Announcements forwarded up this link, and their requests on it.
     forwarded: HashMap<TrackNamespace, Forwarded>,
     by_rid: HashMap<RequestId, TrackNamespace>,
+    /// The link this one replaces (its parent sent GOAWAY).
+    replaces: Option<u64>,
+    /// Its replacement is up: its tracks are moving there, and it closes once they have.
+    moved: bool,
 }
 
 /// One namespace forwarded up a link.
@@ -76,6 +80,9 @@ pub struct Links {
     /// Forwarded announcements not yet answered, oldest first: (forwarded at, link, namespace);
     /// their held confirmations are released [`FORWARD_WAIT`] later at the latest.
     waits: std::collections::VecDeque<(Instant, u64, TrackNamespace)>,
+    /// Links whose parent sent GOAWAY, with its New Session URI, for the runtime to open
+    /// their replacements.
+    goaways: Vec<(u64, Bytes)>,
 }
 
 impl Links {
@@ -87,11 +94,19 @@ impl Links {
 impl RelayShard {
     /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
     /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
-    /// completes.
-    pub fn add_link(&mut self, conn: u64, session: Session, routes: Vec<TrackNamespace>) {
+    /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
+    /// move to this one once it is up.
+    pub fn add_link(
+        &mut self,
+        conn: u64,
+        session: Session,
+        routes: Vec<TrackNamespace>,
+        replaces: Option<u64>,
+    ) {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
         let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).collect();
-        let link = Link { routes, peer: None, forwarded: HashMap::default(), by_rid: HashMap::default() };
+        let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
+        let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false };
         self.links.on_core.insert(conn, link);
         self.add_session(conn, session);
     }
@@ -99,6 +114,31 @@ impl RelayShard {
     /// Whether session `conn` is an upstream link of this core.
     pub fn is_link(&self, conn: u64) -> bool {
         self.links.on_core.contains_key(&conn)
+    }
+
+    /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
+    /// the same parent).
+    pub fn take_link_goaways(&mut self) -> Vec<(u64, Bytes)> {
+        std::mem::take(&mut self.links.goaways)
+    }
+
+    /// Whether link `conn` was replaced and no longer carries a subscription: time to close
+    /// it.
+    pub fn link_moved_out(&self, conn: u64) -> bool {
+        self.links.on_core.get(&conn).is_some_and(|l| l.moved) && !self.ingest_has_upstreams(conn)
+    }
+
+    /// Closes link `conn` (its tracks moved to its replacement).
+    pub fn close_link(&mut self, conn: u64) {
+        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            s.close(SessionCode::NoError, "moved to the new session");
+        }
+    }
+
+    /// GOAWAY from a link's parent: its replacement is opened by the runtime.
+    pub(super) fn links_goaway(&mut self, conn: u64, new_session_uri: Bytes) {
+        tracing::info!(conn, uri = %String::from_utf8_lossy(&new_session_uri), "upstream parent going away");
+        self.links.goaways.push((conn, new_session_uri));
     }
 
     /// Upstream links of this core whose session is set up.
@@ -143,6 +183,25 @@ impl RelayShard {
                     RelayMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
                 );
             }
+        }
+        if let Some(old) = self.links.on_core.get(&conn).and_then(|l| l.replaces) {
+            self.links_replaced(old);
+        }
+    }
+
+    /// Link `old`'s replacement is up (its routes announced to every core before this): the
+    /// old routes are withdrawn, and every owner moves the old link's tracks (make before
+    /// break: the old link closes once none is left on it, `link_moved_out`).
+    fn links_replaced(&mut self, old: u64) {
+        let Some(link) = self.links.on_core.get_mut(&old).filter(|l| !l.moved) else { return };
+        link.moved = true;
+        let n = link.routes.len();
+        for i in 0..n {
+            self.ingest_withdraw_namespace(old, RequestId(ROUTE_RID_BASE + i as u64));
+        }
+        let from = self.me(old);
+        for core in 0..self.cores {
+            self.send(core, RelayMsg::UpstreamMoved { from });
         }
     }
 

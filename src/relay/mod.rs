@@ -601,6 +601,7 @@ impl RelayShard {
                 self.owner_upstream_error(alias, epoch, code, reason)
             }
             M::UpstreamLost { alias, epoch } => self.owner_upstream_lost(alias, epoch),
+            M::UpstreamMoved { from } => self.owner_upstream_moved(from),
             M::UpstreamDone { alias, epoch, status, reason } => {
                 self.owner_upstream_done(alias, epoch, status, reason)
             }
@@ -711,6 +712,7 @@ impl RelayShard {
             // An answer to one of the relay's REQUEST_UPDATEs upstream.
             Message::RequestOk(m) => self.ingest_update_answered(conn, m.request_id),
             Message::RequestUpdate(m) => self.on_request_update(conn, m),
+            Message::GoAway(m) if self.is_link(conn) => self.links_goaway(conn, m.new_session_uri),
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
             _ => {}
         }

@@ -155,6 +155,11 @@ pub enum RelayMsg {
         alias: TrackAlias,
         epoch: Epoch,
     },
+    /// Upstream link `from`'s parent is going away and the link's replacement is up: the
+    /// owner moves the link's tracks (make before break).
+    UpstreamMoved {
+        from: SessionRef,
+    },
     UpstreamDone {
         alias: TrackAlias,
         epoch: Epoch,

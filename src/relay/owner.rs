@@ -5,7 +5,7 @@
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
 
-use crate::hash::HashMap;
+use crate::hash::{HashMap, HashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -87,6 +87,39 @@ struct Track {
     who: Requester,
     /// The upstream link went away: subscribers are kept while the relay subscribes again.
     lost: Option<Lost>,
+    /// The upstream link's parent is going away (GOAWAY): a second subscription through
+    /// its replacement, which the track moves to at a group boundary.
+    moving: Option<Box<Move>>,
+    /// Streams of the current source that are not forwarded (their group is another
+    /// source's), until they end.
+    dropped: HashSet<StreamKey>,
+    /// Groups below this came from an earlier source: the current one's (the epoch) are not
+    /// forwarded.
+    floor: Option<(Epoch, u64)>,
+    /// The largest group forwarded from the current source (the epoch).
+    top: Option<(Epoch, u64)>,
+    /// The link whose replacement the track is moving to (tried again while the new parent
+    /// refuses it).
+    move_from: Option<SessionRef>,
+}
+
+/// Make-before-break (draft-22 §7.4.1, for the relay's own upstream): the groups the old
+/// subscription has started are taken from it to their end; the new subscription's first
+/// group that the old one has not started (the cut) and every later group come from the
+/// new one. Once the old subscription's last forwarded stream ends, it is cancelled. No
+/// stream is forwarded twice, none is cut short.
+#[derive(Debug)]
+struct Move {
+    publisher: SessionRef,
+    epoch: Epoch,
+    /// Its SUBSCRIBE_OK came (objects before it are not taken).
+    ok: bool,
+    cut: Option<u64>,
+    /// The largest group taken from it.
+    top: Option<u64>,
+    /// Its streams that are forwarded, and those that are not.
+    streams: HashSet<StreamKey>,
+    dropped: HashSet<StreamKey>,
 }
 
 /// A track whose upstream link was lost (`RelayMsg::UpstreamLost`).
@@ -121,7 +154,91 @@ impl Track {
             shape: Shape::default(),
             who: Requester::default(),
             lost: None,
+            moving: None,
+            dropped: HashSet::default(),
+            floor: None,
+            top: None,
+            move_from: None,
         }
+    }
+
+    /// The move failed (its subscription refused, ended or lost): the track stays with its
+    /// source. Groups the new subscription had started are not taken from the old one.
+    fn abandon_move(&mut self) {
+        let Some(m) = self.moving.take() else { return };
+        if m.cut.is_some() {
+            let epoch = self.source.epoch();
+            let next = [self.top_group(), m.top].into_iter().flatten().max().map_or(0, |g| g + 1);
+            self.floor = Some((epoch, next));
+            self.top = Some((epoch, next.saturating_sub(1)));
+        }
+    }
+
+    /// The largest group forwarded from the current source.
+    fn top_group(&self) -> Option<u64> {
+        self.top.filter(|(e, _)| *e == self.source.epoch()).map(|(_, g)| g)
+    }
+
+    /// Whether `data`, from the current source or (`from_move`) the moving one, is
+    /// forwarded: each group comes from one source (see [`Move`]); a stream not forwarded
+    /// has none of its objects forwarded.
+    fn admit(&mut self, from_move: bool, data: &Data) -> bool {
+        let epoch = self.source.epoch();
+        let (key, group) = match data {
+            Data::StreamOpen { key, header } => (Some(*key), header.group_id),
+            Data::Datagram { header, .. } => (None, header.group_id),
+            Data::Object { key, .. } | Data::StreamEnd { key, .. } => {
+                if self.moving.is_none() && self.dropped.is_empty() {
+                    return true;
+                }
+                let end = matches!(data, Data::StreamEnd { .. });
+                let dropped = match self.moving.as_mut() {
+                    Some(m) if from_move => {
+                        if end {
+                            m.streams.remove(key);
+                        }
+                        &mut m.dropped
+                    }
+                    _ => &mut self.dropped,
+                };
+                return !if end { dropped.remove(key) } else { dropped.contains(key) };
+            }
+        };
+        let top = self.top_group();
+        let take = match self.moving.as_mut() {
+            Some(m) if from_move => {
+                let take = m.ok
+                    && match m.cut {
+                        Some(cut) => group >= cut,
+                        None if top.is_none_or(|top| top < group) => {
+                            m.cut = Some(group);
+                            true
+                        }
+                        None => false,
+                    };
+                if take {
+                    m.top = Some(m.top.map_or(group, |t| t.max(group)));
+                }
+                if let Some(key) = key {
+                    if take {
+                        m.streams.insert(key)
+                    } else {
+                        m.dropped.insert(key)
+                    };
+                }
+                return take;
+            }
+            m => {
+                let floor = self.floor.filter(|(e, _)| *e == epoch).map_or(0, |(_, f)| f);
+                group >= floor && m.and_then(|m| m.cut).is_none_or(|cut| group < cut)
+            }
+        };
+        if take {
+            self.top = Some((epoch, top.map_or(group, |t| t.max(group))));
+        } else if let Some(key) = key {
+            self.dropped.insert(key);
+        }
+        take
     }
 }
 
@@ -150,6 +267,8 @@ pub struct Owner {
     next_fetch: u64,
     /// When to look at tracks whose upstream link was lost (`Track::lost`), checked lazily.
     lost: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// When to try again to move tracks whose new parent refused them (`Track::move_from`).
+    moves: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
 impl Owner {
@@ -164,6 +283,7 @@ impl Owner {
             fetch_deadlines: BinaryHeap::new(),
             next_fetch: 0,
             lost: BinaryHeap::new(),
+            moves: BinaryHeap::new(),
         }
     }
 
@@ -173,7 +293,7 @@ impl Owner {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        [&self.idle, &self.held_until, &self.fetch_deadlines, &self.lost]
+        [&self.idle, &self.held_until, &self.fetch_deadlines, &self.lost, &self.moves]
             .into_iter()
             .filter_map(|h| h.peek().map(|Reverse((at, _))| *at))
             .min()
@@ -384,11 +504,116 @@ impl RelayShard {
             Source::Subscribed { .. } if t.forward != wanted => t.forward = wanted,
             _ => return,
         }
+        if let Some(m) = t.moving.as_ref().filter(|m| m.ok) {
+            let (core, epoch) = (m.publisher.core, m.epoch);
+            self.send(core, RelayMsg::PublishForward { alias, epoch, forward: wanted });
+        }
         self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wanted });
+    }
+
+    /// The parent of upstream link `from` is going away and the link's replacement is up
+    /// (its routes in the namespace table): every track this shard has from `from` moves to
+    /// what the routes now name. A SUBSCRIBE not answered yet is simply sent again there; an
+    /// Established one gets a second subscription, and moves at a group boundary (see
+    /// [`Move`]) while the old one still delivers.
+    pub(super) fn owner_upstream_moved(&mut self, from: SessionRef) {
+        let on_link: Vec<TrackAlias> = self
+            .owner
+            .tracks
+            .iter()
+            .filter(|(_, t)| t.source.publisher() == from && t.moving.is_none() && t.lost.is_none())
+            .map(|(a, _)| *a)
+            .collect();
+        for alias in on_link {
+            self.owner_move(alias, from);
+        }
+    }
+
+    fn owner_move(&mut self, alias: TrackAlias, from: SessionRef) {
+        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        let (old, track) = (t.source, t.name.clone());
+        let Some(publisher) = self.namespaces.route(&track.namespace, t.who).filter(|p| *p != from) else {
+            return; // no other way to the track: it stays until the old link closes
+        };
+        let epoch = self.new_epoch();
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        match old {
+            Source::Subscribed { .. } => {
+                t.move_from = Some(from);
+                t.moving = Some(Box::new(Move {
+                    publisher,
+                    epoch,
+                    ok: false,
+                    cut: None,
+                    top: None,
+                    streams: HashSet::default(),
+                    dropped: HashSet::default(),
+                }));
+            }
+            Source::Pending { .. } => {
+                t.source = Source::Pending { publisher, epoch };
+                self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+            }
+            Source::Published { .. } => return,
+        }
+        self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+    }
+
+    /// Tracks whose move was refused try again while they are still on the old link (its
+    /// parent may not have heard of the track yet: its publisher is moving too).
+    fn owner_moves_tick(&mut self) {
+        while let Some(&Reverse((at, alias))) = self.owner.moves.peek() {
+            if at > self.now {
+                break;
+            }
+            self.owner.moves.pop();
+            let alias = TrackAlias(alias);
+            let Some(t) = self.owner.tracks.get(&alias) else { continue };
+            match t.move_from {
+                Some(from) if t.moving.is_none() && t.lost.is_none() && t.source.publisher() == from => {
+                    self.owner_move(alias, from)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The track's move is complete: the new subscription is its source. `stop_old`: the
+    /// old subscription is still there (its streams all ended) and is cancelled; otherwise
+    /// it is gone (its link closed, or it ended), and if no group came from the new one yet,
+    /// the first is the one after the last group forwarded.
+    fn owner_move_finish(&mut self, alias: TrackAlias, stop_old: bool) {
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Some(m) = t.moving.take() else { return };
+        let old = t.source;
+        let top = t.top_group();
+        let (publisher, epoch) = (m.publisher, m.epoch);
+        let cut = m.cut.or_else(|| top.map(|g| g + 1)).unwrap_or(0);
+        t.floor = Some((epoch, cut));
+        t.top = [top, m.top].into_iter().flatten().max().map(|g| (epoch, g));
+        t.dropped = m.dropped;
+        t.move_from = None;
+        t.source =
+            if m.ok { Source::Subscribed { publisher, epoch } } else { Source::Pending { publisher, epoch } };
+        tracing::debug!(alias = alias.0, cut, "track moved to the new upstream link");
+        if stop_old {
+            self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+        }
     }
 
     pub(super) fn owner_upstream_ok(&mut self, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if let Some(m) = t.moving.as_mut().filter(|m| m.epoch == epoch) {
+            m.ok = true;
+            if let Some(l) = info.largest {
+                t.info.largest = Some(max_location(t.info.largest, l));
+            }
+            if !t.forward {
+                let publisher = m.publisher;
+                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+            }
+            return;
+        }
         let Source::Pending { publisher, epoch: e } = t.source else { return };
         if e != epoch {
             return;
@@ -425,6 +650,9 @@ impl RelayShard {
     fn owner_remove(&mut self, alias: TrackAlias, code: u64, reason: &Bytes) -> Option<Track> {
         let mut t = self.owner.tracks.remove(&alias)?;
         self.owner.cache.remove_track(alias);
+        if let Some(m) = t.moving.take() {
+            self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
+        }
         if t.available {
             for core in 0..self.cores {
                 self.send(core, RelayMsg::TrackGone { alias });
@@ -441,6 +669,12 @@ impl RelayShard {
 
     pub(super) fn owner_upstream_error(&mut self, alias: TrackAlias, epoch: Epoch, code: u64, reason: Bytes) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+            // The new parent does not have the track (yet): it stays with the old one, and
+            // tries again soon (or comes back through the lost-link path if that closes).
+            t.abandon_move();
+            return self.owner.moves.push(Reverse((self.now + UPSTREAM_RETRY, alias.0)));
+        }
         if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
             return;
         }
@@ -493,8 +727,15 @@ impl RelayShard {
     /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
     pub(super) fn owner_upstream_lost(&mut self, alias: TrackAlias, epoch: Epoch) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+            return t.abandon_move();
+        }
         if t.source.epoch() != epoch {
             return;
+        }
+        if t.moving.is_some() {
+            // The old link closed first: the track is the new subscription's from here.
+            return self.owner_move_finish(alias, false);
         }
         if t.cores.is_empty() && t.waiting.is_empty() {
             let reason = Bytes::from_static(b"the upstream relay went away");
@@ -567,9 +808,17 @@ impl RelayShard {
         status: u64,
         reason: Bytes,
     ) {
-        let Some(t) = self.owner.tracks.get(&alias) else { return };
+        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+            return t.abandon_move();
+        }
         if t.source.epoch() != epoch {
             return;
+        }
+        if t.moving.is_some() {
+            // The old upstream ended it (its relay going away): the new one carries on, and
+            // ends the track if it ends too.
+            return self.owner_move_finish(alias, false);
         }
         let Some(t) = self.owner_remove(alias, code::DOES_NOT_EXIST, &reason) else { return };
         for core in t.cores {
@@ -604,6 +853,11 @@ impl RelayShard {
                 // The newest source wins: the old upstream ends, its open streams end here.
                 self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+                if let Some(m) = t.moving.take() {
+                    self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
+                }
+                let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+                t.dropped.clear();
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
                 let newer = !t.fetches.is_empty();
                 let cores = t.cores.clone();
@@ -656,8 +910,12 @@ impl RelayShard {
     /// to every core with subscribers.
     pub(super) fn owner_data(&mut self, alias: TrackAlias, epoch: Epoch, data: Data) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
-        if t.source.epoch() != epoch {
+        let from_move = t.moving.as_ref().is_some_and(|m| m.epoch == epoch);
+        if t.source.epoch() != epoch && !from_move {
             return; // a replaced or stopped upstream
+        }
+        if !t.admit(from_move, &data) {
+            return;
         }
         if let Err(why) = check_shape(t, &self.owner.cache, alias, &data) {
             return self.owner_malformed(alias, why);
@@ -717,6 +975,13 @@ impl RelayShard {
             let msg = RelayMsg::Downstream { alias, data };
             self.mail.send(core, msg);
         }
+        if t.moving
+            .as_ref()
+            .is_some_and(|m| m.cut.is_some() && t.streams.keys().all(|k| m.streams.contains(k)))
+        {
+            // The old source's last forwarded stream ended: the move is complete.
+            self.owner_move_finish(alias, true);
+        }
     }
 
     /// Lingering tracks whose time is up: an upstream SUBSCRIBE ends, an accepted PUBLISH is
@@ -725,6 +990,7 @@ impl RelayShard {
         self.owner_rendezvous_expired();
         self.owner_fetch_timeouts();
         self.owner_lost_tick();
+        self.owner_moves_tick();
         while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
             if at > self.now {
                 break;

@@ -138,6 +138,8 @@ impl AppFactory for RelayFactory {
                     tag: i as u64,
                     upstream: u.clone(),
                     state: LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
+                    old: None,
+                    target: None,
                 })
                 .collect(),
             ping_at: now + LINK_KEEPALIVE,
@@ -178,6 +180,12 @@ struct LinkSlot {
     tag: u64,
     upstream: Upstream,
     state: LinkState,
+    /// The connection whose parent sent GOAWAY: open while its tracks move to the slot's
+    /// new connection (make before break), closed once none is left on it.
+    old: Option<u64>,
+    /// Where the next connection goes instead of the configured parent (a GOAWAY's New
+    /// Session URI).
+    target: Option<(String, u16)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -214,9 +222,10 @@ impl Host {
             }
             use std::net::ToSocketAddrs;
             let u = &slot.upstream;
-            match (u.host.as_str(), u.port).to_socket_addrs().map(|mut a| a.next()) {
+            let (host, port) = slot.target.take().unwrap_or_else(|| (u.host.clone(), u.port));
+            match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
                 Ok(Some(peer)) => {
-                    out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(u.host.clone()) });
+                    out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(host) });
                     slot.state = LinkState::Connecting { backoff };
                 }
                 Ok(None) => slot.down(now, "the host name has no address"),
@@ -231,8 +240,49 @@ impl Host {
             LinkState::Down { retry_at, .. } => Some(retry_at),
             _ => None,
         });
-        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }));
+        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }) || l.old.is_some());
         retry.chain(up.then_some(self.ping_at)).min()
+    }
+
+    /// The parent of link connection `conn` sent GOAWAY: the slot connects again now (to the
+    /// New Session URI when there is one) while the old connection stays open; the relay
+    /// moves the tracks once the new one is up.
+    fn link_goaway(&mut self, conn: u64, uri: &[u8]) {
+        let now = self.now;
+        let Some(slot) =
+            self.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn: c, .. } if c == conn))
+        else {
+            return;
+        };
+        let uri = String::from_utf8_lossy(uri);
+        slot.target = match crate::config::moqt_host_port(&uri) {
+            Ok(target) => Some(target),
+            Err(why) if !uri.is_empty() => {
+                warn!(upstream = %slot.upstream.url, %uri, why, "GOAWAY's New Session URI not usable: reconnecting to the parent");
+                None
+            }
+            Err(_) => None,
+        };
+        slot.old = Some(conn);
+        slot.state = LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
+    }
+
+    /// Keep-alives of the links (replaced ones too), and closing replaced links whose tracks
+    /// have all moved.
+    fn links_keepalive(&mut self, out: &mut ShardOutput) {
+        for l in &mut self.links {
+            if let LinkState::Up { conn, .. } = l.state {
+                out.wake.push(ConnHandle(conn));
+            }
+            if let Some(old) = l.old {
+                if self.relay.link_moved_out(old) {
+                    info!(upstream = %l.upstream.url, "tracks moved off the old upstream link: closing it");
+                    self.relay.close_link(old);
+                    l.old = None;
+                }
+                out.wake.push(ConnHandle(old));
+            }
+        }
     }
 
     /// Writes session `conn`'s output into its connection.
@@ -271,7 +321,7 @@ impl ShardApp for RelayHost {
         info!(upstream = %slot.upstream.url, version = ?version, "upstream link connected");
         let setup = host.relay.config().link_setup(slot.upstream.token.as_deref());
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
-        host.relay.add_link(conn.0, session, slot.upstream.routes.clone());
+        host.relay.add_link(conn.0, session, slot.upstream.routes.clone(), slot.old);
         host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog));
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
     }
@@ -308,14 +358,13 @@ impl ShardApp for RelayHost {
         host.now = now;
         out.deadline = host.relay.tick(now);
         if !host.links.is_empty() {
+            for (conn, uri) in host.relay.take_link_goaways() {
+                host.link_goaway(conn, &uri);
+            }
             host.connect_links(out);
             if now >= host.ping_at {
                 host.ping_at = now + LINK_KEEPALIVE;
-                for l in &host.links {
-                    if let LinkState::Up { conn, .. } = l.state {
-                        out.wake.push(ConnHandle(conn));
-                    }
-                }
+                host.links_keepalive(out);
             }
             out.deadline = [out.deadline, host.links_deadline()].into_iter().flatten().min();
         }
@@ -399,6 +448,9 @@ impl ConnApp for RelayConn {
         host.pumps.remove(&self.key);
         if self.link.is_some() {
             let key = self.key;
+            for l in host.links.iter_mut().filter(|l| l.old == Some(key)) {
+                l.old = None;
+            }
             if let Some(slot) =
                 host.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn, .. } if conn == key))
             {

@@ -146,11 +146,35 @@ impl Relay {
         routes: Vec<moq_edge::wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
     ) -> ClientId {
+        self.link_with(core, version, routes, parent_setup, None)
+    }
+
+    /// Like [`Relay::connect_link`], as the replacement of link `old` (on the same core),
+    /// whose parent sent GOAWAY.
+    pub fn replace_link(
+        &mut self,
+        old: ClientId,
+        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        parent_setup: SetupOptions,
+    ) -> ClientId {
+        let (core, version, conn) =
+            (self.clients[old].core, self.clients[old].version, self.clients[old].conn);
+        self.link_with(core, version, routes, parent_setup, Some(conn))
+    }
+
+    fn link_with(
+        &mut self,
+        core: usize,
+        version: Version,
+        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        parent_setup: SetupOptions,
+        replaces: Option<u64>,
+    ) -> ClientId {
         self.next_conn[core] += 1;
         let conn = self.next_conn[core];
         let setup = self.shards[core].config().link_setup(None);
         let relay_side = Session::new(version, Role::Client, SessionConfig::default(), setup);
-        self.shards[core].add_link(conn, relay_side, routes);
+        self.shards[core].add_link(conn, relay_side, routes, replaces);
         let session = Session::new(version, Role::Server, SessionConfig::default(), parent_setup);
         let id = self.push_client(version, core, conn, session);
         self.flush_relay_session(core, conn);
@@ -158,7 +182,6 @@ impl Relay {
         id
     }
 
-    /// The client sends `msg` (not yet delivered: call [`Relay::run_until_quiet`]).
     pub fn send(&mut self, c: ClientId, msg: Message) {
         self.clients[c].session.send(msg).unwrap();
     }
