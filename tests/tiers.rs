@@ -4,6 +4,9 @@
 //! the track, whatever the number of subscribers on B. Then the origin is killed and started
 //! again: the edges reconnect, A announces again, B subscribes again, and a subscriber on B
 //! that stayed connected receives objects published after the restart.
+//!
+//! And a graceful switchover: an origin that drains names its successor in GOAWAY; both edges
+//! move there without a gap and the old origin exits once they have.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,22 +15,36 @@ use std::time::{Duration, Instant};
 mod process;
 use process::{free_tcp, free_udp, get, metric, wait_for, Proc};
 
+/// Serializes this file's tests: each runs several relays and clients on a 2-CPU machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A relay on one core; an edge (with `upstream`) drains for up to 60 s on SIGTERM.
 fn relay(port: u16, metrics: u16, upstream: Option<u16>) -> Proc {
+    let drain = if upstream.is_some() { 60_000 } else { 0 };
+    relay_with(port, metrics, upstream, drain, None)
+}
+
+/// A relay on one core that drains for `drain_ms` on SIGTERM, naming the relay on port
+/// `successor` in its GOAWAY.
+fn relay_with(port: u16, metrics: u16, upstream: Option<u16>, drain_ms: u64, successor: Option<u16>) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_moq-edge"));
-    let drain = if upstream.is_some() { "60000" } else { "0" };
-    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--goaway-timeout-ms", drain])
+    let drain = drain_ms.to_string();
+    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--goaway-timeout-ms", &drain])
         .args(["--metrics", &format!("127.0.0.1:{metrics}"), "--cache-mib", "16"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(up) = upstream {
         cmd.args(["--upstream", &format!("moqt://127.0.0.1:{up}"), "--upstream-insecure", "true"]);
     }
+    if let Some(next) = successor {
+        cmd.args(["--goaway-uri", &format!("moqt://127.0.0.1:{next}")]);
+    }
     Proc(cmd.spawn().expect("moq-edge starts"))
 }
 
 #[test]
 fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_restart() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (p_origin, p_a, p_b) = (free_udp(), free_udp(), free_udp());
     let (m_origin, m_a, m_b) = (free_tcp(), free_tcp(), free_tcp());
     let mut origin = relay(p_origin, m_origin, None);
@@ -127,4 +144,64 @@ fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_r
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
     wait_for("B to exit", Duration::from_secs(30), || b.0.try_wait().ok().flatten().is_some());
     drop(origin);
+}
+
+/// The origin drains (SIGTERM) and names its successor in GOAWAY, while a publisher on edge A
+/// and a subscriber on edge B run: both edges connect to the successor, A announces there, B
+/// subscribes there and moves the track at a group boundary, and both close their old links
+/// once nothing is left on them, so the old origin exits long before its 30 s drain is over.
+/// The subscriber sees every object once, in order: no gap, no stream reset.
+#[test]
+fn an_origins_goaway_moves_the_edges_to_its_successor_without_a_gap() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (p_old, p_new, p_a, p_b) = (free_udp(), free_udp(), free_udp(), free_udp());
+    let (m_old, m_new, m_a, m_b) = (free_tcp(), free_tcp(), free_tcp(), free_tcp());
+    let _new = relay_with(p_new, m_new, None, 0, None);
+    let mut old = relay_with(p_old, m_old, None, 30_000, Some(p_new));
+    let _a = relay(p_a, m_a, Some(p_old));
+    let _b = relay(p_b, m_b, Some(p_old));
+    let links_up = |m| metric(m, "moq_edge_upstream_links_up") == Some(1);
+    wait_for("both edges' links to the origin", Duration::from_secs(30), || links_up(m_a) && links_up(m_b));
+
+    // Groups of 10 objects at 50/s: a group boundary every 200 ms.
+    let mut publisher = Proc(
+        Command::new(env!("CARGO_BIN_EXE_moq-pub"))
+            .args(["--relay", &format!("127.0.0.1:{p_a}"), "--namespace", "live/cam", "--track", "v"])
+            .args(["--rate", "50", "--group-size", "10", "--count", "3000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moq-pub starts"),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let subscriber = Command::new(env!("CARGO_BIN_EXE_moq-sub"))
+        .args(["--relay", &format!("127.0.0.1:{p_b}"), "--namespace", "live/cam", "--track", "v"])
+        .args(["--count", "400", "--timeout-s", "60", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moq-sub starts");
+    wait_for("the subscription through the old origin", Duration::from_secs(30), || {
+        metric(m_old, "moq_edge_subscriptions") == Some(1)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = old.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
+    let drained_at = Instant::now();
+    wait_for("the old origin to exit (its edges moved away)", Duration::from_secs(20), || {
+        old.0.try_wait().ok().flatten().is_some()
+    });
+    let drain_took = drained_at.elapsed();
+    let out = subscriber.wait_with_output().expect("moq-sub ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "moq-sub failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("received 400 objects"), "{text}");
+    assert!(
+        text.contains("gaps 0 (0 missing), late/duplicate 0, streams reset 0"),
+        "every object once, in order, no stream cut short:\n{text}"
+    );
+    assert!(metric(m_new, "moq_edge_subscriptions") == Some(1), "B's subscription is at the new origin");
+    assert!(links_up(m_a) && links_up(m_b), "each edge has one link, to the new origin");
+    let _ = publisher.0.kill();
+    eprintln!("the old origin exited {:.1} s after SIGTERM", drain_took.as_secs_f64());
 }

@@ -528,6 +528,11 @@ impl RelayShard {
         }
     }
 
+    /// How many subscriptions session `conn` has here.
+    pub(super) fn fanout_subscriptions(&self, conn: u64) -> usize {
+        self.fanout.per_session.get(&conn).copied().unwrap_or(0)
+    }
+
     fn forget_sub(&mut self, conn: u64, rid: RequestId) {
         self.fanout.by_req.remove(&(conn, rid));
         if let Some(c) = self.fanout.per_session.get_mut(&conn) {

@@ -122,10 +122,13 @@ impl RelayShard {
         std::mem::take(&mut self.links.goaways)
     }
 
-    /// Whether link `conn` was replaced and no longer carries a subscription: time to close
-    /// it.
+    /// Whether link `conn` was replaced and carries no subscription any more, neither ours
+    /// nor the parent's (its subscribers move too, and it ends them on the old link): time to
+    /// close it.
     pub fn link_moved_out(&self, conn: u64) -> bool {
-        self.links.on_core.get(&conn).is_some_and(|l| l.moved) && !self.ingest_has_upstreams(conn)
+        self.links.on_core.get(&conn).is_some_and(|l| l.moved)
+            && !self.ingest_has_upstreams(conn)
+            && self.fanout_subscriptions(conn) == 0
     }
 
     /// Closes link `conn` (its tracks moved to its replacement).
