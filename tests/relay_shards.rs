@@ -3461,6 +3461,55 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
     }
 }
 
+/// The replacement link closes before the track moved: the track stays on the old link, and
+/// moves when the next replacement is up.
+#[test]
+fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = link(&mut r, v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = subscribe(&mut r, s, &t, None);
+        let up = upstream_subscribe(&mut r, parent, &t);
+        accept(&mut r, parent, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
+        r.send(parent, Message::GoAway(goaway));
+        r.run_until_quiet();
+        let root = || vec![TrackNamespace::from_strs::<&str>(&[])];
+        let parent2 = r.replace_link(parent, root(), parent_setup(8));
+        let ev = r.take_events(parent2);
+        assert!(
+            matches!(ev.as_slice(), [Event::Ready { .. }, Event::Message(Message::Subscribe(_))]),
+            "{ev:?}"
+        );
+        r.disconnect(parent2);
+        r.run_until_quiet();
+        let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
+        put(&mut r, parent, old5, &object(5, 0));
+        r.run_until_quiet();
+        assert_eq!(streams(&r.take_events(s)).len(), 1, "{v:?}: still served by the old link");
+
+        let parent3 = r.replace_link(parent, root(), parent_setup(9));
+        let ev = r.take_events(parent3);
+        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up3))] = ev.as_slice() else {
+            panic!("{v:?}: the third parent got {ev:?}")
+        };
+        accept(&mut r, parent3, up3, None);
+        let new6 = open(&mut r, parent3, &header(v, PUB_ALIAS, 6, 0));
+        put(&mut r, parent3, new6, &object(6, 0));
+        r.run_until_quiet();
+        fin(&mut r, parent, old5);
+        r.run_until_quiet();
+        assert_upstream_stopped(&mut r, parent, v, up.request_id);
+        assert!(r.shards[0].link_moved_out(r.clients[parent].conn), "{v:?}");
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: {ev:?}");
+        assert_no_closes(&r);
+    }
+}
+
 /// An edge asked to FETCH a track it does not relay: it subscribes the track through its link
 /// (for the End Location), then FETCHes from the parent what its empty cache lacks, and
 /// answers with the parent's objects.

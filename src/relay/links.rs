@@ -131,10 +131,15 @@ impl RelayShard {
             && self.fanout_subscriptions(conn) == 0
     }
 
-    /// Closes link `conn` (its tracks moved to its replacement).
-    pub fn close_link(&mut self, conn: u64) {
-        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-            s.close(SessionCode::NoError, "moved to the new session");
+    /// Closes link `conn` (its tracks moved to its replacement); false when it was closed
+    /// already.
+    pub fn close_link(&mut self, conn: u64) -> bool {
+        match session(&mut self.sessions, &mut self.woken, conn) {
+            Some(s) if !s.is_closed() => {
+                s.close(SessionCode::NoError, "moved to the new session");
+                true
+            }
+            _ => false,
         }
     }
 
@@ -194,13 +199,16 @@ impl RelayShard {
 
     /// Link `old`'s replacement is up (its routes announced to every core before this): the
     /// old routes are withdrawn, and every owner moves the old link's tracks (make before
-    /// break: the old link closes once none is left on it, `link_moved_out`).
+    /// break: the old link closes once none is left on it, `link_moved_out`). Again when a
+    /// replacement that failed is itself replaced.
     fn links_replaced(&mut self, old: u64) {
-        let Some(link) = self.links.on_core.get_mut(&old).filter(|l| !l.moved) else { return };
-        link.moved = true;
-        let n = link.routes.len();
-        for i in 0..n {
-            self.ingest_withdraw_namespace(old, RequestId(ROUTE_RID_BASE + i as u64));
+        let Some(link) = self.links.on_core.get_mut(&old) else { return };
+        if !link.moved {
+            link.moved = true;
+            let n = link.routes.len();
+            for i in 0..n {
+                self.ingest_withdraw_namespace(old, RequestId(ROUTE_RID_BASE + i as u64));
+            }
         }
         let from = self.me(old);
         for core in 0..self.cores {

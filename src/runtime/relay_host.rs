@@ -138,7 +138,7 @@ impl AppFactory for RelayFactory {
                     tag: i as u64,
                     upstream: u.clone(),
                     state: LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
-                    old: None,
+                    old: Vec::new(),
                     target: None,
                 })
                 .collect(),
@@ -180,9 +180,9 @@ struct LinkSlot {
     tag: u64,
     upstream: Upstream,
     state: LinkState,
-    /// The connection whose parent sent GOAWAY: open while its tracks move to the slot's
-    /// new connection (make before break), closed once none is left on it.
-    old: Option<u64>,
+    /// Connections whose parent sent GOAWAY, oldest first: open while their tracks move to
+    /// the slot's new connection (make before break), closed once none is left on them.
+    old: Vec<u64>,
     /// Where the next connection goes instead of the configured parent (a GOAWAY's New
     /// Session URI).
     target: Option<(String, u16)>,
@@ -240,7 +240,7 @@ impl Host {
             LinkState::Down { retry_at, .. } => Some(retry_at),
             _ => None,
         });
-        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }) || l.old.is_some());
+        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }) || !l.old.is_empty());
         retry.chain(up.then_some(self.ping_at)).min()
     }
 
@@ -263,7 +263,7 @@ impl Host {
             }
             Err(_) => None,
         };
-        slot.old = Some(conn);
+        slot.old.push(conn);
         slot.state = LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
     }
 
@@ -274,11 +274,9 @@ impl Host {
             if let LinkState::Up { conn, .. } = l.state {
                 out.wake.push(ConnHandle(conn));
             }
-            if let Some(old) = l.old {
-                if self.relay.link_moved_out(old) {
-                    info!(upstream = %l.upstream.url, "tracks moved off the old upstream link: closing it");
-                    self.relay.close_link(old);
-                    l.old = None;
+            for &old in &l.old {
+                if self.relay.link_moved_out(old) && self.relay.close_link(old) {
+                    info!(upstream = %l.upstream.url, "tracks moved off the old upstream link: closed");
                 }
                 out.wake.push(ConnHandle(old));
             }
@@ -321,7 +319,7 @@ impl ShardApp for RelayHost {
         info!(upstream = %slot.upstream.url, version = ?version, "upstream link connected");
         let setup = host.relay.config().link_setup(slot.upstream.token.as_deref());
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
-        host.relay.add_link(conn.0, session, slot.upstream.routes.clone(), slot.old);
+        host.relay.add_link(conn.0, session, slot.upstream.routes.clone(), slot.old.last().copied());
         host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog));
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
     }
@@ -448,8 +446,8 @@ impl ConnApp for RelayConn {
         host.pumps.remove(&self.key);
         if self.link.is_some() {
             let key = self.key;
-            for l in host.links.iter_mut().filter(|l| l.old == Some(key)) {
-                l.old = None;
+            for l in &mut host.links {
+                l.old.retain(|&c| c != key);
             }
             if let Some(slot) =
                 host.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn, .. } if conn == key))
