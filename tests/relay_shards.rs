@@ -551,6 +551,30 @@ fn last_unsubscribe_stops_upstream_after_the_linger() {
     }
 }
 
+/// While the relay drains (GOAWAY sent) a track nobody wants is not kept: the last
+/// subscriber leaving ends the upstream at once, so the publisher's relay (or parent) is not
+/// held up by it.
+#[test]
+fn a_draining_relay_does_not_linger() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = track_owned_by(&r, &["live"], 2);
+        let (p, subs, up) = established(&mut r, pv, sv, &t, &[1], None);
+        for shard in &mut r.shards {
+            shard.go_away(10_000);
+        }
+        r.run_until_quiet();
+        for c in [p, subs[0].0] {
+            let ev = messages(&r.take_events(c));
+            assert!(matches!(ev.as_slice(), [Message::GoAway(_)]), "{ev:?}");
+        }
+        r.send(subs[0].0, Message::Unsubscribe(subs[0].1));
+        r.run_until_quiet();
+        r.advance(Duration::from_millis(1));
+        assert_upstream_stopped(&mut r, p, pv, up.request_id);
+    }
+}
+
 /// A subscriber arriving inside the linger reuses the upstream: no second SUBSCRIBE, an
 /// immediate SUBSCRIBE_OK carrying the largest location seen, and objects flow to it.
 #[test]

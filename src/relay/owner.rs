@@ -308,11 +308,21 @@ fn max_location(a: Option<Location>, b: Location) -> Location {
 }
 
 impl RelayShard {
+    /// How long a track nobody wants keeps its upstream: none while the relay drains (no new
+    /// subscriber is coming, and the upstream's end lets the parent's drain finish).
+    fn linger(&self) -> Duration {
+        if self.goaway.is_some() {
+            Duration::ZERO
+        } else {
+            self.config.linger
+        }
+    }
+
     fn set_idle(&mut self, alias: TrackAlias) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         if t.cores.is_empty() && t.waiting.is_empty() && t.idle_since.is_none() {
             t.idle_since = Some(self.now);
-            self.owner.idle.push(Reverse((self.now + self.config.linger, alias.0)));
+            self.owner.idle.push(Reverse((self.now + self.linger(), alias.0)));
         }
     }
 
@@ -991,6 +1001,7 @@ impl RelayShard {
         self.owner_fetch_timeouts();
         self.owner_lost_tick();
         self.owner_moves_tick();
+        let linger = self.linger();
         while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
             if at > self.now {
                 break;
@@ -998,7 +1009,7 @@ impl RelayShard {
             self.owner.idle.pop();
             let alias = TrackAlias(alias);
             let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
-            let due = t.idle_since.is_some_and(|s| s + self.config.linger <= self.now);
+            let due = t.idle_since.is_some_and(|s| s + linger <= self.now);
             if !due || !t.cores.is_empty() || !t.waiting.is_empty() {
                 continue;
             }
