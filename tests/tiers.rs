@@ -8,6 +8,7 @@
 //! And a graceful switchover: an origin that drains names its successor in GOAWAY; both edges
 //! move there without a gap and the old origin exits once they have.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,15 +22,21 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// A relay on one core; an edge (with `upstream`) drains for up to 60 s on SIGTERM.
 fn relay(port: u16, metrics: u16, upstream: Option<u16>) -> Proc {
     let drain = if upstream.is_some() { 60_000 } else { 0 };
-    relay_with(port, metrics, upstream, drain, None)
+    relay_with(SocketAddr::from(([127, 0, 0, 1], port)), metrics, upstream, drain, None)
 }
 
-/// A relay on one core that drains for `drain_ms` on SIGTERM, naming the relay on port
-/// `successor` in its GOAWAY.
-fn relay_with(port: u16, metrics: u16, upstream: Option<u16>, drain_ms: u64, successor: Option<u16>) -> Proc {
+/// A relay on one core listening on `listen` that drains for `drain_ms` on SIGTERM, naming
+/// `successor` (a `moqt://` URL) in its GOAWAY.
+fn relay_with(
+    listen: SocketAddr,
+    metrics: u16,
+    upstream: Option<u16>,
+    drain_ms: u64,
+    successor: Option<&str>,
+) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_moq-edge"));
     let drain = drain_ms.to_string();
-    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--goaway-timeout-ms", &drain])
+    cmd.args(["--listen", &listen.to_string(), "--cores", "1", "--goaway-timeout-ms", &drain])
         .args(["--metrics", &format!("127.0.0.1:{metrics}"), "--cache-mib", "16"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -37,7 +44,7 @@ fn relay_with(port: u16, metrics: u16, upstream: Option<u16>, drain_ms: u64, suc
         cmd.args(["--upstream", &format!("moqt://127.0.0.1:{up}"), "--upstream-insecure", "true"]);
     }
     if let Some(next) = successor {
-        cmd.args(["--goaway-uri", &format!("moqt://127.0.0.1:{next}")]);
+        cmd.args(["--goaway-uri", next]);
     }
     Proc(cmd.spawn().expect("moq-edge starts"))
 }
@@ -156,8 +163,14 @@ fn an_origins_goaway_moves_the_edges_to_its_successor_without_a_gap() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (p_old, p_new, p_a, p_b) = (free_udp(), free_udp(), free_udp(), free_udp());
     let (m_old, m_new, m_a, m_b) = (free_tcp(), free_tcp(), free_tcp(), free_tcp());
-    let _new = relay_with(p_new, m_new, None, 0, None);
-    let mut old = relay_with(p_old, m_old, None, 30_000, Some(p_new));
+    // The successor is named by host name ("localhost"), which the edges resolve off their
+    // cores; it listens on the address that name resolves to first here.
+    let first = ("localhost", p_new).to_socket_addrs().ok().and_then(|mut a| a.next());
+    let new_addr = first.expect("localhost resolves");
+    let _new = relay_with(new_addr, m_new, None, 0, None);
+    let successor = format!("moqt://localhost:{p_new}");
+    let old_addr = SocketAddr::from(([127, 0, 0, 1], p_old));
+    let mut old = relay_with(old_addr, m_old, None, 30_000, Some(&successor));
     let _a = relay(p_a, m_a, Some(p_old));
     let _b = relay(p_b, m_b, Some(p_old));
     let links_up = |m| metric(m, "moq_edge_upstream_links_up") == Some(1);

@@ -6,9 +6,10 @@
 
 use crate::hash::HashMap;
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
@@ -78,6 +79,8 @@ const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
 const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// A link that stayed up this long starts its backoff afresh when it drops.
 const LINK_STABLE: Duration = Duration::from_secs(30);
+/// How often a core looks for the answer of a host name being resolved.
+const RESOLVE_POLL: Duration = Duration::from_millis(10);
 /// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
 const LINK_KEEPALIVE: Duration = Duration::from_secs(1);
 
@@ -140,6 +143,7 @@ impl AppFactory for RelayFactory {
                     state: LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
                     old: Vec::new(),
                     target: None,
+                    resolving: None,
                 })
                 .collect(),
             ping_at: now + LINK_KEEPALIVE,
@@ -186,6 +190,8 @@ struct LinkSlot {
     /// Where the next connection goes instead of the configured parent (a GOAWAY's New
     /// Session URI).
     target: Option<(String, u16)>,
+    /// A host name being resolved for the next connection, and where the answer comes.
+    resolving: Option<(String, mpsc::Receiver<Result<SocketAddr, String>>)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -211,25 +217,52 @@ impl LinkSlot {
 }
 
 impl Host {
-    /// Links due for a connection attempt ask the core to connect. Resolving the host name
-    /// blocks this core briefly (only when a link connects).
+    /// Links due for a connection attempt ask the core to connect. A host name is resolved
+    /// on a short-lived thread (a slow or failing DNS answer never blocks the core; the core
+    /// looks for the answer every [`RESOLVE_POLL`]); an IP address is used as it is.
     fn connect_links(&mut self, out: &mut ShardOutput) {
         let now = self.now;
         for slot in &mut self.links {
+            if let Some((host, answer)) = &slot.resolving {
+                let result = match answer.try_recv() {
+                    Err(mpsc::TryRecvError::Empty) => continue,
+                    Ok(r) => r,
+                    Err(mpsc::TryRecvError::Disconnected) => Err("the resolver thread failed".to_string()),
+                };
+                let server_name = Some(host.clone());
+                slot.resolving = None;
+                match result {
+                    Ok(peer) => out.connect.push(Connect { tag: slot.tag, peer, server_name }),
+                    Err(why) => slot.down(now, &why),
+                }
+                continue;
+            }
             let LinkState::Down { retry_at, backoff } = slot.state else { continue };
             if retry_at > now {
                 continue;
             }
-            use std::net::ToSocketAddrs;
-            let u = &slot.upstream;
-            let (host, port) = slot.target.take().unwrap_or_else(|| (u.host.clone(), u.port));
-            match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
-                Ok(Some(peer)) => {
-                    out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(host) });
-                    slot.state = LinkState::Connecting { backoff };
-                }
-                Ok(None) => slot.down(now, "the host name has no address"),
-                Err(e) => slot.down(now, &format!("resolving the host name: {e}")),
+            let (host, port) =
+                slot.target.take().unwrap_or_else(|| (slot.upstream.host.clone(), slot.upstream.port));
+            slot.state = LinkState::Connecting { backoff };
+            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+                let peer = SocketAddr::new(ip, port);
+                out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(host) });
+                continue;
+            }
+            let (tx, rx) = mpsc::channel();
+            let name = host.clone();
+            let spawned = std::thread::Builder::new().name("moq-edge-resolve".into()).spawn(move || {
+                use std::net::ToSocketAddrs;
+                let answer = match (name.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
+                    Ok(Some(peer)) => Ok(peer),
+                    Ok(None) => Err("the host name has no address".to_string()),
+                    Err(e) => Err(format!("resolving the host name: {e}")),
+                };
+                let _ = tx.send(answer);
+            });
+            match spawned {
+                Ok(_) => slot.resolving = Some((host, rx)),
+                Err(e) => slot.down(now, &format!("no resolver thread: {e}")),
             }
         }
     }
@@ -241,7 +274,8 @@ impl Host {
             _ => None,
         });
         let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }) || !l.old.is_empty());
-        retry.chain(up.then_some(self.ping_at)).min()
+        let resolving = self.links.iter().any(|l| l.resolving.is_some()).then(|| self.now + RESOLVE_POLL);
+        retry.chain(up.then_some(self.ping_at)).chain(resolving).min()
     }
 
     /// The parent of link connection `conn` sent GOAWAY: the slot connects again now (to the
