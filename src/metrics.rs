@@ -242,6 +242,20 @@ pub fn render(s: &Sources) -> String {
         "FETCHes that needed the upstream for part of their range.",
         &relay(|x| &x.fetch_misses),
     );
+    family(
+        m,
+        "moq_edge_upstream_moves_total",
+        "counter",
+        "Tracks moved to a replacement upstream link after the parent's GOAWAY.",
+        &relay(|x| &x.tracks_moved),
+    );
+    family(
+        m,
+        "moq_edge_malformed_tracks_total",
+        "counter",
+        "Tracks ended as malformed (every subscription got PUBLISH_DONE MALFORMED_TRACK).",
+        &relay(|x| &x.malformed_tracks),
+    );
     let hits: u64 = relay(|x| &x.fetch_hits).iter().sum();
     let misses: u64 = relay(|x| &x.fetch_misses).iter().sum();
     let ratio = if hits + misses == 0 { 0.0 } else { hits as f64 / (hits + misses) as f64 };

@@ -3012,6 +3012,7 @@ fn a_malformed_track_ends_its_subscriptions() {
                 _ => ev.contains(&Event::Cancelled { request_id: up.request_id }),
             };
             assert!(stopped, "{ctx}: the upstream subscription is stopped: {ev:?}");
+            assert_eq!(r.shards[1].stats.malformed_tracks, 1, "{ctx}: counted");
             r.assert_idle();
             assert_no_closes(&r);
         }
@@ -3361,6 +3362,7 @@ fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
         r.run_until_quiet();
         assert_upstream_stopped(&mut r, parent, v, up.request_id);
         assert!(r.shards[0].link_moved_out(old_conn), "{v:?}: nothing left on the old link");
+        assert_eq!(r.shards[r.owner(&t)].stats.tracks_moved, 1, "{v:?}: counted");
         put(&mut r, parent2, new6, &object(6, 1));
         fin(&mut r, parent2, new6);
         let new7 = open(&mut r, parent2, &header(v, PUB_ALIAS, 7, 0));

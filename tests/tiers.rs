@@ -215,6 +215,7 @@ fn an_origins_goaway_moves_the_edges_to_its_successor_without_a_gap() {
     );
     assert!(metric(m_new, "moq_edge_subscriptions") == Some(1), "B's subscription is at the new origin");
     assert!(links_up(m_a) && links_up(m_b), "each edge has one link, to the new origin");
+    assert_eq!(metric(m_b, "moq_edge_upstream_moves_total"), Some(1), "B moved its one track");
     let _ = publisher.0.kill();
     eprintln!("the old origin exited {:.1} s after SIGTERM", drain_took.as_secs_f64());
 }

@@ -257,6 +257,10 @@ pub struct RelayStats {
     pub fetch_misses: u64,
     /// Subscriber streams reset (or objects dropped) for DELIVERY_TIMEOUT.
     pub delivery_timeouts: u64,
+    /// Tracks this core owns that moved to a replacement upstream link (a parent's GOAWAY).
+    pub tracks_moved: u64,
+    /// Tracks this core owns that ended as malformed (draft-22 §12.1).
+    pub malformed_tracks: u64,
     /// Relay-added delay: from an object's arrival at its ingest core to its write at a
     /// subscriber core (before QUIC), in microseconds; one sample per object per core.
     pub latency: hdrhistogram::Histogram<u64>,
@@ -272,6 +276,8 @@ impl Default for RelayStats {
             fetch_hits: 0,
             fetch_misses: 0,
             delivery_timeouts: 0,
+            tracks_moved: 0,
+            malformed_tracks: 0,
             latency: latency_histogram(),
         }
     }

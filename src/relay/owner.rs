@@ -606,6 +606,7 @@ impl RelayShard {
         t.source =
             if m.ok { Source::Subscribed { publisher, epoch } } else { Source::Pending { publisher, epoch } };
         tracing::debug!(alias = alias.0, cut, "track moved to the new upstream link");
+        self.stats.tracks_moved += 1;
         if stop_old {
             self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
         }
@@ -715,6 +716,7 @@ impl RelayShard {
         tracing::info!(alias = alias.0, why, "malformed track");
         let reason = Bytes::from(format!("malformed track: {why}"));
         let Some(t) = self.owner_remove(alias, code::MALFORMED_TRACK, &reason) else { return };
+        self.stats.malformed_tracks += 1;
         let (publisher, epoch) = (t.source.publisher(), t.source.epoch());
         self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
         for core in t.cores {

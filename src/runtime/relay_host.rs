@@ -45,6 +45,8 @@ pub struct RelayGauges {
     pub fetch_hits: AtomicU64,
     pub fetch_misses: AtomicU64,
     pub delivery_timeouts: AtomicU64,
+    pub tracks_moved: AtomicU64,
+    pub malformed_tracks: AtomicU64,
     /// Subgroup streams reset because a subscriber's backlog was over its limit.
     pub backlog_resets: AtomicU64,
     pub cache_bytes: AtomicU64,
@@ -422,6 +424,8 @@ impl ShardApp for RelayHost {
             set(&g.fetch_hits, st.fetch_hits);
             set(&g.fetch_misses, st.fetch_misses);
             set(&g.delivery_timeouts, st.delivery_timeouts);
+            set(&g.tracks_moved, st.tracks_moved);
+            set(&g.malformed_tracks, st.malformed_tracks);
             set(&g.backlog_resets, host.backlog_resets);
             set(&g.cache_bytes, host.relay.cache_bytes() as u64);
             if now >= host.latency_at && !host.relay.stats.latency.is_empty() {
