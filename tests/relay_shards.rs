@@ -3308,6 +3308,48 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
     }
 }
 
+/// A link (core 0) and a subscriber (core 1) of `t`, served through it: (parent, subscriber,
+/// the upstream SUBSCRIBE).
+fn subscribed_through_a_link(
+    r: &mut Relay,
+    v: Version,
+    t: &FullTrackName,
+) -> (ClientId, ClientId, Subscribe) {
+    let parent = link(r, v);
+    let s = r.connect(1, v);
+    let rid = subscribe(r, s, t, None);
+    let up = upstream_subscribe(r, parent, t);
+    accept(r, parent, &up, None);
+    subscribe_ok(&messages(&r.take_events(s)), rid);
+    (parent, s, up)
+}
+
+/// `parent` sends GOAWAY with `uri`.
+fn parent_goes_away(r: &mut Relay, parent: ClientId, uri: &'static [u8]) {
+    let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::from_static(uri), timeout_ms: 0 };
+    r.send(parent, Message::GoAway(goaway));
+    r.run_until_quiet();
+}
+
+/// The replacement of link `old` (parent node `node`, the default route), set up: it gets the
+/// SUBSCRIBE of the track on `old` (returned).
+fn replacement(r: &mut Relay, old: ClientId, node: u64) -> (ClientId, Subscribe) {
+    let parent = r.replace_link(old, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(node));
+    let ev = r.take_events(parent);
+    let [Event::Ready { .. }, Event::Message(Message::Subscribe(up))] = ev.as_slice() else {
+        panic!("the new parent got {ev:?}")
+    };
+    (parent, up.clone())
+}
+
+/// Each subgroup stream among `events`: (group, object IDs, end).
+fn groups(events: &[Event]) -> Vec<(u64, Vec<u64>, Option<Option<u64>>)> {
+    streams(events)
+        .iter()
+        .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end))
+        .collect()
+}
+
 /// The parent sends GOAWAY: the relay asks for a replacement link (to the New Session URI)
 /// and keeps the old one. Once the new link is up, the track is subscribed there too and
 /// moves at a group boundary: the group the old link had started comes whole from it, the
@@ -3319,31 +3361,20 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
 fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
     for v in [D16, D22] {
         let mut r = Relay::new(2);
-        let parent = link(&mut r, v);
         let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = subscribe(&mut r, s, &t, None);
-        let up = upstream_subscribe(&mut r, parent, &t);
-        accept(&mut r, parent, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (parent, s, up) = subscribed_through_a_link(&mut r, v, &t);
         let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
         put(&mut r, parent, old5, &object(5, 0));
 
-        let uri = Bytes::from_static(b"moqt://parent-b.example:4443");
-        let goaway = moq_edge::wire::model::GoAway { new_session_uri: uri.clone(), timeout_ms: 0 };
-        r.send(parent, Message::GoAway(goaway));
-        r.run_until_quiet();
+        parent_goes_away(&mut r, parent, b"moqt://parent-b.example:4443");
         let old_conn = r.clients[parent].conn;
+        let uri = Bytes::from_static(b"moqt://parent-b.example:4443");
         assert_eq!(r.shards[0].take_link_goaways(), vec![(old_conn, uri)], "{v:?}");
         assert!(!r.shards[0].link_moved_out(old_conn), "{v:?}: no replacement yet");
 
-        let parent2 = r.replace_link(parent, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(8));
-        let ev = r.take_events(parent2);
-        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up2))] = ev.as_slice() else {
-            panic!("{v:?}: the new parent got {ev:?}")
-        };
+        let (parent2, up2) = replacement(&mut r, parent, 8);
         assert_eq!(up2.track, t);
-        accept(&mut r, parent2, up2, None);
+        accept(&mut r, parent2, &up2, None);
         assert!(r.take_events(parent).is_empty(), "{v:?}: the old subscription stays for now");
         // The new link's copy of group 5 (the old one started it) is not forwarded; its
         // group 6 is, and from then on the old link's group 6 is not.
@@ -3371,12 +3402,8 @@ fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
 
         let ev = r.take_events(s);
         assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
-        let seen: Vec<(u64, Vec<u64>, Option<Option<u64>>)> = streams(&ev)
-            .iter()
-            .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end))
-            .collect();
         let expected = vec![(5, vec![0, 1], Some(None)), (6, vec![0, 1], Some(None)), (7, vec![0], None)];
-        assert_eq!(seen, expected, "{v:?}: each group once, whole, from one link");
+        assert_eq!(groups(&ev), expected, "{v:?}: each group once, whole, from one link");
         assert_no_closes(&r);
     }
 }
@@ -3385,30 +3412,18 @@ fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
 /// the new link's copies of groups the old one started are never forwarded; the old link's
 /// open stream is reset when it closes (no PUBLISH_DONE), and the next group the old link
 /// had not started comes from the new link. A new parent that refuses the track leaves it on
-/// the old link.
+/// the old link; the move is tried again half a second later.
 #[test]
 fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
     for v in [D16, D22] {
         let mut r = Relay::new(2);
-        let parent = link(&mut r, v);
         let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = subscribe(&mut r, s, &t, None);
-        let up = upstream_subscribe(&mut r, parent, &t);
-        accept(&mut r, parent, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (parent, s, _) = subscribed_through_a_link(&mut r, v, &t);
         let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
         put(&mut r, parent, old5, &object(5, 0));
-        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
-        r.send(parent, Message::GoAway(goaway));
-        r.run_until_quiet();
-        let root = vec![TrackNamespace::from_strs::<&str>(&[])];
-        let parent2 = r.replace_link(parent, root, parent_setup(8));
-        let ev = r.take_events(parent2);
-        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up2))] = ev.as_slice() else {
-            panic!("{v:?}: the new parent got {ev:?}")
-        };
-        accept(&mut r, parent2, up2, None);
+        parent_goes_away(&mut r, parent, b"");
+        let (parent2, up2) = replacement(&mut r, parent, 8);
+        accept(&mut r, parent2, &up2, None);
         // The old link is ahead: it opens group 6 before the new link's group 6 arrives.
         let old6 = open(&mut r, parent, &header(v, PUB_ALIAS, 6, 0));
         put(&mut r, parent, old6, &object(6, 0));
@@ -3425,29 +3440,15 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
         r.run_until_quiet();
         let ev = r.take_events(s);
         assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
-        let seen: Vec<(u64, Vec<u64>, bool)> = streams(&ev)
-            .iter()
-            .map(|st| {
-                (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end.is_some())
-            })
-            .collect();
-        assert_eq!(seen, vec![(5, vec![0], true), (6, vec![0], true), (7, vec![0], false)], "{v:?}");
-        let ends: Vec<Option<Option<u64>>> = streams(&ev).iter().map(|st| st.end).collect();
-        assert!(
-            matches!(ends[..2], [Some(Some(_)), Some(Some(_))]),
-            "{v:?}: reset when the link closed: {ends:?}"
-        );
+        let reset = |g: &(u64, Vec<u64>, Option<Option<u64>>)| matches!(g.2, Some(Some(_)));
+        let seen = groups(&ev);
+        assert!(seen[..2].iter().all(reset), "{v:?}: reset when the link closed: {seen:?}");
+        let ids: Vec<(u64, Vec<u64>)> = seen.into_iter().map(|(g, ids, _)| (g, ids)).collect();
+        assert_eq!(ids, vec![(5, vec![0]), (6, vec![0]), (7, vec![0])], "{v:?}");
 
         // A second GOAWAY round where the new parent refuses: the track stays where it is.
-        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
-        r.send(parent2, Message::GoAway(goaway));
-        r.run_until_quiet();
-        let root = vec![TrackNamespace::from_strs::<&str>(&[])];
-        let parent3 = r.replace_link(parent2, root, parent_setup(9));
-        let ev = r.take_events(parent3);
-        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up3))] = ev.as_slice() else {
-            panic!("{v:?}: the third parent got {ev:?}")
-        };
+        parent_goes_away(&mut r, parent2, b"");
+        let (parent3, up3) = replacement(&mut r, parent2, 9);
         let refusal = moq_edge::wire::model::RequestError {
             request_id: up3.request_id,
             error_code: code::DOES_NOT_EXIST,
@@ -3458,31 +3459,24 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
         r.run_until_quiet();
         put(&mut r, parent2, new7, &object(7, 1));
         r.run_until_quiet();
-        let seen = streams(&r.take_events(s));
-        assert_eq!(seen.len(), 1, "{v:?}: still from the second link");
-        assert_eq!(seen[0].objects.len(), 1, "{v:?}");
+        assert_eq!(groups(&r.take_events(s)), vec![(7, vec![1], None)], "{v:?}: still from the second link");
         assert!(r.take_events(parent2).is_empty(), "{v:?}: its subscription is kept");
         assert!(!r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}: the link still carries it");
         // Half a second later the move is tried again; this time the parent has the track.
         r.advance(Duration::from_millis(600));
-        let msgs = messages(&r.take_events(parent3));
-        let [Message::Subscribe(again)] = msgs.as_slice() else { panic!("{v:?}: {msgs:?}") };
-        accept(&mut r, parent3, again, None);
+        let again = upstream_subscribe(&mut r, parent3, &t);
+        accept(&mut r, parent3, &again, None);
         let new8 = open(&mut r, parent3, &header(v, PUB_ALIAS, 8, 0));
         put(&mut r, parent3, new8, &object(8, 0));
         r.run_until_quiet();
-        let seen = streams(&r.take_events(s));
-        assert_eq!(seen.len(), 1, "{v:?}: group 8 from the third link");
-        assert_eq!((seen[0].header.group_id, seen[0].objects.len()), (8, 1), "{v:?}");
+        assert_eq!(groups(&r.take_events(s)), vec![(8, vec![0], None)], "{v:?}: from the third link");
         fin(&mut r, parent2, new7);
         r.run_until_quiet();
         assert_upstream_stopped(&mut r, parent2, v, up2.request_id);
         assert!(r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}");
         let ev = r.take_events(s);
-        assert!(
-            matches!(ev.as_slice(), [Event::DataStreamEnd { reset: None, .. }]),
-            "{v:?}: group 7 ends: {ev:?}"
-        );
+        let ended = matches!(ev.as_slice(), [Event::DataStreamEnd { reset: None, .. }]);
+        assert!(ended, "{v:?}: group 7 ends: {ev:?}");
         assert_no_closes(&r);
     }
 }
@@ -3493,39 +3487,23 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
 fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
     for v in [D16, D22] {
         let mut r = Relay::new(2);
-        let parent = link(&mut r, v);
         let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = subscribe(&mut r, s, &t, None);
-        let up = upstream_subscribe(&mut r, parent, &t);
-        accept(&mut r, parent, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
-        let goaway = moq_edge::wire::model::GoAway { new_session_uri: Bytes::new(), timeout_ms: 0 };
-        r.send(parent, Message::GoAway(goaway));
-        r.run_until_quiet();
-        let root = || vec![TrackNamespace::from_strs::<&str>(&[])];
-        let parent2 = r.replace_link(parent, root(), parent_setup(8));
-        let ev = r.take_events(parent2);
-        assert!(
-            matches!(ev.as_slice(), [Event::Ready { .. }, Event::Message(Message::Subscribe(_))]),
-            "{ev:?}"
-        );
+        let (parent, s, up) = subscribed_through_a_link(&mut r, v, &t);
+        parent_goes_away(&mut r, parent, b"");
+        let (parent2, _) = replacement(&mut r, parent, 8);
         r.disconnect(parent2);
         r.run_until_quiet();
         let old5 = open(&mut r, parent, &header(v, PUB_ALIAS, 5, 0));
         put(&mut r, parent, old5, &object(5, 0));
         r.run_until_quiet();
-        assert_eq!(streams(&r.take_events(s)).len(), 1, "{v:?}: still served by the old link");
+        assert_eq!(groups(&r.take_events(s)), vec![(5, vec![0], None)], "{v:?}: still from the old link");
 
-        let parent3 = r.replace_link(parent, root(), parent_setup(9));
-        let ev = r.take_events(parent3);
-        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up3))] = ev.as_slice() else {
-            panic!("{v:?}: the third parent got {ev:?}")
-        };
-        accept(&mut r, parent3, up3, None);
+        let (parent3, up3) = replacement(&mut r, parent, 9);
+        accept(&mut r, parent3, &up3, None);
         let new6 = open(&mut r, parent3, &header(v, PUB_ALIAS, 6, 0));
         put(&mut r, parent3, new6, &object(6, 0));
         r.run_until_quiet();
+        assert_eq!(groups(&r.take_events(s)), vec![(6, vec![0], None)], "{v:?}: from the third link");
         fin(&mut r, parent, old5);
         r.run_until_quiet();
         assert_upstream_stopped(&mut r, parent, v, up.request_id);

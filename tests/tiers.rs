@@ -49,6 +49,40 @@ fn relay_with(
     Proc(cmd.spawn().expect("moq-edge starts"))
 }
 
+/// moq-pub on the relay at port `publish_on` (track live/cam/v, 3000 objects, `pub_args`),
+/// and half a second later moq-sub for 400 of its objects on the relay at `subscribe_on`
+/// (`sub_args`; its output piped).
+fn publisher_and_subscriber_start(
+    publish_on: u16,
+    subscribe_on: u16,
+    pub_args: &[&str],
+    sub_args: &[&str],
+) -> (Proc, std::process::Child) {
+    let track = ["--namespace", "live/cam", "--track", "v"];
+    let publisher = Proc(
+        Command::new(env!("CARGO_BIN_EXE_moq-pub"))
+            .args(["--relay", &format!("127.0.0.1:{publish_on}")])
+            .args(track)
+            .args(["--count", "3000"])
+            .args(pub_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moq-pub starts"),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let subscriber = Command::new(env!("CARGO_BIN_EXE_moq-sub"))
+        .args(["--relay", &format!("127.0.0.1:{subscribe_on}")])
+        .args(track)
+        .args(["--count", "400", "--timeout-s", "60"])
+        .args(sub_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moq-sub starts");
+    (publisher, subscriber)
+}
+
 #[test]
 fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_restart() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -105,23 +139,7 @@ fn edge_to_origin_to_edge_relays_every_object_once_and_recovers_from_an_origin_r
 
     // Kill the origin (no CONNECTION_CLOSE) while a publisher on A and a subscriber on B run,
     // and start it again on the same port: the subscriber gets objects published after it.
-    let mut publisher = Proc(
-        Command::new(env!("CARGO_BIN_EXE_moq-pub"))
-            .args(["--relay", &format!("127.0.0.1:{p_a}"), "--namespace", "live/cam", "--track", "v"])
-            .args(["--rate", "50", "--count", "3000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moq-pub starts"),
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    let subscriber = Command::new(env!("CARGO_BIN_EXE_moq-sub"))
-        .args(["--relay", &format!("127.0.0.1:{p_b}"), "--namespace", "live/cam", "--track", "v"])
-        .args(["--count", "400", "--timeout-s", "60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("moq-sub starts");
+    let (mut publisher, subscriber) = publisher_and_subscriber_start(p_a, p_b, &["--rate", "50"], &[]);
     std::thread::sleep(Duration::from_secs(2));
     let _ = origin.0.kill();
     let _ = origin.0.wait();
@@ -177,23 +195,8 @@ fn an_origins_goaway_moves_the_edges_to_its_successor_without_a_gap() {
     wait_for("both edges' links to the origin", Duration::from_secs(30), || links_up(m_a) && links_up(m_b));
 
     // Groups of 10 objects at 50/s: a group boundary every 200 ms.
-    let mut publisher = Proc(
-        Command::new(env!("CARGO_BIN_EXE_moq-pub"))
-            .args(["--relay", &format!("127.0.0.1:{p_a}"), "--namespace", "live/cam", "--track", "v"])
-            .args(["--rate", "50", "--group-size", "10", "--count", "3000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moq-pub starts"),
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    let subscriber = Command::new(env!("CARGO_BIN_EXE_moq-sub"))
-        .args(["--relay", &format!("127.0.0.1:{p_b}"), "--namespace", "live/cam", "--track", "v"])
-        .args(["--count", "400", "--timeout-s", "60", "--quiet"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("moq-sub starts");
+    let pub_args = ["--rate", "50", "--group-size", "10"];
+    let (mut publisher, subscriber) = publisher_and_subscriber_start(p_a, p_b, &pub_args, &["--quiet"]);
     wait_for("the subscription through the old origin", Duration::from_secs(30), || {
         metric(m_old, "moq_edge_subscriptions") == Some(1)
     });
