@@ -81,6 +81,8 @@ const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
 const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// A link that stayed up this long starts its backoff afresh when it drops.
 const LINK_STABLE: Duration = Duration::from_secs(30);
+/// Replaced links a slot keeps open while their tracks move (beyond it the oldest is closed).
+const MAX_OLD_LINKS: usize = 2;
 /// How often a core looks for the answer of a host name being resolved.
 const RESOLVE_POLL: Duration = Duration::from_millis(10);
 /// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
@@ -299,6 +301,13 @@ impl Host {
             }
             Err(_) => None,
         };
+        if slot.old.len() >= MAX_OLD_LINKS {
+            // A parent that keeps sending GOAWAY and keeps the old links busy: the oldest
+            // goes (its tracks are lost and subscribed again), so a slot holds a bounded
+            // number of connections.
+            let oldest = slot.old.remove(0);
+            self.relay.close_link(oldest);
+        }
         slot.old.push(conn);
         slot.state = LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
     }
