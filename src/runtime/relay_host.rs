@@ -282,9 +282,10 @@ impl Host {
         retry.chain(up.then_some(self.ping_at)).chain(resolving).min()
     }
 
-    /// The parent of link connection `conn` sent GOAWAY: the slot connects again now (to the
-    /// New Session URI when there is one) while the old connection stays open; the relay
-    /// moves the tracks once the new one is up.
+    /// The parent of link connection `conn` sent GOAWAY: the slot connects again (to the New
+    /// Session URI when there is one; at once unless the link was up for less than
+    /// [`LINK_STABLE`]) while the old connection stays open; the relay moves the tracks once
+    /// the new one is up.
     fn link_goaway(&mut self, conn: u64, uri: &[u8]) {
         let now = self.now;
         let Some(slot) =
@@ -308,8 +309,15 @@ impl Host {
             let oldest = slot.old.remove(0);
             self.relay.close_link(oldest);
         }
+        // A parent that sends GOAWAY soon after every connection gets reconnections spaced
+        // by the usual backoff, not a storm of them.
+        slot.state = match slot.state {
+            LinkState::Up { since, backoff, .. } if now.duration_since(since) < LINK_STABLE => {
+                LinkState::Down { retry_at: now + backoff, backoff: (backoff * 2).min(LINK_BACKOFF_MAX) }
+            }
+            _ => LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
+        };
         slot.old.push(conn);
-        slot.state = LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
     }
 
     /// Keep-alives of the links (replaced ones too), and closing replaced links whose tracks
