@@ -300,6 +300,16 @@ impl Owner {
     }
 }
 
+/// The next entry of a deadline heap that is due at `now`, taken off it (callers check the
+/// entry against the state it names: stale entries are skipped there).
+fn pop_due(heap: &mut BinaryHeap<Reverse<(Instant, u64)>>, now: Instant) -> Option<u64> {
+    let &Reverse((at, id)) = heap.peek()?;
+    (at <= now).then(|| {
+        heap.pop();
+        id
+    })
+}
+
 fn max_location(a: Option<Location>, b: Location) -> Location {
     match a {
         Some(a) if a > b => a,
@@ -454,11 +464,7 @@ impl RelayShard {
 
     /// Held SUBSCRIBEs whose rendezvous time is up: REQUEST_ERROR TIMEOUT.
     fn owner_rendezvous_expired(&mut self) {
-        while let Some(&Reverse((at, alias))) = self.owner.held_until.peek() {
-            if at > self.now {
-                break;
-            }
-            self.owner.held_until.pop();
+        while let Some(alias) = pop_due(&mut self.owner.held_until, self.now) {
             let alias = TrackAlias(alias);
             if self.owner.held.get(&alias).is_none_or(|h| h.until > self.now) {
                 continue;
@@ -572,11 +578,7 @@ impl RelayShard {
     /// Tracks whose move was refused try again while they are still on the old link (its
     /// parent may not have heard of the track yet: its publisher is moving too).
     fn owner_moves_tick(&mut self) {
-        while let Some(&Reverse((at, alias))) = self.owner.moves.peek() {
-            if at > self.now {
-                break;
-            }
-            self.owner.moves.pop();
+        while let Some(alias) = pop_due(&mut self.owner.moves, self.now) {
             let alias = TrackAlias(alias);
             let Some(t) = self.owner.tracks.get(&alias) else { continue };
             match t.move_from {
@@ -764,11 +766,7 @@ impl RelayShard {
     /// heap holds one entry per scheduled look at a track (stale ones are skipped).
     fn owner_lost_tick(&mut self) {
         let now = self.now;
-        while let Some(&Reverse((at, alias))) = self.owner.lost.peek() {
-            if at > now {
-                break;
-            }
-            self.owner.lost.pop();
+        while let Some(alias) = pop_due(&mut self.owner.lost, now) {
             let alias = TrackAlias(alias);
             let Some((lost, name, who)) =
                 self.owner.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
@@ -865,10 +863,7 @@ impl RelayShard {
                 // The newest source wins: the old upstream ends, its open streams end here.
                 self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
-                if let Some(m) = t.moving.take() {
-                    self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
-                }
-                let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+                let moving = t.moving.take();
                 t.dropped.clear();
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
                 let newer = !t.fetches.is_empty();
@@ -889,6 +884,9 @@ impl RelayShard {
                         let msg = RelayMsg::Downstream { alias, data };
                         self.mail.send(core, msg);
                     }
+                }
+                if let Some(m) = moving {
+                    self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
                 }
                 self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wants });
                 self.release_waiting(alias);
@@ -1004,11 +1002,7 @@ impl RelayShard {
         self.owner_lost_tick();
         self.owner_moves_tick();
         let linger = self.linger();
-        while let Some(&Reverse((at, alias))) = self.owner.idle.peek() {
-            if at > self.now {
-                break;
-            }
-            self.owner.idle.pop();
+        while let Some(alias) = pop_due(&mut self.owner.idle, self.now) {
             let alias = TrackAlias(alias);
             let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
             let due = t.idle_since.is_some_and(|s| s + linger <= self.now);
@@ -1287,11 +1281,7 @@ impl RelayShard {
 
     /// Upstream fetches whose FILL_TIMEOUT ran out.
     fn owner_fetch_timeouts(&mut self) {
-        while let Some(&Reverse((at, id))) = self.owner.fetch_deadlines.peek() {
-            if at > self.now {
-                break;
-            }
-            self.owner.fetch_deadlines.pop();
+        while let Some(id) = pop_due(&mut self.owner.fetch_deadlines, self.now) {
             let Some(publisher) = self.owner.fetching.get(&id).map(|f| f.publisher) else { continue };
             self.send(publisher.core, RelayMsg::UpstreamFetchCancel { id, publisher });
             self.owner_upstream_fetch_done(id, Some(RangeEnd::TimedOut));
