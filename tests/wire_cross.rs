@@ -8,7 +8,7 @@ use bytes::Bytes;
 use moq_edge::wire::model::*;
 use moq_edge::wire::{d16, d22, Version};
 use proptest::prelude::*;
-use support::*;
+use support::strategies::*;
 
 /// Decodes `bytes` in `from`, re-encodes in `to`, decodes again: returns both decoded values.
 fn transcode(from: Version, to: Version, bytes: &[u8], ctx: &DecodeContext) -> (Message, Message) {

@@ -10,7 +10,7 @@ use moq_edge::wire::model::*;
 use moq_edge::wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use support::*;
+use support::strategies::*;
 
 const MAX: u64 = (1 << 62) - 1;
 

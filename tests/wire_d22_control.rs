@@ -13,7 +13,7 @@ use proptest::collection::vec;
 use proptest::option::of as opt;
 use proptest::prelude::*;
 use proptest::strategy::Union;
-use support::*;
+use support::strategies::*;
 
 /// Parameter lists copied by hand from the message definitions of draft-22 (§9.x, §9.20.15),
 /// independent of the codec's own tables.

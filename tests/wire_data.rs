@@ -12,6 +12,7 @@ use moq_edge::wire::model::*;
 use moq_edge::wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt, Vi64};
 use proptest::collection::vec;
 use proptest::prelude::*;
+use support::strategies;
 
 // ---------------------------------------------------------------------------------------------
 // Expected type sets, from the spec text
@@ -95,7 +96,7 @@ fn subgroup_objects(
     payload_len: BoxedStrategy<u64>,
 ) -> impl Strategy<Value = Vec<SubgroupObject>> {
     let gap = prop_oneof![4 => Just(0u64), 2 => 1..5u64, 1 => int.clone()];
-    let item = (gap, status(), support::properties(int.clone()), payload_len);
+    let item = (gap, status(), strategies::properties(int.clone()), payload_len);
     (int, vec(item, 0..10)).prop_map(move |(first, items)| {
         let mut out = Vec::new();
         let mut prev: Option<u64> = None;
@@ -173,7 +174,7 @@ fn fetch_step(int: BoxedStrategy<u64>, timed_out: bool) -> impl Strategy<Value =
         1 => Just(SubStep::Datagram),
     ];
     let prio = prop_oneof![3 => Just(None), 1 => any::<u8>().prop_map(Some)];
-    (end, group_move, obj, sub, prio, support::properties(int), 0..12u64).prop_map(
+    (end, group_move, obj, sub, prio, strategies::properties(int), 0..12u64).prop_map(
         |(end, group_move, obj, sub, prio, props, payload_len)| FetchStep {
             end,
             group_move,
@@ -322,7 +323,7 @@ macro_rules! dialect_tests {
                     int(),
                     object,
                     proptest::option::of(any::<u8>()),
-                    support::properties(int()),
+                    strategies::properties(int()),
                     any::<bool>(),
                     st,
                     vec(any::<u8>(), 0..40),
@@ -834,7 +835,7 @@ macro_rules! dialect_tests {
                 fn fetch_stream_round_trip(
                     order in orders(),
                     id in int(),
-                    start in support::location(int()),
+                    start in strategies::location(int()),
                     first_prio in any::<u8>(),
                     steps in vec(fetch_step(int(), $timed_out), 0..16),
                 ) {
@@ -936,7 +937,7 @@ dialect_tests! {
     mod draft16;
     codec = moq_edge::wire::d16::data;
     varint = Quic;
-    int = support::int62();
+    int = strategies::int62();
     subgroup_types = d16_subgroup_types();
     datagram_types = d16_datagram_types();
     timed_out = false;
@@ -947,7 +948,7 @@ dialect_tests! {
     mod draft22;
     codec = moq_edge::wire::d22::data;
     varint = Vi64;
-    int = support::int64();
+    int = strategies::int64();
     subgroup_types = d22_subgroup_types();
     datagram_types = d22_datagram_types();
     timed_out = true;
@@ -1130,7 +1131,7 @@ mod draft16_only {
         /// draft-16 fetch fields are absolute: any sequence of locations round-trips.
         #[test]
         fn fetch_any_locations_round_trip(
-            locs in vec((support::location(support::int62().boxed()), proptest::option::of(support::int62()), any::<u8>(), any::<bool>()), 0..12),
+            locs in vec((strategies::location(strategies::int62().boxed()), proptest::option::of(strategies::int62()), any::<u8>(), any::<bool>()), 0..12),
         ) {
             let items: Vec<FetchItem> = locs
                 .into_iter()
