@@ -1,0 +1,248 @@
+//! Authorization: tokens checked per request, namespace and right; token aliases and bad SETUP
+//! tokens; subscriptions that expire with their token.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_edge::relay::{code, RelayConfig};
+use moq_edge::session::Event;
+use moq_edge::wire::model::{
+    AuthToken, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, PublishNamespace,
+    RequestId, SetupOptions, Subscribe,
+};
+use moq_edge::wire::Version;
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+const AUTH_SECRET: &[u8] = b"a secret of more than sixteen bytes";
+
+fn auth_config() -> RelayConfig {
+    use base64::Engine;
+    let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET));
+    let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
+    RelayConfig { auth: Some(std::sync::Arc::new(keys)), ..RelayConfig::default() }
+}
+
+fn token(ns: &[&str], publish: bool, subscribe: bool, ttl: i64) -> Bytes {
+    let exp = (moq_edge::auth::unix_now() as i64 + ttl) as u64;
+    let claims =
+        moq_edge::auth::Claims { ns: ns.iter().map(|s| s.to_string()).collect(), publish, subscribe, exp };
+    Bytes::from(moq_edge::auth::mint("k1", AUTH_SECRET, &claims).unwrap())
+}
+
+fn use_value(value: Bytes) -> AuthToken {
+    AuthToken::UseValue { token_type: 0, value }
+}
+
+impl Relay {
+    fn connect_with_token(&mut self, core: usize, v: Version, t: Bytes) -> ClientId {
+        let setup = SetupOptions { auth_tokens: vec![use_value(t)], ..Default::default() };
+        let c = self.connect_with(core, v, setup);
+        assert!(matches!(self.take_events(c).as_slice(), [Event::Ready { .. }]));
+        c
+    }
+
+    fn subscribe_with(&mut self, c: ClientId, t: &FullTrackName, tokens: Vec<AuthToken>) -> RequestId {
+        let rid = self.next_request_id(c);
+        let params = Parameters { auth_tokens: tokens, ..Default::default() };
+        self.send(c, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+        self.run_until_quiet();
+        rid
+    }
+}
+
+/// With tokens required, every request needs a token that grants its right on its namespace,
+/// from SETUP or the request: a publisher without one cannot announce; a subscriber's token
+/// for ["live","a"] lets it subscribe there and nowhere else, even to a track the relay
+/// already subscribes upstream for another subscriber (authorization is per subscriber);
+/// FETCH, TRACK_STATUS and SUBSCRIBE_NAMESPACE are checked the same way; an expired token is
+/// EXPIRED_AUTH_TOKEN, a forged one MALFORMED_AUTH_TOKEN.
+#[test]
+fn tokens_authorize_each_request_by_namespace_and_right() {
+    const UNAUTHORIZED: u64 = 0x1;
+    const MALFORMED: u64 = 0x4;
+    const EXPIRED: u64 = 0x5;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let nobody = r.connect(0, pv);
+        let rid = r.next_request_id(nobody);
+        r.send(
+            nobody,
+            Message::PublishNamespace(PublishNamespace {
+                request_id: rid,
+                namespace: ns(&["live"]),
+                ..Default::default()
+            }),
+        );
+        r.run_until_quiet();
+        r.refused(nobody, rid, UNAUTHORIZED, &ctx);
+
+        let p = r.connect_with_token(0, pv, token(&["live"], true, false, 600));
+        r.announce(p, &["live"]);
+        let t = track(&["live", "a"], "x");
+        let s = r.connect_with_token(1, sv, token(&["live", "a"], false, true, 600));
+        let rid = r.subscribe_with(s, &t, vec![]);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, Some(Location::new(0, 0)));
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let other = track(&["live", "b"], "x");
+        let rid = r.subscribe_with(s, &other, vec![]);
+        r.refused(s, rid, UNAUTHORIZED, &ctx);
+        let rid = r.subscribe_with(s, &other, vec![use_value(token(&["live"], false, true, 600))]);
+        assert!(
+            matches!(r.take_events(p).as_slice(), [Event::Message(Message::Subscribe(_))]),
+            "{ctx}: a request token"
+        );
+        r.take_events(s);
+        let _ = rid;
+
+        // Aggregated upstream already, but this subscriber has no right to it.
+        let stranger = r.connect(1, sv);
+        let rid = r.subscribe_with(stranger, &t, vec![]);
+        r.refused(stranger, rid, UNAUTHORIZED, &ctx);
+        let rid = r.subscribe_with(stranger, &t, vec![use_value(token(&["live"], false, true, -5))]);
+        r.refused(stranger, rid, EXPIRED, &ctx);
+        let mut forged = token(&["live"], true, true, 600).to_vec();
+        let n = forged.len();
+        forged[n - 2] ^= 1;
+        let rid = r.subscribe_with(stranger, &t, vec![use_value(Bytes::from(forged))]);
+        r.refused(stranger, rid, MALFORMED, &ctx);
+        let publish_only = token(&["live"], true, false, 600);
+        let rid = r.subscribe_with(stranger, &t, vec![use_value(publish_only)]);
+        r.refused(stranger, rid, UNAUTHORIZED, &ctx);
+
+        let range = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(0, 0) };
+        let (rid, ev) = r.standalone(stranger, &t, range);
+        let e = request_error(&messages(&ev));
+        assert_eq!((e.request_id, e.error_code), (rid, UNAUTHORIZED), "{ctx}: FETCH");
+        let rid = r.track_status(stranger, &t);
+        r.refused(stranger, rid, UNAUTHORIZED, &ctx);
+        let (rid, ev) = r.subscribe_namespace(stranger, &["live"]);
+        let e = request_error(&messages(&ev));
+        assert_eq!((e.request_id, e.error_code), (rid, UNAUTHORIZED), "{ctx}: SUBSCRIBE_NAMESPACE");
+        let rid = r.next_request_id(s);
+        r.send(s, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(range)));
+        r.run_until_quiet();
+        r.refuse_upstream_fetches(p);
+        fetch_ok(&messages(&r.take_events(s)), rid);
+        r.assert_no_closes();
+    }
+}
+
+/// Token aliases: a token registered with one request authorizes later ones that name its
+/// alias, until it is deleted; naming an unknown alias closes the session with
+/// UNKNOWN_AUTH_TOKEN_ALIAS, registering one twice with DUPLICATE_AUTH_TOKEN_ALIAS; a bad
+/// SETUP token closes the session with MALFORMED_AUTH_TOKEN.
+#[test]
+fn token_aliases_and_bad_setup_tokens() {
+    for v in [D16, D22] {
+        let mut r = Relay::with_config(2, auth_config());
+        let p = r.connect_with_token(0, v, token(&["live"], true, false, 600));
+        r.announce(p, &["live"]);
+        let t = track(&["live"], "x");
+        let s = r.connect(1, v);
+        let tok = token(&["live"], false, true, 600);
+        r.subscribe_with(s, &t, vec![AuthToken::Register { alias: 5, token_type: 0, value: tok.clone() }]);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        r.take_events(s);
+        let again = track(&["live"], "y");
+        r.subscribe_with(s, &again, vec![AuthToken::UseAlias { alias: 5 }]);
+        assert!(
+            matches!(r.take_events(p).as_slice(), [Event::Message(Message::Subscribe(_))]),
+            "{v:?}: alias used"
+        );
+        r.subscribe_with(
+            s,
+            &again,
+            vec![AuthToken::Register { alias: 5, token_type: 0, value: tok.clone() }],
+        );
+        assert_eq!(r.clients[s].closed_by_relay, Some(0x14), "{v:?}: DUPLICATE_AUTH_TOKEN_ALIAS");
+
+        let s2 = r.connect(1, v);
+        r.subscribe_with(s2, &t, vec![AuthToken::UseAlias { alias: 9 }]);
+        assert_eq!(r.clients[s2].closed_by_relay, Some(0x17), "{v:?}: UNKNOWN_AUTH_TOKEN_ALIAS");
+
+        let setup = SetupOptions {
+            auth_tokens: vec![use_value(Bytes::from_static(b"v1.k1.bad.bad"))],
+            ..Default::default()
+        };
+        let bad = r.connect_with(1, v, setup);
+        assert_eq!(r.clients[bad].closed_by_relay, Some(0x16), "{v:?}: MALFORMED_AUTH_TOKEN in SETUP");
+        assert_eq!(r.clients[p].closed_by_relay, None);
+    }
+}
+
+/// With tokens, a subscription is authorized until its token expires: SUBSCRIBE_OK says when
+/// in EXPIRES, and the relay ends it then with PUBLISH_DONE EXPIRED (its open streams reset)
+/// unless a REQUEST_UPDATE brought a newer token, whose REQUEST_OK carries the new EXPIRES. A
+/// REQUEST_UPDATE with a forged token fails (REQUEST_ERROR, then PUBLISH_DONE UPDATE_FAILED).
+#[test]
+fn subscriptions_expire_with_their_token_unless_renewed() {
+    const MALFORMED: u64 = 0x4;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let p = r.connect_with_token(0, pv, token(&["live"], true, false, 600));
+        r.announce(p, &["live"]);
+        let t = r.track_owned_by(&["live"], 0);
+        let subscriber = |r: &mut Relay| {
+            let s = r.connect_with_token(1, sv, token(&["live"], false, true, 10));
+            (s, r.subscribe_with(s, &t, vec![]))
+        };
+        let (lapsing, renewing, wrong) = (subscriber(&mut r), subscriber(&mut r), subscriber(&mut r));
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        for (s, rid) in [lapsing, renewing, wrong] {
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            let expires = ok.params.expires.unwrap_or_default();
+            assert!((8_000..=10_000).contains(&expires), "{ctx}: EXPIRES {expires}");
+        }
+        let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(p, st, &object(1, 0));
+        r.run_until_quiet();
+
+        let fresh = token(&["live"], false, true, 600);
+        let params = Parameters { auth_tokens: vec![use_value(fresh)], ..Default::default() };
+        let answer = r.update(renewing.0, renewing.1, params);
+        let msgs = messages(&r.take_events(renewing.0));
+        let [Message::RequestOk(ok)] = msgs.as_slice() else { panic!("{ctx}: {msgs:?}") };
+        assert_eq!(ok.request_id, answer);
+        assert!(ok.params.expires.is_some_and(|e| e > 500_000), "{ctx}: {:?}", ok.params.expires);
+
+        let mut forged = token(&["live"], false, true, 600).to_vec();
+        let n = forged.len();
+        forged[n - 2] ^= 1;
+        let params = Parameters { auth_tokens: vec![use_value(Bytes::from(forged))], ..Default::default() };
+        let answer = r.update(wrong.0, wrong.1, params);
+        let msgs = messages(&r.take_events(wrong.0));
+        let Message::RequestError(e) = &msgs[0] else { panic!("{ctx}: {msgs:?}") };
+        assert_eq!((e.request_id, e.error_code), (answer, MALFORMED), "{ctx}");
+        assert_eq!(publish_done(&msgs[1..]).status_code, code::DONE_UPDATE_FAILED, "{ctx}");
+
+        r.advance(Duration::from_secs(5));
+        r.put(p, st, &object(1, 1));
+        r.run_until_quiet();
+        r.advance(Duration::from_secs(6));
+        r.put(p, st, &object(1, 2));
+        r.run_until_quiet();
+
+        let ev = r.take_events(lapsing.0);
+        let d = publish_done(&messages(&ev));
+        let expired = if sv == D16 { code::DONE_EXPIRED_D16 } else { code::DONE_EXPIRED_D22 };
+        assert_eq!((d.request_id, d.status_code, d.stream_count), (lapsing.1, expired, 1), "{ctx}");
+        let seen = streams(&ev);
+        let reset = if sv == D16 { code::RESET_CANCELLED } else { code::RESET_EXPIRED_AUTH_TOKEN_D22 };
+        let ids: Vec<u64> = seen[0].objects.iter().map(|o| o.0.object_id).collect();
+        assert_eq!((ids, seen[0].end), (vec![0, 1], Some(Some(reset))), "{ctx}: objects until it expired");
+
+        let ev = r.take_events(renewing.0);
+        assert!(messages(&ev).is_empty(), "{ctx}: {ev:?}");
+        let ids: Vec<u64> = streams(&ev)[0].objects.iter().map(|o| o.0.object_id).collect();
+        assert_eq!(ids, vec![1, 2], "{ctx}: the renewed subscription goes on (object 0 taken earlier)");
+        r.assert_no_closes();
+    }
+}

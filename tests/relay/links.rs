@@ -1,0 +1,243 @@
+//! Upstream links (edge → parent tiers): tracks served through a link, announcements forwarded
+//! up it, no loops, a lost link, FETCH through a link.
+
+use std::time::Duration;
+
+use moq_edge::relay::code;
+use moq_edge::session::Event;
+use moq_edge::wire::model::{Location, LocationFilter, Message, PublishNamespace, RequestId, TrackNamespace};
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+impl Relay {
+    /// Publisher `p` announces `fields`; the announcement is forwarded to `parent`, which the
+    /// publisher's REQUEST_OK waits for. Returns (the publisher's request, the forwarded one);
+    /// the parent has not answered yet.
+    fn announce_via_link(
+        &mut self,
+        p: ClientId,
+        parent: ClientId,
+        fields: &[&str],
+    ) -> (RequestId, PublishNamespace) {
+        let rid = self.next_request_id(p);
+        let msg = PublishNamespace { request_id: rid, namespace: ns(fields), ..Default::default() };
+        self.send(p, Message::PublishNamespace(msg));
+        self.run_until_quiet();
+        assert!(self.take_events(p).is_empty(), "REQUEST_OK waits for the parent");
+        let fwd = messages(&self.take_events(parent));
+        let [Message::PublishNamespace(f)] = fwd.as_slice() else { panic!("parent got {fwd:?}") };
+        assert_eq!(f.namespace, ns(fields));
+        (rid, f.clone())
+    }
+
+    /// The parent accepts forwarded announcement `f`: the publisher gets its REQUEST_OK for `rid`.
+    fn parent_accepts(&mut self, parent: ClientId, p: ClientId, f: &PublishNamespace, rid: RequestId) {
+        let ok = moq_edge::wire::model::RequestOk { request_id: f.request_id, ..Default::default() };
+        self.send(parent, Message::RequestOk(ok));
+        self.run_until_quiet();
+        let msgs = messages(&self.take_events(p));
+        assert!(matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{msgs:?}");
+    }
+}
+
+/// Tracks no local publisher serves are subscribed through the link, once per track whatever
+/// the number of subscribers and cores; objects come down to all of them. A local publisher
+/// of a namespace wins over the link's route.
+#[test]
+fn a_link_serves_tracks_no_local_publisher_has_with_one_upstream_subscription() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let t = track(&["live", "cam"], "video");
+        let subs: Vec<(ClientId, RequestId)> = [1, 0, 1]
+            .iter()
+            .map(|&core| {
+                let s = r.connect(core, v);
+                (s, r.subscribe(s, &t, None))
+            })
+            .collect();
+        let up = r.upstream_subscribe(parent, &t);
+        r.accept(parent, &up, None);
+        for &(s, rid) in &subs {
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+        }
+        let h = header(v, PUB_ALIAS, 0, 0);
+        let stream = r.open(parent, &h);
+        r.put(parent, stream, &object(0, 0));
+        r.run_until_quiet();
+        for &(s, _) in &subs {
+            let seen = streams(&r.take_events(s));
+            assert_eq!(seen.len(), 1, "{v:?}");
+            assert_eq!(seen[0].objects.len(), 1, "{v:?}");
+        }
+        assert!(r.take_events(parent).is_empty(), "one upstream SUBSCRIBE for three subscribers");
+
+        // A local publisher of ["local"] is preferred to the default route.
+        let p = r.connect(1, v);
+        let (rid, f) = r.announce_via_link(p, parent, &["local"]);
+        r.parent_accepts(parent, p, &f, rid);
+        let local = track(&["local"], "x");
+        let s = r.connect(0, v);
+        r.subscribe(s, &local, None);
+        r.upstream_subscribe(p, &local);
+        assert!(r.take_events(parent).is_empty(), "{v:?}: not sent up the link");
+        r.assert_no_closes();
+    }
+}
+
+/// A publisher's PUBLISH_NAMESPACE is forwarded up the link, and its REQUEST_OK waits for the
+/// parent's answer (so a subscription anywhere in the tree finds the namespace at the
+/// parent), at most 2 s. The parent's SUBSCRIBE comes down to the publisher; a parent's
+/// request for a namespace nobody here announced is refused, never sent back up. Withdrawing
+/// the namespace withdraws it upstream.
+#[test]
+fn announcements_go_up_the_link_and_the_parents_subscriptions_come_down() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let p = r.connect(1, v);
+        let (rid, f) = r.announce_via_link(p, parent, &["live"]);
+        r.parent_accepts(parent, p, &f, rid);
+
+        // The parent subscribes: the relay subscribes the publisher.
+        let t = track(&["live"], "v");
+        let prid = r.next_request_id(parent);
+        r.send(parent, subscribe_msg(prid, &t, None));
+        r.run_until_quiet();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(parent)), prid);
+        // ... and a track nobody here announced is not sent back up the link.
+        let other = track(&["elsewhere"], "v");
+        let orid = r.next_request_id(parent);
+        r.send(parent, subscribe_msg(orid, &other, None));
+        r.run_until_quiet();
+        let e = request_error(&messages(&r.take_events(parent)));
+        assert_eq!((e.request_id, e.error_code), (orid, code::DOES_NOT_EXIST), "{v:?}");
+
+        // A second namespace whose parent never answers: REQUEST_OK after 2 s anyway.
+        let (rid2, _) = r.announce_via_link(p, parent, &["slow"]);
+        r.advance(Duration::from_millis(2100));
+        assert!(
+            matches!(messages(&r.take_events(p)).as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid2)
+        );
+
+        // Withdrawn here, withdrawn upstream.
+        match v {
+            D16 => r.send(p, Message::PublishNamespaceDone(rid)),
+            _ => r.session(p).cancel(rid).unwrap(),
+        }
+        r.run_until_quiet();
+        let ev = r.take_events(parent);
+        let withdrawn = match v {
+            D16 => messages(&ev)
+                .iter()
+                .any(|m| matches!(m, Message::PublishNamespaceDone(x) if *x == f.request_id)),
+            _ => {
+                ev.iter().any(|e| matches!(e, Event::Cancelled { request_id } if *request_id == f.request_id))
+            }
+        };
+        assert!(withdrawn, "{v:?}: {ev:?}");
+        r.assert_no_closes();
+    }
+}
+
+/// Loops: a request from the relay the link leads to (A ↔ B configured as each other's
+/// parents) is not sent up that link; a request from another relay is. A link whose parent
+/// turns out to be this relay is closed.
+#[test]
+fn requests_never_go_back_to_the_relay_they_came_from() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let same = r.connect_with(1, v, parent_setup(7));
+        let _ = r.take_events(same);
+        let t = track(&["x"], "t");
+        let rid = r.subscribe(same, &t, None);
+        let e = request_error(&messages(&r.take_events(same)));
+        assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{v:?}");
+        assert!(r.take_events(parent).is_empty(), "{v:?}: not sent back to node 7");
+        let other = r.connect_with(1, v, parent_setup(8));
+        let _ = r.take_events(other);
+        r.subscribe(other, &t, None);
+        r.upstream_subscribe(parent, &t);
+
+        let ours = r.shards[0].config().node_id;
+        let looped = r.connect_link(1, v, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(ours));
+        assert_eq!(r.clients[looped].closed_by_relay, Some(PROTOCOL_VIOLATION), "{v:?}");
+        assert!(!r.shards[1].is_link(r.clients[looped].conn) || r.shards[1].links_up() == 0);
+    }
+}
+
+/// The link closes under a subscription: its subscriber is kept (its open stream reset, no
+/// PUBLISH_DONE) and the relay subscribes again as soon as a link serves the track; objects
+/// flow again. When no link comes back within 30 s, the subscriber gets PUBLISH_DONE.
+#[test]
+fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(parent, &t);
+        r.accept(parent, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let h = header(v, PUB_ALIAS, 0, 0);
+        let stream = r.open(parent, &h);
+        r.put(parent, stream, &object(0, 0));
+        r.run_until_quiet();
+        let _ = r.take_events(s);
+
+        r.disconnect(parent);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(!messages(&ev).iter().any(|m| matches!(m, Message::PublishDone(_))), "{v:?}: {ev:?}");
+
+        let parent2 = r.link(v);
+        r.advance(Duration::from_millis(10));
+        let up2 = r.upstream_subscribe(parent2, &t);
+        r.accept(parent2, &up2, None);
+        assert!(messages(&r.take_events(s)).is_empty(), "{v:?}: no new SUBSCRIBE_OK, no PUBLISH_DONE");
+        let stream = r.open(parent2, &header(v, PUB_ALIAS, 1, 0));
+        r.put(parent2, stream, &object(1, 0));
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 1, "{v:?}: objects flow again");
+
+        r.disconnect(parent2);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(matches!(ev.as_slice(), [Event::DataStreamEnd { reset: Some(_), .. }]), "{v:?}: {ev:?}");
+        r.advance(Duration::from_secs(10));
+        assert!(!messages(&r.take_events(s)).iter().any(|m| matches!(m, Message::PublishDone(_))));
+        r.advance(Duration::from_secs(21));
+        let done = publish_done(&messages(&r.take_events(s)));
+        assert_eq!(done.status_code, code::INTERNAL_ERROR, "{v:?}");
+    }
+}
+
+/// An edge asked to FETCH a track it does not relay: it subscribes the track through its link
+/// (for the End Location), then FETCHes from the parent what its empty cache lacks, and
+/// answers with the parent's objects.
+#[test]
+fn fetch_of_a_track_not_relayed_goes_up_the_link() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let t = track(&["vod"], "film");
+        let f = r.connect(1, v);
+        let range = LocationFilter::AbsoluteRange { start: Location::new(1, 0), end: Location::new(1, 2) };
+        let (rid, ev) = r.standalone(f, &t, range);
+        assert!(messages(&ev).is_empty(), "{v:?}");
+        let up = r.upstream_subscribe(parent, &t);
+        r.accept(parent, &up, Some(Location::new(3, 4)));
+        let asked = r.upstream_fetches(parent);
+        assert_eq!(asked.len(), 1, "{v:?}: one upstream FETCH for what the cache lacks");
+        r.serve_upstream_fetch(parent, &asked[0], &[(1, 0), (1, 1), (1, 2)]);
+        let ev = r.take_events(f);
+        fetch_ok(&messages(&ev), rid);
+        assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), [(1, 0), (1, 1), (1, 2)], "{v:?}");
+    }
+}

@@ -1,0 +1,400 @@
+//! Live delivery: one upstream SUBSCRIBE aggregating subscribers on several cores and its fan-out
+//! (subgroup streams and datagrams), routing by namespace, subscription filters, TRACK_STATUS.
+
+use bytes::Bytes;
+use moq_edge::relay::{code, RelayConfig};
+use moq_edge::session::Event;
+use moq_edge::wire::model::{
+    DatagramHeader, KvValue, Location, LocationFilter, Message, Properties, RequestId, TrackAlias,
+};
+use moq_edge::wire::Version;
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+/// Two subscribers on two cores share one upstream SUBSCRIBE; they are answered only after
+/// the publisher's SUBSCRIBE_OK (relay alias, LARGEST_OBJECT, group order, track properties
+/// carried); two interleaved subgroup streams reach both byte-exact and in order with FIN;
+/// PUBLISH_DONE (TRACK_ENDED, Stream Count 2) reaches both; no state is left on any shard.
+/// Run with the track's owner on the publisher's core, on a subscriber's core, and on a core
+/// with no session at all.
+#[test]
+fn one_upstream_subscribe_feeds_subscribers_on_two_cores() {
+    for (pv, sv) in COMBOS {
+        for owner in [0, 1, 3] {
+            let mut r = Relay::new(4);
+            let t = r.track_owned_by(&["live", "cam"], owner);
+            let alias = r.alias(&t);
+            let p = r.connect(0, pv);
+            r.announce(p, &["live"]);
+            let s1 = r.connect(1, sv);
+            let s2 = r.connect(2, sv);
+            let rid1 = r.subscribe(s1, &t, None);
+            assert!(r.take_events(s1).is_empty(), "answered before the publisher");
+            let rid2 = r.subscribe(s2, &t, Some(LocationFilter::NextObject));
+            let up = r.upstream_subscribe(p, &t);
+            assert!(r.take_events(s1).is_empty() && r.take_events(s2).is_empty());
+            assert_eq!(r.state_counts()[owner].0, 1, "the owner holds the track");
+
+            let largest = Location::new(4, 9);
+            r.accept(p, &up, Some(largest));
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+                assert_eq!(ok.track_alias, alias, "{pv:?}->{sv:?}");
+                assert_eq!(ok.params.largest_object, Some(largest));
+                assert_eq!(ok.track_properties, track_properties());
+            }
+            assert!(r.take_events(p).is_empty(), "a second upstream request");
+
+            // Two subgroup streams, objects interleaved across several flights.
+            let ha = header(pv, PUB_ALIAS, 5, 0);
+            let hb = header(pv, PUB_ALIAS, 5, 1);
+            let a = r.open(p, &ha);
+            let b = r.open(p, &hb);
+            let objs_a: Vec<_> = (0..6).map(|i| object(5, i * 2)).collect();
+            let objs_b: Vec<_> = (0..6).map(|i| object(5, i * 2 + 1)).collect();
+            for i in 0..6 {
+                r.put(p, a, &objs_a[i]);
+                r.put(p, b, &objs_b[i]);
+                if i % 2 == 1 {
+                    r.run_until_quiet();
+                }
+            }
+            r.fin(p, a);
+            r.fin(p, b);
+            r.run_until_quiet();
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let ev = r.take_events(s);
+                assert!(messages(&ev).is_empty(), "{:?}", messages(&ev));
+                let seen = streams(&ev);
+                assert_eq!(seen.len(), 2, "{pv:?}->{sv:?} owner {owner}");
+                assert_stream(&seen[0], rid, expected_header(&ha, alias, sv, true), &objs_a, Some(None));
+                assert_stream(&seen[1], rid, expected_header(&hb, alias, sv, true), &objs_b, Some(None));
+            }
+
+            r.send(p, done_msg(up.request_id, 2));
+            if pv == D22 {
+                r.session(p).finish(up.request_id).unwrap();
+            }
+            r.run_until_quiet();
+            for (s, rid) in [(s1, rid1), (s2, rid2)] {
+                let d = publish_done(&messages(&r.take_events(s)));
+                assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 2));
+                assert_eq!(&d.reason[..], b"bye");
+            }
+            r.assert_idle();
+            r.assert_no_closes();
+        }
+    }
+}
+
+/// Subscribers of both drafts on one core and on the publisher's core, for one upstream
+/// (each gets its own downstream streams and its own Stream Count).
+#[test]
+fn mixed_subscribers_on_one_core_share_the_upstream() {
+    for pv in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track(&["live"], "mixed");
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let subs: Vec<(ClientId, Version)> = vec![
+            (r.connect(1, D16), D16),
+            (r.connect(1, D22), D22),
+            (r.connect(0, D22), D22),
+            (r.connect(0, D16), D16),
+        ];
+        let rids: Vec<RequestId> = subs.iter().map(|&(s, _)| r.subscribe(s, &t, None)).collect();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        for (&(s, _), &rid) in subs.iter().zip(&rids) {
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+        }
+        let h = header(pv, PUB_ALIAS, 0, 0);
+        let st = r.open(p, &h);
+        let objs: Vec<_> = (0..4).map(|i| object(0, i)).collect();
+        for o in &objs {
+            r.put(p, st, o);
+        }
+        r.fin(p, st);
+        r.send(p, done_msg(up.request_id, 1));
+        r.run_until_quiet();
+        for (&(s, sv), &rid) in subs.iter().zip(&rids) {
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            assert_eq!(seen.len(), 1);
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+            let d = publish_done(&messages(&ev));
+            assert_eq!((d.request_id, d.stream_count), (rid, 1));
+        }
+        r.assert_idle();
+        r.assert_no_closes();
+    }
+}
+
+/// Object datagrams reach subscribers on two cores with the relay's alias, header and payload
+/// unchanged.
+#[test]
+fn datagrams_reach_every_subscriber() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1, 2], None);
+        let mut props = Properties::new();
+        props.push(0x42, KvValue::Int(5));
+        let sent: Vec<(DatagramHeader, Bytes)> = (0..3)
+            .map(|i| {
+                let h = DatagramHeader {
+                    track_alias: PUB_ALIAS,
+                    group_id: 7,
+                    object_id: i,
+                    publisher_priority: Some(4),
+                    properties: if i == 1 { props.clone() } else { Properties::new() },
+                    end_of_group: i == 2,
+                    status: None,
+                };
+                (h, Bytes::from(format!("datagram {i}")))
+            })
+            .collect();
+        for (h, payload) in &sent {
+            r.session(p).send_datagram(h, payload).unwrap();
+        }
+        r.run_until_quiet();
+        for &(s, rid) in &subs {
+            let got: Vec<(RequestId, DatagramHeader, Bytes)> = r
+                .take_events(s)
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Datagram { request_id, header, payload } => Some((request_id, header, payload)),
+                    _ => None,
+                })
+                .collect();
+            let want: Vec<(RequestId, DatagramHeader, Bytes)> = sent
+                .iter()
+                .map(|(h, p)| (rid, DatagramHeader { track_alias: alias, ..h.clone() }, p.clone()))
+                .collect();
+            assert_eq!(got, want, "{pv:?}->{sv:?}");
+        }
+        r.assert_no_closes();
+    }
+}
+
+/// SUBSCRIBE with no publisher for its namespace: REQUEST_ERROR DOES_NOT_EXIST, nothing kept.
+#[test]
+fn subscribe_without_publisher_is_does_not_exist() {
+    for v in [D16, D22] {
+        for owner in 0..2 {
+            let mut r = Relay::new(2);
+            let p = r.connect(0, v);
+            r.announce(p, &["other"]);
+            let s = r.connect(1, v);
+            let t = r.track_owned_by(&["nobody"], owner);
+            let rid = r.subscribe(s, &t, None);
+            let e = request_error(&messages(&r.take_events(s)));
+            assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{v:?}");
+            assert!(r.take_events(p).is_empty());
+            r.assert_idle();
+            r.assert_no_closes();
+        }
+    }
+}
+
+/// Publisher A announces ["a"], B announces ["a","b"]: a track in ["a","b","c"] goes to B, one
+/// in ["a","x"] to A; after B withdraws, ["a","b","c"] goes to A.
+#[test]
+fn namespace_routing_takes_the_longest_prefix() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let a = r.connect(0, pv);
+        let b = r.connect(1, pv);
+        let s = r.connect(2, sv);
+        r.announce(a, &["a"]);
+        let b_ns = r.announce(b, &["a", "b"]);
+
+        let deep = track(&["a", "b", "c"], "t");
+        let rid = r.subscribe(s, &deep, None);
+        assert!(r.take_events(a).is_empty(), "{pv:?}: the shorter prefix got the SUBSCRIBE");
+        let up = r.upstream_subscribe(b, &deep);
+        r.accept(b, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let shallow = track(&["a", "x"], "t");
+        let rid2 = r.subscribe(s, &shallow, None);
+        assert!(r.take_events(b).is_empty());
+        let up2 = r.upstream_subscribe(a, &shallow);
+        r.accept(a, &up2, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid2);
+
+        // B withdraws ["a","b"] (draft-16 PUBLISH_NAMESPACE_DONE, draft-22 cancels the request).
+        r.send(b, Message::PublishNamespaceDone(b_ns));
+        r.run_until_quiet();
+        let other = track(&["a", "b", "c"], "u");
+        let rid3 = r.subscribe(s, &other, None);
+        assert!(r.take_events(b).is_empty(), "{pv:?}: withdrawn namespace still routed");
+        let up3 = r.upstream_subscribe(a, &other);
+        r.accept_as(a, &up3, TrackAlias(78), None);
+        subscribe_ok(&messages(&r.take_events(s)), rid3);
+        r.assert_no_closes();
+    }
+}
+
+/// A subscriber joining mid-track with the default filter (and one with NextObject), on the
+/// first subscriber's core and on another, gets exactly the objects after the largest
+/// location at its SUBSCRIBE_OK; the early subscriber gets everything.
+#[test]
+fn late_subscriber_starts_after_the_largest_location() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1], Some(Location::new(0, 7)));
+        let (s1, rid1) = subs[0];
+        let h = header(pv, PUB_ALIAS, 1, 0);
+        let st = r.open(p, &h);
+        let g1: Vec<_> = (0..6).map(|i| object(1, i)).collect();
+        for o in &g1[..3] {
+            r.put(p, st, o);
+        }
+        r.run_until_quiet();
+
+        let late_same = r.connect(1, sv);
+        let rid_same = r.subscribe(late_same, &t, None);
+        let late_other = r.connect(2, sv);
+        let rid_other = r.subscribe(late_other, &t, Some(LocationFilter::NextObject));
+        for (s, rid) in [(late_same, rid_same), (late_other, rid_other)] {
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            assert_eq!(ok.params.largest_object, Some(Location::new(1, 2)), "{pv:?}->{sv:?}");
+        }
+        for o in &g1[3..] {
+            r.put(p, st, o);
+        }
+        r.fin(p, st);
+        let h2 = header(pv, PUB_ALIAS, 2, 0);
+        let st2 = r.open(p, &h2);
+        let g2: Vec<_> = (0..2).map(|i| object(2, i)).collect();
+        for o in &g2 {
+            r.put(p, st2, o);
+        }
+        r.fin(p, st2);
+        r.run_until_quiet();
+
+        let seen = streams(&r.take_events(s1));
+        assert_eq!(seen.len(), 2);
+        assert_stream(&seen[0], rid1, expected_header(&h, alias, sv, true), &g1, Some(None));
+        assert_stream(&seen[1], rid1, expected_header(&h2, alias, sv, true), &g2, Some(None));
+        for (s, rid) in [(late_same, rid_same), (late_other, rid_other)] {
+            let seen = streams(&r.take_events(s));
+            assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}");
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, false), &g1[3..], Some(None));
+            assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g2, Some(None));
+        }
+        r.assert_no_closes();
+    }
+}
+
+/// AbsoluteStart from a later group: nothing from earlier groups, everything from that group
+/// on; a subscriber with an absolute window (AbsoluteStartGroupEnd in draft-16, AbsoluteRange
+/// in draft-22) gets only the objects inside it.
+#[test]
+fn absolute_filters_skip_what_is_outside_them() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let start = Location::new(3, 0);
+        let rid = r.subscribe(s, &t, Some(LocationFilter::AbsoluteStart { start }));
+        // A window from (2,1): to the end of group 3 in draft-16 (its filters end only at a
+        // group's end), to (3,1) inclusive in draft-22.
+        let w = r.connect(0, sv);
+        let from = Location::new(2, 1);
+        let (window, g3_end) = match sv {
+            D16 => (LocationFilter::AbsoluteStartGroupEnd { start: from, end_group: 3 }, 3),
+            _ => (LocationFilter::AbsoluteRange { start: from, end: Location::new(3, 1) }, 2),
+        };
+        let wrid = r.subscribe(w, &t, Some(window));
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        subscribe_ok(&messages(&r.take_events(w)), wrid);
+
+        let mut sent = Vec::new();
+        for g in 1..5 {
+            let h = header(pv, PUB_ALIAS, g, 0);
+            let st = r.open(p, &h);
+            let objs: Vec<_> = (0..3).map(|i| object(g, i)).collect();
+            for o in &objs {
+                r.put(p, st, o);
+            }
+            r.fin(p, st);
+            r.run_until_quiet();
+            sent.push((h, objs));
+        }
+        let seen = streams(&r.take_events(s));
+        assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}: groups 3 and 4 only");
+        for (got, (h, objs)) in seen.iter().zip(&sent[2..]) {
+            assert_stream(got, rid, expected_header(h, alias, sv, true), objs, Some(None));
+        }
+        let seen = streams(&r.take_events(w));
+        assert_eq!(seen.len(), 2, "{pv:?}->{sv:?}: the range spans groups 2 and 3");
+        assert_stream(
+            &seen[0],
+            wrid,
+            expected_header(&sent[1].0, alias, sv, false),
+            &sent[1].1[1..],
+            Some(None),
+        );
+        assert_stream(
+            &seen[1],
+            wrid,
+            expected_header(&sent[2].0, alias, sv, true),
+            &sent[2].1[..g3_end],
+            Some(None),
+        );
+        r.assert_no_closes();
+    }
+}
+
+/// TRACK_STATUS of a relayed track is answered from the relay's state (LARGEST_OBJECT; the
+/// Track Properties in draft-22, whose REQUEST_OK carries them) without asking upstream; of
+/// a track it does not relay, by subscribing upstream as a SUBSCRIBE would (no answer until
+/// the publisher's), which then lingers and ends; of a namespace nobody publishes,
+/// DOES_NOT_EXIST.
+#[test]
+fn track_status_from_relay_state_or_upstream() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 2);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1], Some(Location::new(0, 0)));
+        r.publish_groups(p, pv, 1..2);
+        r.take_events(subs[0].0);
+        let c = r.connect(0, sv);
+        let ctx = format!("{pv:?}->{sv:?}");
+
+        let rid = r.track_status(c, &t);
+        let ok = request_ok(&messages(&r.take_events(c)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (rid, Some(Location::new(1, 4))), "{ctx}");
+        let props = if sv == D22 { track_properties() } else { Properties::new() };
+        assert_eq!(ok.track_properties, props, "{ctx}");
+        assert!(r.take_events(p).is_empty(), "{ctx}: asked upstream");
+
+        let other = r.track_owned_by(&["live"], 1);
+        let rid = r.track_status(c, &other);
+        assert!(r.take_events(c).is_empty(), "{ctx}: answered before the publisher");
+        let up = r.upstream_subscribe(p, &other);
+        r.accept_as(p, &up, TrackAlias(78), Some(Location::new(7, 1)));
+        let ok = request_ok(&messages(&r.take_events(c)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (rid, Some(Location::new(7, 1))), "{ctx}");
+        r.advance(RelayConfig::default().linger);
+        r.assert_upstream_stopped(p, pv, up.request_id);
+
+        let rid = r.track_status(c, &track(&["nobody"], "x"));
+        let e = request_error(&messages(&r.take_events(c)));
+        assert_eq!((e.request_id, e.error_code), (rid, code::DOES_NOT_EXIST), "{ctx}");
+        assert_eq!(r.state_counts()[1].0, 0, "{ctx}: the status track is gone from its owner");
+        r.assert_no_closes();
+    }
+}

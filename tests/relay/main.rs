@@ -1,0 +1,30 @@
+//! The relay core end to end without QUIC: several [`RelayShard`]s (simulated cores) joined by
+//! FIFO mesh queues, with draft-16 and draft-22 client sessions attached to them, driven by a
+//! simulated clock (`harness.rs`). Every scenario runs for each draft and for a draft-16
+//! publisher with draft-22 subscribers and the reverse; assertions are on the messages and
+//! object bytes the clients see and on the shards' state counts.
+//!
+//! One module per area; what the clients do is in `actions.rs` (methods on the harness's
+//! [`Relay`](harness::Relay)), the messages, objects and assertions they share in `common.rs`.
+//!
+//! [`RelayShard`]: moq_edge::relay::RelayShard
+#![allow(clippy::unwrap_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod actions;
+mod common;
+mod harness;
+
+mod auth;
+mod discovery;
+mod ends;
+mod fetch;
+mod linger;
+mod links;
+mod live;
+mod moves;
+mod publish;
+mod timeouts;
+mod update;

@@ -1,0 +1,222 @@
+//! A parent's GOAWAY: tracks move to the replacement link at a group boundary, each group whole
+//! from one link.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_edge::relay::code;
+use moq_edge::session::Event;
+use moq_edge::wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
+use moq_edge::wire::Version;
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+/// Each subgroup stream among `events`: (group, object IDs, end).
+fn groups(events: &[Event]) -> Vec<(u64, Vec<u64>, Option<Option<u64>>)> {
+    streams(events)
+        .iter()
+        .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end))
+        .collect()
+}
+
+impl Relay {
+    /// A link (core 0) and a subscriber (core 1) of `t`, served through it: (parent, subscriber,
+    /// the upstream SUBSCRIBE).
+    fn subscribed_through_a_link(
+        &mut self,
+        v: Version,
+        t: &FullTrackName,
+    ) -> (ClientId, ClientId, Subscribe) {
+        let parent = self.link(v);
+        let s = self.connect(1, v);
+        let rid = self.subscribe(s, t, None);
+        let up = self.upstream_subscribe(parent, t);
+        self.accept(parent, &up, None);
+        subscribe_ok(&messages(&self.take_events(s)), rid);
+        (parent, s, up)
+    }
+
+    /// `parent` sends GOAWAY with `uri`.
+    fn parent_goes_away(&mut self, parent: ClientId, uri: &'static [u8]) {
+        let goaway =
+            moq_edge::wire::model::GoAway { new_session_uri: Bytes::from_static(uri), timeout_ms: 0 };
+        self.send(parent, Message::GoAway(goaway));
+        self.run_until_quiet();
+    }
+
+    /// The replacement of link `old` (parent node `node`, the default route), set up: it gets the
+    /// SUBSCRIBE of the track on `old` (returned).
+    fn replacement(&mut self, old: ClientId, node: u64) -> (ClientId, Subscribe) {
+        let parent = self.replace_link(old, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(node));
+        let ev = self.take_events(parent);
+        let [Event::Ready { .. }, Event::Message(Message::Subscribe(up))] = ev.as_slice() else {
+            panic!("the new parent got {ev:?}")
+        };
+        (parent, up.clone())
+    }
+}
+
+/// The parent sends GOAWAY: the relay asks for a replacement link (to the New Session URI)
+/// and keeps the old one. Once the new link is up, the track is subscribed there too and
+/// moves at a group boundary: the group the old link had started comes whole from it, the
+/// new link's copy of that group is not forwarded, the next group comes from the new link
+/// (the old link's copy is not forwarded), and when the old link's last stream ends its
+/// subscription is cancelled and the old link is ready to close. The subscriber sees each
+/// group once, whole, and no PUBLISH_DONE.
+#[test]
+fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track(&["live"], "v");
+        let (parent, s, up) = r.subscribed_through_a_link(v, &t);
+        let old5 = r.open(parent, &header(v, PUB_ALIAS, 5, 0));
+        r.put(parent, old5, &object(5, 0));
+
+        r.parent_goes_away(parent, b"moqt://parent-b.example:4443");
+        let old_conn = r.clients[parent].conn;
+        let uri = Bytes::from_static(b"moqt://parent-b.example:4443");
+        assert_eq!(r.shards[0].take_link_goaways(), vec![(old_conn, uri)], "{v:?}");
+        assert!(!r.shards[0].link_moved_out(old_conn), "{v:?}: no replacement yet");
+
+        let (parent2, up2) = r.replacement(parent, 8);
+        assert_eq!(up2.track, t);
+        r.accept(parent2, &up2, None);
+        assert!(r.take_events(parent).is_empty(), "{v:?}: the old subscription stays for now");
+        // The new link's copy of group 5 (the old one started it) is not forwarded; its
+        // group 6 is, and from then on the old link's group 6 is not.
+        let new5 = r.open(parent2, &header(v, PUB_ALIAS, 5, 0));
+        r.put(parent2, new5, &object(5, 1));
+        let new6 = r.open(parent2, &header(v, PUB_ALIAS, 6, 0));
+        r.put(parent2, new6, &object(6, 0));
+        r.run_until_quiet();
+        r.put(parent, old5, &object(5, 1));
+        let old6 = r.open(parent, &header(v, PUB_ALIAS, 6, 0));
+        r.put(parent, old6, &object(6, 0));
+        r.run_until_quiet();
+        assert!(r.take_events(parent).is_empty(), "{v:?}: group 5 is still open on the old link");
+        assert!(!r.shards[0].link_moved_out(old_conn), "{v:?}");
+        r.fin(parent, old5);
+        r.run_until_quiet();
+        r.assert_upstream_stopped(parent, v, up.request_id);
+        assert!(r.shards[0].link_moved_out(old_conn), "{v:?}: nothing left on the old link");
+        assert_eq!(r.shards[r.owner(&t)].stats.tracks_moved, 1, "{v:?}: counted");
+        r.put(parent2, new6, &object(6, 1));
+        r.fin(parent2, new6);
+        let new7 = r.open(parent2, &header(v, PUB_ALIAS, 7, 0));
+        r.put(parent2, new7, &object(7, 0));
+        r.run_until_quiet();
+
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
+        let expected = vec![(5, vec![0, 1], Some(None)), (6, vec![0, 1], Some(None)), (7, vec![0], None)];
+        assert_eq!(groups(&ev), expected, "{v:?}: each group once, whole, from one link");
+        r.assert_no_closes();
+    }
+}
+
+/// GOAWAY when the old link is ahead of the new one, and closes before its last group ends:
+/// the new link's copies of groups the old one started are never forwarded; the old link's
+/// open stream is reset when it closes (no PUBLISH_DONE), and the next group the old link
+/// had not started comes from the new link. A new parent that refuses the track leaves it on
+/// the old link; the move is tried again half a second later.
+#[test]
+fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track(&["live"], "v");
+        let (parent, s, _) = r.subscribed_through_a_link(v, &t);
+        let old5 = r.open(parent, &header(v, PUB_ALIAS, 5, 0));
+        r.put(parent, old5, &object(5, 0));
+        r.parent_goes_away(parent, b"");
+        let (parent2, up2) = r.replacement(parent, 8);
+        r.accept(parent2, &up2, None);
+        // The old link is ahead: it opens group 6 before the new link's group 6 arrives.
+        let old6 = r.open(parent, &header(v, PUB_ALIAS, 6, 0));
+        r.put(parent, old6, &object(6, 0));
+        r.run_until_quiet();
+        let new6 = r.open(parent2, &header(v, PUB_ALIAS, 6, 0));
+        r.put(parent2, new6, &object(6, 1));
+        r.run_until_quiet();
+        // The old link goes before group 6 ends: its stream is reset; group 7 is the new one's.
+        r.disconnect(parent);
+        r.run_until_quiet();
+        r.put(parent2, new6, &object(6, 2));
+        let new7 = r.open(parent2, &header(v, PUB_ALIAS, 7, 0));
+        r.put(parent2, new7, &object(7, 0));
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: no PUBLISH_DONE: {ev:?}");
+        let reset = |g: &(u64, Vec<u64>, Option<Option<u64>>)| matches!(g.2, Some(Some(_)));
+        let seen = groups(&ev);
+        assert!(seen[..2].iter().all(reset), "{v:?}: reset when the link closed: {seen:?}");
+        let ids: Vec<(u64, Vec<u64>)> = seen.into_iter().map(|(g, ids, _)| (g, ids)).collect();
+        assert_eq!(ids, vec![(5, vec![0]), (6, vec![0]), (7, vec![0])], "{v:?}");
+
+        // A second GOAWAY round where the new parent refuses: the track stays where it is.
+        r.parent_goes_away(parent2, b"");
+        let (parent3, up3) = r.replacement(parent2, 9);
+        let refusal = moq_edge::wire::model::RequestError {
+            request_id: up3.request_id,
+            error_code: code::DOES_NOT_EXIST,
+            reason: Bytes::from_static(b"no such track"),
+            ..Default::default()
+        };
+        r.send(parent3, Message::RequestError(refusal));
+        r.run_until_quiet();
+        r.put(parent2, new7, &object(7, 1));
+        r.run_until_quiet();
+        assert_eq!(groups(&r.take_events(s)), vec![(7, vec![1], None)], "{v:?}: still from the second link");
+        assert!(r.take_events(parent2).is_empty(), "{v:?}: its subscription is kept");
+        assert!(!r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}: the link still carries it");
+        // Half a second later the move is tried again; this time the parent has the track.
+        r.advance(Duration::from_millis(600));
+        let again = r.upstream_subscribe(parent3, &t);
+        r.accept(parent3, &again, None);
+        let new8 = r.open(parent3, &header(v, PUB_ALIAS, 8, 0));
+        r.put(parent3, new8, &object(8, 0));
+        r.run_until_quiet();
+        assert_eq!(groups(&r.take_events(s)), vec![(8, vec![0], None)], "{v:?}: from the third link");
+        r.fin(parent2, new7);
+        r.run_until_quiet();
+        r.assert_upstream_stopped(parent2, v, up2.request_id);
+        assert!(r.shards[0].link_moved_out(r.clients[parent2].conn), "{v:?}");
+        let ev = r.take_events(s);
+        let ended = matches!(ev.as_slice(), [Event::DataStreamEnd { reset: None, .. }]);
+        assert!(ended, "{v:?}: group 7 ends: {ev:?}");
+        r.assert_no_closes();
+    }
+}
+
+/// The replacement link closes before the track moved: the track stays on the old link, and
+/// moves when the next replacement is up.
+#[test]
+fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = track(&["live"], "v");
+        let (parent, s, up) = r.subscribed_through_a_link(v, &t);
+        r.parent_goes_away(parent, b"");
+        let (parent2, _) = r.replacement(parent, 8);
+        r.disconnect(parent2);
+        r.run_until_quiet();
+        let old5 = r.open(parent, &header(v, PUB_ALIAS, 5, 0));
+        r.put(parent, old5, &object(5, 0));
+        r.run_until_quiet();
+        assert_eq!(groups(&r.take_events(s)), vec![(5, vec![0], None)], "{v:?}: still from the old link");
+
+        let (parent3, up3) = r.replacement(parent, 9);
+        r.accept(parent3, &up3, None);
+        let new6 = r.open(parent3, &header(v, PUB_ALIAS, 6, 0));
+        r.put(parent3, new6, &object(6, 0));
+        r.run_until_quiet();
+        assert_eq!(groups(&r.take_events(s)), vec![(6, vec![0], None)], "{v:?}: from the third link");
+        r.fin(parent, old5);
+        r.run_until_quiet();
+        r.assert_upstream_stopped(parent, v, up.request_id);
+        assert!(r.shards[0].link_moved_out(r.clients[parent].conn), "{v:?}");
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{v:?}: {ev:?}");
+        r.assert_no_closes();
+    }
+}

@@ -1,0 +1,211 @@
+//! PUBLISH: a track the publisher offers is paused while nobody subscribes and forwarded when
+//! someone does; PUBLISH_NAMESPACE is answered once every core knows it.
+
+use std::time::Duration;
+
+use moq_edge::relay::{code, RelayConfig};
+use moq_edge::session::Event;
+use moq_edge::wire::model::{Location, Message, PublishNamespace};
+use moq_edge::wire::Version;
+
+use crate::common::*;
+use crate::harness::{messages, streams, Relay};
+
+/// PUBLISH with nobody subscribed: paused (draft-16 PUBLISH_OK FORWARD=0; draft-22 PUBLISH_OK
+/// then REQUEST_UPDATE FORWARD=0). A subscriber arrives: REQUEST_UPDATE FORWARD=1 upstream,
+/// SUBSCRIBE_OK downstream; the stream the publisher opened before continues to the
+/// subscriber, later streams reach it whole, PUBLISH_DONE ends it.
+fn paused_then_forwarded(pv: Version, sv: Version) {
+    let mut r = Relay::new(3);
+    let t = r.track_owned_by(&["live"], 2);
+    let alias = r.alias(&t);
+    let p = r.connect(0, pv);
+    let prid = r.next_request_id(p);
+    r.send(p, publish_msg(pv, prid, &t, Some(Location::new(2, 5))));
+    r.run_until_quiet();
+    let ev = r.take_events(p);
+    r.assert_no_closes();
+    assert!(!publish_answer(pv, &messages(&ev), prid), "{pv:?}: not paused");
+    assert_eq!(r.state_counts()[0].2, 1, "the PUBLISH is an upstream on core 0");
+
+    // Objects sent while paused go nowhere (nobody subscribed).
+    let h = header(pv, PUB_ALIAS, 3, 0);
+    let st = r.open(p, &h);
+    r.put(p, st, &object(3, 0));
+    r.put(p, st, &object(3, 1));
+    r.run_until_quiet();
+
+    let s = r.connect(1, sv);
+    let rid = r.subscribe(s, &t, None);
+    let msgs = messages(&r.take_events(p));
+    let [Message::RequestUpdate(u)] = msgs.as_slice() else { panic!("{pv:?}->{sv:?}: {msgs:?}") };
+    assert_eq!((u.existing_request_id, u.params.forward), (prid, Some(true)));
+    let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+    assert_eq!(ok.track_alias, alias);
+    assert_eq!(ok.params.largest_object, Some(Location::new(3, 1)));
+    r.assert_no_closes();
+
+    let more = [object(3, 2), object(3, 3)];
+    for o in &more {
+        r.put(p, st, o);
+    }
+    r.fin(p, st);
+    let h2 = header(pv, PUB_ALIAS, 4, 0);
+    let st2 = r.open(p, &h2);
+    let g4: Vec<_> = (0..3).map(|i| object(4, i)).collect();
+    for o in &g4 {
+        r.put(p, st2, o);
+    }
+    r.fin(p, st2);
+    r.send(p, done_msg(prid, 2));
+    r.run_until_quiet();
+    let ev = r.take_events(s);
+    let seen = streams(&ev);
+    assert_eq!(seen.len(), 2);
+    assert_stream(&seen[0], rid, expected_header(&h, alias, sv, false), &more, Some(None));
+    assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g4, Some(None));
+    let d = publish_done(&messages(&ev));
+    assert_eq!((d.request_id, d.status_code, d.stream_count), (rid, code::TRACK_ENDED, 2));
+    r.assert_idle();
+    r.assert_no_closes();
+}
+
+#[test]
+fn publish_without_subscribers_is_paused_then_forwarded() {
+    for (pv, sv) in COMBOS {
+        paused_then_forwarded(pv, sv);
+    }
+}
+
+/// A subscriber waits for an upstream SUBSCRIBE when the publisher sends PUBLISH for the track
+/// instead, with objects right behind it (before any PUBLISH_OK): the PUBLISH replaces the
+/// pending SUBSCRIBE (ended upstream), PUBLISH_OK asks FORWARD=1, and the subscriber gets every
+/// object the publisher sent.
+#[test]
+fn publish_while_a_subscriber_waits_loses_no_objects() {
+    for (pv, sv) in COMBOS {
+        for owner in 0..3 {
+            let mut r = Relay::new(3);
+            let t = r.track_owned_by(&["live"], owner);
+            let alias = r.alias(&t);
+            let p = r.connect(0, pv);
+            r.announce(p, &["live"]);
+            let s = r.connect(1, sv);
+            let rid = r.subscribe(s, &t, None);
+            let up = r.upstream_subscribe(p, &t);
+
+            let prid = r.next_request_id(p);
+            r.send(p, publish_msg(pv, prid, &t, Some(Location::new(2, 5))));
+            let h = header(pv, PUB_ALIAS, 3, 0);
+            let st = r.open(p, &h);
+            let objs: Vec<_> = (0..4).map(|i| object(3, i)).collect();
+            for o in &objs {
+                r.put(p, st, o);
+            }
+            r.fin(p, st);
+            r.run_until_quiet();
+
+            let ev = r.take_events(p);
+            let msgs = messages(&ev);
+            // The pending upstream SUBSCRIBE ends; the PUBLISH is answered forwarding.
+            let answer = match pv {
+                D16 => {
+                    assert_eq!(msgs.first(), Some(&Message::Unsubscribe(up.request_id)), "{msgs:?}");
+                    &msgs[1..]
+                }
+                _ => {
+                    assert!(ev.contains(&Event::Cancelled { request_id: up.request_id }), "{ev:?}");
+                    &msgs[..]
+                }
+            };
+            assert!(publish_answer(pv, answer, prid), "{pv:?}->{sv:?}: paused");
+            let ev = r.take_events(s);
+            let ok = subscribe_ok(&messages(&ev), rid);
+            assert_eq!(ok.params.largest_object, Some(Location::new(2, 5)));
+            let seen = streams(&ev);
+            assert_eq!(seen.len(), 1, "{pv:?}->{sv:?} owner {owner}");
+            assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &objs, Some(None));
+            r.assert_no_closes();
+
+            // The publisher of the PUBLISH goes away mid-group: reset, PUBLISH_DONE, no state.
+            let h2 = header(pv, PUB_ALIAS, 4, 0);
+            let st2 = r.open(p, &h2);
+            r.put(p, st2, &object(4, 0));
+            r.run_until_quiet();
+            r.disconnect(p);
+            r.run_until_quiet();
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            let reset = Some(Some(code::RESET_SESSION_CLOSED));
+            assert_stream(&seen[0], rid, expected_header(&h2, alias, sv, true), &[object(4, 0)], reset);
+            let d = publish_done(&messages(&ev));
+            assert_eq!((d.request_id, d.stream_count), (rid, 2));
+            r.assert_idle();
+        }
+    }
+}
+
+/// A PUBLISH whose last subscriber left is paused (REQUEST_UPDATE FORWARD=0) once the linger
+/// has passed, and kept: a later subscriber resumes it (FORWARD=1) without a new PUBLISH.
+#[test]
+fn published_track_is_paused_after_the_linger() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let p = r.connect(0, pv);
+        let s = r.connect(1, sv);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_msg(pv, prid, &t, None));
+        r.run_until_quiet();
+        assert!(!publish_answer(pv, &messages(&r.take_events(p)), prid));
+        let rid = r.subscribe(s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let msgs = messages(&r.take_events(p));
+        assert!(matches!(msgs.as_slice(), [Message::RequestUpdate(u)] if u.params.forward == Some(true)));
+
+        r.send(s, Message::Unsubscribe(rid));
+        r.run_until_quiet();
+        let linger = RelayConfig::default().linger;
+        r.advance(linger - Duration::from_millis(1));
+        assert!(r.take_events(p).is_empty(), "{pv:?}->{sv:?}: paused before the linger");
+        r.advance(Duration::from_millis(1));
+        let msgs = messages(&r.take_events(p));
+        let [Message::RequestUpdate(u)] = msgs.as_slice() else { panic!("{msgs:?}") };
+        assert_eq!((u.existing_request_id, u.params.forward), (prid, Some(false)));
+        assert_eq!(r.state_counts(), vec![(0, 0, 1), (1, 0, 0)], "the PUBLISH is kept");
+
+        let rid2 = r.subscribe(s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid2);
+        let msgs = messages(&r.take_events(p));
+        assert!(matches!(msgs.as_slice(), [Message::RequestUpdate(u)] if u.params.forward == Some(true)));
+        r.assert_no_closes();
+    }
+}
+
+/// PUBLISH_NAMESPACE is answered only once every core has the namespace: a subscriber that
+/// the REQUEST_OK prompts finds it on whichever core its SUBSCRIBE lands (no DOES_NOT_EXIST
+/// race with the broadcast).
+#[test]
+fn publish_namespace_is_answered_once_every_core_knows_it() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(3);
+        let p = r.connect(0, v);
+        let rid = r.next_request_id(p);
+        let m = PublishNamespace { request_id: rid, namespace: ns(&["live"]), ..Default::default() };
+        r.send(p, Message::PublishNamespace(m));
+        for t in r.capture(p) {
+            r.deliver_to_relay(p, &t);
+        }
+        // Core 0 applied it (and flushed its output to the client); the broadcast to cores
+        // 1 and 2 is still in the mesh.
+        let early: Vec<Event> = std::iter::from_fn(|| r.session(p).poll_event()).collect();
+        assert!(messages(&early).is_empty(), "{v:?}: answered before the other cores know: {early:?}");
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(p));
+        assert!(
+            matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid),
+            "{v:?}: {msgs:?}"
+        );
+        r.assert_no_closes();
+    }
+}

@@ -1,0 +1,298 @@
+//! Time limits: RENDEZVOUS_TIMEOUT, object and subgroup delivery timeouts, MAX_CACHE_DURATION.
+
+use std::time::Duration;
+
+use moq_edge::relay::{code, RelayConfig};
+use moq_edge::session::{Event, Transmit};
+use moq_edge::wire::model::{
+    DatagramHeader, FetchItem, FetchKind, FullTrackName, KvValue, Location, LocationFilter, Message,
+    Parameters, Properties, PublishNamespace, RangeEnd, RequestId, Subscribe, TrackAlias,
+};
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+impl Relay {
+    fn subscribe_rendezvous(&mut self, c: ClientId, t: &FullTrackName, ms: u64) -> RequestId {
+        let rid = self.next_request_id(c);
+        let params = Parameters { rendezvous_timeout: Some(ms), ..Default::default() };
+        self.send(c, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+        self.run_until_quiet();
+        rid
+    }
+
+    /// Hands client `c`'s pending output to the relay without running the mesh (so time can pass
+    /// between an object's arrival and its fan-out on another core).
+    fn deliver_pending(&mut self, c: ClientId) {
+        for t in self.capture(c) {
+            self.deliver_to_relay(c, &t);
+        }
+    }
+
+    /// The deadlines the relay gave object bytes on stream `stream` of client `c`, and the
+    /// subgroup deadline it gave the stream (draft-22 §5.2 as the Pump applies them).
+    fn deadlines(
+        &self,
+        c: ClientId,
+        stream: u64,
+    ) -> (Vec<Option<std::time::Instant>>, Option<std::time::Instant>) {
+        let mut objects = Vec::new();
+        let mut deliver_by = None;
+        for t in &self.clients[c].relay_sent {
+            match t {
+                Transmit::Stream { id, data, expires, .. } if *id == stream && !data.is_empty() => {
+                    objects.push(*expires)
+                }
+                Transmit::DeliverBy { id, at } if *id == stream => deliver_by = Some(*at),
+                _ => {}
+            }
+        }
+        (objects, deliver_by)
+    }
+}
+
+/// A draft-22 SUBSCRIBE with RENDEZVOUS_TIMEOUT for a track nobody publishes is held (no
+/// answer) until a publisher appears: a PUBLISH_NAMESPACE that covers it (the relay then
+/// subscribes upstream) or a PUBLISH of the track itself; either way the subscriber gets
+/// SUBSCRIBE_OK only once the upstream is Established. Held past its time, it gets
+/// REQUEST_ERROR TIMEOUT; a subscriber that leaves while held leaves nothing behind once the
+/// relay's own limit (`max_rendezvous`) has passed.
+#[test]
+fn rendezvous_timeout_holds_a_subscribe_until_a_publisher_appears() {
+    for pv in [D16, D22] {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let s = r.connect(1, D22);
+        let rid = r.subscribe_rendezvous(s, &t, 5_000);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: answered at once");
+        r.advance(Duration::from_secs(1));
+        let p = r.connect(0, pv);
+        let ns_rid = r.next_request_id(p);
+        let m = PublishNamespace { request_id: ns_rid, namespace: ns(&["live"]), ..Default::default() };
+        r.send(p, Message::PublishNamespace(m));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(p));
+        // The held SUBSCRIBE goes upstream as soon as the owner's core has the namespace,
+        // which can be before the REQUEST_OK (sent once every core has it).
+        let up = match msgs.as_slice() {
+            [Message::RequestOk(_), Message::Subscribe(up)]
+            | [Message::Subscribe(up), Message::RequestOk(_)] => up,
+            _ => panic!("{pv:?}: {msgs:?}"),
+        };
+        assert_eq!(up.track, t);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: SUBSCRIBE_OK before the upstream");
+        r.accept(p, up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let published = r.track_owned_by(&["other"], 1);
+        let rid = r.subscribe_rendezvous(s, &published, 5_000);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_as(pv, prid, &published, TrackAlias(9)));
+        r.run_until_quiet();
+        assert!(publish_answer(pv, &messages(&r.take_events(p)), prid), "{pv:?}: the PUBLISH forwards");
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let nobody = r.track_owned_by(&["nobody"], 0);
+        let rid = r.subscribe_rendezvous(s, &nobody, 2_000);
+        r.advance(Duration::from_millis(1_999));
+        assert!(r.take_events(s).is_empty());
+        r.advance(Duration::from_millis(1));
+        r.refused(s, rid, code::TIMEOUT, &format!("{pv:?}"));
+
+        let gone = r.subscribe_rendezvous(s, &nobody, 60_000);
+        r.session(s).cancel(gone).unwrap();
+        r.run_until_quiet();
+        // The relay holds a SUBSCRIBE no longer than its own limit (30 s), then forgets it.
+        r.advance(RelayConfig::default().max_rendezvous);
+        assert!(r.take_events(s).is_empty(), "{pv:?}: an answer to a cancelled SUBSCRIBE");
+        assert_eq!(r.state_counts()[0].0, 1, "{pv:?}: only the first track is left on core 0");
+        r.assert_no_closes();
+    }
+}
+
+/// OBJECT_ and SUBGROUP_DELIVERY_TIMEOUT (draft-22 §5.2; draft-16 DELIVERY_TIMEOUT): the
+/// effective value is the smaller of the subscriber's parameter and the publisher's track
+/// property (a subgroup's first object may override the latter), counted from when the relay
+/// received the object. An object already late when it reaches the subscriber's core resets
+/// that subscriber's stream with DELIVERY_TIMEOUT and no stream is reopened for the rest of the
+/// subgroup; other subscribers, and the next subgroup, are unaffected. Objects forwarded in
+/// time carry their deadline to the send queue, and a finished stream its subgroup deadline.
+/// A late datagram is dropped for the subscriber it is late for.
+#[test]
+fn delivery_timeouts_reset_late_subgroups_per_subscriber() {
+    const OBJECT_TIMEOUT: u64 = 0x02;
+    const SUBGROUP_TIMEOUT: u64 = 0x06;
+    let ms = Duration::from_millis;
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        // Subscribers on the other core: `patient` asks 1000 ms (the track's 100 ms wins),
+        // `plain` asks nothing (100 ms), `strict` asks 30 ms.
+        let sub = |r: &mut Relay, object: Option<u64>, subgroup: Option<u64>| {
+            let s = r.connect(1, sv);
+            let rid = r.next_request_id(s);
+            let params = Parameters {
+                object_delivery_timeout: object,
+                subgroup_delivery_timeout: subgroup.filter(|_| sv == D22),
+                ..Default::default()
+            };
+            let m = Subscribe { request_id: rid, track: t.clone(), params };
+            r.send(s, Message::Subscribe(m));
+            r.run_until_quiet();
+            (s, rid)
+        };
+        let patient = sub(&mut r, Some(1000), Some(200));
+        let plain = sub(&mut r, None, None);
+        let strict = sub(&mut r, Some(30), None);
+        let up = r.upstream_subscribe(p, &t);
+        let mut props = track_properties();
+        props.push(OBJECT_TIMEOUT, KvValue::Int(100));
+        r.accept_with(p, &up, PUB_ALIAS, None, props);
+        for &(s, rid) in &[patient, plain, strict] {
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+        }
+
+        // Group 1: object 0 on time; object 1 reaches core 1 60 ms after the relay got it.
+        let h1 = header(pv, PUB_ALIAS, 1, 0);
+        let g1 = r.open(p, &h1);
+        r.put(p, g1, &object(1, 0));
+        r.run_until_quiet();
+        r.put(p, g1, &object(1, 1));
+        r.deliver_pending(p);
+        let received = r.now;
+        r.now += ms(60);
+        r.run_until_quiet();
+        r.put(p, g1, &object(1, 2));
+        r.fin(p, g1);
+        r.run_until_quiet();
+        let fin_at = r.now;
+
+        // Group 2, a new subgroup: everyone again, `strict` included.
+        let h2 = header(pv, PUB_ALIAS, 2, 0);
+        let g2 = r.open(p, &h2);
+        r.put(p, g2, &object(2, 0));
+        r.run_until_quiet();
+
+        // Datagram 3/0, 60 ms late: dropped for `strict` only.
+        let dh = DatagramHeader {
+            track_alias: PUB_ALIAS,
+            group_id: 3,
+            object_id: 0,
+            publisher_priority: Some(4),
+            properties: Properties::new(),
+            end_of_group: false,
+            status: None,
+        };
+        r.session(p).send_datagram(&dh, b"late datagram").unwrap();
+        r.deliver_pending(p);
+        r.now += ms(60);
+        r.run_until_quiet();
+
+        let g1_all = [object(1, 0), object(1, 1), object(1, 2)];
+        for (who, (s, rid)) in [("patient", patient), ("plain", plain), ("strict", strict)] {
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            let datagrams = ev.iter().filter(|e| matches!(e, Event::Datagram { .. })).count();
+            assert_eq!(seen.len(), 2, "{pv:?}->{sv:?} {who}: {seen:?}");
+            if who == "strict" {
+                let reset = Some(Some(code::RESET_DELIVERY_TIMEOUT));
+                assert_stream(&seen[0], rid, expected_header(&h1, alias, sv, true), &g1_all[..1], reset);
+                assert_eq!(datagrams, 0, "{pv:?}->{sv:?}: the late datagram was dropped");
+            } else {
+                assert_stream(&seen[0], rid, expected_header(&h1, alias, sv, true), &g1_all, Some(None));
+                assert_eq!(datagrams, 1, "{pv:?}->{sv:?} {who}");
+                // Each object's bytes carry received + 100 ms (the track's value is smaller).
+                let (objects, deliver_by) = r.deadlines(s, seen[0].stream);
+                assert_eq!(
+                    objects.len(),
+                    1 + 3 * 2,
+                    "{pv:?}->{sv:?}: header, then header and payload per object"
+                );
+                assert_eq!(objects[0], None, "the subgroup header has no deadline");
+                assert_eq!(objects[3], Some(received + ms(100)), "{pv:?}->{sv:?} {who}");
+                let subgroup = (who == "patient" && sv == D22).then(|| fin_at + ms(200));
+                assert_eq!(deliver_by, subgroup, "{pv:?}->{sv:?} {who}");
+            }
+            let g2_objects = [object(2, 0)];
+            assert_stream(&seen[1], rid, expected_header(&h2, alias, sv, true), &g2_objects, None);
+        }
+
+        // A subgroup's first object can set its own timeout (draft-22 Object Property):
+        // 1000 ms instead of the track's 100, so 200 ms late still goes to `plain`.
+        if pv == D22 {
+            let h4 = header(pv, PUB_ALIAS, 4, 0);
+            let g4 = r.open(p, &h4);
+            let mut first = object(4, 0);
+            first.0.properties.push(OBJECT_TIMEOUT, KvValue::Int(1000));
+            first.0.properties.push(SUBGROUP_TIMEOUT, KvValue::Int(50));
+            r.put(p, g4, &first);
+            r.deliver_pending(p);
+            r.now += ms(200);
+            r.run_until_quiet();
+            let seen = streams(&r.take_events(plain.0));
+            assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
+            assert_eq!(seen[0].objects.len(), 1, "{pv:?}->{sv:?}: on time by the subgroup's own value");
+            r.fin(p, g4);
+            r.run_until_quiet();
+            let (_, deliver_by) = r.deadlines(plain.0, seen[0].stream);
+            assert_eq!(deliver_by, Some(r.now + ms(50)), "{pv:?}->{sv:?}: the first object's subgroup value");
+            // 30 ms for `strict`: late before its stream was opened, so none is.
+            assert!(streams(&r.take_events(strict.0)).is_empty(), "{pv:?}->{sv:?}");
+        }
+        r.assert_no_closes();
+    }
+}
+
+/// MAX_CACHE_DURATION (draft-22 §10.3; draft-16 Track Extension 0x04): an object is not served
+/// from the cache once that long has passed since the relay received it, and what expired is
+/// unknown from then on (an End of Unknown Range, not "does not exist"). It also bounds live
+/// forwarding: an object that reaches a subscriber's core later than that is not sent.
+#[test]
+fn max_cache_duration_expires_cached_objects() {
+    const MAX_CACHE_DURATION: u64 = 0x04;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let srid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(p, &t);
+        let mut props = track_properties();
+        props.push(MAX_CACHE_DURATION, KvValue::Int(1000));
+        r.accept_with(p, &up, PUB_ALIAS, None, props);
+        subscribe_ok(&messages(&r.take_events(s)), srid);
+
+        r.publish_groups(p, pv, 0..2);
+        r.advance(Duration::from_millis(600));
+        r.publish_groups(p, pv, 2..3);
+        r.advance(Duration::from_millis(600));
+
+        let f = r.connect(1, sv);
+        let all = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(2, 4) };
+        let rid = r.next_request_id(f);
+        r.send(f, fetch_msg(rid, FetchKind::Standalone { track: t.clone() }, Some(all)));
+        r.run_until_quiet();
+        assert_eq!(r.refuse_upstream_fetches(p), 1, "{ctx}: the expired part is asked upstream");
+        let ev = r.take_events(f);
+        fetch_ok(&messages(&ev), rid);
+        let seen = fetch_streams(&ev);
+        let unknown = FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: Location::new(1, 4) };
+        assert_eq!(seen[0].items[0].0, unknown, "{ctx}: groups 0 and 1 expired");
+        assert_eq!(fetched_objects(&seen[0], 0), locations(2..3, 0..5), "{ctx}");
+
+        // Live: group 3's object reaches core 1 1.1 s after the relay got it: not forwarded.
+        r.take_events(s);
+        let st = r.open(p, &header(pv, PUB_ALIAS, 3, 0));
+        r.put(p, st, &object(3, 0));
+        r.deliver_pending(p);
+        r.now += Duration::from_millis(1100);
+        r.run_until_quiet();
+        assert!(streams(&r.take_events(s)).is_empty(), "{ctx}: too old to forward");
+        r.assert_no_closes();
+    }
+}

@@ -1,0 +1,224 @@
+//! REQUEST_UPDATE: pausing, resuming and re-filtering a subscription, invalid updates, a
+//! namespace subscription's new prefix, and the Forward State carried upstream (within the
+//! publisher's MAX_REQUEST_UPDATES).
+
+use moq_edge::relay::code;
+use moq_edge::session::Event;
+use moq_edge::wire::model::{Location, LocationFilter, Message, Parameters, RequestId, SetupOptions};
+
+use crate::common::*;
+use crate::harness::{messages, streams, ClientId, Relay};
+
+fn object_ids(events: &[Event]) -> Vec<(u64, u64)> {
+    streams(events)
+        .iter()
+        .flat_map(|s| s.objects.iter().map(|o| (s.header.group_id, o.0.object_id)).collect::<Vec<_>>())
+        .collect()
+}
+
+impl Relay {
+    /// The REQUEST_UPDATEs of the upstream subscription `up` the publisher got: their FORWARD
+    /// values.
+    fn upstream_forward_updates(&mut self, p: ClientId, up: RequestId) -> Vec<Option<bool>> {
+        messages(&self.take_events(p))
+            .into_iter()
+            .map(|m| match m {
+                Message::RequestUpdate(u) if u.existing_request_id == up => u.params.forward,
+                other => panic!("publisher got {other:?}"),
+            })
+            .collect()
+    }
+}
+
+/// A subscriber pauses (FORWARD 0) and resumes its subscription: each update gets exactly
+/// one REQUEST_OK carrying LARGEST_OBJECT (so it can FETCH what it skipped), and objects sent
+/// while paused never reach it; a new Location filter applies to objects not yet sent; an
+/// empty range (draft-22) is refused (INVALID_RANGE) and ends the subscription with
+/// UPDATE_FAILED.
+#[test]
+fn request_update_pauses_resumes_and_refilters_a_subscription() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1], Some(Location::new(0, 0)));
+        let (s, rid) = subs[0];
+        let ctx = format!("{pv:?}->{sv:?}");
+        let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        let send = |r: &mut Relay, range: std::ops::Range<u64>| {
+            for o in range {
+                r.put(p, st, &object(1, o));
+            }
+            r.run_until_quiet();
+        };
+        send(&mut r, 0..2);
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 0), (1, 1)], "{ctx}");
+
+        let answer = r.update(s, rid, Parameters { forward: Some(false), ..Default::default() });
+        let ok = request_ok(&messages(&r.take_events(s)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (answer, Some(Location::new(1, 1))), "{ctx}");
+        send(&mut r, 2..4);
+        assert!(object_ids(&r.take_events(s)).is_empty(), "{ctx}: objects while paused");
+
+        let answer = r.update(s, rid, Parameters { forward: Some(true), ..Default::default() });
+        let ok = request_ok(&messages(&r.take_events(s)), &ctx);
+        assert_eq!((ok.request_id, ok.params.largest_object), (answer, Some(Location::new(1, 3))), "{ctx}");
+        send(&mut r, 4..5);
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 4)], "{ctx}");
+
+        // From object 6 of group 1 through the end of group 1.
+        let range = LocationFilter::AbsoluteStartGroupEnd { start: Location::new(1, 6), end_group: 1 };
+        r.update(s, rid, Parameters { location_filter: Some(range), ..Default::default() });
+        request_ok(&messages(&r.take_events(s)), &ctx);
+        send(&mut r, 5..9);
+        r.fin(p, st);
+        let st2 = r.open(p, &header(pv, PUB_ALIAS, 2, 0));
+        r.put(p, st2, &object(2, 0));
+        r.run_until_quiet();
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 6), (1, 7), (1, 8)], "{ctx}");
+
+        // An empty range (draft-22; draft-16's codec cannot express one: its decoder closes
+        // the session) is refused and ends the subscription.
+        if sv == D16 {
+            r.assert_no_closes();
+            continue;
+        }
+        let empty = LocationFilter::AbsoluteRange { start: Location::new(3, 5), end: Location::new(3, 2) };
+        let answer = r.update(s, rid, Parameters { location_filter: Some(empty), ..Default::default() });
+        let msgs = messages(&r.take_events(s));
+        let [Message::RequestError(e), Message::PublishDone(d)] = msgs.as_slice() else {
+            panic!("{ctx}: {msgs:?}")
+        };
+        assert_eq!((e.request_id, e.error_code), (answer, code::INVALID_RANGE), "{ctx}");
+        assert_eq!((d.request_id, d.status_code), (rid, code::DONE_UPDATE_FAILED), "{ctx}");
+        assert_eq!(r.state_counts()[1].1, 0, "{ctx}: the subscription is gone");
+        r.assert_no_closes();
+    }
+}
+
+/// A REQUEST_UPDATE carrying a parameter the updated request cannot take (FORWARD on a
+/// PUBLISH_NAMESPACE), or (draft-16) naming a Request ID that was never used, closes the
+/// session with PROTOCOL_VIOLATION; other sessions are untouched.
+#[test]
+fn invalid_request_updates_close_the_session() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let (_p, subs, _up) = r.established(pv, sv, &t, &[1, 1], None);
+        let other = r.connect(0, pv);
+        let ns_rid = r.announce(other, &["other"]);
+        r.update(other, ns_rid, Parameters { forward: Some(true), ..Default::default() });
+        assert_eq!(r.clients[other].closed_by_relay, Some(PROTOCOL_VIOLATION), "{pv:?}->{sv:?}");
+        if sv == D16 {
+            let (s, _) = subs[1];
+            r.update(s, RequestId(4000), Parameters::default());
+            assert_eq!(r.clients[s].closed_by_relay, Some(PROTOCOL_VIOLATION), "unknown Existing Request ID");
+        }
+        assert_eq!(r.clients[subs[0].0].closed_by_relay, None);
+    }
+}
+
+/// draft-22 §9.5.2: a namespace subscription's prefix is updated; NAMESPACE messages after
+/// the REQUEST_OK are relative to the new prefix (the namespaces it adds are announced); a
+/// prefix overlapping the session's other namespace subscription is refused PREFIX_OVERLAP
+/// and that subscription's stream is closed.
+#[test]
+fn request_update_moves_a_namespace_subscription() {
+    let mut r = Relay::new(2);
+    let a = r.connect(0, D22);
+    r.announce(a, &["live", "a"]);
+    r.announce(a, &["news", "b"]);
+    let s = r.connect(1, D22);
+    let (rid, _) = r.subscribe_namespace(s, &["live"]);
+    let (other, _) = r.subscribe_namespace(s, &["sports"]);
+    let params = Parameters { track_namespace_prefix: Some(ns(&["news"])), ..Default::default() };
+    r.update(s, rid, params);
+    let ev = r.take_events(s);
+    assert!(matches!(messages(&ev).as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid), "{ev:?}");
+    let added: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::RequestMessage { message: Message::Namespace(n), .. } => Some(n.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added, vec![ns(&["b"])]);
+    r.announce(a, &["news", "c"]);
+    assert_eq!(r.namespace_events(s, rid), vec![(true, ns(&["c"]))]);
+
+    let params = Parameters { track_namespace_prefix: Some(ns(&["news", "x"])), ..Default::default() };
+    r.update(s, other, params);
+    let e = request_error(&messages(&r.take_events(s)));
+    assert_eq!((e.request_id, e.error_code), (other, code::PREFIX_OVERLAP));
+    r.announce(a, &["sports", "d"]);
+    assert!(r.take_events(s).is_empty(), "the refused subscription ended");
+    r.assert_no_closes();
+}
+
+/// FORWARD changes propagate: the upstream subscription is paused (REQUEST_UPDATE FORWARD 0)
+/// only when every downstream subscription on every core is paused, and resumed as soon as
+/// one is not (by an update, or by a new subscriber).
+#[test]
+fn upstream_is_paused_only_while_every_subscriber_is() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 0);
+        let (p, subs, up) = r.established(pv, sv, &t, &[1, 2], None);
+        let ctx = format!("{pv:?}->{sv:?}");
+        let pause = Parameters { forward: Some(false), ..Default::default() };
+        let resume = Parameters { forward: Some(true), ..Default::default() };
+
+        r.update(subs[0].0, subs[0].1, pause.clone());
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [], "{ctx}: one still forwards");
+        r.update(subs[1].0, subs[1].1, pause.clone());
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(false)], "{ctx}");
+        r.update(subs[0].0, subs[0].1, resume);
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(true)], "{ctx}");
+        r.update(subs[0].0, subs[0].1, pause);
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(false)], "{ctx}");
+        let late = r.connect(1, sv);
+        r.subscribe(late, &t, None);
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(true)], "{ctx}: a new subscriber");
+        for (s, _) in subs {
+            r.take_events(s);
+        }
+        r.assert_no_closes();
+    }
+}
+
+/// draft-22 MAX_REQUEST_UPDATES (§9.1.7) of a publisher that set it to 1: the relay never has
+/// more than one of its REQUEST_UPDATEs unanswered on the upstream subscription; a change of
+/// the Forward State meanwhile waits and goes out (the latest state) once the publisher
+/// answers.
+#[test]
+fn upstream_request_updates_respect_the_publishers_limit() {
+    for sv in [D16, D22] {
+        let ctx = format!("D22->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let setup = SetupOptions { max_request_updates: Some(1), ..Default::default() };
+        let p = r.connect_with(0, D22, setup);
+        r.take_events(p);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let pause = Parameters { forward: Some(false), ..Default::default() };
+        let resume = Parameters { forward: Some(true), ..Default::default() };
+
+        r.update(s, rid, pause);
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(false)], "{ctx}");
+        r.update(s, rid, resume);
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [], "{ctx}: one is unanswered");
+        let ok = moq_edge::wire::model::RequestOk { request_id: up.request_id, ..Default::default() };
+        r.send(p, Message::RequestOk(ok.clone()));
+        r.run_until_quiet();
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(true)], "{ctx}: now it goes");
+        r.send(p, Message::RequestOk(ok));
+        r.run_until_quiet();
+        assert_eq!(r.upstream_forward_updates(p, up.request_id), [], "{ctx}: nothing else waits");
+        r.take_events(s);
+        r.assert_no_closes();
+    }
+}
