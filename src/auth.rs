@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::session::SessionCode;
 use crate::wire::model::{AuthToken, TrackNamespace};
+use crate::wire::RequestErrorCode;
 
 /// What a token allows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,16 +161,9 @@ pub fn mint(id: &str, secret: &[u8], claims: &Claims) -> anyhow::Result<String> 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Denied {
     /// REQUEST_ERROR with this code (UNAUTHORIZED, MALFORMED_AUTH_TOKEN, EXPIRED_AUTH_TOKEN).
-    Request(u64, &'static str),
+    Request(RequestErrorCode, &'static str),
     /// The session is closed with this termination code (alias misuse, a bad SETUP token).
     Session(SessionCode, &'static str),
-}
-
-/// REQUEST_ERROR codes (both drafts).
-pub mod request_code {
-    pub const UNAUTHORIZED: u64 = 0x1;
-    pub const MALFORMED_AUTH_TOKEN: u64 = 0x4;
-    pub const EXPIRED_AUTH_TOKEN: u64 = 0x5;
 }
 
 /// Bytes a registered alias counts against MAX_AUTH_TOKEN_CACHE_SIZE (draft-16 §9.3.1.4).
@@ -196,7 +190,7 @@ impl SessionAuth {
         let mut me = SessionAuth::default();
         let mut grants = Vec::new();
         me.resolve(keys, tokens, cache_limit, now, &mut grants).map_err(|d| match d {
-            Denied::Request(c, why) if c == request_code::EXPIRED_AUTH_TOKEN => {
+            Denied::Request(RequestErrorCode::ExpiredAuthToken, why) => {
                 Denied::Session(SessionCode::ExpiredAuthToken, why)
             }
             Denied::Request(_, why) => Denied::Session(SessionCode::MalformedAuthToken, why),
@@ -226,9 +220,9 @@ impl SessionAuth {
         }
         let expired = self.setup.iter().chain(&grants).any(|g| now >= g.expires);
         if expired {
-            return Err(Denied::Request(request_code::EXPIRED_AUTH_TOKEN, "the token has expired"));
+            return Err(Denied::Request(RequestErrorCode::ExpiredAuthToken, "the token has expired"));
         }
-        Err(Denied::Request(request_code::UNAUTHORIZED, "no token grants this"))
+        Err(Denied::Request(RequestErrorCode::Unauthorized, "no token grants this"))
     }
 
     fn resolve(
@@ -276,13 +270,13 @@ impl SessionAuth {
                 Ok(g) => grants.push(g),
                 Err(TokenError::Expired) => {
                     failure.get_or_insert(Denied::Request(
-                        request_code::EXPIRED_AUTH_TOKEN,
+                        RequestErrorCode::ExpiredAuthToken,
                         "the token has expired",
                     ));
                 }
                 Err(TokenError::Malformed) => {
                     failure =
-                        Some(Denied::Request(request_code::MALFORMED_AUTH_TOKEN, "the token is not valid"));
+                        Some(Denied::Request(RequestErrorCode::MalformedAuthToken, "the token is not valid"));
                 }
             }
         }
@@ -342,7 +336,7 @@ mod tests {
         assert_eq!(a.authorize(&k, &[], &ns, Right::Subscribe, 0, 10), Ok(1000), "until the token expires");
         assert_eq!(
             a.authorize(&k, &[], &ns, Right::Publish, 0, 10),
-            Err(Denied::Request(request_code::UNAUTHORIZED, "no token grants this"))
+            Err(Denied::Request(RequestErrorCode::Unauthorized, "no token grants this"))
         );
         let publish = token(&["live", "a"], true, false, 2000);
         assert_eq!(a.authorize(&k, &[value(publish.clone())], &ns, Right::Publish, 0, 10), Ok(2000));
@@ -375,11 +369,11 @@ mod tests {
         let old = token(&["live"], true, true, 5);
         assert_eq!(
             a.authorize(&k, &[value(old.clone())], &ns, Right::Publish, 0, 10),
-            Err(Denied::Request(request_code::EXPIRED_AUTH_TOKEN, "the token has expired"))
+            Err(Denied::Request(RequestErrorCode::ExpiredAuthToken, "the token has expired"))
         );
         assert_eq!(
             a.authorize(&k, &[value(Bytes::from_static(b"v1.k1.x.y"))], &ns, Right::Subscribe, 0, 10),
-            Err(Denied::Request(request_code::MALFORMED_AUTH_TOKEN, "the token is not valid"))
+            Err(Denied::Request(RequestErrorCode::MalformedAuthToken, "the token is not valid"))
         );
         assert!(matches!(
             SessionAuth::from_setup(&k, &[value(old)], 0, 10),

@@ -18,12 +18,13 @@ use crate::hash::HashMap;
 
 use tracing::debug;
 
-use super::{code, session, update_allows, RelayShard, UpdateError};
+use super::{session, update_allows, RelayShard, UpdateError};
 use crate::session::SessionError;
 use crate::wire::model::{
     FullTrackName, Message, Parameters, Properties, Publish, PublishSkipped, RequestId, SubscribeNamespace,
     SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
+use crate::wire::{DoneStatus, RequestErrorCode};
 
 /// Which request made a namespace subscription (overlap is checked per kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +112,7 @@ impl RelayShard {
             return self.answer_error(
                 conn,
                 rid,
-                code::PREFIX_OVERLAP,
+                RequestErrorCode::PrefixOverlap,
                 "overlaps a namespace subscription",
                 true,
             );
@@ -124,10 +125,7 @@ impl RelayShard {
             None => 0,
         };
         if namespaces.max(tracks) > self.config.max_namespace_matches {
-            let code = match self.sessions.get(&conn).map(|s| s.version()) {
-                Some(crate::wire::Version::Draft22) => code::NAMESPACE_TOO_LARGE,
-                _ => code::EXCESSIVE_LOAD,
-            };
+            let code = RequestErrorCode::NamespaceTooLarge;
             return self.answer_error(conn, rid, code, "the prefix matches too much", true);
         }
         let count = self.discovery.per_session.entry(conn).or_default();
@@ -135,7 +133,7 @@ impl RelayShard {
             return self.answer_error(
                 conn,
                 rid,
-                code::EXCESSIVE_LOAD,
+                RequestErrorCode::ExcessiveLoad,
                 "too many namespace subscriptions",
                 true,
             );
@@ -255,13 +253,7 @@ impl RelayShard {
 
     fn discovery_ended_before_ok(&mut self, conn: u64, rid: RequestId) {
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let done = Message::PublishDone(crate::wire::model::PublishDone {
-            request_id: rid,
-            status_code: code::TRACK_ENDED,
-            stream_count: 0,
-            reason: bytes::Bytes::from_static(b"the track ended"),
-        });
-        let _ = s.send(done);
+        let _ = s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended"));
     }
 
     /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes.
@@ -296,7 +288,10 @@ impl RelayShard {
             .iter()
             .any(|((c, r), s)| *c == conn && *r != rid && overlaps(&s.prefix, &prefix));
         if overlap {
-            return Err(UpdateError::Refused(code::PREFIX_OVERLAP, "overlaps a namespace subscription"));
+            return Err(UpdateError::Refused(
+                RequestErrorCode::PrefixOverlap,
+                "overlaps a namespace subscription",
+            ));
         }
         let Some(sub) = self.discovery.subs.get_mut(&(conn, rid)) else { return Ok(None) };
         Ok(Some(std::mem::replace(&mut sub.prefix, prefix)))

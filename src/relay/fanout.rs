@@ -16,15 +16,15 @@ use tracing::debug;
 
 use super::fetch::fetch_range;
 use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
-use super::{code, session, update_allows, RelayShard, UpdateError};
+use super::{session, update_allows, RelayShard, UpdateError};
 use crate::auth::{Denied, Right};
 use crate::session::{data_urgency, SessionCode};
 use crate::wire::model::property_type as pt;
 use crate::wire::model::{
-    FullTrackName, Location, LocationFilter, Message, Parameters, Properties, PublishDone, RequestId,
-    RequestUpdate, SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
+    FullTrackName, Location, LocationFilter, Message, Parameters, Properties, RequestId, RequestUpdate,
+    SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
 };
-use crate::wire::Version;
+use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 #[derive(Debug)]
 struct LocalSub {
@@ -306,7 +306,13 @@ impl RelayShard {
     ) {
         let count = self.fanout.per_session.entry(conn).or_default();
         if *count >= self.config.max_subscriptions_per_session {
-            return self.answer_error(conn, rid, code::INTERNAL_ERROR, "too many subscriptions", true);
+            return self.answer_error(
+                conn,
+                rid,
+                RequestErrorCode::InternalError,
+                "too many subscriptions",
+                true,
+            );
         }
         *count += 1;
         let alias = self.key.alias(&track);
@@ -403,7 +409,7 @@ impl RelayShard {
         for (conn, rid, ask) in asks {
             match ask {
                 Ok(ask) => self.fetch_ask(alias, track.clone(), ask),
-                Err(reason) => self.fetch_fail(conn, rid, false, code::INVALID_RANGE, reason),
+                Err(reason) => self.fetch_fail(conn, rid, false, RequestErrorCode::InvalidRange, reason),
             }
         }
         self.fanout_sync_forward(alias);
@@ -440,7 +446,7 @@ impl RelayShard {
         });
         let Some((alias, track, sub)) = sub else {
             let reason = "no subscription with that Request ID";
-            return self.answer_error(conn, rid, code::INVALID_JOINING_REQUEST_ID, reason, true);
+            return self.answer_error(conn, rid, RequestErrorCode::InvalidJoiningRequestId, reason, true);
         };
         if !matches!(sub.filter, None | Some(LocationFilter::NextObject)) {
             // draft-16 §9.16: only a subscription with the Largest Object filter can be joined.
@@ -456,7 +462,7 @@ impl RelayShard {
         }
         match join_ask(self.core, conn, join, sub.largest_at_start) {
             Ok(ask) => self.fetch_ask(alias, track, ask),
-            Err(reason) => self.answer_error(conn, rid, code::INVALID_RANGE, reason, true),
+            Err(reason) => self.answer_error(conn, rid, RequestErrorCode::InvalidRange, reason, true),
         }
     }
 
@@ -485,7 +491,12 @@ impl RelayShard {
         self.establish(alias);
     }
 
-    pub(super) fn fanout_subscribe_error(&mut self, alias: TrackAlias, code: u64, reason: Bytes) {
+    pub(super) fn fanout_subscribe_error(
+        &mut self,
+        alias: TrackAlias,
+        code: RequestErrorCode,
+        reason: Bytes,
+    ) {
         let Some(st) = self.fanout.tracks.remove(&alias) else { return };
         let reason = String::from_utf8_lossy(&reason).into_owned();
         for sub in st.subs {
@@ -498,7 +509,7 @@ impl RelayShard {
     }
 
     /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
-    pub(super) fn fanout_track_done(&mut self, alias: TrackAlias, status: u64, reason: Bytes) {
+    pub(super) fn fanout_track_done(&mut self, alias: TrackAlias, status: DoneStatus, reason: Bytes) {
         if !self.fanout.tracks.get(&alias).is_some_and(|st| st.live) {
             // Not for this core's current SUBSCRIBE (still unanswered): it was sent to an
             // earlier one that has since unsubscribed; the owner answers the current one.
@@ -509,21 +520,16 @@ impl RelayShard {
             self.forget_sub(sub.conn, sub.rid);
             let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
             // A malformed track's streams are reset with that code too (draft-22 §12.1).
-            let reset = if status == code::MALFORMED_TRACK { status } else { code::INTERNAL_ERROR };
+            let reset = if status == DoneStatus::MalformedTrack {
+                ResetCode::MalformedTrack
+            } else {
+                ResetCode::InternalError
+            };
             for (_, id) in &sub.open {
-                let _ = s.reset_data_stream(*id, reset);
+                let _ = s.reset_stream(*id, reset);
             }
-            let done = Message::PublishDone(PublishDone {
-                request_id: sub.rid,
-                status_code: status,
-                stream_count: sub.streams,
-                reason: reason.clone(),
-            });
-            if let Err(e) = s.send(done) {
+            if let Err(e) = s.publish_done(sub.rid, status, sub.streams, reason.clone()) {
                 debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
-            }
-            if s.version() == Version::Draft22 {
-                let _ = s.finish(sub.rid);
             }
         }
     }
@@ -543,7 +549,7 @@ impl RelayShard {
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
     /// open streams are reset; the last subscription of a track on this core tells the owner.
     pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId) {
-        self.remove_sub(conn, rid, code::RESET_CANCELLED);
+        self.remove_sub(conn, rid, ResetCode::Cancelled);
     }
 
     /// Data streams of session `conn` that its backlog shed (already reset): they are no
@@ -572,37 +578,31 @@ impl RelayShard {
             }
         }
         for rid in behind {
-            let status = match self.sessions.get(&conn).map(|s| s.version()) {
-                Some(Version::Draft16) => code::DONE_TOO_FAR_BEHIND_D16,
-                _ => code::DONE_TOO_FAR_BEHIND_D22,
-            };
-            self.end_sub(conn, rid, code::RESET_TOO_FAR_BEHIND_D22, status, b"too far behind");
+            self.end_sub(conn, rid, ResetCode::TooFarBehind, DoneStatus::TooFarBehind, b"too far behind");
         }
     }
 
     /// Ends subscription `rid` of session `conn` from the relay's side: its open streams are
     /// reset (`reset`, as in `remove_sub`), then PUBLISH_DONE `status` with its Stream Count.
-    fn end_sub(&mut self, conn: u64, rid: RequestId, reset: u64, status: u64, reason: &'static [u8]) {
+    fn end_sub(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        reset: ResetCode,
+        status: DoneStatus,
+        reason: &'static [u8],
+    ) {
         let Some(sub) = self.remove_sub(conn, rid, reset) else { return };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let done = Message::PublishDone(PublishDone {
-            request_id: rid,
-            status_code: status,
-            stream_count: sub.streams,
-            reason: Bytes::from_static(reason),
-        });
-        if let Err(e) = s.send(done) {
+        if let Err(e) = s.publish_done(rid, status, sub.streams, Bytes::from_static(reason)) {
             debug!(conn, error = %e, "PUBLISH_DONE not sent");
-        }
-        if s.version() == Version::Draft22 {
-            let _ = s.finish(rid);
         }
     }
 
     /// A REQUEST_UPDATE of subscription `rid` failed: it ends with UPDATE_FAILED (draft-16
     /// §9.11, draft-22 §9.5.1).
     pub(super) fn fanout_update_failed(&mut self, conn: u64, rid: RequestId) {
-        self.end_sub(conn, rid, code::RESET_CANCELLED, code::DONE_UPDATE_FAILED, b"update failed");
+        self.end_sub(conn, rid, ResetCode::Cancelled, DoneStatus::UpdateFailed, b"update failed");
     }
 
     /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest
@@ -641,7 +641,7 @@ impl RelayShard {
                     if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
                         s.close(code, why);
                     }
-                    return Err(UpdateError::Refused(code::INTERNAL_ERROR, why));
+                    return Err(UpdateError::Refused(RequestErrorCode::InternalError, why));
                 }
             }
         }
@@ -658,7 +658,7 @@ impl RelayShard {
                 _ => false,
             };
             if empty {
-                return Err(UpdateError::Refused(code::INVALID_RANGE, "the new range is empty"));
+                return Err(UpdateError::Refused(RequestErrorCode::InvalidRange, "the new range is empty"));
             }
             sub.filter = Some(f);
             if sub.established {
@@ -712,27 +712,28 @@ impl RelayShard {
             if current != Some(Some(at)) {
                 continue; // gone, or extended since
             }
-            let status = match self.sessions.get(&conn).map(|s| s.version()) {
-                Some(Version::Draft16) => code::DONE_EXPIRED_D16,
-                _ => code::DONE_EXPIRED_D22,
-            };
-            self.end_sub(conn, rid, code::RESET_EXPIRED_AUTH_TOKEN_D22, status, b"authorization expired");
+            self.end_sub(
+                conn,
+                rid,
+                ResetCode::ExpiredAuthToken,
+                DoneStatus::Expired,
+                b"authorization expired",
+            );
         }
     }
 
     /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
-    /// (draft-22's code; draft-16 sessions get CANCELLED, its only fitting one). The last
-    /// subscription of a track on this core tells the owner.
-    fn remove_sub(&mut self, conn: u64, rid: RequestId, reset: u64) -> Option<LocalSub> {
+    /// (a draft without that code gets CANCELLED, see `ResetCode`). The last subscription of
+    /// a track on this core tells the owner.
+    fn remove_sub(&mut self, conn: u64, rid: RequestId, reset: ResetCode) -> Option<LocalSub> {
         let &alias = self.fanout.by_req.get(&(conn, rid))?;
         self.forget_sub(conn, rid);
         let st = self.fanout.tracks.get_mut(&alias)?;
         let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
         let sub = st.subs.swap_remove(pos);
         if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-            let reset = if s.version() == Version::Draft16 { code::RESET_CANCELLED } else { reset };
             for (_, id) in &sub.open {
-                let _ = s.reset_data_stream(*id, reset);
+                let _ = s.reset_stream(*id, reset);
             }
         }
         // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
@@ -745,7 +746,13 @@ impl RelayShard {
             self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
         }
         for j in &sub.joins {
-            self.fetch_fail(conn, j.rid, false, code::INTERNAL_ERROR, "the joined subscription ended");
+            self.fetch_fail(
+                conn,
+                j.rid,
+                false,
+                RequestErrorCode::InternalError,
+                "the joined subscription ended",
+            );
         }
         self.fanout_sync_forward(alias);
         self.fetch_cancel(conn, rid); // its fill, if the answer is still on its way
@@ -795,7 +802,7 @@ impl RelayShard {
                         // for this subscriber, its stream reset if it had one.
                         match open {
                             Some(i) if sub.open[i].1 != TIMED_OUT => {
-                                let _ = s.reset_data_stream(sub.open[i].1, code::RESET_DELIVERY_TIMEOUT);
+                                let _ = s.reset_stream(sub.open[i].1, ResetCode::DeliveryTimeout);
                                 sub.open[i].1 = TIMED_OUT;
                                 self.stats.delivery_timeouts += 1;
                             }
@@ -811,7 +818,7 @@ impl RelayShard {
                             let mut header = fs.header;
                             // FIRST_OBJECT exists only in draft-22 (a draft-16 header cannot
                             // carry it), and only when this stream starts at the first object.
-                            header.first_object &= first && s.version() == Version::Draft22;
+                            header.first_object &= first && s.marks_first_object();
                             match s.open_subgroup(&header) {
                                 Ok(id) => {
                                     let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
@@ -858,7 +865,7 @@ impl RelayShard {
                     let deliver_by = sub.timeouts.with(fs.timeouts).subgroup.map(|t| now + t);
                     let _ = match reset {
                         None => s.finish_data_stream_by(id, deliver_by),
-                        Some(c) => s.reset_data_stream(id, c),
+                        Some(c) => s.reset_stream(id, c),
                     };
                 }
             }

@@ -14,14 +14,11 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg};
-use super::{code, session, RelayShard};
-use crate::wire::d16::data as d16;
-use crate::wire::d22::data as d22;
+use super::{session, RelayShard};
 use crate::wire::model::{
-    Fetch, FetchEnd, FetchItem, FetchKind, FetchObject, FetchOk, GroupOrder, LocationFilter, Message,
-    Parameters, RangeEnd, RequestId, TrackAlias,
+    Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
 };
-use crate::wire::{EncodeError, Version};
+use crate::wire::{RequestErrorCode, ResetCode};
 
 /// FETCHes of this core's sessions waiting for their owner's answer.
 #[derive(Debug, Default)]
@@ -62,32 +59,30 @@ pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart,
 }
 
 /// The fetch stream writer of either draft.
-enum Writer {
-    W16(d16::FetchWriter),
-    W22(d22::FetchWriter),
-}
-
-impl Writer {
-    fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        match self {
-            Writer::W16(w) => w.encode(item, out),
-            Writer::W22(w) => w.encode(item, out),
-        }
-    }
-}
-
 impl RelayShard {
     pub(super) fn fetch_request(&mut self, conn: u64, m: Fetch) {
         let rid = m.request_id;
         let count = self.fetches.per_session.get(&conn).copied().unwrap_or(0);
         if count >= self.config.max_subscriptions_per_session {
-            return self.answer_error(conn, rid, code::EXCESSIVE_LOAD, "too many FETCHes in progress", true);
+            return self.answer_error(
+                conn,
+                rid,
+                RequestErrorCode::ExcessiveLoad,
+                "too many FETCHes in progress",
+                true,
+            );
         }
         let descending = m.params.group_order == Some(GroupOrder::Descending);
         match m.kind {
             FetchKind::Standalone { track } => {
                 let Some((start, end)) = fetch_range(m.params.location_filter) else {
-                    return self.answer_error(conn, rid, code::INVALID_RANGE, "the range is empty", true);
+                    return self.answer_error(
+                        conn,
+                        rid,
+                        RequestErrorCode::InvalidRange,
+                        "the range is empty",
+                        true,
+                    );
                 };
                 let alias = self.key.alias(&track);
                 let fill_timeout = m.params.fill_timeout.map(std::time::Duration::from_millis);
@@ -151,7 +146,14 @@ impl RelayShard {
     }
 
     /// A pending FETCH fails with REQUEST_ERROR `code` (a fill stream is opened and reset).
-    pub(super) fn fetch_fail(&mut self, conn: u64, rid: RequestId, fill: bool, code: u64, reason: &str) {
+    pub(super) fn fetch_fail(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        fill: bool,
+        code: RequestErrorCode,
+        reason: &str,
+    ) {
         if !self.fetch_forget(conn, rid) {
             return;
         }
@@ -161,7 +163,7 @@ impl RelayShard {
         // draft-22 §3.4.1: a fill failure is a fill fetch stream reset right after its header.
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         if let Ok(stream) = s.open_fetch_stream(rid) {
-            let _ = s.reset_data_stream(stream, code::INTERNAL_ERROR);
+            let _ = s.reset_stream(stream, ResetCode::InternalError);
         }
     }
 
@@ -176,7 +178,7 @@ impl RelayShard {
         conn: u64,
         rid: RequestId,
         fill: bool,
-        answer: Result<FetchData, (u64, Bytes)>,
+        answer: Result<FetchData, (RequestErrorCode, Bytes)>,
     ) {
         let data = match answer {
             Ok(data) => data,
@@ -188,20 +190,8 @@ impl RelayShard {
             return; // cancelled
         }
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let version = s.version();
         if !fill {
-            let end_location = match (version, data.whole_group) {
-                (Version::Draft16, Some(g)) => FetchEnd::Group(g),
-                _ => FetchEnd::Object(data.end),
-            };
-            let ok = Message::FetchOk(FetchOk {
-                request_id: rid,
-                end_of_track: false,
-                end_location,
-                params: Parameters::default(),
-                track_properties: data.properties.clone(),
-            });
-            if let Err(e) = s.send(ok) {
+            if let Err(e) = s.fetch_ok(rid, data.end, data.whole_group, data.properties.clone()) {
                 debug!(conn, error = %e, "FETCH_OK not sent");
                 return;
             }
@@ -210,14 +200,14 @@ impl RelayShard {
             Ok(id) => id,
             Err(e) => return debug!(conn, error = %e, "fetch stream not opened"),
         };
-        if let Err(e) = write_items(s, stream, version, &data) {
+        if let Err(e) = write_items(s, stream, &data) {
             debug!(conn, error = %e, "fetch stream not written");
-            let _ = s.reset_data_stream(stream, code::INTERNAL_ERROR);
+            let _ = s.reset_stream(stream, ResetCode::InternalError);
             return;
         }
         let _ = s.finish_data_stream(stream);
-        if !fill && version == Version::Draft22 {
-            let _ = s.finish(rid);
+        if !fill {
+            let _ = s.end_request(rid);
         }
     }
 }
@@ -227,25 +217,17 @@ impl RelayShard {
 fn write_items(
     s: &mut crate::session::Session,
     stream: u64,
-    version: Version,
     data: &FetchData,
 ) -> Result<(), crate::session::SessionError> {
     let order = if data.descending { GroupOrder::Descending } else { GroupOrder::Ascending };
-    let mut w = match version {
-        Version::Draft16 => Writer::W16(d16::FetchWriter::new(order)),
-        Version::Draft22 => Writer::W22(d22::FetchWriter::new(order)),
-    };
+    let mut w = s.fetch_writer(order);
     let mut head = Vec::new();
     for piece in &data.pieces {
         let (location, obj) = match piece {
             Piece::Object(location, obj) => (location, obj),
             Piece::Gap(kind, location) => {
-                // draft-16 has no Timed-Out range: to it, those objects are unknown.
-                let kind = match (kind, version) {
-                    (RangeEnd::TimedOut, Version::Draft16) => RangeEnd::Unknown,
-                    (kind, _) => *kind,
-                };
-                w.encode(&FetchItem::EndOfRange { kind, location: *location }, &mut head)?;
+                // A draft without Timed-Out ranges writes them as unknown (`FetchWriter`).
+                w.encode(&FetchItem::EndOfRange { kind: *kind, location: *location }, &mut head)?;
                 continue;
             }
         };

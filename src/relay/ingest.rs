@@ -15,14 +15,14 @@ use tracing::debug;
 
 use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
 use super::namespaces::Via;
-use super::{code, session, RelayShard};
+use super::{session, RelayShard};
 use crate::session::SessionError;
 use crate::wire::model::{
     DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
     PublishNamespace, PublishOk, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
     SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
-use crate::wire::Version;
+use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// PUBLISH_DONE Stream Count values that mean "unknown" (2^62-1 is what draft-16 peers
 /// send, 2^64-1 what draft-22 says).
@@ -47,7 +47,7 @@ struct Upstream {
     open_streams: u64,
     streams_seen: u64,
     /// PUBLISH_DONE received and held: status, reason, Stream Count, give up waiting at.
-    done: Option<(u64, Bytes, u64, Instant)>,
+    done: Option<(DoneStatus, Bytes, u64, Instant)>,
     /// A REQUEST_UPDATE waits for the publisher to answer an earlier one (its
     /// MAX_REQUEST_UPDATES, draft-22 §9.1.7); the Forward State in `kind` is what it will ask.
     update_blocked: bool,
@@ -85,7 +85,13 @@ impl RelayShard {
     pub(super) fn ingest_publish_namespace(&mut self, conn: u64, m: PublishNamespace) {
         let count = self.ingest.per_session.entry(conn).or_default();
         if count.0 >= self.config.max_namespaces_per_session {
-            return self.answer_error(conn, m.request_id, code::INTERNAL_ERROR, "too many namespaces", true);
+            return self.answer_error(
+                conn,
+                m.request_id,
+                RequestErrorCode::InternalError,
+                "too many namespaces",
+                true,
+            );
         }
         count.0 += 1;
         let rid = m.request_id;
@@ -139,19 +145,22 @@ impl RelayShard {
     ) {
         let owner = self.owner_of(alias);
         let conn = publisher.conn;
-        let refuse = |code: u64, why: &'static str| RelayMsg::UpstreamError {
+        let refuse = |code: RequestErrorCode, why: &'static str| RelayMsg::UpstreamError {
             alias,
             epoch,
             code,
             reason: Bytes::from_static(why.as_bytes()),
         };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else {
-            return self.send(owner, refuse(code::DOES_NOT_EXIST, "the publisher went away"));
+            return self.send(owner, refuse(RequestErrorCode::DoesNotExist, "the publisher went away"));
         };
         let rid = match s.next_request_id() {
             Ok(r) => r,
             Err(_) => {
-                return self.send(owner, refuse(code::INTERNAL_ERROR, "publisher allows no more requests"))
+                return self.send(
+                    owner,
+                    refuse(RequestErrorCode::InternalError, "publisher allows no more requests"),
+                )
             }
         };
         let params = Parameters {
@@ -161,7 +170,7 @@ impl RelayShard {
         };
         if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
             debug!(conn, error = %e, "upstream SUBSCRIBE not sent");
-            return self.send(owner, refuse(code::INTERNAL_ERROR, "upstream SUBSCRIBE failed"));
+            return self.send(owner, refuse(RequestErrorCode::InternalError, "upstream SUBSCRIBE failed"));
         }
         let up = Upstream {
             alias,
@@ -202,20 +211,22 @@ impl RelayShard {
             // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
             return self.ingest_update_answered(conn, m.request_id);
         }
+        let Some(code) = self.sessions.get(&conn).map(|s| s.peer_request_error(m.error_code)) else { return };
         let Some((up, _)) = self.remove_upstream(key) else { return };
-        let msg = RelayMsg::UpstreamError {
-            alias: up.alias,
-            epoch: up.epoch,
-            code: m.error_code,
-            reason: m.reason,
-        };
+        let msg = RelayMsg::UpstreamError { alias: up.alias, epoch: up.epoch, code, reason: m.reason };
         self.send(self.owner_of(up.alias), msg);
     }
 
     pub(super) fn ingest_publish(&mut self, conn: u64, m: Publish) {
         let count = self.ingest.per_session.entry(conn).or_default();
         if count.1 >= self.config.max_subscriptions_per_session {
-            return self.answer_error(conn, m.request_id, code::INTERNAL_ERROR, "too many tracks", true);
+            return self.answer_error(
+                conn,
+                m.request_id,
+                RequestErrorCode::InternalError,
+                "too many tracks",
+                true,
+            );
         }
         count.1 += 1;
         let alias = self.key.alias(&m.track);
@@ -263,7 +274,7 @@ impl RelayShard {
             Kind::Subscribe { established: false, .. } => return,
         };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let result = if !*answered && s.version() == Version::Draft16 {
+        let result = if !*answered && s.publish_ok_has_forward() {
             *answered = true;
             s.send(Message::PublishOk(PublishOk { request_id: rid, params }))
         } else if !*answered {
@@ -323,7 +334,7 @@ impl RelayShard {
         self.ingest_send_update(conn, rid, forward);
     }
 
-    pub(super) fn ingest_publish_refused(&mut self, epoch: Epoch, code: u64, reason: Bytes) {
+    pub(super) fn ingest_publish_refused(&mut self, epoch: Epoch, code: RequestErrorCode, reason: Bytes) {
         let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
         self.remove_upstream((conn, rid));
         let reason = String::from_utf8_lossy(&reason).into_owned();
@@ -344,8 +355,11 @@ impl RelayShard {
 
     pub(super) fn ingest_publish_done(&mut self, conn: u64, m: PublishDone) {
         let deadline = self.now + self.config.done_wait;
+        let Some(status) = self.sessions.get(&conn).map(|s| s.peer_done_status(m.status_code)) else {
+            return;
+        };
         let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
-        up.done = Some((m.status_code, m.reason, m.stream_count, deadline));
+        up.done = Some((status, m.reason, m.stream_count, deadline));
         self.try_finish((conn, m.request_id), false);
     }
 
@@ -353,7 +367,7 @@ impl RelayShard {
     pub(super) fn ingest_cancelled(&mut self, conn: u64, rid: RequestId) {
         if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
             let reason = Bytes::from_static(b"the publisher cancelled the subscription");
-            up.done = Some((code::INTERNAL_ERROR, reason, 0, self.now));
+            up.done = Some((DoneStatus::InternalError, reason, 0, self.now));
             self.try_finish((conn, rid), true);
         }
     }
@@ -372,12 +386,12 @@ impl RelayShard {
         let (alias, epoch) = (up.alias, up.epoch);
         // Streams still open upstream end here (reset: their objects will not come).
         for k in open {
-            let data = Data::StreamEnd { key: k, reset: Some(code::RESET_SESSION_CLOSED) };
+            let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
             self.send(owner, RelayMsg::Upstream { alias, epoch, data });
         }
         self.send(owner, RelayMsg::UpstreamDone { alias, epoch, status, reason });
         if let Some(s) = self.sessions.get_mut(&key.0) {
-            let _ = s.finish(key.1); // draft-22: our side of the request stream ends too
+            let _ = s.end_request(key.1); // our side of the request's stream ends too
             self.woken.add(key.0);
         }
     }
@@ -446,6 +460,11 @@ impl RelayShard {
 
     pub(super) fn ingest_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) {
         let Some((rid, key)) = self.ingest.streams.remove(&(conn, stream)) else { return };
+        let reset = match (reset, self.sessions.get(&conn)) {
+            (Some(c), Some(s)) => Some(s.peer_reset(c)),
+            (Some(c), None) => Some(ResetCode::Other(c)),
+            (None, _) => None,
+        };
         let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
         up.open_streams = up.open_streams.saturating_sub(1);
         let (alias, epoch) = (up.alias, up.epoch);
@@ -509,7 +528,7 @@ impl RelayShard {
                 let (alias, epoch) = (up.alias, up.epoch);
                 let owner = self.owner_of(alias);
                 for k in open {
-                    let data = Data::StreamEnd { key: k, reset: Some(code::RESET_SESSION_CLOSED) };
+                    let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
                     self.send(owner, RelayMsg::Upstream { alias, epoch, data });
                 }
                 self.send(owner, RelayMsg::UpstreamLost { alias, epoch });
@@ -521,7 +540,7 @@ impl RelayShard {
         for rid in ups {
             if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
                 let reason = Bytes::from_static(b"the publisher's session closed");
-                up.done = Some((code::INTERNAL_ERROR, reason, 0, self.now));
+                up.done = Some((DoneStatus::InternalError, reason, 0, self.now));
             }
             self.try_finish((conn, rid), true);
         }

@@ -23,7 +23,6 @@ use super::{session, RelayShard};
 use crate::hash::{HashMap, HashSet};
 use crate::session::{Session, SessionCode};
 use crate::wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
-use crate::wire::Version;
 
 /// The MOQT_IMPLEMENTATION every moq-edge sends: `moq-edge/<version> node=<16 hex digits>`.
 pub fn implementation(node: u64) -> Bytes {
@@ -327,10 +326,8 @@ impl RelayShard {
         self.links_release(held);
         let Some((conn, rid)) = done else { return };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let sent = match s.version() {
-            Version::Draft16 => s.send(Message::PublishNamespaceDone(rid)),
-            _ => s.cancel(rid),
-        };
+        // draft-22 sessions send this as the request stream's cancellation (§3.3.2).
+        let sent = s.send(Message::PublishNamespaceDone(rid));
         if let Err(e) = sent {
             tracing::debug!(conn, error = %e, "PUBLISH_NAMESPACE withdrawal not sent");
         }

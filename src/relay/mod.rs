@@ -40,52 +40,8 @@ use self::namespaces::{NamespaceTable, Via};
 use crate::auth::{self, Denied, Right, SessionAuth};
 use crate::session::SessionCode;
 use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{GoAway, Message, Parameters, RequestError, RequestId, RequestOk, RequestUpdate};
-use crate::wire::Version;
-
-/// Codes the relay sends (the same numbers in draft-16 and draft-22 unless noted).
-pub mod code {
-    /// REQUEST_ERROR and PUBLISH_DONE INTERNAL_ERROR.
-    pub const INTERNAL_ERROR: u64 = 0x0;
-    /// REQUEST_ERROR NOT_SUPPORTED.
-    pub const NOT_SUPPORTED: u64 = 0x3;
-    /// REQUEST_ERROR EXCESSIVE_LOAD.
-    pub const EXCESSIVE_LOAD: u64 = 0x9;
-    /// REQUEST_ERROR DOES_NOT_EXIST.
-    pub const DOES_NOT_EXIST: u64 = 0x10;
-    /// REQUEST_ERROR INVALID_RANGE.
-    pub const INVALID_RANGE: u64 = 0x11;
-    /// REQUEST_ERROR TIMEOUT.
-    pub const TIMEOUT: u64 = 0x2;
-    /// REQUEST_ERROR PREFIX_OVERLAP.
-    pub const PREFIX_OVERLAP: u64 = 0x30;
-    /// REQUEST_ERROR NAMESPACE_TOO_LARGE (draft-22).
-    pub const NAMESPACE_TOO_LARGE: u64 = 0x31;
-    /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only).
-    pub const INVALID_JOINING_REQUEST_ID: u64 = 0x32;
-    /// PUBLISH_DONE TRACK_ENDED.
-    pub const TRACK_ENDED: u64 = 0x2;
-    /// Stream reset CANCELLED.
-    pub const RESET_CANCELLED: u64 = 0x1;
-    /// Stream reset SESSION_CLOSED.
-    pub const RESET_SESSION_CLOSED: u64 = 0x3;
-    /// Stream reset DELIVERY_TIMEOUT (draft-16 §10.4.3, draft-22 §12.5).
-    pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
-    /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
-    pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
-    /// PUBLISH_DONE EXPIRED: the subscription's authorization ran out (EXPIRES passed).
-    pub const DONE_EXPIRED_D16: u64 = 0x5;
-    pub const DONE_EXPIRED_D22: u64 = 0x6;
-    /// draft-22 stream reset EXPIRED_AUTH_TOKEN (§12.5).
-    pub const RESET_EXPIRED_AUTH_TOKEN_D22: u64 = 0x7;
-    /// PUBLISH_DONE, REQUEST_ERROR and stream reset MALFORMED_TRACK (both drafts).
-    pub const MALFORMED_TRACK: u64 = 0x12;
-    /// PUBLISH_DONE UPDATE_FAILED (both drafts).
-    pub const DONE_UPDATE_FAILED: u64 = 0x8;
-    /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16 (§9.12), 0x5 in draft-22 (§12.4).
-    pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
-    pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
-}
+use crate::wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate};
+use crate::wire::RequestErrorCode;
 
 /// The right a request needs, on which namespace (a joining FETCH has the right of the
 /// subscription it joins; responses and updates need none).
@@ -119,7 +75,7 @@ pub(crate) enum UpdateError {
     /// A parameter not valid for the request: the session is closed (PROTOCOL_VIOLATION).
     Invalid(&'static str),
     /// REQUEST_ERROR with this code (a subscription is then ended with UPDATE_FAILED).
-    Refused(u64, &'static str),
+    Refused(RequestErrorCode, &'static str),
 }
 
 /// Checks that `params` carries only parameters named in `allowed` (draft-22 §9.5 lists
@@ -421,15 +377,12 @@ impl RelayShard {
     }
 
     fn send_goaway(&mut self, conn: u64) {
-        let Some(mut goaway) = self.goaway.clone() else { return };
+        let Some(goaway) = self.goaway.clone() else { return };
         if self.is_link(conn) {
             return; // GOAWAY goes from server to client; a link's parent is our server
         }
         if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-            if s.version() == Version::Draft16 {
-                goaway.timeout_ms = 0; // draft-16's GOAWAY has no Timeout field
-            }
-            if let Err(e) = s.send(Message::GoAway(goaway)) {
+            if let Err(e) = s.go_away(goaway) {
                 debug!(conn, error = %e, "GOAWAY not sent");
             }
         }
@@ -745,12 +698,7 @@ impl RelayShard {
     /// ever outstanding here (draft-22 MAX_REQUEST_UPDATES cannot be exceeded).
     fn on_request_update(&mut self, conn: u64, m: RequestUpdate) {
         let existing = m.existing_request_id;
-        // draft-16 answers with the update's own Request ID; draft-22 answers on the updated
-        // request's stream.
-        let answer_rid = match self.sessions.get(&conn).map(Session::version) {
-            Some(Version::Draft22) => existing,
-            _ => m.request_id,
-        };
+        let Some(answer_rid) = self.sessions.get(&conn).map(|s| s.update_answer_id(&m)) else { return };
         let mut old_prefix = None;
         let result = if self.fanout.has(conn, existing) {
             self.fanout_update(conn, &m)
@@ -765,7 +713,7 @@ impl RelayShard {
         } else {
             // A request the session knows (it checked) that is over, or one this relay took
             // no state for: nothing to update.
-            Err(UpdateError::Refused(code::DOES_NOT_EXIST, "the request is no longer active"))
+            Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "the request is no longer active"))
         };
         match result {
             Ok(params) => {
@@ -794,9 +742,14 @@ impl RelayShard {
         }
     }
 
-    /// The owner's answer to TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (and, in
-    /// draft-22, the Track Properties), then FIN in draft-22.
-    fn status_answer(&mut self, conn: u64, rid: RequestId, answer: Result<msg::TrackInfo, (u64, Bytes)>) {
+    /// The owner's answer to TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (and the Track
+    /// Properties where the draft carries them); the request then ends.
+    fn status_answer(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        answer: Result<msg::TrackInfo, (RequestErrorCode, Bytes)>,
+    ) {
         let info = match answer {
             Ok(info) => info,
             Err((code, reason)) => {
@@ -804,17 +757,8 @@ impl RelayShard {
             }
         };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let d22 = s.version() == Version::Draft22;
-        let ok = Message::RequestOk(RequestOk {
-            request_id: rid,
-            params: Parameters { largest_object: info.largest, ..Parameters::default() },
-            track_properties: if d22 { info.properties } else { Default::default() },
-        });
-        if let Err(e) = s.send(ok) {
+        if let Err(e) = s.track_status_ok(rid, info.largest, info.properties) {
             debug!(conn, error = %e, "TRACK_STATUS answer not sent");
-        }
-        if d22 {
-            let _ = s.finish(rid);
         }
     }
 
@@ -886,8 +830,11 @@ impl RelayShard {
     /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
     fn answer_ok(&mut self, conn: u64, rid: RequestId, params: Parameters) -> bool {
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return false };
-        let ok =
-            Message::RequestOk(RequestOk { request_id: rid, params, track_properties: Default::default() });
+        let ok = Message::RequestOk(crate::wire::model::RequestOk {
+            request_id: rid,
+            params,
+            track_properties: Default::default(),
+        });
         match s.send(ok) {
             Ok(()) => true,
             Err(e) => {
@@ -897,20 +844,15 @@ impl RelayShard {
         }
     }
 
-    fn answer_error(&mut self, conn: u64, rid: RequestId, code: u64, reason: &str, finish: bool) {
+    /// REQUEST_ERROR `code` for request `rid` of session `conn`; `end`: the request is over
+    /// (its stream ends where it has one).
+    fn answer_error(&mut self, conn: u64, rid: RequestId, code: RequestErrorCode, reason: &str, end: bool) {
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let msg = Message::RequestError(RequestError {
-            request_id: rid,
-            error_code: code,
-            retry_interval: 0,
-            reason: Bytes::copy_from_slice(reason.as_bytes()),
-            redirect: None,
-        });
-        if let Err(e) = s.send(msg) {
+        if let Err(e) = s.request_error(rid, code, reason) {
             debug!(conn, error = %e, "REQUEST_ERROR not sent");
         }
-        if finish && s.version() == Version::Draft22 {
-            let _ = s.finish(rid);
+        if end {
+            let _ = s.end_request(rid);
         }
     }
 }

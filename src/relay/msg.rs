@@ -12,6 +12,7 @@ use crate::wire::model::{
     DatagramHeader, FullTrackName, GroupOrder, Location, Properties, RangeEnd, RequestId, SubgroupHeader,
     SubgroupObject, TrackAlias, TrackNamespace,
 };
+use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// A session on some core (the relay's name for a connection: core and per-core id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,13 +106,13 @@ pub enum RelayMsg {
     },
     SubscribeError {
         alias: TrackAlias,
-        code: u64,
+        code: RequestErrorCode,
         reason: Bytes,
     },
     /// The track ended upstream: every subscription ends with PUBLISH_DONE `status`.
     TrackDone {
         alias: TrackAlias,
-        status: u64,
+        status: DoneStatus,
         reason: Bytes,
     },
 
@@ -145,7 +146,7 @@ pub enum RelayMsg {
     UpstreamError {
         alias: TrackAlias,
         epoch: Epoch,
-        code: u64,
+        code: RequestErrorCode,
         reason: Bytes,
     },
     /// PUBLISH_DONE from upstream (after its streams ended), or the publisher went away.
@@ -163,7 +164,7 @@ pub enum RelayMsg {
     UpstreamDone {
         alias: TrackAlias,
         epoch: Epoch,
-        status: u64,
+        status: DoneStatus,
         reason: Bytes,
     },
     /// A publisher sent PUBLISH for `track`.
@@ -179,7 +180,7 @@ pub enum RelayMsg {
     PublishRefused {
         alias: TrackAlias,
         epoch: Epoch,
-        code: u64,
+        code: RequestErrorCode,
         reason: Bytes,
     },
 
@@ -197,7 +198,7 @@ pub enum RelayMsg {
         conn: u64,
         rid: RequestId,
         fill: bool,
-        answer: Result<FetchData, (u64, Bytes)>,
+        answer: Result<FetchData, (RequestErrorCode, Bytes)>,
     },
 
     // ---- upstream FETCH (what the cache does not hold) ----
@@ -244,7 +245,7 @@ pub enum RelayMsg {
     StatusAnswer {
         conn: u64,
         rid: RequestId,
-        answer: Result<TrackInfo, (u64, Bytes)>,
+        answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
     },
 
     // ---- data ----
@@ -279,7 +280,7 @@ pub enum Data {
     /// The upstream stream ended: FIN (`reset == None`) or reset with a code.
     StreamEnd {
         key: StreamKey,
-        reset: Option<u64>,
+        reset: Option<ResetCode>,
     },
     Datagram {
         header: DatagramHeader,

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::cache::{Cache, CachedObject};
-use super::code;
 use super::malformed::Shape;
 use super::msg::{
     Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg, SessionRef, StreamKey,
@@ -24,6 +23,7 @@ use super::RelayShard;
 use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
+use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// Publisher priority of an object whose header says DEFAULT_PRIORITY (draft-22 §5.1: the
 /// track's; the relay does not track it yet) when it is cached for a fetch stream.
@@ -368,8 +368,10 @@ impl RelayShard {
         if let Some(t) = self.owner.tracks.get_mut(&alias) {
             if t.name != track {
                 let reason = Bytes::from_static(b"track alias collision");
-                return self
-                    .send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
+                return self.send(
+                    from,
+                    RelayMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
+                );
             }
             t.idle_since = None;
             if !t.waiting.contains(&from) && !t.cores.contains(&from) {
@@ -394,7 +396,10 @@ impl RelayShard {
         }
         if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
             let reason = Bytes::from_static(b"relay track limit reached");
-            return self.send(from, RelayMsg::SubscribeError { alias, code: code::INTERNAL_ERROR, reason });
+            return self.send(
+                from,
+                RelayMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
+            );
         }
         let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
             if !rendezvous.is_zero() {
@@ -405,7 +410,10 @@ impl RelayShard {
                 return;
             }
             let reason = Bytes::from_static(b"no publisher for this track");
-            return self.send(from, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
+            return self.send(
+                from,
+                RelayMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
+            );
         };
         self.owner_start_upstream(alias, track, publisher, vec![from], who);
     }
@@ -472,7 +480,7 @@ impl RelayShard {
             let Some(h) = self.owner.held.remove(&alias) else { continue };
             for core in h.waiting {
                 let reason = Bytes::from_static(b"no publisher appeared in time");
-                self.send(core, RelayMsg::SubscribeError { alias, code: code::TIMEOUT, reason });
+                self.send(core, RelayMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
             }
         }
     }
@@ -660,7 +668,7 @@ impl RelayShard {
     }
 
     /// Removes track `alias` and its cache; FETCHes still waiting for it get `code`.
-    fn owner_remove(&mut self, alias: TrackAlias, code: u64, reason: &Bytes) -> Option<Track> {
+    fn owner_remove(&mut self, alias: TrackAlias, code: RequestErrorCode, reason: &Bytes) -> Option<Track> {
         let mut t = self.owner.tracks.remove(&alias)?;
         self.owner.cache.remove_track(alias);
         if let Some(m) = t.moving.take() {
@@ -680,7 +688,13 @@ impl RelayShard {
         Some(t)
     }
 
-    pub(super) fn owner_upstream_error(&mut self, alias: TrackAlias, epoch: Epoch, code: u64, reason: Bytes) {
+    pub(super) fn owner_upstream_error(
+        &mut self,
+        alias: TrackAlias,
+        epoch: Epoch,
+        code: RequestErrorCode,
+        reason: Bytes,
+    ) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             // The new parent does not have the track (yet): it stays with the old one, and
@@ -703,7 +717,7 @@ impl RelayShard {
         for core in t.cores {
             self.send(
                 core,
-                RelayMsg::TrackDone { alias, status: code::INTERNAL_ERROR, reason: reason.clone() },
+                RelayMsg::TrackDone { alias, status: DoneStatus::InternalError, reason: reason.clone() },
             );
         }
         for core in t.waiting {
@@ -717,20 +731,24 @@ impl RelayShard {
     fn owner_malformed(&mut self, alias: TrackAlias, why: &'static str) {
         tracing::info!(alias = alias.0, why, "malformed track");
         let reason = Bytes::from(format!("malformed track: {why}"));
-        let Some(t) = self.owner_remove(alias, code::MALFORMED_TRACK, &reason) else { return };
+        let Some(t) = self.owner_remove(alias, RequestErrorCode::MalformedTrack, &reason) else { return };
         self.stats.malformed_tracks += 1;
         let (publisher, epoch) = (t.source.publisher(), t.source.epoch());
         self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
         for core in t.cores {
             self.send(
                 core,
-                RelayMsg::TrackDone { alias, status: code::MALFORMED_TRACK, reason: reason.clone() },
+                RelayMsg::TrackDone { alias, status: DoneStatus::MalformedTrack, reason: reason.clone() },
             );
         }
         for core in t.waiting {
             self.send(
                 core,
-                RelayMsg::SubscribeError { alias, code: code::MALFORMED_TRACK, reason: reason.clone() },
+                RelayMsg::SubscribeError {
+                    alias,
+                    code: RequestErrorCode::MalformedTrack,
+                    reason: reason.clone(),
+                },
             );
         }
     }
@@ -753,7 +771,7 @@ impl RelayShard {
         }
         if t.cores.is_empty() && t.waiting.is_empty() {
             let reason = Bytes::from_static(b"the upstream relay went away");
-            return self.owner_upstream_done(alias, epoch, code::INTERNAL_ERROR, reason);
+            return self.owner_upstream_done(alias, epoch, DoneStatus::InternalError, reason);
         }
         t.source = Source::Pending { publisher: t.source.publisher(), epoch };
         t.streams.clear();
@@ -775,13 +793,15 @@ impl RelayShard {
             };
             if lost.until <= now {
                 let reason = Bytes::from_static(b"the upstream relay is unreachable");
-                let Some(t) = self.owner_remove(alias, code::INTERNAL_ERROR, &reason) else { continue };
+                let Some(t) = self.owner_remove(alias, RequestErrorCode::InternalError, &reason) else {
+                    continue;
+                };
                 for core in t.cores {
-                    let status = code::INTERNAL_ERROR;
+                    let status = DoneStatus::InternalError;
                     self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
                 }
                 for core in t.waiting {
-                    let code = code::INTERNAL_ERROR;
+                    let code = RequestErrorCode::InternalError;
                     self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
                 }
                 continue;
@@ -815,7 +835,7 @@ impl RelayShard {
         &mut self,
         alias: TrackAlias,
         epoch: Epoch,
-        status: u64,
+        status: DoneStatus,
         reason: Bytes,
     ) {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
@@ -830,13 +850,13 @@ impl RelayShard {
             // ends the track if it ends too.
             return self.owner_move_finish(alias, false);
         }
-        let Some(t) = self.owner_remove(alias, code::DOES_NOT_EXIST, &reason) else { return };
+        let Some(t) = self.owner_remove(alias, RequestErrorCode::DoesNotExist, &reason) else { return };
         for core in t.cores {
             self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
         }
         for core in t.waiting {
             let reason = Bytes::from_static(b"the track ended upstream");
-            self.send(core, RelayMsg::SubscribeError { alias, code: code::DOES_NOT_EXIST, reason });
+            self.send(core, RelayMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason });
         }
     }
 
@@ -856,7 +876,7 @@ impl RelayShard {
                 let reason = Bytes::from_static(b"track alias collision");
                 self.send(
                     publisher.core,
-                    RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason },
+                    RelayMsg::PublishRefused { alias, epoch, code: RequestErrorCode::InternalError, reason },
                 );
             }
             Some((true, old)) => {
@@ -880,7 +900,7 @@ impl RelayShard {
                 }
                 for key in ended {
                     for &core in &cores {
-                        let data = Data::StreamEnd { key, reset: Some(code::RESET_CANCELLED) };
+                        let data = Data::StreamEnd { key, reset: Some(ResetCode::Cancelled) };
                         let msg = RelayMsg::Downstream { alias, data };
                         self.mail.send(core, msg);
                     }
@@ -898,7 +918,12 @@ impl RelayShard {
             None => {
                 if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
                     let reason = Bytes::from_static(b"relay track limit reached");
-                    let msg = RelayMsg::PublishRefused { alias, epoch, code: code::INTERNAL_ERROR, reason };
+                    let msg = RelayMsg::PublishRefused {
+                        alias,
+                        epoch,
+                        code: RequestErrorCode::InternalError,
+                        reason,
+                    };
                     return self.send(publisher.core, msg);
                 }
                 // A SUBSCRIBE held for this track is served by the PUBLISH.
@@ -1018,7 +1043,11 @@ impl RelayShard {
                     }
                 }
                 Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
-                    self.owner_remove(alias, code::DOES_NOT_EXIST, &Bytes::from_static(b"the track ended"));
+                    self.owner_remove(
+                        alias,
+                        RequestErrorCode::DoesNotExist,
+                        &Bytes::from_static(b"the track ended"),
+                    );
                     self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
                 }
             }
@@ -1055,14 +1084,14 @@ impl RelayShard {
             Some(t) if t.name != track => self.owner_fetch_error(
                 alias,
                 &ask,
-                code::INTERNAL_ERROR,
+                RequestErrorCode::InternalError,
                 Bytes::from_static(b"alias collision"),
             ),
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.fetches.push(ask),
             Some(_) => self.owner_answer_fetch(alias, ask),
             None if full => {
                 let reason = Bytes::from_static(b"relay track limit reached");
-                self.owner_fetch_error(alias, &ask, code::INTERNAL_ERROR, reason)
+                self.owner_fetch_error(alias, &ask, RequestErrorCode::InternalError, reason)
             }
             None => {
                 // Not relayed now: subscribe it upstream like a SUBSCRIBE would (the End
@@ -1071,7 +1100,7 @@ impl RelayShard {
                 // subscriber that follows.
                 let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
                     let reason = Bytes::from_static(b"no publisher for this track");
-                    return self.owner_fetch_error(alias, &ask, code::DOES_NOT_EXIST, reason);
+                    return self.owner_fetch_error(alias, &ask, RequestErrorCode::DoesNotExist, reason);
                 };
                 let epoch = self.new_epoch();
                 let source = Source::Pending { publisher, epoch };
@@ -1109,7 +1138,7 @@ impl RelayShard {
         rid: RequestId,
         who: Requester,
     ) {
-        let fail = |code: u64, reason: &'static [u8]| RelayMsg::StatusAnswer {
+        let fail = |code: RequestErrorCode, reason: &'static [u8]| RelayMsg::StatusAnswer {
             conn,
             rid,
             answer: Err((code, Bytes::from_static(reason))),
@@ -1117,17 +1146,20 @@ impl RelayShard {
         let full = self.owner.tracks.len() >= self.config.max_tracks_per_shard;
         match self.owner.tracks.get_mut(&alias) {
             Some(t) if t.name != track => {
-                self.send(from, fail(code::INTERNAL_ERROR, b"track alias collision"))
+                self.send(from, fail(RequestErrorCode::InternalError, b"track alias collision"))
             }
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.statuses.push((from, conn, rid)),
             Some(t) => {
                 let answer = Ok(t.info.clone());
                 self.send(from, RelayMsg::StatusAnswer { conn, rid, answer });
             }
-            None if full => self.send(from, fail(code::INTERNAL_ERROR, b"relay track limit reached")),
+            None if full => {
+                self.send(from, fail(RequestErrorCode::InternalError, b"relay track limit reached"))
+            }
             None => {
                 let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
-                    return self.send(from, fail(code::DOES_NOT_EXIST, b"no publisher for this track"));
+                    return self
+                        .send(from, fail(RequestErrorCode::DoesNotExist, b"no publisher for this track"));
                 };
                 let epoch = self.new_epoch();
                 let mut t = Track::new(
@@ -1144,7 +1176,13 @@ impl RelayShard {
         }
     }
 
-    fn owner_fetch_error(&mut self, alias: TrackAlias, ask: &FetchAsk, code: u64, reason: Bytes) {
+    fn owner_fetch_error(
+        &mut self,
+        alias: TrackAlias,
+        ask: &FetchAsk,
+        code: RequestErrorCode,
+        reason: Bytes,
+    ) {
         let msg = RelayMsg::FetchAnswer {
             alias,
             conn: ask.conn,
@@ -1164,7 +1202,7 @@ impl RelayShard {
         let Some(t) = self.owner.tracks.get(&alias) else { return };
         let Some(largest) = t.info.largest else {
             let reason = Bytes::from_static(b"no objects published yet");
-            return self.owner_fetch_error(alias, &ask, code::INVALID_RANGE, reason);
+            return self.owner_fetch_error(alias, &ask, RequestErrorCode::InvalidRange, reason);
         };
         let start = match ask.start {
             FetchStart::At(l) => l,
@@ -1184,7 +1222,7 @@ impl RelayShard {
         }
         if start > largest || end < start {
             let reason = Bytes::from_static(b"the range is empty or after the largest object");
-            return self.owner_fetch_error(alias, &ask, code::INVALID_RANGE, reason);
+            return self.owner_fetch_error(alias, &ask, RequestErrorCode::InvalidRange, reason);
         }
         let known = cache.map(|c| c.known_from());
         let unknown_until = match known {

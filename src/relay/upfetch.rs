@@ -17,7 +17,6 @@ use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
     TrackAlias,
 };
-use crate::wire::Version;
 
 /// Upstream FETCHes this core sent.
 #[derive(Debug, Default)]
@@ -126,10 +125,8 @@ impl RelayShard {
         self.upfetch.by_req.remove(&(conn, rid));
         self.upfetch.streams.retain(|_, r| *r != rid);
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let _ = match s.version() {
-            Version::Draft16 => s.send(Message::FetchCancel(rid)),
-            Version::Draft22 => s.cancel(rid),
-        };
+        // draft-22 sessions send this as the request stream's cancellation.
+        let _ = s.send(Message::FetchCancel(rid));
     }
 
     /// The end of a data stream of session `conn`; true when it was an upstream fetch stream.

@@ -23,6 +23,7 @@
 mod data_in;
 mod data_out;
 mod outgoing;
+mod verbs;
 
 use crate::hash::HashMap;
 use std::collections::VecDeque;

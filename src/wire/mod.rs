@@ -8,6 +8,7 @@
 //! - [`Version`]: the ALPN table and one entry point per operation, dispatching by draft.
 
 pub mod codec;
+pub mod codes;
 pub mod common;
 pub mod d16;
 pub mod d22;
@@ -17,6 +18,7 @@ pub mod model;
 pub mod varint;
 mod version;
 
+pub use codes::{code, DoneStatus, RequestErrorCode, ResetCode};
 pub use error::{DecodeError, EncodeError, ErrorCode};
 pub use varint::{Quic, VarInt, Vi64};
-pub use version::Version;
+pub use version::{FetchWriter, Version};

@@ -3,7 +3,8 @@
 
 use super::error::{DecodeError, EncodeError};
 use super::model::{
-    Datagram, DatagramHeader, DecodeContext, Message, RequestId, SubgroupHeader, UniStreamHeader,
+    Datagram, DatagramHeader, DecodeContext, FetchItem, GroupOrder, Message, RangeEnd, RequestId,
+    SubgroupHeader, UniStreamHeader,
 };
 use super::{d16, d22};
 
@@ -84,6 +85,39 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
             Version::Draft22 => d22::data::encode_datagram(h, payload, out),
+        }
+    }
+}
+
+/// The writer of a fetch stream's items (after its header) in one draft.
+#[derive(Debug)]
+pub enum FetchWriter {
+    D16(d16::data::FetchWriter),
+    D22(d22::data::FetchWriter),
+}
+
+impl Version {
+    /// A writer for the items of one fetch stream whose groups go in `order`.
+    pub fn fetch_writer(self, order: GroupOrder) -> FetchWriter {
+        match self {
+            Version::Draft16 => FetchWriter::D16(d16::data::FetchWriter::new(order)),
+            Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),
+        }
+    }
+}
+
+impl FetchWriter {
+    /// Appends `item`. draft-16 has no Timed-Out range (§10.4.4.2): to its peers those
+    /// objects are unknown.
+    pub fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self {
+            FetchWriter::D16(w) => match item {
+                FetchItem::EndOfRange { kind: RangeEnd::TimedOut, location } => {
+                    w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: *location }, out)
+                }
+                _ => w.encode(item, out),
+            },
+            FetchWriter::D22(w) => w.encode(item, out),
         }
     }
 }

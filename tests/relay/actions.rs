@@ -3,8 +3,8 @@
 //! checks several areas share.
 
 use bytes::Bytes;
-use moq_edge::relay::code;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, Location, LocationFilter, Message,
     Parameters, Properties, PublishNamespace, RequestError, RequestId, RequestUpdate, SubgroupHeader,

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     AuthToken, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, PublishNamespace,
     RequestId, SetupOptions, Subscribe,

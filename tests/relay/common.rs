@@ -2,8 +2,8 @@
 //! the tests' clients write, and assertions on what they receive.
 
 use bytes::Bytes;
-use moq_edge::relay::code;
 use moq_edge::session::{DataObject, Event};
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     Fetch, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue, Location, LocationFilter,
     Message, ObjectStatus, Parameters, Properties, Publish, PublishDone, RequestError, RequestId,

@@ -2,8 +2,9 @@
 //! offered to namespace subscribers, PUBLISH_SKIPPED, NAMESPACE_TOO_LARGE.
 
 use bytes::Bytes;
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     FullTrackName, Location, Message, Parameters, RequestId, SubscribeNamespace, TrackAlias, TrackNamespace,
 };

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::{Event, Transmit};
+use moq_edge::wire::code;
 use moq_edge::wire::model::{Message, RequestId, SubgroupHeader};
 use moq_edge::wire::{Quic, Version, Vi64};
 

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::code;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{Location, LocationFilter, Message, PublishNamespace, RequestId, TrackNamespace};
 
 use crate::common::*;

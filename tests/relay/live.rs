@@ -2,8 +2,9 @@
 //! (subgroup streams and datagrams), routing by namespace, subscription filters, TRACK_STATUS.
 
 use bytes::Bytes;
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     DatagramHeader, KvValue, Location, LocationFilter, Message, Properties, RequestId, TrackAlias,
 };

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::relay::code;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
 use moq_edge::wire::Version;
 

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{Location, Message, PublishNamespace};
 use moq_edge::wire::Version;
 

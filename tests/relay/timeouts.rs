@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::{code, RelayConfig};
+use moq_edge::relay::RelayConfig;
 use moq_edge::session::{Event, Transmit};
+use moq_edge::wire::code;
 use moq_edge::wire::model::{
     DatagramHeader, FetchItem, FetchKind, FullTrackName, KvValue, Location, LocationFilter, Message,
     Parameters, Properties, PublishNamespace, RangeEnd, RequestId, Subscribe, TrackAlias,

@@ -2,8 +2,8 @@
 //! namespace subscription's new prefix, and the Forward State carried upstream (within the
 //! publisher's MAX_REQUEST_UPDATES).
 
-use moq_edge::relay::code;
 use moq_edge::session::Event;
+use moq_edge::wire::code;
 use moq_edge::wire::model::{Location, LocationFilter, Message, Parameters, RequestId, SetupOptions};
 
 use crate::common::*;

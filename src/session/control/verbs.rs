@@ -1,0 +1,149 @@
+//! What the relay says to a peer by meaning, written in this session's draft: typed error,
+//! status and reset codes, the end of a request, and the messages whose shape differs by
+//! draft. The relay calls these instead of asking which draft a peer speaks.
+
+use bytes::Bytes;
+
+use super::Session;
+use crate::session::SessionError;
+use crate::wire::model::{
+    FetchEnd, FetchOk, GoAway, GroupOrder, Location, Message, Parameters, Properties, PublishDone,
+    RequestError, RequestId, RequestOk, RequestUpdate,
+};
+use crate::wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
+
+impl Session {
+    /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-22 §9.4).
+    pub fn request_error(
+        &mut self,
+        rid: RequestId,
+        code: RequestErrorCode,
+        reason: &str,
+    ) -> Result<(), SessionError> {
+        self.send(Message::RequestError(RequestError {
+            request_id: rid,
+            error_code: code.code(self.version),
+            retry_interval: 0,
+            reason: Bytes::copy_from_slice(reason.as_bytes()),
+            redirect: None,
+        }))
+    }
+
+    /// Our side of request `rid` is over: a draft-22 request stream ends (FIN, §6.4.2.2);
+    /// draft-16 requests on the control stream have nothing to end.
+    pub fn end_request(&mut self, rid: RequestId) -> Result<(), SessionError> {
+        match self.version {
+            Version::Draft16 => Ok(()),
+            Version::Draft22 => self.finish(rid),
+        }
+    }
+
+    /// PUBLISH_DONE for subscription `rid` with `status`, then the end of the request.
+    pub fn publish_done(
+        &mut self,
+        rid: RequestId,
+        status: DoneStatus,
+        stream_count: u64,
+        reason: Bytes,
+    ) -> Result<(), SessionError> {
+        let done =
+            PublishDone { request_id: rid, status_code: status.code(self.version), stream_count, reason };
+        self.send(Message::PublishDone(done))?;
+        self.end_request(rid)
+    }
+
+    /// Resets our data stream `stream` with `code`.
+    pub fn reset_stream(&mut self, stream: u64, code: ResetCode) -> Result<(), SessionError> {
+        self.reset_data_stream(stream, code.code(self.version))
+    }
+
+    /// GOAWAY; draft-16's has no Timeout field, so it goes without one.
+    pub fn go_away(&mut self, mut goaway: GoAway) -> Result<(), SessionError> {
+        if self.version == Version::Draft16 {
+            goaway.timeout_ms = 0;
+        }
+        self.send(Message::GoAway(goaway))
+    }
+
+    /// The answer to TRACK_STATUS `rid`: REQUEST_OK with LARGEST_OBJECT and, where the
+    /// draft carries them (draft-22 §9.7), the Track Properties; then the request ends.
+    pub fn track_status_ok(
+        &mut self,
+        rid: RequestId,
+        largest: Option<Location>,
+        properties: Properties,
+    ) -> Result<(), SessionError> {
+        let track_properties = match self.version {
+            Version::Draft16 => Properties::default(),
+            Version::Draft22 => properties,
+        };
+        let params = Parameters { largest_object: largest, ..Parameters::default() };
+        self.send(Message::RequestOk(RequestOk { request_id: rid, params, track_properties }))?;
+        self.end_request(rid)
+    }
+
+    /// FETCH_OK for `rid`, whose response ends at `end` (inclusive); `whole_group`: the
+    /// request asked through the end of this group and the response covers it (draft-16
+    /// writes that as the next group's start, §9.17; draft-22 always names the object).
+    pub fn fetch_ok(
+        &mut self,
+        rid: RequestId,
+        end: Location,
+        whole_group: Option<u64>,
+        track_properties: Properties,
+    ) -> Result<(), SessionError> {
+        let end_location = match (self.version, whole_group) {
+            (Version::Draft16, Some(g)) => FetchEnd::Group(g),
+            _ => FetchEnd::Object(end),
+        };
+        self.send(Message::FetchOk(FetchOk {
+            request_id: rid,
+            end_of_track: false,
+            end_location,
+            params: Parameters::default(),
+            track_properties,
+        }))
+    }
+
+    /// A writer for the items of one of this session's fetch streams.
+    pub fn fetch_writer(&self, order: GroupOrder) -> FetchWriter {
+        self.version.fetch_writer(order)
+    }
+
+    /// The Request ID the answer to REQUEST_UPDATE `m` carries: draft-16 answers the
+    /// update's own (§9.11); draft-22 answers on the updated request's stream (§9.5).
+    pub fn update_answer_id(&self, m: &RequestUpdate) -> RequestId {
+        match self.version {
+            Version::Draft16 => m.request_id,
+            Version::Draft22 => m.existing_request_id,
+        }
+    }
+
+    /// Whether PUBLISH_OK carries FORWARD (draft-16 §9.14); draft-22's REQUEST_OK answer
+    /// does not, and a Forward State different from the PUBLISH's is set with REQUEST_UPDATE
+    /// (§3.1.1).
+    pub fn publish_ok_has_forward(&self) -> bool {
+        self.version == Version::Draft16
+    }
+
+    /// Whether a SUBGROUP_HEADER can say that its stream starts at the subgroup's first
+    /// object (draft-22 FIRST_OBJECT; draft-16 has no such bit).
+    pub fn marks_first_object(&self) -> bool {
+        self.version == Version::Draft22
+    }
+
+    /// The meaning of REQUEST_ERROR code `c` from this session's peer.
+    pub fn peer_request_error(&self, c: u64) -> RequestErrorCode {
+        RequestErrorCode::from_code(c, self.version)
+    }
+
+    /// The meaning of PUBLISH_DONE status `c` from this session's peer.
+    pub fn peer_done_status(&self, c: u64) -> DoneStatus {
+        DoneStatus::from_code(c, self.version)
+    }
+
+    /// The meaning of stream reset code `c` from this session's peer.
+    pub fn peer_reset(&self, c: u64) -> ResetCode {
+        ResetCode::from_code(c, self.version)
+    }
+}

@@ -1,0 +1,336 @@
+//! Application codes that differ between drafts, typed: REQUEST_ERROR codes
+//! ([`RequestErrorCode`]; draft-16 §13.1.2 table, draft-22 §12.3), PUBLISH_DONE status codes
+//! ([`DoneStatus`]; draft-16 §13.1.3, draft-22 §12.4) and data stream reset codes
+//! ([`ResetCode`]; draft-16 §13.1.4, draft-22 §12.5). Layers above name the meaning; each draft
+//! has one mapping to and from its code points, so a code read from a peer of one draft
+//! reaches a peer of another as the same meaning, not the same number. A code point a draft
+//! does not define travels as `Other` unchanged.
+//!
+//! The raw code points live in [`code`] (the tests and the mapping share them).
+
+use super::Version;
+
+/// Code points, by name; where the drafts differ the name ends in the draft.
+pub mod code {
+    /// REQUEST_ERROR and PUBLISH_DONE INTERNAL_ERROR.
+    pub const INTERNAL_ERROR: u64 = 0x0;
+    /// REQUEST_ERROR UNAUTHORIZED.
+    pub const UNAUTHORIZED: u64 = 0x1;
+    /// REQUEST_ERROR TIMEOUT.
+    pub const TIMEOUT: u64 = 0x2;
+    /// REQUEST_ERROR NOT_SUPPORTED.
+    pub const NOT_SUPPORTED: u64 = 0x3;
+    /// REQUEST_ERROR MALFORMED_AUTH_TOKEN.
+    pub const MALFORMED_AUTH_TOKEN: u64 = 0x4;
+    /// REQUEST_ERROR EXPIRED_AUTH_TOKEN.
+    pub const EXPIRED_AUTH_TOKEN: u64 = 0x5;
+    /// REQUEST_ERROR GOING_AWAY (draft-22).
+    pub const GOING_AWAY_D22: u64 = 0x6;
+    /// REQUEST_ERROR EXCESSIVE_LOAD (draft-22; draft-16 defines none, the relay sends it
+    /// to draft-16 peers too).
+    pub const EXCESSIVE_LOAD: u64 = 0x9;
+    /// REQUEST_ERROR DOES_NOT_EXIST.
+    pub const DOES_NOT_EXIST: u64 = 0x10;
+    /// REQUEST_ERROR INVALID_RANGE.
+    pub const INVALID_RANGE: u64 = 0x11;
+    /// REQUEST_ERROR DUPLICATE_SUBSCRIPTION (draft-16).
+    pub const DUPLICATE_SUBSCRIPTION_D16: u64 = 0x19;
+    /// REQUEST_ERROR UNINTERESTED.
+    pub const UNINTERESTED: u64 = 0x20;
+    /// REQUEST_ERROR PREFIX_OVERLAP.
+    pub const PREFIX_OVERLAP: u64 = 0x30;
+    /// REQUEST_ERROR NAMESPACE_TOO_LARGE (draft-22; draft-16 peers get EXCESSIVE_LOAD).
+    pub const NAMESPACE_TOO_LARGE: u64 = 0x31;
+    /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only: draft-22 has no joining FETCH).
+    pub const INVALID_JOINING_REQUEST_ID: u64 = 0x32;
+    /// REQUEST_ERROR UNSUPPORTED_EXTENSION, REDIRECT, CONFLICTING_FILTERS, INVALID_FILTER
+    /// (draft-22).
+    pub const UNSUPPORTED_EXTENSION_D22: u64 = 0x33;
+    pub const REDIRECT_D22: u64 = 0x34;
+    pub const CONFLICTING_FILTERS_D22: u64 = 0x35;
+    pub const INVALID_FILTER_D22: u64 = 0x36;
+    /// PUBLISH_DONE, REQUEST_ERROR and stream reset MALFORMED_TRACK (both drafts).
+    pub const MALFORMED_TRACK: u64 = 0x12;
+
+    /// PUBLISH_DONE UNAUTHORIZED.
+    pub const DONE_UNAUTHORIZED: u64 = 0x1;
+    /// PUBLISH_DONE TRACK_ENDED.
+    pub const TRACK_ENDED: u64 = 0x2;
+    /// PUBLISH_DONE SUBSCRIPTION_ENDED (draft-16).
+    pub const DONE_SUBSCRIPTION_ENDED_D16: u64 = 0x3;
+    /// PUBLISH_DONE GOING_AWAY.
+    pub const DONE_GOING_AWAY: u64 = 0x4;
+    /// PUBLISH_DONE EXPIRED: 0x5 in draft-16 (§13.1.3), 0x6 in draft-22 (§12.4).
+    pub const DONE_EXPIRED_D16: u64 = 0x5;
+    pub const DONE_EXPIRED_D22: u64 = 0x6;
+    /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16, 0x5 in draft-22.
+    pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
+    pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
+    /// PUBLISH_DONE UPDATE_FAILED (both drafts).
+    pub const DONE_UPDATE_FAILED: u64 = 0x8;
+    /// PUBLISH_DONE EXCESSIVE_LOAD (draft-22).
+    pub const DONE_EXCESSIVE_LOAD_D22: u64 = 0x9;
+
+    /// Stream reset INTERNAL_ERROR.
+    pub const RESET_INTERNAL_ERROR: u64 = 0x0;
+    /// Stream reset CANCELLED.
+    pub const RESET_CANCELLED: u64 = 0x1;
+    /// Stream reset DELIVERY_TIMEOUT (draft-16 §10.4.3, draft-22 §12.5).
+    pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
+    /// Stream reset SESSION_CLOSED.
+    pub const RESET_SESSION_CLOSED: u64 = 0x3;
+    /// Stream reset UNKNOWN_OBJECT_STATUS: 0x4 in draft-16, 0x6 in draft-22.
+    pub const RESET_UNKNOWN_OBJECT_STATUS_D16: u64 = 0x4;
+    pub const RESET_UNKNOWN_OBJECT_STATUS_D22: u64 = 0x6;
+    /// draft-22 stream reset GOING_AWAY (§12.5).
+    pub const RESET_GOING_AWAY_D22: u64 = 0x4;
+    /// draft-22 stream reset TOO_FAR_BEHIND (§12.5): the subscription is being terminated.
+    pub const RESET_TOO_FAR_BEHIND_D22: u64 = 0x5;
+    /// draft-22 stream reset EXPIRED_AUTH_TOKEN (§12.5).
+    pub const RESET_EXPIRED_AUTH_TOKEN_D22: u64 = 0x7;
+    /// draft-22 stream reset EXCESSIVE_LOAD (§12.5).
+    pub const RESET_EXCESSIVE_LOAD_D22: u64 = 0x9;
+}
+
+/// Declares a typed code: its variants, and per draft the (variant, code point) table. The
+/// first row naming a code point wins when decoding; a variant a draft has no row for is
+/// written as that draft's fallback variant.
+macro_rules! typed_code {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $($(#[$vmeta:meta])* $variant:ident),* $(,)? }
+        d16 { $($v16:ident = $c16:expr),* $(,)? } else $f16:ident;
+        d22 { $($v22:ident = $c22:expr),* $(,)? } else $f22:ident;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+            /// A code point this draft does not define (passed on unchanged).
+            Other(u64),
+        }
+
+        impl $name {
+            /// The code point in draft `v` (a meaning `v` lacks is written as its nearest).
+            pub fn code(self, v: Version) -> u64 {
+                match v {
+                    Version::Draft16 => match self {
+                        $($name::$v16 => $c16,)*
+                        $name::Other(c) => c,
+                        #[allow(unreachable_patterns)]
+                        _ => $name::$f16.code(v),
+                    },
+                    Version::Draft22 => match self {
+                        $($name::$v22 => $c22,)*
+                        $name::Other(c) => c,
+                        #[allow(unreachable_patterns)]
+                        _ => $name::$f22.code(v),
+                    },
+                }
+            }
+
+            /// The meaning of code point `c` read from a peer of draft `v`.
+            #[allow(unreachable_patterns)]
+            pub fn from_code(c: u64, v: Version) -> Self {
+                match v {
+                    Version::Draft16 => match c {
+                        $(x if x == $c16 => $name::$v16,)*
+                        _ => $name::Other(c),
+                    },
+                    Version::Draft22 => match c {
+                        $(x if x == $c22 => $name::$v22,)*
+                        _ => $name::Other(c),
+                    },
+                }
+            }
+        }
+    };
+}
+
+typed_code! {
+    /// A REQUEST_ERROR code.
+    RequestErrorCode {
+        InternalError, Unauthorized, Timeout, NotSupported, MalformedAuthToken, ExpiredAuthToken,
+        GoingAway, ExcessiveLoad, DoesNotExist, InvalidRange, MalformedTrack,
+        DuplicateSubscription, Uninterested, PrefixOverlap, NamespaceTooLarge,
+        InvalidJoiningRequestId, UnsupportedExtension, Redirect, ConflictingFilters, InvalidFilter,
+    }
+    d16 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::UNAUTHORIZED,
+        Timeout = code::TIMEOUT,
+        NotSupported = code::NOT_SUPPORTED,
+        MalformedAuthToken = code::MALFORMED_AUTH_TOKEN,
+        ExpiredAuthToken = code::EXPIRED_AUTH_TOKEN,
+        DoesNotExist = code::DOES_NOT_EXIST,
+        InvalidRange = code::INVALID_RANGE,
+        MalformedTrack = code::MALFORMED_TRACK,
+        DuplicateSubscription = code::DUPLICATE_SUBSCRIPTION_D16,
+        Uninterested = code::UNINTERESTED,
+        PrefixOverlap = code::PREFIX_OVERLAP,
+        InvalidJoiningRequestId = code::INVALID_JOINING_REQUEST_ID,
+        // Not in draft-16's table: the relay has always sent these code points to draft-16
+        // peers (decoding 0x9 from a draft-16 peer is then EXCESSIVE_LOAD as well).
+        ExcessiveLoad = code::EXCESSIVE_LOAD,
+        NamespaceTooLarge = code::EXCESSIVE_LOAD,
+    } else InternalError;
+    d22 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::UNAUTHORIZED,
+        Timeout = code::TIMEOUT,
+        NotSupported = code::NOT_SUPPORTED,
+        MalformedAuthToken = code::MALFORMED_AUTH_TOKEN,
+        ExpiredAuthToken = code::EXPIRED_AUTH_TOKEN,
+        GoingAway = code::GOING_AWAY_D22,
+        ExcessiveLoad = code::EXCESSIVE_LOAD,
+        DoesNotExist = code::DOES_NOT_EXIST,
+        InvalidRange = code::INVALID_RANGE,
+        MalformedTrack = code::MALFORMED_TRACK,
+        Uninterested = code::UNINTERESTED,
+        PrefixOverlap = code::PREFIX_OVERLAP,
+        NamespaceTooLarge = code::NAMESPACE_TOO_LARGE,
+        UnsupportedExtension = code::UNSUPPORTED_EXTENSION_D22,
+        Redirect = code::REDIRECT_D22,
+        ConflictingFilters = code::CONFLICTING_FILTERS_D22,
+        InvalidFilter = code::INVALID_FILTER_D22,
+        // draft-22 has no joining FETCH; the code point is kept as it is.
+        InvalidJoiningRequestId = code::INVALID_JOINING_REQUEST_ID,
+    } else InternalError;
+}
+
+typed_code! {
+    /// A PUBLISH_DONE status code.
+    DoneStatus {
+        InternalError, Unauthorized, TrackEnded, SubscriptionEnded, GoingAway, Expired,
+        TooFarBehind, UpdateFailed, ExcessiveLoad, MalformedTrack,
+    }
+    d16 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::DONE_UNAUTHORIZED,
+        TrackEnded = code::TRACK_ENDED,
+        SubscriptionEnded = code::DONE_SUBSCRIPTION_ENDED_D16,
+        GoingAway = code::DONE_GOING_AWAY,
+        Expired = code::DONE_EXPIRED_D16,
+        TooFarBehind = code::DONE_TOO_FAR_BEHIND_D16,
+        UpdateFailed = code::DONE_UPDATE_FAILED,
+        MalformedTrack = code::MALFORMED_TRACK,
+    } else InternalError;
+    d22 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::DONE_UNAUTHORIZED,
+        TrackEnded = code::TRACK_ENDED,
+        GoingAway = code::DONE_GOING_AWAY,
+        TooFarBehind = code::DONE_TOO_FAR_BEHIND_D22,
+        Expired = code::DONE_EXPIRED_D22,
+        UpdateFailed = code::DONE_UPDATE_FAILED,
+        ExcessiveLoad = code::DONE_EXCESSIVE_LOAD_D22,
+        MalformedTrack = code::MALFORMED_TRACK,
+        // draft-22 dropped SUBSCRIPTION_ENDED: the track is over for this subscriber.
+        SubscriptionEnded = code::TRACK_ENDED,
+    } else InternalError;
+}
+
+typed_code! {
+    /// A data stream reset code (RESET_STREAM's application error code).
+    ResetCode {
+        InternalError, Cancelled, DeliveryTimeout, SessionClosed, UnknownObjectStatus, GoingAway,
+        TooFarBehind, ExpiredAuthToken, ExcessiveLoad, MalformedTrack,
+    }
+    d16 {
+        InternalError = code::RESET_INTERNAL_ERROR,
+        Cancelled = code::RESET_CANCELLED,
+        DeliveryTimeout = code::RESET_DELIVERY_TIMEOUT,
+        SessionClosed = code::RESET_SESSION_CLOSED,
+        UnknownObjectStatus = code::RESET_UNKNOWN_OBJECT_STATUS_D16,
+        MalformedTrack = code::MALFORMED_TRACK,
+        // draft-16 has no GOING_AWAY, TOO_FAR_BEHIND, EXPIRED_AUTH_TOKEN or EXCESSIVE_LOAD
+        // reset: the stream is cancelled, its only fitting code.
+    } else Cancelled;
+    d22 {
+        InternalError = code::RESET_INTERNAL_ERROR,
+        Cancelled = code::RESET_CANCELLED,
+        DeliveryTimeout = code::RESET_DELIVERY_TIMEOUT,
+        SessionClosed = code::RESET_SESSION_CLOSED,
+        GoingAway = code::RESET_GOING_AWAY_D22,
+        TooFarBehind = code::RESET_TOO_FAR_BEHIND_D22,
+        UnknownObjectStatus = code::RESET_UNKNOWN_OBJECT_STATUS_D22,
+        ExpiredAuthToken = code::RESET_EXPIRED_AUTH_TOKEN_D22,
+        ExcessiveLoad = code::RESET_EXCESSIVE_LOAD_D22,
+        MalformedTrack = code::MALFORMED_TRACK,
+    } else Cancelled;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D16: Version = Version::Draft16;
+    const D22: Version = Version::Draft22;
+
+    #[test]
+    fn the_drafts_tables() {
+        use RequestErrorCode as R;
+        for (c, d16, d22) in [
+            (R::InternalError, 0x0, 0x0),
+            (R::Unauthorized, 0x1, 0x1),
+            (R::Timeout, 0x2, 0x2),
+            (R::NotSupported, 0x3, 0x3),
+            (R::DoesNotExist, 0x10, 0x10),
+            (R::InvalidRange, 0x11, 0x11),
+            (R::MalformedTrack, 0x12, 0x12),
+            (R::PrefixOverlap, 0x30, 0x30),
+            (R::NamespaceTooLarge, 0x9, 0x31),
+            (R::GoingAway, 0x0, 0x6),
+            (R::InvalidFilter, 0x0, 0x36),
+        ] {
+            assert_eq!((c.code(D16), c.code(D22)), (d16, d22), "{c:?}");
+        }
+        use DoneStatus as S;
+        for (c, d16, d22) in [
+            (S::TrackEnded, 0x2, 0x2),
+            (S::Expired, 0x5, 0x6),
+            (S::TooFarBehind, 0x6, 0x5),
+            (S::UpdateFailed, 0x8, 0x8),
+            (S::MalformedTrack, 0x12, 0x12),
+            (S::SubscriptionEnded, 0x3, 0x2),
+            (S::ExcessiveLoad, 0x0, 0x9),
+        ] {
+            assert_eq!((c.code(D16), c.code(D22)), (d16, d22), "{c:?}");
+        }
+        use ResetCode as X;
+        for (c, d16, d22) in [
+            (X::Cancelled, 0x1, 0x1),
+            (X::DeliveryTimeout, 0x2, 0x2),
+            (X::SessionClosed, 0x3, 0x3),
+            (X::UnknownObjectStatus, 0x4, 0x6),
+            (X::TooFarBehind, 0x1, 0x5),
+            (X::ExpiredAuthToken, 0x1, 0x7),
+            (X::MalformedTrack, 0x12, 0x12),
+        ] {
+            assert_eq!((c.code(D16), c.code(D22)), (d16, d22), "{c:?}");
+        }
+    }
+
+    /// Every code point read from a peer is written back to a peer of the same draft as it
+    /// came, defined or not.
+    #[test]
+    fn same_draft_round_trip_keeps_every_code_point() {
+        for v in [D16, D22] {
+            for c in (0..0x40).chain([0x9D, 0x11C, u64::MAX]) {
+                assert_eq!(RequestErrorCode::from_code(c, v).code(v), c, "{v:?} {c:#x}");
+                assert_eq!(DoneStatus::from_code(c, v).code(v), c, "{v:?} {c:#x}");
+                assert_eq!(ResetCode::from_code(c, v).code(v), c, "{v:?} {c:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn crossing_drafts_keeps_the_meaning() {
+        let status = DoneStatus::from_code(code::DONE_TOO_FAR_BEHIND_D16, D16);
+        assert_eq!(status, DoneStatus::TooFarBehind);
+        assert_eq!(status.code(D22), code::DONE_TOO_FAR_BEHIND_D22);
+        let reset = ResetCode::from_code(code::RESET_EXPIRED_AUTH_TOKEN_D22, D22);
+        assert_eq!(reset.code(D16), code::RESET_CANCELLED);
+        assert_eq!(RequestErrorCode::from_code(0x31, D22).code(D16), code::EXCESSIVE_LOAD);
+    }
+}
