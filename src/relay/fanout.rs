@@ -15,7 +15,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::fetch::fetch_range;
-use super::msg::{Data, FetchAsk, FetchBound, FetchStart, RelayMsg, StreamKey, TrackInfo};
+use super::msg::{Data, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo};
 use super::{session, update_allows, RelayShard, UpdateError};
 use crate::auth::{Denied, Right};
 use crate::session::{data_urgency, SessionCode};
@@ -363,7 +363,7 @@ impl RelayShard {
                 self.fanout.tracks.insert(alias, st);
                 let (from, who) = (self.core, self.requester(conn));
                 let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
-                self.send(self.owner_of(alias), RelayMsg::Subscribe { alias, track, from, rendezvous, who });
+                self.send(self.owner_of(alias), OwnerMsg::Subscribe { alias, track, from, rendezvous, who });
             }
         }
     }
@@ -425,7 +425,7 @@ impl RelayShard {
         }
         st.forwarding = forwarding;
         let from = self.core;
-        self.send(self.owner_of(alias), RelayMsg::Forward { alias, from, forward: forwarding });
+        self.send(self.owner_of(alias), OwnerMsg::Forward { alias, from, forward: forwarding });
     }
 
     /// A draft-16 Joining FETCH `rid` of subscription `joined`: answered once the
@@ -478,7 +478,7 @@ impl RelayShard {
             // `fanout_unsubscribe`): now it can end.
             self.fanout.tracks.remove(&alias);
             let from = self.core;
-            return self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
+            return self.send(self.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
         }
         st.live = true;
         st.info = info;
@@ -743,7 +743,7 @@ impl RelayShard {
         if st.subs.is_empty() && st.live {
             self.fanout.tracks.remove(&alias);
             let from = self.core;
-            self.send(self.owner_of(alias), RelayMsg::Unsubscribe { alias, from });
+            self.send(self.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
         }
         for j in &sub.joins {
             self.fetch_fail(

@@ -13,7 +13,7 @@ use crate::hash::{HashMap, HashSet};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg};
+use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::{session, RelayShard};
 use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
@@ -119,7 +119,7 @@ impl RelayShard {
             *self.fetches.per_session.entry(ask.conn).or_default() += 1;
         }
         let who = self.requester(ask.conn);
-        self.send(self.owner_of(alias), RelayMsg::Fetch { alias, track, ask, who });
+        self.send(self.owner_of(alias), OwnerMsg::Fetch { alias, track, ask, who });
     }
 
     /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{Data, Epoch, RelayMsg, SessionRef, StreamKey, TrackInfo};
+use super::msg::{Data, Epoch, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo};
 use super::namespaces::Via;
 use super::{session, RelayShard};
 use crate::session::SessionError;
@@ -102,7 +102,7 @@ impl RelayShard {
         let via = Via::Announced { node: self.requester(conn).node };
         for core in 0..self.cores {
             let namespace = m.namespace.clone();
-            self.send(core, RelayMsg::NamespaceAnnounced { namespace, publisher, rid, via });
+            self.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
         }
     }
 
@@ -131,7 +131,7 @@ impl RelayShard {
         }
         let publisher = self.me(conn);
         for core in 0..self.cores {
-            self.send(core, RelayMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+            self.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
         }
     }
 
@@ -145,7 +145,7 @@ impl RelayShard {
     ) {
         let owner = self.owner_of(alias);
         let conn = publisher.conn;
-        let refuse = |code: RequestErrorCode, why: &'static str| RelayMsg::UpstreamError {
+        let refuse = |code: RequestErrorCode, why: &'static str| OwnerMsg::UpstreamError {
             alias,
             epoch,
             code,
@@ -198,7 +198,7 @@ impl RelayShard {
             group_order: m.params.group_order,
         };
         let (alias, epoch) = (up.alias, up.epoch);
-        self.send(self.owner_of(alias), RelayMsg::UpstreamOk { alias, epoch, info });
+        self.send(self.owner_of(alias), OwnerMsg::UpstreamOk { alias, epoch, info });
     }
 
     pub(super) fn ingest_request_error(&mut self, conn: u64, m: RequestError) {
@@ -213,7 +213,7 @@ impl RelayShard {
         }
         let Some(code) = self.sessions.get(&conn).map(|s| s.peer_request_error(m.error_code)) else { return };
         let Some((up, _)) = self.remove_upstream(key) else { return };
-        let msg = RelayMsg::UpstreamError { alias: up.alias, epoch: up.epoch, code, reason: m.reason };
+        let msg = OwnerMsg::UpstreamError { alias: up.alias, epoch: up.epoch, code, reason: m.reason };
         self.send(self.owner_of(up.alias), msg);
     }
 
@@ -252,7 +252,7 @@ impl RelayShard {
         let publisher = self.me(conn);
         self.send(
             self.owner_of(alias),
-            RelayMsg::Published { alias, track: m.track, publisher, epoch, info },
+            OwnerMsg::Published { alias, track: m.track, publisher, epoch, info },
         );
     }
 
@@ -387,9 +387,9 @@ impl RelayShard {
         // Streams still open upstream end here (reset: their objects will not come).
         for k in open {
             let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-            self.send(owner, RelayMsg::Upstream { alias, epoch, data });
+            self.send(owner, OwnerMsg::Upstream { alias, epoch, data });
         }
-        self.send(owner, RelayMsg::UpstreamDone { alias, epoch, status, reason });
+        self.send(owner, OwnerMsg::UpstreamDone { alias, epoch, status, reason });
         if let Some(s) = self.sessions.get_mut(&key.0) {
             let _ = s.end_request(key.1); // our side of the request's stream ends too
             self.woken.add(key.0);
@@ -442,7 +442,7 @@ impl RelayShard {
                 if header.subgroup_id == SubgroupId::FirstObject {
                     header.subgroup_id = SubgroupId::Explicit(object.object_id);
                 }
-                self.send(owner, RelayMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
+                self.send(owner, OwnerMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
                 key
             }
         };
@@ -450,7 +450,7 @@ impl RelayShard {
         self.stats.bytes_in += payload.len() as u64;
         self.send(
             owner,
-            RelayMsg::Upstream {
+            OwnerMsg::Upstream {
                 alias,
                 epoch,
                 data: Data::Object { key, object, payload, received: self.now },
@@ -470,7 +470,7 @@ impl RelayShard {
         let (alias, epoch) = (up.alias, up.epoch);
         self.send(
             self.owner_of(alias),
-            RelayMsg::Upstream { alias, epoch, data: Data::StreamEnd { key, reset } },
+            OwnerMsg::Upstream { alias, epoch, data: Data::StreamEnd { key, reset } },
         );
         self.try_finish((conn, rid), false);
     }
@@ -489,7 +489,7 @@ impl RelayShard {
         self.stats.bytes_in += payload.len() as u64;
         self.send(
             self.owner_of(alias),
-            RelayMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: self.now } },
+            OwnerMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: self.now } },
         );
     }
 
@@ -529,9 +529,9 @@ impl RelayShard {
                 let owner = self.owner_of(alias);
                 for k in open {
                     let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-                    self.send(owner, RelayMsg::Upstream { alias, epoch, data });
+                    self.send(owner, OwnerMsg::Upstream { alias, epoch, data });
                 }
-                self.send(owner, RelayMsg::UpstreamLost { alias, epoch });
+                self.send(owner, OwnerMsg::UpstreamLost { alias, epoch });
             }
             self.ingest.streams.retain(|k, _| k.0 != conn);
             self.ingest.per_session.remove(&conn);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::msg::{RelayMsg, SessionRef};
+use super::msg::{IngestMsg, NamespaceMsg, OwnerMsg, SessionRef};
 use super::namespaces::{Requester, Via};
 use super::{session, RelayShard};
 use crate::hash::{HashMap, HashSet};
@@ -187,7 +187,7 @@ impl RelayShard {
             for core in 0..self.cores {
                 self.send(
                     core,
-                    RelayMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
+                    NamespaceMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
                 );
             }
         }
@@ -211,7 +211,7 @@ impl RelayShard {
         }
         let from = self.me(old);
         for core in 0..self.cores {
-            self.send(core, RelayMsg::UpstreamMoved { from });
+            self.send(core, OwnerMsg::UpstreamMoved { from });
         }
     }
 
@@ -286,7 +286,7 @@ impl RelayShard {
     /// away, or [`FORWARD_WAIT`] passed).
     fn links_release(&mut self, held: Vec<(SessionRef, RequestId)>) {
         for (p, rid) in held {
-            self.send(p.core, RelayMsg::NamespaceKnown { conn: p.conn, rid });
+            self.send(p.core, IngestMsg::NamespaceKnown { conn: p.conn, rid });
         }
     }
 

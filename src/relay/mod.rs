@@ -35,7 +35,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use self::alias::AliasKey;
-use self::msg::{Epoch, RelayMsg, SessionRef};
+use self::msg::{DiscoveryMsg, Epoch, FanoutMsg, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
 use crate::auth::{self, Denied, Right, SessionAuth};
 use crate::session::SessionCode;
@@ -280,7 +280,8 @@ struct Mail {
 }
 
 impl Mail {
-    fn send(&mut self, dst: usize, msg: RelayMsg) {
+    fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
+        let msg = msg.into();
         if dst == self.core {
             self.local.push_back(msg);
         } else {
@@ -490,7 +491,7 @@ impl RelayShard {
 
     // -----------------------------------------------------------------------------------------
 
-    fn send(&mut self, dst: usize, msg: RelayMsg) {
+    fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
         self.mail.send(dst, msg);
     }
 
@@ -513,10 +514,88 @@ impl RelayShard {
         }
     }
 
+    /// Routes a message to the role it is for.
     fn dispatch(&mut self, msg: RelayMsg) {
-        use RelayMsg as M;
         match msg {
-            M::NamespaceAnnounced { namespace, publisher, rid, via } => {
+            RelayMsg::Owner(m) => self.on_owner_msg(m),
+            RelayMsg::Fanout(m) => self.on_fanout_msg(m),
+            RelayMsg::Ingest(m) => self.on_ingest_msg(m),
+            RelayMsg::Namespace(m) => self.on_namespace_msg(m),
+            RelayMsg::Discovery(m) => self.on_discovery_msg(m),
+        }
+    }
+
+    fn on_owner_msg(&mut self, msg: OwnerMsg) {
+        use OwnerMsg as M;
+        match msg {
+            M::Subscribe { alias, track, from, rendezvous, who } => {
+                self.owner_subscribe(alias, track, from, rendezvous, who)
+            }
+            M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
+            M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
+            M::UpstreamOk { alias, epoch, info } => self.owner_upstream_ok(alias, epoch, info),
+            M::UpstreamError { alias, epoch, code, reason } => {
+                self.owner_upstream_error(alias, epoch, code, reason)
+            }
+            M::UpstreamLost { alias, epoch } => self.owner_upstream_lost(alias, epoch),
+            M::UpstreamMoved { from } => self.owner_upstream_moved(from),
+            M::UpstreamDone { alias, epoch, status, reason } => {
+                self.owner_upstream_done(alias, epoch, status, reason)
+            }
+            M::Published { alias, track, publisher, epoch, info } => {
+                self.owner_published(alias, track, publisher, epoch, info)
+            }
+            M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
+            M::Fetch { alias, track, ask, who } => self.owner_fetch(alias, track, ask, who),
+            M::Status { alias, track, from, conn, rid, who } => {
+                self.owner_status(alias, track, from, conn, rid, who)
+            }
+            M::UpstreamFetchItem { alias: _, id, piece } => self.owner_upstream_fetch_item(id, piece),
+            M::UpstreamFetchDone { alias: _, id, complete } => {
+                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
+                self.owner_upstream_fetch_done(id, rest)
+            }
+        }
+    }
+
+    fn on_fanout_msg(&mut self, msg: FanoutMsg) {
+        use FanoutMsg as M;
+        match msg {
+            M::Downstream { alias, data } => self.fanout_data(alias, data),
+            M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
+            M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
+            M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),
+            M::StatusAnswer { conn, rid, answer } => self.status_answer(conn, rid, answer),
+            M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
+                self.fetch_answer(conn, rid, fill, answer)
+            }
+        }
+    }
+
+    fn on_ingest_msg(&mut self, msg: IngestMsg) {
+        use IngestMsg as M;
+        match msg {
+            M::UpstreamSubscribe { alias, track, publisher, epoch } => {
+                self.ingest_upstream_subscribe(alias, track, publisher, epoch)
+            }
+            M::UpstreamStop { alias: _, epoch } => self.ingest_upstream_stop(epoch),
+            M::PublishForward { alias: _, epoch, forward } => self.ingest_publish_forward(epoch, forward),
+            M::PublishRefused { alias: _, epoch, code, reason } => {
+                self.ingest_publish_refused(epoch, code, reason)
+            }
+            M::NamespaceKnown { conn, rid } => self.ingest_namespace_known(conn, rid),
+            M::UpstreamFetch { alias, id, track, publisher, start, end } => {
+                self.upfetch_start(alias, id, track, publisher, start, end)
+            }
+            M::UpstreamFetchCancel { id, publisher } => self.upfetch_cancel(publisher.conn, id),
+        }
+    }
+
+    /// The namespace table changed: every role that follows it hears (discovery, links, the
+    /// owner's held SUBSCRIBEs).
+    fn on_namespace_msg(&mut self, msg: NamespaceMsg) {
+        match msg {
+            NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via } => {
                 if self.namespaces.insert(namespace.clone(), publisher, via) {
                     self.discovery_changed(&namespace, true);
                 }
@@ -530,65 +609,24 @@ impl RelayShard {
                 };
                 self.owner_rendezvous(&namespace);
                 if !held {
-                    self.send(publisher.core, RelayMsg::NamespaceKnown { conn: publisher.conn, rid });
+                    self.send(publisher.core, IngestMsg::NamespaceKnown { conn: publisher.conn, rid });
                 }
             }
-            M::NamespaceKnown { conn, rid } => self.ingest_namespace_known(conn, rid),
-            M::NamespaceWithdrawn { namespace, publisher } => {
+            NamespaceMsg::NamespaceWithdrawn { namespace, publisher } => {
                 if self.namespaces.remove(&namespace, publisher) {
                     self.discovery_changed(&namespace, false);
                 }
                 self.links_withdrawn(&namespace, publisher);
             }
-            M::TrackAvailable { alias, track, properties } => self.discovery_track(alias, track, properties),
-            M::TrackGone { alias } => self.discovery_track_gone(alias),
-            M::Subscribe { alias, track, from, rendezvous, who } => {
-                self.owner_subscribe(alias, track, from, rendezvous, who)
+        }
+    }
+
+    fn on_discovery_msg(&mut self, msg: DiscoveryMsg) {
+        match msg {
+            DiscoveryMsg::TrackAvailable { alias, track, properties } => {
+                self.discovery_track(alias, track, properties)
             }
-            M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
-            M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
-            M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
-            M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
-            M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),
-            M::UpstreamSubscribe { alias, track, publisher, epoch } => {
-                self.ingest_upstream_subscribe(alias, track, publisher, epoch)
-            }
-            M::UpstreamStop { alias: _, epoch } => self.ingest_upstream_stop(epoch),
-            M::PublishForward { alias: _, epoch, forward } => self.ingest_publish_forward(epoch, forward),
-            M::UpstreamOk { alias, epoch, info } => self.owner_upstream_ok(alias, epoch, info),
-            M::UpstreamError { alias, epoch, code, reason } => {
-                self.owner_upstream_error(alias, epoch, code, reason)
-            }
-            M::UpstreamLost { alias, epoch } => self.owner_upstream_lost(alias, epoch),
-            M::UpstreamMoved { from } => self.owner_upstream_moved(from),
-            M::UpstreamDone { alias, epoch, status, reason } => {
-                self.owner_upstream_done(alias, epoch, status, reason)
-            }
-            M::Published { alias, track, publisher, epoch, info } => {
-                self.owner_published(alias, track, publisher, epoch, info)
-            }
-            M::PublishRefused { alias: _, epoch, code, reason } => {
-                self.ingest_publish_refused(epoch, code, reason)
-            }
-            M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
-            M::Downstream { alias, data } => self.fanout_data(alias, data),
-            M::Fetch { alias, track, ask, who } => self.owner_fetch(alias, track, ask, who),
-            M::Status { alias, track, from, conn, rid, who } => {
-                self.owner_status(alias, track, from, conn, rid, who)
-            }
-            M::StatusAnswer { conn, rid, answer } => self.status_answer(conn, rid, answer),
-            M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
-                self.fetch_answer(conn, rid, fill, answer)
-            }
-            M::UpstreamFetch { alias, id, track, publisher, start, end } => {
-                self.upfetch_start(alias, id, track, publisher, start, end)
-            }
-            M::UpstreamFetchCancel { id, publisher } => self.upfetch_cancel(publisher.conn, id),
-            M::UpstreamFetchItem { alias: _, id, piece } => self.owner_upstream_fetch_item(id, piece),
-            M::UpstreamFetchDone { alias: _, id, complete } => {
-                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
-                self.owner_upstream_fetch_done(id, rest)
-            }
+            DiscoveryMsg::TrackGone { alias } => self.discovery_track_gone(alias),
         }
     }
 
@@ -657,7 +695,7 @@ impl RelayShard {
             Message::TrackStatus(m) => {
                 let alias = self.key.alias(&m.track);
                 let (from, rid, who) = (self.core, m.request_id, self.requester(conn));
-                let msg = RelayMsg::Status { alias, track: m.track, from, conn, rid, who };
+                let msg = OwnerMsg::Status { alias, track: m.track, from, conn, rid, who };
                 self.send(self.owner_of(alias), msg);
             }
             Message::Fetch(m) => self.fetch_request(conn, m),

@@ -40,40 +40,50 @@ pub struct TrackInfo {
     pub group_order: Option<GroupOrder>,
 }
 
+/// A message between relay shards: one enum per role that receives it, so the shard only
+/// routes (`RelayShard::dispatch`) and each role handles its own.
 #[derive(Debug)]
 pub enum RelayMsg {
-    // ---- namespace table, replicated to every core ----
-    /// PUBLISH_NAMESPACE `rid` of `publisher`; every core answers [`RelayMsg::NamespaceKnown`].
-    NamespaceAnnounced {
-        namespace: TrackNamespace,
-        publisher: SessionRef,
-        rid: RequestId,
-        via: super::namespaces::Via,
-    },
-    /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
-    /// every core has, the publisher gets REQUEST_OK, so a SUBSCRIBE it prompts finds the
-    /// namespace on whichever core it arrives.
-    NamespaceKnown {
-        conn: u64,
-        rid: RequestId,
-    },
-    NamespaceWithdrawn {
-        namespace: TrackNamespace,
-        publisher: SessionRef,
-    },
+    Owner(OwnerMsg),
+    Fanout(FanoutMsg),
+    Ingest(IngestMsg),
+    Namespace(NamespaceMsg),
+    Discovery(DiscoveryMsg),
+}
 
-    // ---- tracks with an Established upstream, replicated to every core ----
-    /// Namespace subscribers that asked for PUBLISH get one for it.
-    TrackAvailable {
-        alias: TrackAlias,
-        track: FullTrackName,
-        properties: Properties,
-    },
-    TrackGone {
-        alias: TrackAlias,
-    },
+impl From<OwnerMsg> for RelayMsg {
+    fn from(m: OwnerMsg) -> Self {
+        RelayMsg::Owner(m)
+    }
+}
 
-    // ---- subscriber core → owner ----
+impl From<FanoutMsg> for RelayMsg {
+    fn from(m: FanoutMsg) -> Self {
+        RelayMsg::Fanout(m)
+    }
+}
+
+impl From<IngestMsg> for RelayMsg {
+    fn from(m: IngestMsg) -> Self {
+        RelayMsg::Ingest(m)
+    }
+}
+
+impl From<NamespaceMsg> for RelayMsg {
+    fn from(m: NamespaceMsg) -> Self {
+        RelayMsg::Namespace(m)
+    }
+}
+
+impl From<DiscoveryMsg> for RelayMsg {
+    fn from(m: DiscoveryMsg) -> Self {
+        RelayMsg::Discovery(m)
+    }
+}
+
+/// Messages to a track's owner core (`alias % cores`): from subscriber cores (subscribe, forward, unsubscribe, FETCH, TRACK_STATUS) and from the ingest core of its upstream (answers, data, the end).
+#[derive(Debug)]
+pub enum OwnerMsg {
     /// The first local subscription of `alias` on core `from`; `rendezvous` is how long it
     /// may wait for a publisher to appear (draft-22 RENDEZVOUS_TIMEOUT; zero: not at all).
     Subscribe {
@@ -95,49 +105,6 @@ pub enum RelayMsg {
         alias: TrackAlias,
         from: usize,
     },
-
-    // ---- owner → subscriber core ----
-    /// The upstream is Established: core `to` is in the track's fan-out set from now on.
-    /// `open` are the upstream streams already open (objects continue on them).
-    SubscribeOk {
-        alias: TrackAlias,
-        info: TrackInfo,
-        open: Vec<(StreamKey, SubgroupHeader)>,
-    },
-    SubscribeError {
-        alias: TrackAlias,
-        code: RequestErrorCode,
-        reason: Bytes,
-    },
-    /// The track ended upstream: every subscription ends with PUBLISH_DONE `status`.
-    TrackDone {
-        alias: TrackAlias,
-        status: DoneStatus,
-        reason: Bytes,
-    },
-
-    // ---- owner → ingest core ----
-    /// SUBSCRIBE `track` upstream on session `publisher`.
-    UpstreamSubscribe {
-        alias: TrackAlias,
-        track: FullTrackName,
-        publisher: SessionRef,
-        epoch: Epoch,
-    },
-    /// Nobody wants the track any more: end upstream subscription `epoch`.
-    UpstreamStop {
-        alias: TrackAlias,
-        epoch: Epoch,
-    },
-    /// Change the Forward State of upstream `epoch` (REQUEST_UPDATE), or answer an accepted
-    /// PUBLISH (PUBLISH_OK) that is still waiting.
-    PublishForward {
-        alias: TrackAlias,
-        epoch: Epoch,
-        forward: bool,
-    },
-
-    // ---- ingest core → owner ----
     UpstreamOk {
         alias: TrackAlias,
         epoch: Epoch,
@@ -175,22 +142,63 @@ pub enum RelayMsg {
         epoch: Epoch,
         info: TrackInfo,
     },
-
-    /// The owner cannot take this PUBLISH.
-    PublishRefused {
-        alias: TrackAlias,
-        epoch: Epoch,
-        code: RequestErrorCode,
-        reason: Bytes,
-    },
-
-    // ---- FETCH (and draft-22 fill fetch streams) ----
     /// Subscriber core → owner: objects of `track` from the cache.
     Fetch {
         alias: TrackAlias,
         track: FullTrackName,
         ask: FetchAsk,
         who: super::namespaces::Requester,
+    },
+    /// Publisher's core → owner: the next item of upstream fetch `id`.
+    UpstreamFetchItem {
+        alias: TrackAlias,
+        id: u64,
+        piece: Piece,
+    },
+    /// Upstream fetch `id` ended: `complete` when its stream ended with FIN (else it was
+    /// refused, reset, or its session went away).
+    UpstreamFetchDone {
+        alias: TrackAlias,
+        id: u64,
+        complete: bool,
+    },
+    /// Subscriber core → owner.
+    Status {
+        alias: TrackAlias,
+        track: FullTrackName,
+        from: usize,
+        conn: u64,
+        rid: RequestId,
+        who: super::namespaces::Requester,
+    },
+    /// Ingest core → owner, for upstream subscription `epoch`.
+    Upstream {
+        alias: TrackAlias,
+        epoch: Epoch,
+        data: Data,
+    },
+}
+
+/// Messages from a track's owner to a core with its subscribers (or that asked it something).
+#[derive(Debug)]
+pub enum FanoutMsg {
+    /// The upstream is Established: core `to` is in the track's fan-out set from now on.
+    /// `open` are the upstream streams already open (objects continue on them).
+    SubscribeOk {
+        alias: TrackAlias,
+        info: TrackInfo,
+        open: Vec<(StreamKey, SubgroupHeader)>,
+    },
+    SubscribeError {
+        alias: TrackAlias,
+        code: RequestErrorCode,
+        reason: Bytes,
+    },
+    /// The track ended upstream: every subscription ends with PUBLISH_DONE `status`.
+    TrackDone {
+        alias: TrackAlias,
+        status: DoneStatus,
+        reason: Bytes,
     },
     /// Owner → the asking core.
     FetchAnswer {
@@ -200,8 +208,35 @@ pub enum RelayMsg {
         fill: bool,
         answer: Result<FetchData, (RequestErrorCode, Bytes)>,
     },
+    /// Owner → the asking core: what a SUBSCRIBE_OK would carry, or an error.
+    StatusAnswer {
+        conn: u64,
+        rid: RequestId,
+        answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
+    },
+    /// Owner → a core with subscribers of `alias`.
+    Downstream {
+        alias: TrackAlias,
+        data: Data,
+    },
+}
 
-    // ---- upstream FETCH (what the cache does not hold) ----
+/// Messages to the core of a publisher or upstream link session: what to ask upstream, and the answers to its announcements and PUBLISHes.
+#[derive(Debug)]
+pub enum IngestMsg {
+    /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
+    /// every core has, the publisher gets REQUEST_OK, so a SUBSCRIBE it prompts finds the
+    /// namespace on whichever core it arrives.
+    NamespaceKnown { conn: u64, rid: RequestId },
+    /// SUBSCRIBE `track` upstream on session `publisher`.
+    UpstreamSubscribe { alias: TrackAlias, track: FullTrackName, publisher: SessionRef, epoch: Epoch },
+    /// Nobody wants the track any more: end upstream subscription `epoch`.
+    UpstreamStop { alias: TrackAlias, epoch: Epoch },
+    /// Change the Forward State of upstream `epoch` (REQUEST_UPDATE), or answer an accepted
+    /// PUBLISH (PUBLISH_OK) that is still waiting.
+    PublishForward { alias: TrackAlias, epoch: Epoch, forward: bool },
+    /// The owner cannot take this PUBLISH.
+    PublishRefused { alias: TrackAlias, epoch: Epoch, code: RequestErrorCode, reason: Bytes },
     /// Owner → the publisher's core: FETCH `start..=end` of `track` upstream on session
     /// `publisher`, for the owner's pending fetch `id`.
     UpstreamFetch {
@@ -212,53 +247,37 @@ pub enum RelayMsg {
         start: Location,
         end: Location,
     },
-    /// Publisher's core → owner: the next item of upstream fetch `id`.
-    UpstreamFetchItem {
-        alias: TrackAlias,
-        id: u64,
-        piece: Piece,
-    },
     /// Owner → the publisher's core: upstream fetch `id` is no longer wanted (FILL_TIMEOUT).
-    UpstreamFetchCancel {
-        id: u64,
+    UpstreamFetchCancel { id: u64, publisher: SessionRef },
+}
+
+/// The namespace table, replicated to every core.
+#[derive(Debug)]
+pub enum NamespaceMsg {
+    /// PUBLISH_NAMESPACE `rid` of `publisher`; every core answers [`IngestMsg::NamespaceKnown`].
+    NamespaceAnnounced {
+        namespace: TrackNamespace,
+        publisher: SessionRef,
+        rid: RequestId,
+        via: super::namespaces::Via,
+    },
+    NamespaceWithdrawn {
+        namespace: TrackNamespace,
         publisher: SessionRef,
     },
-    /// Upstream fetch `id` ended: `complete` when its stream ended with FIN (else it was
-    /// refused, reset, or its session went away).
-    UpstreamFetchDone {
-        alias: TrackAlias,
-        id: u64,
-        complete: bool,
-    },
+}
 
-    // ---- TRACK_STATUS ----
-    /// Subscriber core → owner.
-    Status {
+/// Tracks with an Established upstream, replicated to every core: namespace subscribers that asked for PUBLISH get one for each.
+#[derive(Debug)]
+pub enum DiscoveryMsg {
+    /// Namespace subscribers that asked for PUBLISH get one for it.
+    TrackAvailable {
         alias: TrackAlias,
         track: FullTrackName,
-        from: usize,
-        conn: u64,
-        rid: RequestId,
-        who: super::namespaces::Requester,
+        properties: Properties,
     },
-    /// Owner → the asking core: what a SUBSCRIBE_OK would carry, or an error.
-    StatusAnswer {
-        conn: u64,
-        rid: RequestId,
-        answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
-    },
-
-    // ---- data ----
-    /// Ingest core → owner, for upstream subscription `epoch`.
-    Upstream {
+    TrackGone {
         alias: TrackAlias,
-        epoch: Epoch,
-        data: Data,
-    },
-    /// Owner → a core with subscribers of `alias`.
-    Downstream {
-        alias: TrackAlias,
-        data: Data,
     },
 }
 

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use super::cache::{Cache, CachedObject};
 use super::malformed::Shape;
 use super::msg::{
-    Data, Epoch, FetchAsk, FetchBound, FetchData, FetchStart, Piece, RelayMsg, SessionRef, StreamKey,
-    TrackInfo,
+    Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, Piece,
+    SessionRef, StreamKey, TrackInfo,
 };
 use super::namespaces::Requester;
 use super::RelayShard;
@@ -122,7 +122,7 @@ struct Move {
     dropped: HashSet<StreamKey>,
 }
 
-/// A track whose upstream link was lost (`RelayMsg::UpstreamLost`).
+/// A track whose upstream link was lost (`OwnerMsg::UpstreamLost`).
 #[derive(Debug, Clone, Copy)]
 struct Lost {
     /// Subscribers get PUBLISH_DONE if no upstream is Established by then.
@@ -346,7 +346,7 @@ impl RelayShard {
             if !t.cores.contains(&core) {
                 t.cores.push(core);
             }
-            let msg = RelayMsg::SubscribeOk { alias, info: info.clone(), open: open.clone() };
+            let msg = FanoutMsg::SubscribeOk { alias, info: info.clone(), open: open.clone() };
             self.mail.send(core, msg);
         }
     }
@@ -370,7 +370,7 @@ impl RelayShard {
                 let reason = Bytes::from_static(b"track alias collision");
                 return self.send(
                     from,
-                    RelayMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
+                    FanoutMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
                 );
             }
             t.idle_since = None;
@@ -387,7 +387,7 @@ impl RelayShard {
                 Source::Published { publisher, epoch, forward } => {
                     if !forward {
                         t.source = Source::Published { publisher, epoch, forward: true };
-                        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: true });
+                        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: true });
                     }
                     self.release_waiting(alias);
                 }
@@ -398,7 +398,7 @@ impl RelayShard {
             let reason = Bytes::from_static(b"relay track limit reached");
             return self.send(
                 from,
-                RelayMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
+                FanoutMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
             );
         }
         let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
@@ -412,7 +412,7 @@ impl RelayShard {
             let reason = Bytes::from_static(b"no publisher for this track");
             return self.send(
                 from,
-                RelayMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
+                FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
             );
         };
         self.owner_start_upstream(alias, track, publisher, vec![from], who);
@@ -431,7 +431,7 @@ impl RelayShard {
         let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
         t.who = who;
         self.owner.tracks.insert(alias, t);
-        self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
@@ -480,7 +480,7 @@ impl RelayShard {
             let Some(h) = self.owner.held.remove(&alias) else { continue };
             for core in h.waiting {
                 let reason = Bytes::from_static(b"no publisher appeared in time");
-                self.send(core, RelayMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
+                self.send(core, FanoutMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
             }
         }
     }
@@ -530,9 +530,9 @@ impl RelayShard {
         }
         if let Some(m) = t.moving.as_ref().filter(|m| m.ok) {
             let (core, epoch) = (m.publisher.core, m.epoch);
-            self.send(core, RelayMsg::PublishForward { alias, epoch, forward: wanted });
+            self.send(core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
         }
-        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wanted });
+        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
     }
 
     /// The parent of upstream link `from` is going away and the link's replacement is up
@@ -576,11 +576,11 @@ impl RelayShard {
             }
             Source::Pending { .. } => {
                 t.source = Source::Pending { publisher, epoch };
-                self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+                self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
             }
             Source::Published { .. } => return,
         }
-        self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
     /// Tracks whose move was refused try again while they are still on the old link (its
@@ -618,7 +618,7 @@ impl RelayShard {
         tracing::debug!(alias = alias.0, cut, "track moved to the new upstream link");
         self.stats.tracks_moved += 1;
         if stop_old {
-            self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+            self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
         }
     }
 
@@ -631,7 +631,7 @@ impl RelayShard {
             }
             if !t.forward {
                 let publisher = m.publisher;
-                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
             }
             return;
         }
@@ -662,7 +662,7 @@ impl RelayShard {
         let (track, properties) = (t.name.clone(), t.info.properties.clone());
         for core in 0..self.cores {
             let msg =
-                RelayMsg::TrackAvailable { alias, track: track.clone(), properties: properties.clone() };
+                DiscoveryMsg::TrackAvailable { alias, track: track.clone(), properties: properties.clone() };
             self.send(core, msg);
         }
     }
@@ -672,18 +672,18 @@ impl RelayShard {
         let mut t = self.owner.tracks.remove(&alias)?;
         self.owner.cache.remove_track(alias);
         if let Some(m) = t.moving.take() {
-            self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
+            self.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
         }
         if t.available {
             for core in 0..self.cores {
-                self.send(core, RelayMsg::TrackGone { alias });
+                self.send(core, DiscoveryMsg::TrackGone { alias });
             }
         }
         for ask in std::mem::take(&mut t.fetches) {
             self.owner_fetch_error(alias, &ask, code, reason.clone());
         }
         for (core, conn, rid) in std::mem::take(&mut t.statuses) {
-            self.send(core, RelayMsg::StatusAnswer { conn, rid, answer: Err((code, reason.clone())) });
+            self.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Err((code, reason.clone())) });
         }
         Some(t)
     }
@@ -717,11 +717,11 @@ impl RelayShard {
         for core in t.cores {
             self.send(
                 core,
-                RelayMsg::TrackDone { alias, status: DoneStatus::InternalError, reason: reason.clone() },
+                FanoutMsg::TrackDone { alias, status: DoneStatus::InternalError, reason: reason.clone() },
             );
         }
         for core in t.waiting {
-            self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
+            self.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
         }
     }
 
@@ -734,17 +734,17 @@ impl RelayShard {
         let Some(t) = self.owner_remove(alias, RequestErrorCode::MalformedTrack, &reason) else { return };
         self.stats.malformed_tracks += 1;
         let (publisher, epoch) = (t.source.publisher(), t.source.epoch());
-        self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
+        self.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
         for core in t.cores {
             self.send(
                 core,
-                RelayMsg::TrackDone { alias, status: DoneStatus::MalformedTrack, reason: reason.clone() },
+                FanoutMsg::TrackDone { alias, status: DoneStatus::MalformedTrack, reason: reason.clone() },
             );
         }
         for core in t.waiting {
             self.send(
                 core,
-                RelayMsg::SubscribeError {
+                FanoutMsg::SubscribeError {
                     alias,
                     code: RequestErrorCode::MalformedTrack,
                     reason: reason.clone(),
@@ -798,11 +798,11 @@ impl RelayShard {
                 };
                 for core in t.cores {
                     let status = DoneStatus::InternalError;
-                    self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
+                    self.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
                 }
                 for core in t.waiting {
                     let code = RequestErrorCode::InternalError;
-                    self.send(core, RelayMsg::SubscribeError { alias, code, reason: reason.clone() });
+                    self.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
                 }
                 continue;
             }
@@ -821,7 +821,10 @@ impl RelayShard {
                     t.source = Source::Pending { publisher, epoch };
                     self.owner.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
-                    self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                    self.send(
+                        publisher.core,
+                        IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch },
+                    );
                 }
                 None => {
                     l.retry_at = now + UPSTREAM_RETRY;
@@ -852,11 +855,14 @@ impl RelayShard {
         }
         let Some(t) = self.owner_remove(alias, RequestErrorCode::DoesNotExist, &reason) else { return };
         for core in t.cores {
-            self.send(core, RelayMsg::TrackDone { alias, status, reason: reason.clone() });
+            self.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
         }
         for core in t.waiting {
             let reason = Bytes::from_static(b"the track ended upstream");
-            self.send(core, RelayMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason });
+            self.send(
+                core,
+                FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
+            );
         }
     }
 
@@ -876,12 +882,12 @@ impl RelayShard {
                 let reason = Bytes::from_static(b"track alias collision");
                 self.send(
                     publisher.core,
-                    RelayMsg::PublishRefused { alias, epoch, code: RequestErrorCode::InternalError, reason },
+                    IngestMsg::PublishRefused { alias, epoch, code: RequestErrorCode::InternalError, reason },
                 );
             }
             Some((true, old)) => {
                 // The newest source wins: the old upstream ends, its open streams end here.
-                self.send(old.publisher().core, RelayMsg::UpstreamStop { alias, epoch: old.epoch() });
+                self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
                 let moving = t.moving.take();
                 t.dropped.clear();
@@ -901,14 +907,14 @@ impl RelayShard {
                 for key in ended {
                     for &core in &cores {
                         let data = Data::StreamEnd { key, reset: Some(ResetCode::Cancelled) };
-                        let msg = RelayMsg::Downstream { alias, data };
+                        let msg = FanoutMsg::Downstream { alias, data };
                         self.mail.send(core, msg);
                     }
                 }
                 if let Some(m) = moving {
-                    self.send(m.publisher.core, RelayMsg::UpstreamStop { alias, epoch: m.epoch });
+                    self.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
                 }
-                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: wants });
+                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wants });
                 self.release_waiting(alias);
                 if newer {
                     self.owner_answer_waiting_fetches(alias);
@@ -918,7 +924,7 @@ impl RelayShard {
             None => {
                 if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
                     let reason = Bytes::from_static(b"relay track limit reached");
-                    let msg = RelayMsg::PublishRefused {
+                    let msg = IngestMsg::PublishRefused {
                         alias,
                         epoch,
                         code: RequestErrorCode::InternalError,
@@ -934,7 +940,7 @@ impl RelayShard {
                 let forward = !waiting.is_empty();
                 let source = Source::Published { publisher, epoch, forward };
                 self.owner.tracks.insert(alias, Track::new(track, source, waiting, info));
-                self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward });
+                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
                 self.release_waiting(alias);
                 self.owner_announce(alias);
             }
@@ -1007,7 +1013,7 @@ impl RelayShard {
             let core = t.cores[i];
             // One message per core; the last takes the original (payloads are shared anyway).
             let Some(data) = (if i + 1 == n { data.take() } else { data.clone() }) else { break };
-            let msg = RelayMsg::Downstream { alias, data };
+            let msg = FanoutMsg::Downstream { alias, data };
             self.mail.send(core, msg);
         }
         if t.moving
@@ -1039,7 +1045,7 @@ impl RelayShard {
                 Source::Published { publisher, epoch, forward } => {
                     if forward {
                         t.source = Source::Published { publisher, epoch, forward: false };
-                        self.send(publisher.core, RelayMsg::PublishForward { alias, epoch, forward: false });
+                        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
                     }
                 }
                 Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
@@ -1048,7 +1054,7 @@ impl RelayShard {
                         RequestErrorCode::DoesNotExist,
                         &Bytes::from_static(b"the track ended"),
                     );
-                    self.send(publisher.core, RelayMsg::UpstreamStop { alias, epoch });
+                    self.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
                 }
             }
         }
@@ -1108,7 +1114,7 @@ impl RelayShard {
                 t.fetches.push(ask);
                 t.who = who;
                 self.owner.tracks.insert(alias, t);
-                self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
         }
     }
@@ -1118,7 +1124,7 @@ impl RelayShard {
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         let info = t.info.clone();
         for (core, conn, rid) in std::mem::take(&mut t.statuses) {
-            self.send(core, RelayMsg::StatusAnswer { conn, rid, answer: Ok(info.clone()) });
+            self.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Ok(info.clone()) });
         }
         let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
         for ask in std::mem::take(&mut t.fetches) {
@@ -1138,7 +1144,7 @@ impl RelayShard {
         rid: RequestId,
         who: Requester,
     ) {
-        let fail = |code: RequestErrorCode, reason: &'static [u8]| RelayMsg::StatusAnswer {
+        let fail = |code: RequestErrorCode, reason: &'static [u8]| FanoutMsg::StatusAnswer {
             conn,
             rid,
             answer: Err((code, Bytes::from_static(reason))),
@@ -1151,7 +1157,7 @@ impl RelayShard {
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.statuses.push((from, conn, rid)),
             Some(t) => {
                 let answer = Ok(t.info.clone());
-                self.send(from, RelayMsg::StatusAnswer { conn, rid, answer });
+                self.send(from, FanoutMsg::StatusAnswer { conn, rid, answer });
             }
             None if full => {
                 self.send(from, fail(RequestErrorCode::InternalError, b"relay track limit reached"))
@@ -1171,7 +1177,7 @@ impl RelayShard {
                 t.statuses.push((from, conn, rid));
                 t.who = who;
                 self.owner.tracks.insert(alias, t);
-                self.send(publisher.core, RelayMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
         }
     }
@@ -1183,7 +1189,7 @@ impl RelayShard {
         code: RequestErrorCode,
         reason: Bytes,
     ) {
-        let msg = RelayMsg::FetchAnswer {
+        let msg = FanoutMsg::FetchAnswer {
             alias,
             conn: ask.conn,
             rid: ask.rid,
@@ -1267,14 +1273,14 @@ impl RelayShard {
         let pending =
             UpstreamFetch { alias, publisher, ask, data, gap, cached, upstream: Vec::new(), bytes: 0 };
         self.owner.fetching.insert(id, pending);
-        let msg = RelayMsg::UpstreamFetch { alias, id, track, publisher, start, end: gap };
+        let msg = IngestMsg::UpstreamFetch { alias, id, track, publisher, start, end: gap };
         self.send(publisher.core, msg);
     }
 
     /// Sends the answer of a FETCH to the core that asked.
     fn owner_fetch_reply(&mut self, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
         let msg =
-            RelayMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
+            FanoutMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
         self.send(ask.from, msg);
     }
 
@@ -1294,7 +1300,7 @@ impl RelayShard {
         }
         if f.bytes > MAX_UPSTREAM_FETCH_BYTES {
             let publisher = f.publisher;
-            self.send(publisher.core, RelayMsg::UpstreamFetchCancel { id, publisher });
+            self.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
             self.owner_upstream_fetch_done(id, Some(RangeEnd::Unknown));
         }
     }
@@ -1321,7 +1327,7 @@ impl RelayShard {
     fn owner_fetch_timeouts(&mut self) {
         while let Some(id) = pop_due(&mut self.owner.fetch_deadlines, self.now) {
             let Some(publisher) = self.owner.fetching.get(&id).map(|f| f.publisher) else { continue };
-            self.send(publisher.core, RelayMsg::UpstreamFetchCancel { id, publisher });
+            self.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
             self.owner_upstream_fetch_done(id, Some(RangeEnd::TimedOut));
         }
     }

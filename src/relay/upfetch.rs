@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::cache::CachedObject;
-use super::msg::{Piece, RelayMsg, SessionRef};
+use super::msg::{OwnerMsg, Piece, SessionRef};
 use super::{session, RelayShard};
 use crate::session::DataObject;
 use crate::wire::model::{
@@ -73,7 +73,7 @@ impl RelayShard {
     }
 
     fn upfetch_done(&mut self, alias: TrackAlias, id: u64, complete: bool) {
-        self.send(self.owner_of(alias), RelayMsg::UpstreamFetchDone { alias, id, complete });
+        self.send(self.owner_of(alias), OwnerMsg::UpstreamFetchDone { alias, id, complete });
     }
 
     /// REQUEST_ERROR for upstream FETCH `rid` of session `conn`: nothing comes.
@@ -111,7 +111,7 @@ impl RelayShard {
             ),
             FetchItem::EndOfRange { kind, location } => Piece::Gap(kind, location),
         };
-        self.send(self.owner_of(alias), RelayMsg::UpstreamFetchItem { alias, id, piece });
+        self.send(self.owner_of(alias), OwnerMsg::UpstreamFetchItem { alias, id, piece });
     }
 
     /// The owner gave up on upstream fetch `id` (FILL_TIMEOUT): FETCH_CANCEL (draft-16), or
