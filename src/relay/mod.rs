@@ -290,6 +290,39 @@ impl Mail {
     }
 }
 
+/// What the roles of one core share during one call: where they run, the shard's clock,
+/// the configuration, the namespace table, the outgoing mail and the counters. A role that
+/// takes a `Cx` touches no other role's state: it talks to them through `send`.
+pub(super) struct Cx<'a> {
+    pub core: usize,
+    pub cores: usize,
+    pub now: Instant,
+    /// The relay is draining (GOAWAY sent): nothing lingers.
+    pub draining: bool,
+    pub config: &'a RelayConfig,
+    pub namespaces: &'a NamespaceTable,
+    pub stats: &'a mut RelayStats,
+    mail: &'a mut Mail,
+    next_epoch: &'a mut u64,
+}
+
+impl Cx<'_> {
+    pub fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
+        self.mail.send(dst, msg);
+    }
+
+    /// A new upstream subscription ID, unique across cores.
+    pub fn new_epoch(&mut self) -> Epoch {
+        *self.next_epoch += 1;
+        epoch(self.core, *self.next_epoch)
+    }
+}
+
+/// Upstream subscription `seq` of core `core` (the core in the top bits).
+fn epoch(core: usize, seq: u64) -> Epoch {
+    (core as u64) << 48 | seq
+}
+
 /// Looks up session `conn` and notes that it has output.
 fn session<'a>(
     sessions: &'a mut HashMap<u64, Session>,
@@ -467,7 +500,7 @@ impl RelayShard {
     /// Timers (linger, held PUBLISH_DONE). Returns the next deadline.
     pub fn tick(&mut self, now: Instant) -> Option<Instant> {
         self.now = now;
-        self.owner_tick();
+        self.with_owner(|owner, cx| owner.tick(cx));
         self.ingest_tick();
         self.fanout_tick();
         let links = self.links_tick();
@@ -501,7 +534,23 @@ impl RelayShard {
 
     fn new_epoch(&mut self) -> Epoch {
         self.next_epoch += 1;
-        (self.core as u64) << 48 | self.next_epoch
+        epoch(self.core, self.next_epoch)
+    }
+
+    /// Runs `f` on the owner role with the shard's shared context.
+    fn with_owner<T>(&mut self, f: impl FnOnce(&mut owner::Owner, &mut Cx<'_>) -> T) -> T {
+        let mut cx = Cx {
+            core: self.core,
+            cores: self.cores,
+            now: self.now,
+            draining: self.goaway.is_some(),
+            config: &self.config,
+            namespaces: &self.namespaces,
+            stats: &mut self.stats,
+            mail: &mut self.mail,
+            next_epoch: &mut self.next_epoch,
+        };
+        f(&mut self.owner, &mut cx)
     }
 
     fn me(&self, conn: u64) -> SessionRef {
@@ -526,36 +575,7 @@ impl RelayShard {
     }
 
     fn on_owner_msg(&mut self, msg: OwnerMsg) {
-        use OwnerMsg as M;
-        match msg {
-            M::Subscribe { alias, track, from, rendezvous, who } => {
-                self.owner_subscribe(alias, track, from, rendezvous, who)
-            }
-            M::Unsubscribe { alias, from } => self.owner_unsubscribe(alias, from),
-            M::Forward { alias, from, forward } => self.owner_forward(alias, from, forward),
-            M::UpstreamOk { alias, epoch, info } => self.owner_upstream_ok(alias, epoch, info),
-            M::UpstreamError { alias, epoch, code, reason } => {
-                self.owner_upstream_error(alias, epoch, code, reason)
-            }
-            M::UpstreamLost { alias, epoch } => self.owner_upstream_lost(alias, epoch),
-            M::UpstreamMoved { from } => self.owner_upstream_moved(from),
-            M::UpstreamDone { alias, epoch, status, reason } => {
-                self.owner_upstream_done(alias, epoch, status, reason)
-            }
-            M::Published { alias, track, publisher, epoch, info } => {
-                self.owner_published(alias, track, publisher, epoch, info)
-            }
-            M::Upstream { alias, epoch, data } => self.owner_data(alias, epoch, data),
-            M::Fetch { alias, track, ask, who } => self.owner_fetch(alias, track, ask, who),
-            M::Status { alias, track, from, conn, rid, who } => {
-                self.owner_status(alias, track, from, conn, rid, who)
-            }
-            M::UpstreamFetchItem { alias: _, id, piece } => self.owner_upstream_fetch_item(id, piece),
-            M::UpstreamFetchDone { alias: _, id, complete } => {
-                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
-                self.owner_upstream_fetch_done(id, rest)
-            }
-        }
+        self.with_owner(|owner, cx| owner.on_msg(cx, msg));
     }
 
     fn on_fanout_msg(&mut self, msg: FanoutMsg) {
@@ -607,7 +627,7 @@ impl RelayShard {
                     }
                     Via::Upstream { .. } => false,
                 };
-                self.owner_rendezvous(&namespace);
+                self.with_owner(|owner, cx| owner.rendezvous(cx, &namespace));
                 if !held {
                     self.send(publisher.core, IngestMsg::NamespaceKnown { conn: publisher.conn, rid });
                 }

@@ -15,11 +15,11 @@ use bytes::Bytes;
 use super::cache::{Cache, CachedObject};
 use super::malformed::Shape;
 use super::msg::{
-    Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, Piece,
-    SessionRef, StreamKey, TrackInfo,
+    Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
+    Piece, SessionRef, StreamKey, TrackInfo,
 };
 use super::namespaces::Requester;
-use super::RelayShard;
+use super::Cx;
 use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
@@ -317,28 +317,62 @@ fn max_location(a: Option<Location>, b: Location) -> Location {
     }
 }
 
-impl RelayShard {
-    /// How long a track nobody wants keeps its upstream: none while the relay drains (no new
-    /// subscriber is coming, and the upstream's end lets the parent's drain finish).
-    fn linger(&self) -> Duration {
-        if self.goaway.is_some() {
-            Duration::ZERO
-        } else {
-            self.config.linger
+impl Owner {
+    /// A message for the owner role.
+    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, msg: OwnerMsg) {
+        use OwnerMsg as M;
+        match msg {
+            M::Subscribe { alias, track, from, rendezvous, who } => {
+                self.subscribe(cx, alias, track, from, rendezvous, who)
+            }
+            M::Unsubscribe { alias, from } => self.unsubscribe(cx, alias, from),
+            M::Forward { alias, from, forward } => self.forward(cx, alias, from, forward),
+            M::UpstreamOk { alias, epoch, info } => self.upstream_ok(cx, alias, epoch, info),
+            M::UpstreamError { alias, epoch, code, reason } => {
+                self.upstream_error(cx, alias, epoch, code, reason)
+            }
+            M::UpstreamLost { alias, epoch } => self.upstream_lost(cx, alias, epoch),
+            M::UpstreamMoved { from } => self.upstream_moved(cx, from),
+            M::UpstreamDone { alias, epoch, status, reason } => {
+                self.upstream_done(cx, alias, epoch, status, reason)
+            }
+            M::Published { alias, track, publisher, epoch, info } => {
+                self.published(cx, alias, track, publisher, epoch, info)
+            }
+            M::Upstream { alias, epoch, data } => self.data(cx, alias, epoch, data),
+            M::Fetch { alias, track, ask, who } => self.fetch(cx, alias, track, ask, who),
+            M::Status { alias, track, from, conn, rid, who } => {
+                self.status(cx, alias, track, (from, conn, rid), who)
+            }
+            M::UpstreamFetchItem { alias: _, id, piece } => self.upstream_fetch_item(cx, id, piece),
+            M::UpstreamFetchDone { alias: _, id, complete } => {
+                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
+                self.upstream_fetch_done(cx, id, rest)
+            }
         }
     }
 
-    fn set_idle(&mut self, alias: TrackAlias) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    /// How long a track nobody wants keeps its upstream: none while the relay drains (no new
+    /// subscriber is coming, and the upstream's end lets the parent's drain finish).
+    fn linger(&self, cx: &Cx<'_>) -> Duration {
+        if cx.draining {
+            Duration::ZERO
+        } else {
+            cx.config.linger
+        }
+    }
+
+    fn set_idle(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.cores.is_empty() && t.waiting.is_empty() && t.idle_since.is_none() {
-            t.idle_since = Some(self.now);
-            self.owner.idle.push(Reverse((self.now + self.linger(), alias.0)));
+            t.idle_since = Some(cx.now);
+            self.idle.push(Reverse((cx.now + self.linger(cx), alias.0)));
         }
     }
 
     /// Answers every waiting core: the upstream is Established.
-    fn release_waiting(&mut self, alias: TrackAlias) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    fn release_waiting(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         let waiting = std::mem::take(&mut t.waiting);
         let info = t.info.clone();
         let open: Vec<_> = t.streams.iter().map(|(k, (h, _))| (*k, *h)).collect();
@@ -347,28 +381,29 @@ impl RelayShard {
                 t.cores.push(core);
             }
             let msg = FanoutMsg::SubscribeOk { alias, info: info.clone(), open: open.clone() };
-            self.mail.send(core, msg);
+            cx.send(core, msg);
         }
     }
 
-    pub(super) fn owner_subscribe(
+    pub(super) fn subscribe(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
         from: usize,
         rendezvous: Duration,
         who: Requester,
     ) {
-        if let Some(h) = self.owner.held.get_mut(&alias) {
+        if let Some(h) = self.held.get_mut(&alias) {
             if h.name == track && !h.waiting.contains(&from) {
                 h.waiting.push(from);
             }
             return;
         }
-        if let Some(t) = self.owner.tracks.get_mut(&alias) {
+        if let Some(t) = self.tracks.get_mut(&alias) {
             if t.name != track {
                 let reason = Bytes::from_static(b"track alias collision");
-                return self.send(
+                return cx.send(
                     from,
                     FanoutMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
                 );
@@ -381,66 +416,67 @@ impl RelayShard {
             match t.source {
                 Source::Pending { .. } => {}
                 Source::Subscribed { .. } => {
-                    self.release_waiting(alias);
-                    self.owner_sync_forward(alias);
+                    self.release_waiting(cx, alias);
+                    self.sync_forward(cx, alias);
                 }
                 Source::Published { publisher, epoch, forward } => {
                     if !forward {
                         t.source = Source::Published { publisher, epoch, forward: true };
-                        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: true });
+                        cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: true });
                     }
-                    self.release_waiting(alias);
+                    self.release_waiting(cx, alias);
                 }
             }
             return;
         }
-        if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
+        if self.tracks.len() >= cx.config.max_tracks_per_shard {
             let reason = Bytes::from_static(b"relay track limit reached");
-            return self.send(
+            return cx.send(
                 from,
                 FanoutMsg::SubscribeError { alias, code: RequestErrorCode::InternalError, reason },
             );
         }
-        let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
+        let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
             if !rendezvous.is_zero() {
                 // Hold it until a publisher appears (PUBLISH_NAMESPACE or PUBLISH) or time is up.
-                let until = self.now + rendezvous.min(self.config.max_rendezvous);
-                self.owner.held.insert(alias, Held { name: track, waiting: vec![from], until, who });
-                self.owner.held_until.push(Reverse((until, alias.0)));
+                let until = cx.now + rendezvous.min(cx.config.max_rendezvous);
+                self.held.insert(alias, Held { name: track, waiting: vec![from], until, who });
+                self.held_until.push(Reverse((until, alias.0)));
                 return;
             }
             let reason = Bytes::from_static(b"no publisher for this track");
-            return self.send(
+            return cx.send(
                 from,
                 FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
             );
         };
-        self.owner_start_upstream(alias, track, publisher, vec![from], who);
+        self.start_upstream(cx, alias, track, publisher, vec![from], who);
     }
 
-    fn owner_start_upstream(
+    fn start_upstream(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
         publisher: SessionRef,
         waiting: Vec<usize>,
         who: Requester,
     ) {
-        let epoch = self.new_epoch();
+        let epoch = cx.new_epoch();
         let source = Source::Pending { publisher, epoch };
         let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
         t.who = who;
-        self.owner.tracks.insert(alias, t);
-        self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        self.tracks.insert(alias, t);
+        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
-    pub(super) fn owner_rendezvous(&mut self, namespace: &crate::wire::model::TrackNamespace) {
+    pub(super) fn rendezvous(&mut self, cx: &mut Cx<'_>, namespace: &crate::wire::model::TrackNamespace) {
         // Tracks waiting for a lost upstream link under `namespace` try again at once.
         // (Only scanned while some track is lost: the heap is empty otherwise.)
-        let now = self.now;
+        let now = cx.now;
         let mut again = Vec::new();
-        let tracks = if self.owner.lost.is_empty() { None } else { Some(self.owner.tracks.iter_mut()) };
+        let tracks = if self.lost.is_empty() { None } else { Some(self.tracks.iter_mut()) };
         for (alias, t) in tracks.into_iter().flatten().filter(|(_, t)| t.lost.is_some()) {
             if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
                 if l.retry_at > now {
@@ -449,73 +485,72 @@ impl RelayShard {
                 }
             }
         }
-        self.owner.lost.extend(again);
-        if self.owner.held.is_empty() {
+        self.lost.extend(again);
+        if self.held.is_empty() {
             return;
         }
         let ready: Vec<TrackAlias> = self
-            .owner
             .held
             .iter()
             .filter(|(_, h)| h.name.namespace.starts_with(namespace))
             .map(|(a, _)| *a)
             .collect();
         for alias in ready {
-            let Some(h) = self.owner.held.remove(&alias) else { continue };
-            let Some(publisher) = self.namespaces.route(&h.name.namespace, h.who) else {
-                self.owner.held.insert(alias, h);
+            let Some(h) = self.held.remove(&alias) else { continue };
+            let Some(publisher) = cx.namespaces.route(&h.name.namespace, h.who) else {
+                self.held.insert(alias, h);
                 continue;
             };
-            self.owner_start_upstream(alias, h.name, publisher, h.waiting, h.who);
+            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who);
         }
     }
 
     /// Held SUBSCRIBEs whose rendezvous time is up: REQUEST_ERROR TIMEOUT.
-    fn owner_rendezvous_expired(&mut self) {
-        while let Some(alias) = pop_due(&mut self.owner.held_until, self.now) {
+    fn rendezvous_expired(&mut self, cx: &mut Cx<'_>) {
+        while let Some(alias) = pop_due(&mut self.held_until, cx.now) {
             let alias = TrackAlias(alias);
-            if self.owner.held.get(&alias).is_none_or(|h| h.until > self.now) {
+            if self.held.get(&alias).is_none_or(|h| h.until > cx.now) {
                 continue;
             }
-            let Some(h) = self.owner.held.remove(&alias) else { continue };
+            let Some(h) = self.held.remove(&alias) else { continue };
             for core in h.waiting {
                 let reason = Bytes::from_static(b"no publisher appeared in time");
-                self.send(core, FanoutMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
+                cx.send(core, FanoutMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
             }
         }
     }
 
-    pub(super) fn owner_unsubscribe(&mut self, alias: TrackAlias, from: usize) {
-        if let Some(h) = self.owner.held.get_mut(&alias) {
+    pub(super) fn unsubscribe(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: usize) {
+        if let Some(h) = self.held.get_mut(&alias) {
             h.waiting.retain(|&c| c != from);
             if h.waiting.is_empty() {
-                self.owner.held.remove(&alias);
+                self.held.remove(&alias);
             }
             return;
         }
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         t.cores.retain(|&c| c != from);
         t.waiting.retain(|&c| c != from);
         t.paused.retain(|&c| c != from);
-        self.set_idle(alias);
-        self.owner_sync_forward(alias);
+        self.set_idle(cx, alias);
+        self.sync_forward(cx, alias);
     }
 
     /// Core `from` paused or resumed all its subscriptions of `alias`.
-    pub(super) fn owner_forward(&mut self, alias: TrackAlias, from: usize, forward: bool) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    pub(super) fn forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: usize, forward: bool) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         t.paused.retain(|&c| c != from);
         if !forward {
             t.paused.push(from);
         }
-        self.owner_sync_forward(alias);
+        self.sync_forward(cx, alias);
     }
 
     /// The upstream forwards objects while any core with subscribers has one not paused, and
     /// is paused (REQUEST_UPDATE FORWARD 0) while every one is. With no subscribers at all
     /// the linger decides instead.
-    fn owner_sync_forward(&mut self, alias: TrackAlias) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    fn sync_forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.cores.is_empty() && t.waiting.is_empty() {
             return;
         }
@@ -530,9 +565,9 @@ impl RelayShard {
         }
         if let Some(m) = t.moving.as_ref().filter(|m| m.ok) {
             let (core, epoch) = (m.publisher.core, m.epoch);
-            self.send(core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
+            cx.send(core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
         }
-        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
+        cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
     }
 
     /// The parent of upstream link `from` is going away and the link's replacement is up
@@ -540,27 +575,26 @@ impl RelayShard {
     /// what the routes now name. A SUBSCRIBE not answered yet is simply sent again there; an
     /// Established one gets a second subscription, and moves at a group boundary (see
     /// [`Move`]) while the old one still delivers.
-    pub(super) fn owner_upstream_moved(&mut self, from: SessionRef) {
+    pub(super) fn upstream_moved(&mut self, cx: &mut Cx<'_>, from: SessionRef) {
         let on_link: Vec<TrackAlias> = self
-            .owner
             .tracks
             .iter()
             .filter(|(_, t)| t.source.publisher() == from && t.moving.is_none() && t.lost.is_none())
             .map(|(a, _)| *a)
             .collect();
         for alias in on_link {
-            self.owner_move(alias, from);
+            self.move_track(cx, alias, from);
         }
     }
 
-    fn owner_move(&mut self, alias: TrackAlias, from: SessionRef) {
-        let Some(t) = self.owner.tracks.get(&alias) else { return };
+    fn move_track(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: SessionRef) {
+        let Some(t) = self.tracks.get(&alias) else { return };
         let (old, track) = (t.source, t.name.clone());
-        let Some(publisher) = self.namespaces.route(&track.namespace, t.who).filter(|p| *p != from) else {
+        let Some(publisher) = cx.namespaces.route(&track.namespace, t.who).filter(|p| *p != from) else {
             return; // no other way to the track: it stays until the old link closes
         };
-        let epoch = self.new_epoch();
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let epoch = cx.new_epoch();
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         match old {
             Source::Subscribed { .. } => {
                 t.move_from = Some(from);
@@ -576,22 +610,22 @@ impl RelayShard {
             }
             Source::Pending { .. } => {
                 t.source = Source::Pending { publisher, epoch };
-                self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
+                cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
             }
             Source::Published { .. } => return,
         }
-        self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
     }
 
     /// Tracks whose move was refused try again while they are still on the old link (its
     /// parent may not have heard of the track yet: its publisher is moving too).
-    fn owner_moves_tick(&mut self) {
-        while let Some(alias) = pop_due(&mut self.owner.moves, self.now) {
+    fn moves_tick(&mut self, cx: &mut Cx<'_>) {
+        while let Some(alias) = pop_due(&mut self.moves, cx.now) {
             let alias = TrackAlias(alias);
-            let Some(t) = self.owner.tracks.get(&alias) else { continue };
+            let Some(t) = self.tracks.get(&alias) else { continue };
             match t.move_from {
                 Some(from) if t.moving.is_none() && t.lost.is_none() && t.source.publisher() == from => {
-                    self.owner_move(alias, from)
+                    self.move_track(cx, alias, from)
                 }
                 _ => {}
             }
@@ -602,8 +636,8 @@ impl RelayShard {
     /// old subscription is still there (its streams all ended) and is cancelled; otherwise
     /// it is gone (its link closed, or it ended), and if no group came from the new one yet,
     /// the first is the one after the last group forwarded.
-    fn owner_move_finish(&mut self, alias: TrackAlias, stop_old: bool) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    fn move_finish(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, stop_old: bool) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         let Some(m) = t.moving.take() else { return };
         let old = t.source;
         let top = t.top_group();
@@ -616,14 +650,14 @@ impl RelayShard {
         t.source =
             if m.ok { Source::Subscribed { publisher, epoch } } else { Source::Pending { publisher, epoch } };
         tracing::debug!(alias = alias.0, cut, "track moved to the new upstream link");
-        self.stats.tracks_moved += 1;
+        cx.stats.tracks_moved += 1;
         if stop_old {
-            self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
+            cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
         }
     }
 
-    pub(super) fn owner_upstream_ok(&mut self, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    pub(super) fn upstream_ok(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if let Some(m) = t.moving.as_mut().filter(|m| m.epoch == epoch) {
             m.ok = true;
             if let Some(l) = info.largest {
@@ -631,7 +665,7 @@ impl RelayShard {
             }
             if !t.forward {
                 let publisher = m.publisher;
-                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
+                cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
             }
             return;
         }
@@ -646,103 +680,110 @@ impl RelayShard {
         if let Some(l) = info.largest {
             t.info.largest = Some(max_location(t.info.largest, l));
         }
-        self.release_waiting(alias);
-        self.set_idle(alias);
-        self.owner_answer_waiting_fetches(alias);
-        self.owner_announce(alias);
+        self.release_waiting(cx, alias);
+        self.set_idle(cx, alias);
+        self.answer_waiting_fetches(cx, alias);
+        self.announce(cx, alias);
     }
 
     /// Tells every core that `alias` has an Established upstream (once).
-    fn owner_announce(&mut self, alias: TrackAlias) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    fn announce(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.available {
             return;
         }
         t.available = true;
         let (track, properties) = (t.name.clone(), t.info.properties.clone());
-        for core in 0..self.cores {
+        for core in 0..cx.cores {
             let msg =
                 DiscoveryMsg::TrackAvailable { alias, track: track.clone(), properties: properties.clone() };
-            self.send(core, msg);
+            cx.send(core, msg);
         }
     }
 
     /// Removes track `alias` and its cache; FETCHes still waiting for it get `code`.
-    fn owner_remove(&mut self, alias: TrackAlias, code: RequestErrorCode, reason: &Bytes) -> Option<Track> {
-        let mut t = self.owner.tracks.remove(&alias)?;
-        self.owner.cache.remove_track(alias);
+    fn remove(
+        &mut self,
+        cx: &mut Cx<'_>,
+        alias: TrackAlias,
+        code: RequestErrorCode,
+        reason: &Bytes,
+    ) -> Option<Track> {
+        let mut t = self.tracks.remove(&alias)?;
+        self.cache.remove_track(alias);
         if let Some(m) = t.moving.take() {
-            self.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
+            cx.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
         }
         if t.available {
-            for core in 0..self.cores {
-                self.send(core, DiscoveryMsg::TrackGone { alias });
+            for core in 0..cx.cores {
+                cx.send(core, DiscoveryMsg::TrackGone { alias });
             }
         }
         for ask in std::mem::take(&mut t.fetches) {
-            self.owner_fetch_error(alias, &ask, code, reason.clone());
+            self.fetch_error(cx, alias, &ask, code, reason.clone());
         }
         for (core, conn, rid) in std::mem::take(&mut t.statuses) {
-            self.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Err((code, reason.clone())) });
+            cx.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Err((code, reason.clone())) });
         }
         Some(t)
     }
 
-    pub(super) fn owner_upstream_error(
+    pub(super) fn upstream_error(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         epoch: Epoch,
         code: RequestErrorCode,
         reason: Bytes,
     ) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             // The new parent does not have the track (yet): it stays with the old one, and
             // tries again soon (or comes back through the lost-link path if that closes).
             t.abandon_move();
-            return self.owner.moves.push(Reverse((self.now + UPSTREAM_RETRY, alias.0)));
+            return self.moves.push(Reverse((cx.now + UPSTREAM_RETRY, alias.0)));
         }
         if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
             return;
         }
-        if let Some(l) = t.lost.as_mut().filter(|l| l.until > self.now) {
+        if let Some(l) = t.lost.as_mut().filter(|l| l.until > cx.now) {
             // Subscribing again after a lost link: the parent may not know the track yet
             // (its publisher reconnecting too); try again until the grace period ends.
-            l.retry_at = self.now + UPSTREAM_RETRY;
+            l.retry_at = cx.now + UPSTREAM_RETRY;
             let next = Reverse((l.retry_at, alias.0));
-            self.owner.lost.push(next);
+            self.lost.push(next);
             return;
         }
-        let Some(t) = self.owner_remove(alias, code, &reason) else { return };
+        let Some(t) = self.remove(cx, alias, code, &reason) else { return };
         for core in t.cores {
-            self.send(
+            cx.send(
                 core,
                 FanoutMsg::TrackDone { alias, status: DoneStatus::InternalError, reason: reason.clone() },
             );
         }
         for core in t.waiting {
-            self.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
+            cx.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
         }
     }
 
     /// The track is malformed (draft-22 §12.1): every subscription ends with PUBLISH_DONE
     /// MALFORMED_TRACK, waiting SUBSCRIBEs and FETCHes get it as an error, the upstream is
     /// stopped and the cache dropped.
-    fn owner_malformed(&mut self, alias: TrackAlias, why: &'static str) {
+    fn malformed(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, why: &'static str) {
         tracing::info!(alias = alias.0, why, "malformed track");
         let reason = Bytes::from(format!("malformed track: {why}"));
-        let Some(t) = self.owner_remove(alias, RequestErrorCode::MalformedTrack, &reason) else { return };
-        self.stats.malformed_tracks += 1;
+        let Some(t) = self.remove(cx, alias, RequestErrorCode::MalformedTrack, &reason) else { return };
+        cx.stats.malformed_tracks += 1;
         let (publisher, epoch) = (t.source.publisher(), t.source.epoch());
-        self.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
+        cx.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
         for core in t.cores {
-            self.send(
+            cx.send(
                 core,
                 FanoutMsg::TrackDone { alias, status: DoneStatus::MalformedTrack, reason: reason.clone() },
             );
         }
         for core in t.waiting {
-            self.send(
+            cx.send(
                 core,
                 FanoutMsg::SubscribeError {
                     alias,
@@ -757,8 +798,8 @@ impl RelayShard {
     /// downstream (ingest sent their ends); subscribers stay while the relay routes and
     /// subscribes again (when the link, or another, is back), for up to
     /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
-    pub(super) fn owner_upstream_lost(&mut self, alias: TrackAlias, epoch: Epoch) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    pub(super) fn upstream_lost(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
@@ -767,51 +808,51 @@ impl RelayShard {
         }
         if t.moving.is_some() {
             // The old link closed first: the track is the new subscription's from here.
-            return self.owner_move_finish(alias, false);
+            return self.move_finish(cx, alias, false);
         }
         if t.cores.is_empty() && t.waiting.is_empty() {
             let reason = Bytes::from_static(b"the upstream relay went away");
-            return self.owner_upstream_done(alias, epoch, DoneStatus::InternalError, reason);
+            return self.upstream_done(cx, alias, epoch, DoneStatus::InternalError, reason);
         }
         t.source = Source::Pending { publisher: t.source.publisher(), epoch };
         t.streams.clear();
-        let until = self.now + UPSTREAM_LOST_GRACE;
-        t.lost = Some(Lost { until, retry_at: self.now + UPSTREAM_RETRY });
-        self.owner.lost.push(Reverse((self.now + UPSTREAM_RETRY, alias.0)));
+        let until = cx.now + UPSTREAM_LOST_GRACE;
+        t.lost = Some(Lost { until, retry_at: cx.now + UPSTREAM_RETRY });
+        self.lost.push(Reverse((cx.now + UPSTREAM_RETRY, alias.0)));
     }
 
     /// Lost tracks: subscribe again when due; end them when the grace period is over. The
     /// heap holds one entry per scheduled look at a track (stale ones are skipped).
-    fn owner_lost_tick(&mut self) {
-        let now = self.now;
-        while let Some(alias) = pop_due(&mut self.owner.lost, now) {
+    fn lost_tick(&mut self, cx: &mut Cx<'_>) {
+        let now = cx.now;
+        while let Some(alias) = pop_due(&mut self.lost, now) {
             let alias = TrackAlias(alias);
             let Some((lost, name, who)) =
-                self.owner.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
+                self.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
             else {
                 continue;
             };
             if lost.until <= now {
                 let reason = Bytes::from_static(b"the upstream relay is unreachable");
-                let Some(t) = self.owner_remove(alias, RequestErrorCode::InternalError, &reason) else {
+                let Some(t) = self.remove(cx, alias, RequestErrorCode::InternalError, &reason) else {
                     continue;
                 };
                 for core in t.cores {
                     let status = DoneStatus::InternalError;
-                    self.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
+                    cx.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
                 }
                 for core in t.waiting {
                     let code = RequestErrorCode::InternalError;
-                    self.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
+                    cx.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
                 }
                 continue;
             }
             if lost.retry_at > now {
                 continue; // a stale entry: the track has a later one
             }
-            let publisher = self.namespaces.route(&name.namespace, who);
-            let epoch = self.new_epoch();
-            let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
+            let publisher = cx.namespaces.route(&name.namespace, who);
+            let epoch = cx.new_epoch();
+            let Some(t) = self.tracks.get_mut(&alias) else { continue };
             let Some(l) = t.lost.as_mut() else { continue };
             match publisher {
                 Some(publisher) => {
@@ -819,29 +860,27 @@ impl RelayShard {
                     // period still ends the track if none comes.
                     l.retry_at = lost.until;
                     t.source = Source::Pending { publisher, epoch };
-                    self.owner.lost.push(Reverse((lost.until, alias.0)));
+                    self.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
-                    self.send(
-                        publisher.core,
-                        IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch },
-                    );
+                    cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
                 }
                 None => {
                     l.retry_at = now + UPSTREAM_RETRY;
-                    self.owner.lost.push(Reverse((now + UPSTREAM_RETRY, alias.0)));
+                    self.lost.push(Reverse((now + UPSTREAM_RETRY, alias.0)));
                 }
             }
         }
     }
 
-    pub(super) fn owner_upstream_done(
+    pub(super) fn upstream_done(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         epoch: Epoch,
         status: DoneStatus,
         reason: Bytes,
     ) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
@@ -851,44 +890,42 @@ impl RelayShard {
         if t.moving.is_some() {
             // The old upstream ended it (its relay going away): the new one carries on, and
             // ends the track if it ends too.
-            return self.owner_move_finish(alias, false);
+            return self.move_finish(cx, alias, false);
         }
-        let Some(t) = self.owner_remove(alias, RequestErrorCode::DoesNotExist, &reason) else { return };
+        let Some(t) = self.remove(cx, alias, RequestErrorCode::DoesNotExist, &reason) else { return };
         for core in t.cores {
-            self.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
+            cx.send(core, FanoutMsg::TrackDone { alias, status, reason: reason.clone() });
         }
         for core in t.waiting {
             let reason = Bytes::from_static(b"the track ended upstream");
-            self.send(
-                core,
-                FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
-            );
+            cx.send(core, FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason });
         }
     }
 
     /// A PUBLISH for `track`: it becomes (or replaces) the track's upstream, and its
     /// PUBLISH_OK asks for objects only when someone is subscribed.
-    pub(super) fn owner_published(
+    pub(super) fn published(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
         publisher: SessionRef,
         epoch: Epoch,
         info: TrackInfo,
     ) {
-        let existing = self.owner.tracks.get(&alias).map(|t| (t.name == track, t.source));
+        let existing = self.tracks.get(&alias).map(|t| (t.name == track, t.source));
         match existing {
             Some((false, _)) => {
                 let reason = Bytes::from_static(b"track alias collision");
-                self.send(
+                cx.send(
                     publisher.core,
                     IngestMsg::PublishRefused { alias, epoch, code: RequestErrorCode::InternalError, reason },
                 );
             }
             Some((true, old)) => {
                 // The newest source wins: the old upstream ends, its open streams end here.
-                self.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
-                let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+                cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
+                let Some(t) = self.tracks.get_mut(&alias) else { return };
                 let moving = t.moving.take();
                 t.dropped.clear();
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
@@ -908,21 +945,21 @@ impl RelayShard {
                     for &core in &cores {
                         let data = Data::StreamEnd { key, reset: Some(ResetCode::Cancelled) };
                         let msg = FanoutMsg::Downstream { alias, data };
-                        self.mail.send(core, msg);
+                        cx.send(core, msg);
                     }
                 }
                 if let Some(m) = moving {
-                    self.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
+                    cx.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
                 }
-                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wants });
-                self.release_waiting(alias);
+                cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wants });
+                self.release_waiting(cx, alias);
                 if newer {
-                    self.owner_answer_waiting_fetches(alias);
+                    self.answer_waiting_fetches(cx, alias);
                 }
-                self.owner_announce(alias);
+                self.announce(cx, alias);
             }
             None => {
-                if self.owner.tracks.len() >= self.config.max_tracks_per_shard {
+                if self.tracks.len() >= cx.config.max_tracks_per_shard {
                     let reason = Bytes::from_static(b"relay track limit reached");
                     let msg = IngestMsg::PublishRefused {
                         alias,
@@ -930,27 +967,27 @@ impl RelayShard {
                         code: RequestErrorCode::InternalError,
                         reason,
                     };
-                    return self.send(publisher.core, msg);
+                    return cx.send(publisher.core, msg);
                 }
                 // A SUBSCRIBE held for this track is served by the PUBLISH.
-                let waiting = match self.owner.held.remove(&alias) {
+                let waiting = match self.held.remove(&alias) {
                     Some(h) if h.name == track => h.waiting,
                     _ => Vec::new(),
                 };
                 let forward = !waiting.is_empty();
                 let source = Source::Published { publisher, epoch, forward };
-                self.owner.tracks.insert(alias, Track::new(track, source, waiting, info));
-                self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
-                self.release_waiting(alias);
-                self.owner_announce(alias);
+                self.tracks.insert(alias, Track::new(track, source, waiting, info));
+                cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
+                self.release_waiting(cx, alias);
+                self.announce(cx, alias);
             }
         }
     }
 
     /// Upstream data for `alias`: remembered (open streams, largest location) and sent once
     /// to every core with subscribers.
-    pub(super) fn owner_data(&mut self, alias: TrackAlias, epoch: Epoch, data: Data) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    pub(super) fn data(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         let from_move = t.moving.as_ref().is_some_and(|m| m.epoch == epoch);
         if t.source.epoch() != epoch && !from_move {
             return; // a replaced or stopped upstream
@@ -958,8 +995,8 @@ impl RelayShard {
         if !t.admit(from_move, &data) {
             return;
         }
-        if let Err(why) = check_shape(t, &self.owner.cache, alias, &data) {
-            return self.owner_malformed(alias, why);
+        if let Err(why) = check_shape(t, &self.cache, alias, &data) {
+            return self.malformed(cx, alias, why);
         }
         match &data {
             Data::StreamOpen { key, header } => {
@@ -984,7 +1021,7 @@ impl RelayShard {
                             payload: payload.clone(),
                             expires: max_age.map(|d| *received + d),
                         };
-                        self.owner.cache.insert(alias, at, cached);
+                        self.cache.insert(alias, at, cached);
                     }
                 }
             }
@@ -1003,7 +1040,7 @@ impl RelayShard {
                         payload: payload.clone(),
                         expires: max_age.map(|d| *received + d),
                     };
-                    self.owner.cache.insert(alias, at, cached);
+                    self.cache.insert(alias, at, cached);
                 }
             }
         }
@@ -1014,29 +1051,29 @@ impl RelayShard {
             // One message per core; the last takes the original (payloads are shared anyway).
             let Some(data) = (if i + 1 == n { data.take() } else { data.clone() }) else { break };
             let msg = FanoutMsg::Downstream { alias, data };
-            self.mail.send(core, msg);
+            cx.send(core, msg);
         }
         if t.moving
             .as_ref()
             .is_some_and(|m| m.cut.is_some() && t.streams.keys().all(|k| m.streams.contains(k)))
         {
             // The old source's last forwarded stream ended: the move is complete.
-            self.owner_move_finish(alias, true);
+            self.move_finish(cx, alias, true);
         }
     }
 
     /// Lingering tracks whose time is up: an upstream SUBSCRIBE ends, an accepted PUBLISH is
     /// paused (FORWARD 0) and kept until its publisher ends it.
-    pub(super) fn owner_tick(&mut self) {
-        self.owner_rendezvous_expired();
-        self.owner_fetch_timeouts();
-        self.owner_lost_tick();
-        self.owner_moves_tick();
-        let linger = self.linger();
-        while let Some(alias) = pop_due(&mut self.owner.idle, self.now) {
+    pub(super) fn tick(&mut self, cx: &mut Cx<'_>) {
+        self.rendezvous_expired(cx);
+        self.fetch_timeouts(cx);
+        self.lost_tick(cx);
+        self.moves_tick(cx);
+        let linger = self.linger(cx);
+        while let Some(alias) = pop_due(&mut self.idle, cx.now) {
             let alias = TrackAlias(alias);
-            let Some(t) = self.owner.tracks.get_mut(&alias) else { continue };
-            let due = t.idle_since.is_some_and(|s| s + linger <= self.now);
+            let Some(t) = self.tracks.get_mut(&alias) else { continue };
+            let due = t.idle_since.is_some_and(|s| s + linger <= cx.now);
             if !due || !t.cores.is_empty() || !t.waiting.is_empty() {
                 continue;
             }
@@ -1045,16 +1082,17 @@ impl RelayShard {
                 Source::Published { publisher, epoch, forward } => {
                     if forward {
                         t.source = Source::Published { publisher, epoch, forward: false };
-                        self.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
+                        cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
                     }
                 }
                 Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
-                    self.owner_remove(
+                    self.remove(
+                        cx,
                         alias,
                         RequestErrorCode::DoesNotExist,
                         &Bytes::from_static(b"the track ended"),
                     );
-                    self.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
+                    cx.send(publisher.core, IngestMsg::UpstreamStop { alias, epoch });
                 }
             }
         }
@@ -1074,74 +1112,75 @@ fn before(l: Location) -> Option<Location> {
     }
 }
 
-impl RelayShard {
+impl Owner {
     /// A FETCH (or fill) of `track`, owned here: answered from the cache once the End Location
     /// is known (draft-16 §9.16 "FETCH_OK MUST NOT be sent until the End Location is known";
     /// draft-22 §3.2), i.e. once the upstream is Established.
-    pub(super) fn owner_fetch(
+    pub(super) fn fetch(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
         ask: FetchAsk,
         who: Requester,
     ) {
-        let full = self.owner.tracks.len() >= self.config.max_tracks_per_shard;
-        match self.owner.tracks.get_mut(&alias) {
-            Some(t) if t.name != track => self.owner_fetch_error(
+        let full = self.tracks.len() >= cx.config.max_tracks_per_shard;
+        match self.tracks.get_mut(&alias) {
+            Some(t) if t.name != track => self.fetch_error(
+                cx,
                 alias,
                 &ask,
                 RequestErrorCode::InternalError,
                 Bytes::from_static(b"alias collision"),
             ),
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.fetches.push(ask),
-            Some(_) => self.owner_answer_fetch(alias, ask),
+            Some(_) => self.answer_fetch(cx, alias, ask),
             None if full => {
                 let reason = Bytes::from_static(b"relay track limit reached");
-                self.owner_fetch_error(alias, &ask, RequestErrorCode::InternalError, reason)
+                self.fetch_error(cx, alias, &ask, RequestErrorCode::InternalError, reason)
             }
             None => {
                 // Not relayed now: subscribe it upstream like a SUBSCRIBE would (the End
                 // Location comes with SUBSCRIBE_OK); then what the empty cache lacks is
                 // fetched upstream. The subscription lingers and ends, or serves a
                 // subscriber that follows.
-                let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
+                let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
                     let reason = Bytes::from_static(b"no publisher for this track");
-                    return self.owner_fetch_error(alias, &ask, RequestErrorCode::DoesNotExist, reason);
+                    return self.fetch_error(cx, alias, &ask, RequestErrorCode::DoesNotExist, reason);
                 };
-                let epoch = self.new_epoch();
+                let epoch = cx.new_epoch();
                 let source = Source::Pending { publisher, epoch };
                 let mut t = Track::new(track.clone(), source, Vec::new(), TrackInfo::default());
                 t.fetches.push(ask);
                 t.who = who;
-                self.owner.tracks.insert(alias, t);
-                self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                self.tracks.insert(alias, t);
+                cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
         }
     }
 
     /// The upstream became Established: answer the FETCHes and TRACK_STATUSes that waited.
-    fn owner_answer_waiting_fetches(&mut self, alias: TrackAlias) {
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+    fn answer_waiting_fetches(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         let info = t.info.clone();
         for (core, conn, rid) in std::mem::take(&mut t.statuses) {
-            self.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Ok(info.clone()) });
+            cx.send(core, FanoutMsg::StatusAnswer { conn, rid, answer: Ok(info.clone()) });
         }
-        let Some(t) = self.owner.tracks.get_mut(&alias) else { return };
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
         for ask in std::mem::take(&mut t.fetches) {
-            self.owner_answer_fetch(alias, ask);
+            self.answer_fetch(cx, alias, ask);
         }
     }
 
     /// TRACK_STATUS (draft-16 §9.18, draft-22 §9.13): answered with what a SUBSCRIBE_OK would
     /// carry. A track the relay does not relay now is subscribed upstream like a SUBSCRIBE
     /// would be (the subscription then lingers and ends, or serves a subscriber that follows).
-    pub(super) fn owner_status(
+    pub(super) fn status(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
-        from: usize,
-        conn: u64,
-        rid: RequestId,
+        (from, conn, rid): (usize, u64, RequestId),
         who: Requester,
     ) {
         let fail = |code: RequestErrorCode, reason: &'static [u8]| FanoutMsg::StatusAnswer {
@@ -1149,25 +1188,25 @@ impl RelayShard {
             rid,
             answer: Err((code, Bytes::from_static(reason))),
         };
-        let full = self.owner.tracks.len() >= self.config.max_tracks_per_shard;
-        match self.owner.tracks.get_mut(&alias) {
+        let full = self.tracks.len() >= cx.config.max_tracks_per_shard;
+        match self.tracks.get_mut(&alias) {
             Some(t) if t.name != track => {
-                self.send(from, fail(RequestErrorCode::InternalError, b"track alias collision"))
+                cx.send(from, fail(RequestErrorCode::InternalError, b"track alias collision"))
             }
             Some(t) if matches!(t.source, Source::Pending { .. }) => t.statuses.push((from, conn, rid)),
             Some(t) => {
                 let answer = Ok(t.info.clone());
-                self.send(from, FanoutMsg::StatusAnswer { conn, rid, answer });
+                cx.send(from, FanoutMsg::StatusAnswer { conn, rid, answer });
             }
             None if full => {
-                self.send(from, fail(RequestErrorCode::InternalError, b"relay track limit reached"))
+                cx.send(from, fail(RequestErrorCode::InternalError, b"relay track limit reached"))
             }
             None => {
-                let Some(publisher) = self.namespaces.route(&track.namespace, who) else {
-                    return self
+                let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
+                    return cx
                         .send(from, fail(RequestErrorCode::DoesNotExist, b"no publisher for this track"));
                 };
-                let epoch = self.new_epoch();
+                let epoch = cx.new_epoch();
                 let mut t = Track::new(
                     track.clone(),
                     Source::Pending { publisher, epoch },
@@ -1176,14 +1215,15 @@ impl RelayShard {
                 );
                 t.statuses.push((from, conn, rid));
                 t.who = who;
-                self.owner.tracks.insert(alias, t);
-                self.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                self.tracks.insert(alias, t);
+                cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
             }
         }
     }
 
-    fn owner_fetch_error(
+    fn fetch_error(
         &mut self,
+        cx: &mut Cx<'_>,
         alias: TrackAlias,
         ask: &FetchAsk,
         code: RequestErrorCode,
@@ -1196,25 +1236,25 @@ impl RelayShard {
             fill: ask.fill,
             answer: Err((code, reason)),
         };
-        self.send(ask.from, msg);
+        cx.send(ask.from, msg);
     }
 
     /// Resolves the range against the Largest Object (draft-16 FETCH_OK End Location rules,
     /// draft-22 §9.12) and collects the cached objects in it. What the cache cannot vouch
     /// for (before [`TrackCache::known_from`](super::cache::TrackCache::known_from)) is
     /// reported as unknown; ranges are ascending-only for that marker.
-    fn owner_answer_fetch(&mut self, alias: TrackAlias, ask: FetchAsk) {
-        self.owner.cache.expire(alias, self.now);
-        let Some(t) = self.owner.tracks.get(&alias) else { return };
+    fn answer_fetch(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, ask: FetchAsk) {
+        self.cache.expire(alias, cx.now);
+        let Some(t) = self.tracks.get(&alias) else { return };
         let Some(largest) = t.info.largest else {
             let reason = Bytes::from_static(b"no objects published yet");
-            return self.owner_fetch_error(alias, &ask, RequestErrorCode::InvalidRange, reason);
+            return self.fetch_error(cx, alias, &ask, RequestErrorCode::InvalidRange, reason);
         };
         let start = match ask.start {
             FetchStart::At(l) => l,
             FetchStart::GroupsBack(n) => Location::new((largest.group + 1).saturating_sub(n), 0),
         };
-        let cache = self.owner.cache.track(alias);
+        let cache = self.cache.track(alias);
         let (mut end, mut whole_group) = match ask.end {
             FetchBound::Largest => (largest, None),
             FetchBound::Object(e) => (e.min(largest), None),
@@ -1228,7 +1268,7 @@ impl RelayShard {
         }
         if start > largest || end < start {
             let reason = Bytes::from_static(b"the range is empty or after the largest object");
-            return self.owner_fetch_error(alias, &ask, RequestErrorCode::InvalidRange, reason);
+            return self.fetch_error(cx, alias, &ask, RequestErrorCode::InvalidRange, reason);
         }
         let known = cache.map(|c| c.known_from());
         let unknown_until = match known {
@@ -1239,7 +1279,7 @@ impl RelayShard {
         };
         let from = known.map_or(start, |k| k.max(start));
         let cached: Vec<Piece> = match cache {
-            Some(c) if from <= end => c.range(from, end, ask.descending, self.now),
+            Some(c) if from <= end => c.range(from, end, ask.descending, cx.now),
             _ => Vec::new(),
         }
         .into_iter()
@@ -1253,41 +1293,41 @@ impl RelayShard {
             pieces: Vec::new(),
         };
         let Some(gap) = unknown_until else {
-            self.stats.fetch_hits += 1;
-            return self.owner_fetch_reply(alias, ask, FetchData { pieces: cached, ..data });
+            cx.stats.fetch_hits += 1;
+            return self.fetch_reply(cx, alias, ask, FetchData { pieces: cached, ..data });
         };
-        self.stats.fetch_misses += 1;
+        cx.stats.fetch_misses += 1;
         // What the cache lacks is fetched upstream (draft-22 §3.2.3), within FILL_TIMEOUT.
         let wait = ask.fill_timeout.unwrap_or(DEFAULT_FILL_WAIT).min(MAX_FILL_WAIT);
         let established = matches!(t.source, Source::Subscribed { .. } | Source::Published { .. });
         if !established || wait.is_zero() {
             let kind = if wait.is_zero() { RangeEnd::TimedOut } else { RangeEnd::Unknown };
             let pieces = std::iter::once(Piece::Gap(kind, gap)).chain(cached).collect();
-            return self.owner_fetch_reply(alias, ask, FetchData { pieces, ..data });
+            return self.fetch_reply(cx, alias, ask, FetchData { pieces, ..data });
         }
         let (publisher, track) = (t.source.publisher(), t.name.clone());
-        let id = self.owner.next_fetch;
-        self.owner.next_fetch += 1;
-        let deadline = self.now + wait;
-        self.owner.fetch_deadlines.push(Reverse((deadline, id)));
+        let id = self.next_fetch;
+        self.next_fetch += 1;
+        let deadline = cx.now + wait;
+        self.fetch_deadlines.push(Reverse((deadline, id)));
         let pending =
             UpstreamFetch { alias, publisher, ask, data, gap, cached, upstream: Vec::new(), bytes: 0 };
-        self.owner.fetching.insert(id, pending);
+        self.fetching.insert(id, pending);
         let msg = IngestMsg::UpstreamFetch { alias, id, track, publisher, start, end: gap };
-        self.send(publisher.core, msg);
+        cx.send(publisher.core, msg);
     }
 
     /// Sends the answer of a FETCH to the core that asked.
-    fn owner_fetch_reply(&mut self, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
+    fn fetch_reply(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
         let msg =
             FanoutMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
-        self.send(ask.from, msg);
+        cx.send(ask.from, msg);
     }
 
     /// The next item of upstream fetch `id`; past [`MAX_UPSTREAM_FETCH_BYTES`] the fetch is
     /// answered with what it has (the rest unknown).
-    pub(super) fn owner_upstream_fetch_item(&mut self, id: u64, piece: Piece) {
-        let Some(f) = self.owner.fetching.get_mut(&id) else { return };
+    pub(super) fn upstream_fetch_item(&mut self, cx: &mut Cx<'_>, id: u64, piece: Piece) {
+        let Some(f) = self.fetching.get_mut(&id) else { return };
         let at = match &piece {
             Piece::Object(at, o) => {
                 f.bytes += o.payload.len();
@@ -1300,16 +1340,16 @@ impl RelayShard {
         }
         if f.bytes > MAX_UPSTREAM_FETCH_BYTES {
             let publisher = f.publisher;
-            self.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
-            self.owner_upstream_fetch_done(id, Some(RangeEnd::Unknown));
+            cx.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
+            self.upstream_fetch_done(cx, id, Some(RangeEnd::Unknown));
         }
     }
 
     /// Upstream fetch `id` is over: complete (`None`), or not (the rest of its range is a gap
     /// of kind `rest`: unknown when it failed, timed out when FILL_TIMEOUT ran out). The
     /// FETCH is answered: what came from upstream, the gap, then what the cache holds.
-    pub(super) fn owner_upstream_fetch_done(&mut self, id: u64, rest: Option<RangeEnd>) {
-        let Some(f) = self.owner.fetching.remove(&id) else { return };
+    pub(super) fn upstream_fetch_done(&mut self, cx: &mut Cx<'_>, id: u64, rest: Option<RangeEnd>) {
+        let Some(f) = self.fetching.remove(&id) else { return };
         let mut pieces = f.upstream;
         if let Some(kind) = rest {
             let last = pieces.last().map(|p| match p {
@@ -1320,15 +1360,15 @@ impl RelayShard {
             }
         }
         pieces.extend(f.cached);
-        self.owner_fetch_reply(f.alias, f.ask, FetchData { pieces, ..f.data });
+        self.fetch_reply(cx, f.alias, f.ask, FetchData { pieces, ..f.data });
     }
 
     /// Upstream fetches whose FILL_TIMEOUT ran out.
-    fn owner_fetch_timeouts(&mut self) {
-        while let Some(id) = pop_due(&mut self.owner.fetch_deadlines, self.now) {
-            let Some(publisher) = self.owner.fetching.get(&id).map(|f| f.publisher) else { continue };
-            self.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
-            self.owner_upstream_fetch_done(id, Some(RangeEnd::TimedOut));
+    fn fetch_timeouts(&mut self, cx: &mut Cx<'_>) {
+        while let Some(id) = pop_due(&mut self.fetch_deadlines, cx.now) {
+            let Some(publisher) = self.fetching.get(&id).map(|f| f.publisher) else { continue };
+            cx.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
+            self.upstream_fetch_done(cx, id, Some(RangeEnd::TimedOut));
         }
     }
 }
