@@ -1,5 +1,6 @@
 //! MoQT over the real QUIC server running the relay: our client's session against it in both
-//! drafts, and the third-party client aiomoqt (draft-16) against it (`../shared/interop.md`).
+//! drafts, and the third-party client aiomoqt (draft-16, from PyPI, installed by `.ci/install-deps`)
+//! against it.
 
 use std::process::Command;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Relay-assigned Track Aliases (design.md §4): a keyed hash of the Full Track Name, the same
+//! Relay-assigned Track Aliases: a keyed hash of the Full Track Name, the same
 //! on every core, so any core can name a track's owner shard without asking anyone.
 
 use ring::hmac;

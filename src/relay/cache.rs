@@ -1,4 +1,4 @@
-//! The object cache of one shard (design.md §4): the owner shard of a track keeps the objects
+//! The object cache of one shard: the owner shard of a track keeps the objects
 //! it forwards, so late joiners and FETCH are served from the edge. Payloads are the same
 //! `Bytes` the fan-out sends (shared, not copied).
 //!

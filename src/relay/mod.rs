@@ -1,4 +1,4 @@
-//! `relay`: per-shard relay state (design.md §2, §4). One [`RelayShard`] per core holds that
+//! `relay`: per-shard relay state (ARCHITECTURE.md, "The relay layer"). One [`RelayShard`] per core holds that
 //! core's sessions and three roles, each in its own file:
 //!
 //! - `ingest.rs` (publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay sends,

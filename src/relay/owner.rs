@@ -1,4 +1,4 @@
-//! The track owner (design.md §4): the shard `alias % cores` keeps one entry per track with
+//! The track owner: the shard `alias % cores` keeps one entry per track with
 //! its single upstream subscription, the cores that have subscribers, the upstream streams
 //! that are open and the largest location seen. It aggregates: the first subscriber anywhere
 //! makes it subscribe upstream; later ones are answered from its state; the upstream ends a
