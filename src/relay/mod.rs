@@ -1,5 +1,6 @@
-//! `relay`: per-shard relay state (ARCHITECTURE.md, "The relay layer"). One [`RelayShard`] per core holds that
-//! core's sessions and three roles, each in its own file:
+//! `relay`: per-shard relay state (ARCHITECTURE.md, "The relay layer"). One [`RelayShard`]
+//! per core holds that core's sessions and the roles, each in its own file, each receiving
+//! its own message enum (`msg.rs`):
 //!
 //! - `ingest.rs` (publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay sends,
 //!   PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track Alias
@@ -7,6 +8,7 @@
 //! - `owner.rs` (track owner, `alias % cores`): one entry per track with its single upstream
 //!   subscription, the set of cores that have subscribers, the open upstream streams and the
 //!   largest location; it aggregates subscriptions and forwards each object once per core.
+//!   A type of its own ([`owner::Owner`]), called with a [`Cx`].
 //! - `fanout.rs` (subscriber side): downstream subscriptions, their filters, and one
 //!   downstream subgroup stream per upstream stream per subscription.
 //!

@@ -1,5 +1,5 @@
-//! One core's event loop (ARCHITECTURE.md, "One core's turn"): receive a batch → route by connection ID (another
-//! core's packet goes over the mesh, an unknown Initial is accepted, an unknown short-header
+//! One core's event loop (ARCHITECTURE.md, "One core's turn"): receive a batch → route by
+//! connection ID (another core's packet goes over the mesh, an unknown Initial is accepted, an unknown short-header
 //! packet gets a stateless reset) → feed quiche → run the connection's application → drain the
 //! mesh → fire due timers → write GSO trains → arm one timer for the earliest deadline → wait
 //! for the socket, the doorbell or that timer. The clock is read once per turn.
