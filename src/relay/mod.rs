@@ -8,7 +8,7 @@
 //! - `owner.rs` (track owner, `alias % cores`): one entry per track with its single upstream
 //!   subscription, the set of cores that have subscribers, the open upstream streams and the
 //!   largest location; it aggregates subscriptions and forwards each object once per core.
-//!   A type of its own ([`owner::Owner`]), called with a [`Cx`].
+//!   A type of its own (`owner::Owner`), called with a `Cx`.
 //! - `fanout.rs` (subscriber side): downstream subscriptions, their filters, and one
 //!   downstream subgroup stream per upstream stream per subscription.
 //!
