@@ -66,6 +66,14 @@ struct LocalSub {
     until: Option<Instant>,
 }
 
+impl LocalSub {
+    /// Whether an object at `at` goes to this subscription now: forwarding, Established, and
+    /// inside its filter's window.
+    fn wants(&self, at: Location) -> bool {
+        self.forward && self.established && at >= self.start && self.end.is_none_or(|e| at <= e)
+    }
+}
+
 /// Object and subgroup delivery timeouts (draft-22 §5.2); `None` is "no timeout".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Timeouts {
@@ -791,7 +799,7 @@ impl RelayShard {
                 fs.objects += 1;
                 let now = self.now;
                 for sub in st.subs.iter_mut() {
-                    if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
+                    if !sub.wants(at) {
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
@@ -875,7 +883,7 @@ impl RelayShard {
                     st.info.largest = Some(at);
                 }
                 for sub in st.subs.iter() {
-                    if !sub.forward || !sub.established || at < sub.start || sub.end.is_some_and(|e| at > e) {
+                    if !sub.wants(at) {
                         continue;
                     }
                     // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
