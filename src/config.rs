@@ -1,6 +1,10 @@
 //! Configuration: command-line flags, each also settable in a TOML file. Flags win over the
 //! file, the file wins over the defaults. Unknown keys and bad values are rejected with the
 //! key's name.
+//!
+//! Layers: config imports neither the relay nor the runtime (config ← relay ← runtime). The
+//! relay's and the runtime's views of a [`Config`] (`Config::relay`, `Config::runtime`) are
+//! built on their side, in `runtime::relay_host` and `runtime`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,9 +14,6 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
-use crate::relay::RelayConfig;
-use crate::runtime::relay_host::Upstream;
-use crate::runtime::{RetryPolicy, RuntimeConfig, TlsSource, UpstreamTls};
 use crate::wire::model::TrackNamespace;
 
 /// Default listen address: every interface, UDP 4443.
@@ -244,41 +245,28 @@ pub struct Config {
     pub qlog_dir: Option<PathBuf>,
 }
 
-impl Config {
-    /// The runtime's view of this configuration.
-    pub fn runtime(&self) -> RuntimeConfig {
-        let mut rc = RuntimeConfig::new(self.listen, self.cores);
-        rc.tls = match &self.tls {
-            Tls::Files { cert, key } => TlsSource::Files { cert: cert.clone(), key: key.clone() },
-            Tls::SelfSigned => TlsSource::SelfSigned,
-        };
-        rc.congestion_control = self.congestion_control.clone();
-        rc.retry = self.retry;
-        rc.idle_timeout = self.idle_timeout;
-        rc.max_connections_per_core = self.max_connections_per_core;
-        rc.gso = self.gso;
-        rc.goaway_timeout = self.goaway_timeout;
-        rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
-        rc.qlog_dir = self.qlog_dir.clone();
-        rc
-    }
+/// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryPolicy {
+    /// Never; accept every Initial that passes the connection cap.
+    Never,
+    /// Always require a validated address token.
+    Always,
+    /// Only while a core has more than this many handshakes in progress.
+    Auto { pending_handshakes: usize },
+}
 
-    /// The relay's view of this configuration.
-    pub fn relay(&self) -> RelayConfig {
-        // The keys were checked by `resolve`.
-        let auth = match crate::auth::Keys::parse(&self.auth_keys) {
-            Ok(keys) if self.auth_required => Some(std::sync::Arc::new(keys)),
-            _ => None,
-        };
-        RelayConfig {
-            auth,
-            linger: self.linger,
-            max_backlog: self.max_backlog,
-            cache_budget: self.cache / self.cores,
-            goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
-            ..RelayConfig::default()
-        }
-    }
+/// A parent relay this relay subscribes from (an upstream link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// `moqt://host:port` as configured (for logs).
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// Namespace prefixes routed to it (an empty prefix: the default route).
+    pub routes: Vec<TrackNamespace>,
+    /// Authorization token sent in the link's SETUP.
+    pub token: Option<String>,
 }
 
 /// Namespace prefixes one parent may serve (the relay numbers a link's routes in this range).

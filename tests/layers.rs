@@ -1,6 +1,7 @@
 //! The layer rules of ARCHITECTURE.md that a reading of the source can check: the relay names
 //! no draft (the session and `wire` map every difference: typed codes, session verbs), the
-//! relay never imports the runtime, and the wire layer imports no other layer.
+//! relay never imports the runtime, the configuration imports neither (config ← relay ←
+//! runtime), and the wire layer imports no other layer.
 
 use std::path::{Path, PathBuf};
 
@@ -22,11 +23,13 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The code of each line (comments, which cite the drafts, removed), with its place.
+/// The code of each line (comments, which cite the drafts, removed), with its place; `dir`
+/// may also name one file.
 fn code_lines(dir: &str) -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let files = if root.is_file() { vec![root] } else { sources(&root) };
     let mut out = Vec::new();
-    for file in sources(&root) {
+    for file in files {
         let text = std::fs::read_to_string(&file).expect("readable source");
         for (i, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or_default();
@@ -67,6 +70,16 @@ fn the_relay_never_imports_the_runtime() {
         .map(|(at, code)| format!("{at}: {}", code.trim()))
         .collect();
     assert!(found.is_empty(), "src/relay imports the runtime:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_config_imports_neither_the_relay_nor_the_runtime() {
+    let found: Vec<String> = code_lines("src/config.rs")
+        .into_iter()
+        .filter(|(_, code)| ["relay", "runtime"].iter().any(|l| code.contains(&format!("crate::{l}"))))
+        .map(|(at, code)| format!("{at}: {}", code.trim()))
+        .collect();
+    assert!(found.is_empty(), "src/config.rs imports the relay or the runtime:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -20,21 +20,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::config::RetryPolicy;
 pub use app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
 pub use cid::ShardId;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
-
-/// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryPolicy {
-    /// Never; accept every Initial that passes the connection cap.
-    Never,
-    /// Always require a validated address token.
-    Always,
-    /// Only while a core has more than this many handshakes in progress.
-    Auto { pending_handshakes: usize },
-}
 
 /// Where the TLS identity comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +82,27 @@ pub struct UpstreamTls {
 /// MoQT session termination code GOAWAY_TIMEOUT (0x10 in draft-16 and draft-22), the QUIC
 /// application error of connections still open when a graceful shutdown's time is up.
 pub const GOAWAY_TIMEOUT: u64 = 0x10;
+
+impl crate::config::Config {
+    /// The runtime's view of this configuration.
+    pub fn runtime(&self) -> RuntimeConfig {
+        use crate::config::Tls;
+        let mut rc = RuntimeConfig::new(self.listen, self.cores);
+        rc.tls = match &self.tls {
+            Tls::Files { cert, key } => TlsSource::Files { cert: cert.clone(), key: key.clone() },
+            Tls::SelfSigned => TlsSource::SelfSigned,
+        };
+        rc.congestion_control = self.congestion_control.clone();
+        rc.retry = self.retry;
+        rc.idle_timeout = self.idle_timeout;
+        rc.max_connections_per_core = self.max_connections_per_core;
+        rc.gso = self.gso;
+        rc.goaway_timeout = self.goaway_timeout;
+        rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
+        rc.qlog_dir = self.qlog_dir.clone();
+        rc
+    }
+}
 
 impl RuntimeConfig {
     /// Defaults for everything but the address and core count.

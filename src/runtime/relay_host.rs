@@ -17,11 +17,12 @@ use tracing::{info, warn};
 use super::app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput};
 use super::moqt::Pump;
 use super::ShardId;
+use crate::config::{Config, Upstream};
 use crate::relay::alias::AliasKey;
 use crate::relay::msg::RelayMsg;
 use crate::relay::{RelayConfig, RelayShard};
 use crate::session::{Session, SessionConfig};
-use crate::wire::model::{Role, SetupOptions, TrackNamespace};
+use crate::wire::model::{Role, SetupOptions};
 use crate::wire::Version;
 
 /// One core's relay state sizes, published after every turn (read by tests and metrics;
@@ -63,19 +64,6 @@ impl RelayGauges {
     }
 }
 
-/// A parent relay this relay subscribes from (an upstream link).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    /// `moqt://host:port` as configured (for logs).
-    pub url: String,
-    pub host: String,
-    pub port: u16,
-    /// Namespace prefixes routed to it (an empty prefix: the default route).
-    pub routes: Vec<TrackNamespace>,
-    /// Authorization token sent in the link's SETUP.
-    pub token: Option<String>,
-}
-
 /// First and longest wait before connecting a link again.
 const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
 const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
@@ -97,6 +85,25 @@ pub struct RelayFactory {
     gauges: Arc<[RelayGauges]>,
     /// Parent relays; link `i` lives on core `i % cores`.
     pub upstreams: Vec<Upstream>,
+}
+
+impl Config {
+    /// The relay's view of this configuration.
+    pub fn relay(&self) -> RelayConfig {
+        // The keys were checked by `resolve`.
+        let auth = match crate::auth::Keys::parse(&self.auth_keys) {
+            Ok(keys) if self.auth_required => Some(std::sync::Arc::new(keys)),
+            _ => None,
+        };
+        RelayConfig {
+            auth,
+            linger: self.linger,
+            max_backlog: self.max_backlog,
+            cache_budget: self.cache / self.cores,
+            goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
+            ..RelayConfig::default()
+        }
+    }
 }
 
 /// Cores a relay can have (connection IDs carry the core in one byte).
