@@ -22,6 +22,7 @@ mod discovery;
 mod fanout;
 mod fetch;
 mod ingest;
+pub mod link_slot;
 pub mod links;
 mod malformed;
 pub mod msg;

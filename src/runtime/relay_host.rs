@@ -3,6 +3,10 @@
 //! between quiche and its session ([`Pump`]) and lets the shard handle the session's events;
 //! the shard's writes into other sessions wake those connections, and its messages for other
 //! cores travel over the mesh as [`AppMessage`]s.
+//!
+//! Upstream links: the relay's [`LinkSlots`] decide when and where to connect, retry and
+//! close; this glue executes their commands (DNS on a short-lived thread, `Connect`, closing
+//! a session), feeds back what happened, and keeps the links alive.
 
 use crate::hash::HashMap;
 use std::cell::RefCell;
@@ -19,6 +23,7 @@ use super::moqt::Pump;
 use super::ShardId;
 use crate::config::{Config, Upstream};
 use crate::relay::alias::AliasKey;
+use crate::relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use crate::relay::msg::RelayMsg;
 use crate::relay::{RelayConfig, RelayShard};
 use crate::session::{Session, SessionConfig};
@@ -64,13 +69,6 @@ impl RelayGauges {
     }
 }
 
-/// First and longest wait before connecting a link again.
-const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
-const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
-/// A link that stayed up this long starts its backoff afresh when it drops.
-const LINK_STABLE: Duration = Duration::from_secs(30);
-/// Replaced links a slot keeps open while their tracks move (beyond it the oldest is closed).
-const MAX_OLD_LINKS: usize = 2;
 /// How often a core looks for the answer of a host name being resolved.
 const RESOLVE_POLL: Duration = Duration::from_millis(10);
 /// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
@@ -143,20 +141,9 @@ impl AppFactory for RelayFactory {
             woken: Vec::new(),
             gauges: self.gauges.clone(),
             core: shard.index(),
-            links: self
-                .upstreams
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| i % cores == shard.index())
-                .map(|(i, u)| LinkSlot {
-                    tag: i as u64,
-                    upstream: u.clone(),
-                    state: LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
-                    old: Vec::new(),
-                    target: None,
-                    resolving: None,
-                })
-                .collect(),
+            links: LinkSlots::new(&self.upstreams, shard.index(), cores, now),
+            resolving: Vec::new(),
+            link_commands: Vec::new(),
             ping_at: now + LINK_KEEPALIVE,
             backlog_resets: 0,
             latency_at: now,
@@ -181,7 +168,11 @@ struct Host {
     gauges: Arc<[RelayGauges]>,
     core: usize,
     /// This core's upstream links.
-    links: Vec<LinkSlot>,
+    links: LinkSlots,
+    /// Host names being resolved for a link slot, and where each answer comes.
+    resolving: Vec<(u64, mpsc::Receiver<Result<SocketAddr, String>>)>,
+    /// The link slots' commands not executed yet.
+    link_commands: Vec<LinkCommand>,
     /// When idle links are next woken for a keep-alive.
     ping_at: Instant,
     /// Streams shed from over-long backlogs.
@@ -190,157 +181,98 @@ struct Host {
     latency_at: Instant,
 }
 
-#[derive(Debug)]
-struct LinkSlot {
-    tag: u64,
-    upstream: Upstream,
-    state: LinkState,
-    /// Connections whose parent sent GOAWAY, oldest first: open while their tracks move to
-    /// the slot's new connection (make before break), closed once none is left on them.
-    old: Vec<u64>,
-    /// Where the next connection goes instead of the configured parent (a GOAWAY's New
-    /// Session URI).
-    target: Option<(String, u16)>,
-    /// A host name being resolved for the next connection, and where the answer comes.
-    resolving: Option<(String, mpsc::Receiver<Result<SocketAddr, String>>)>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum LinkState {
-    Down { retry_at: Instant, backoff: Duration },
-    Connecting { backoff: Duration },
-    Up { conn: u64, since: Instant, backoff: Duration },
-}
-
-impl LinkSlot {
-    /// The link failed or closed: connect again after a backoff that doubles per failure.
-    fn down(&mut self, now: Instant, why: &str) {
-        let backoff = match self.state {
-            LinkState::Up { since, .. } if now.duration_since(since) >= LINK_STABLE => LINK_BACKOFF_MIN,
-            LinkState::Up { backoff, .. }
-            | LinkState::Connecting { backoff }
-            | LinkState::Down { backoff, .. } => backoff,
-        };
-        warn!(upstream = %self.upstream.url, why, retry_ms = backoff.as_millis() as u64, "upstream link down");
-        self.state =
-            LinkState::Down { retry_at: now + backoff, backoff: (backoff * 2).min(LINK_BACKOFF_MAX) };
-    }
-}
-
 impl Host {
-    /// Links due for a connection attempt ask the core to connect. A host name is resolved
-    /// on a short-lived thread (a slow or failing DNS answer never blocks the core; the core
-    /// looks for the answer every [`RESOLVE_POLL`]); an IP address is used as it is.
-    fn connect_links(&mut self, out: &mut ShardOutput) {
+    /// Feeds the link slots what happened since the last turn (their parents' GOAWAYs, the
+    /// answers of host names being resolved) and lets them start what is due.
+    fn run_links(&mut self, out: &mut ShardOutput) {
         let now = self.now;
-        for slot in &mut self.links {
-            if let Some((host, answer)) = &slot.resolving {
-                let result = match answer.try_recv() {
-                    Err(mpsc::TryRecvError::Empty) => continue,
-                    Ok(r) => r,
-                    Err(mpsc::TryRecvError::Disconnected) => Err("the resolver thread failed".to_string()),
-                };
-                let server_name = Some(host.clone());
-                slot.resolving = None;
-                match result {
-                    Ok(peer) => out.connect.push(Connect { tag: slot.tag, peer, server_name }),
-                    Err(why) => slot.down(now, &why),
+        for (conn, uri) in self.relay.take_link_goaways() {
+            self.links.goaway(conn, &uri, now, &mut self.link_commands);
+        }
+        let mut i = 0;
+        while i < self.resolving.len() {
+            let result = match self.resolving[i].1.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => {
+                    i += 1;
+                    continue;
                 }
-                continue;
-            }
-            let LinkState::Down { retry_at, backoff } = slot.state else { continue };
-            if retry_at > now {
-                continue;
-            }
-            let (host, port) =
-                slot.target.take().unwrap_or_else(|| (slot.upstream.host.clone(), slot.upstream.port));
-            slot.state = LinkState::Connecting { backoff };
-            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-                let peer = SocketAddr::new(ip, port);
-                out.connect.push(Connect { tag: slot.tag, peer, server_name: Some(host) });
-                continue;
-            }
-            let (tx, rx) = mpsc::channel();
-            let name = host.clone();
-            let spawned = std::thread::Builder::new().name("moq-edge-resolve".into()).spawn(move || {
-                use std::net::ToSocketAddrs;
-                let answer = match (name.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
-                    Ok(Some(peer)) => Ok(peer),
-                    Ok(None) => Err("the host name has no address".to_string()),
-                    Err(e) => Err(format!("resolving the host name: {e}")),
-                };
-                let _ = tx.send(answer);
-            });
-            match spawned {
-                Ok(_) => slot.resolving = Some((host, rx)),
-                Err(e) => slot.down(now, &format!("no resolver thread: {e}")),
+                Ok(r) => r,
+                Err(mpsc::TryRecvError::Disconnected) => Err("the resolver thread failed".to_string()),
+            };
+            let (tag, _) = self.resolving.remove(i);
+            self.links.resolved(tag, result, now, &mut self.link_commands);
+        }
+        self.links.tick(now, &mut self.link_commands);
+        self.link_commands(out);
+    }
+
+    /// Executes the link slots' commands. A host name is resolved on a short-lived thread (a
+    /// slow or failing DNS answer never blocks the core; the core looks for the answer every
+    /// [`RESOLVE_POLL`]).
+    fn link_commands(&mut self, out: &mut ShardOutput) {
+        while !self.link_commands.is_empty() {
+            for cmd in std::mem::take(&mut self.link_commands) {
+                match cmd {
+                    LinkCommand::Connect { slot, peer, server_name } => {
+                        out.connect.push(Connect { tag: slot, peer, server_name: Some(server_name) });
+                    }
+                    LinkCommand::Resolve { slot, host, port } => {
+                        let (tx, rx) = mpsc::channel();
+                        let spawned =
+                            std::thread::Builder::new().name("moq-edge-resolve".into()).spawn(move || {
+                                use std::net::ToSocketAddrs;
+                                let answer =
+                                    match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
+                                        Ok(Some(peer)) => Ok(peer),
+                                        Ok(None) => Err("the host name has no address".to_string()),
+                                        Err(e) => Err(format!("resolving the host name: {e}")),
+                                    };
+                                let _ = tx.send(answer);
+                            });
+                        match spawned {
+                            Ok(_) => self.resolving.push((slot, rx)),
+                            Err(e) => {
+                                let why = Err(format!("no resolver thread: {e}"));
+                                self.links.resolved(slot, why, self.now, &mut self.link_commands);
+                            }
+                        }
+                    }
+                    LinkCommand::Close { slot, conn, why } => {
+                        if self.relay.close_link(conn) && why == CloseReason::MovedOut {
+                            if let Some(s) = self.links.get(slot) {
+                                info!(upstream = %s.upstream().url, "tracks moved off the old upstream link: closed");
+                            }
+                        }
+                    }
+                }
             }
         }
     }
 
-    /// The earliest link deadline (a reconnection or a keep-alive).
+    /// The earliest link deadline (a reconnection, a keep-alive, a look for a DNS answer).
     fn links_deadline(&self) -> Option<Instant> {
-        let retry = self.links.iter().filter_map(|l| match l.state {
-            LinkState::Down { retry_at, .. } => Some(retry_at),
-            _ => None,
-        });
-        let up = self.links.iter().any(|l| matches!(l.state, LinkState::Up { .. }) || !l.old.is_empty());
-        let resolving = self.links.iter().any(|l| l.resolving.is_some()).then(|| self.now + RESOLVE_POLL);
-        retry.chain(up.then_some(self.ping_at)).chain(resolving).min()
-    }
-
-    /// The parent of link connection `conn` sent GOAWAY: the slot connects again (to the New
-    /// Session URI when there is one; at once unless the link was up for less than
-    /// [`LINK_STABLE`]) while the old connection stays open; the relay moves the tracks once
-    /// the new one is up.
-    fn link_goaway(&mut self, conn: u64, uri: &[u8]) {
-        let now = self.now;
-        let Some(slot) =
-            self.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn: c, .. } if c == conn))
-        else {
-            return;
-        };
-        let uri = String::from_utf8_lossy(uri);
-        slot.target = match crate::config::moqt_host_port(&uri) {
-            Ok(target) => Some(target),
-            Err(why) if !uri.is_empty() => {
-                warn!(upstream = %slot.upstream.url, %uri, why, "GOAWAY's New Session URI not usable: reconnecting to the parent");
-                None
-            }
-            Err(_) => None,
-        };
-        if slot.old.len() >= MAX_OLD_LINKS {
-            // A parent that keeps sending GOAWAY and keeps the old links busy: the oldest
-            // goes (its tracks are lost and subscribed again), so a slot holds a bounded
-            // number of connections.
-            let oldest = slot.old.remove(0);
-            self.relay.close_link(oldest);
-        }
-        // A parent that sends GOAWAY soon after every connection gets reconnections spaced
-        // by the usual backoff, not a storm of them.
-        slot.state = match slot.state {
-            LinkState::Up { since, backoff, .. } if now.duration_since(since) < LINK_STABLE => {
-                LinkState::Down { retry_at: now + backoff, backoff: (backoff * 2).min(LINK_BACKOFF_MAX) }
-            }
-            _ => LinkState::Down { retry_at: now, backoff: LINK_BACKOFF_MIN },
-        };
-        slot.old.push(conn);
+        let resolving = (!self.resolving.is_empty()).then(|| self.now + RESOLVE_POLL);
+        let ping = self.links.has_links().then_some(self.ping_at);
+        [self.links.next_deadline(), ping, resolving].into_iter().flatten().min()
     }
 
     /// Keep-alives of the links (replaced ones too), and closing replaced links whose tracks
     /// have all moved.
     fn links_keepalive(&mut self, out: &mut ShardOutput) {
-        for l in &mut self.links {
-            if let LinkState::Up { conn, .. } = l.state {
-                out.wake.push(ConnHandle(conn));
-            }
-            for &old in &l.old {
-                if self.relay.link_moved_out(old) && self.relay.close_link(old) {
-                    info!(upstream = %l.upstream.url, "tracks moved off the old upstream link: closed");
+        let mut moved_out = Vec::new();
+        for slot in self.links.iter() {
+            out.wake.extend(slot.conn().map(ConnHandle));
+            for &old in slot.replaced() {
+                if self.relay.link_moved_out(old) {
+                    moved_out.push(old);
                 }
                 out.wake.push(ConnHandle(old));
             }
         }
+        for conn in moved_out {
+            self.links.carries_nothing(conn, &mut self.link_commands);
+        }
+        self.link_commands(out);
     }
 
     /// Writes session `conn`'s output into its connection.
@@ -367,19 +299,15 @@ impl ShardApp for RelayHost {
     fn new_outbound(&mut self, conn: ConnHandle, version: Version, tag: u64) -> Box<dyn ConnApp> {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
-        let Some(slot) = host.links.iter_mut().find(|l| l.tag == tag) else {
+        let Some(slot) = host.links.connected(tag, conn.0, now) else {
             return Box::new(DiscardApp);
         };
-        let backoff = match slot.state {
-            LinkState::Connecting { backoff }
-            | LinkState::Down { backoff, .. }
-            | LinkState::Up { backoff, .. } => backoff,
-        };
-        slot.state = LinkState::Up { conn: conn.0, since: now, backoff };
-        info!(upstream = %slot.upstream.url, version = ?version, "upstream link connected");
-        let setup = host.relay.config().link_setup(slot.upstream.token.as_deref());
+        let upstream = slot.upstream();
+        info!(upstream = %upstream.url, version = ?version, "upstream link connected");
+        let setup = host.relay.config().link_setup(upstream.token.as_deref());
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
-        host.relay.add_link(conn.0, session, slot.upstream.routes.clone(), slot.old.last().copied());
+        let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
+        host.relay.add_link(conn.0, session, routes, replaces);
         host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog));
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
     }
@@ -387,9 +315,7 @@ impl ShardApp for RelayHost {
     fn connect_failed(&mut self, tag: u64, why: &str) {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
-        if let Some(slot) = host.links.iter_mut().find(|l| l.tag == tag) {
-            slot.down(now, why);
-        }
+        host.links.connect_failed(tag, why, now);
     }
 
     fn begin_turn(&mut self, now: Instant) {
@@ -416,10 +342,7 @@ impl ShardApp for RelayHost {
         host.now = now;
         out.deadline = host.relay.tick(now);
         if !host.links.is_empty() {
-            for (conn, uri) in host.relay.take_link_goaways() {
-                host.link_goaway(conn, &uri);
-            }
-            host.connect_links(out);
+            host.run_links(out);
             if now >= host.ping_at {
                 host.ping_at = now + LINK_KEEPALIVE;
                 host.links_keepalive(out);
@@ -507,22 +430,14 @@ impl ConnApp for RelayConn {
         host.relay.remove_session(self.key, now);
         host.pumps.remove(&self.key);
         if self.link.is_some() {
-            let key = self.key;
-            for l in &mut host.links {
-                l.old.retain(|&c| c != key);
-            }
-            if let Some(slot) =
-                host.links.iter_mut().find(|l| matches!(l.state, LinkState::Up { conn, .. } if conn == key))
-            {
-                let why = match conn.peer_error().or(conn.local_error()) {
-                    Some(e) => {
-                        format!("closed (code {:#x}): {}", e.error_code, String::from_utf8_lossy(&e.reason))
-                    }
-                    None if conn.is_timed_out() => "idle timeout".to_string(),
-                    None => "closed".to_string(),
-                };
-                slot.down(now, &why);
-            }
+            let why = match conn.peer_error().or(conn.local_error()) {
+                Some(e) => {
+                    format!("closed (code {:#x}): {}", e.error_code, String::from_utf8_lossy(&e.reason))
+                }
+                None if conn.is_timed_out() => "idle timeout".to_string(),
+                None => "closed".to_string(),
+            };
+            host.links.closed(self.key, &why, now);
         }
     }
 }
