@@ -306,3 +306,34 @@ fn a_malformed_track_ends_its_subscriptions() {
         }
     }
 }
+
+/// A publisher's PUBLISH_DONE status reaches each subscriber as the same meaning in the
+/// subscriber's draft: EXPIRED is 0x5 in draft-16 and 0x6 in draft-22 (TOO_FAR_BEHIND the
+/// reverse), so passing the number through would tell a subscriber of the other draft
+/// something else.
+#[test]
+fn publish_done_status_crosses_drafts_as_its_meaning() {
+    use moq_edge::wire::model::PublishDone;
+    use moq_edge::wire::DoneStatus;
+    for status in [DoneStatus::Expired, DoneStatus::TooFarBehind, DoneStatus::TrackEnded] {
+        for (pv, sv) in COMBOS {
+            let mut r = Relay::new(2);
+            let t = r.track_owned_by(&["live"], 1);
+            let (p, subs, up) = r.established(pv, sv, &t, &[1], None);
+            let (s, rid) = subs[0];
+            r.send(
+                p,
+                Message::PublishDone(PublishDone {
+                    request_id: up.request_id,
+                    status_code: status.code(pv),
+                    stream_count: 0,
+                    reason: Bytes::from_static(b"bye"),
+                }),
+            );
+            r.run_until_quiet();
+            let d = publish_done(&messages(&r.take_events(s)));
+            assert_eq!((d.request_id, d.status_code), (rid, status.code(sv)), "{status:?} {pv:?}->{sv:?}");
+            r.assert_no_closes();
+        }
+    }
+}
