@@ -74,10 +74,6 @@ impl LinkSlot {
         LinkSlot { tag, upstream, state, old: Vec::new(), target: None }
     }
 
-    pub fn tag(&self) -> u64 {
-        self.tag
-    }
-
     pub fn upstream(&self) -> &Upstream {
         &self.upstream
     }
@@ -156,8 +152,8 @@ impl LinkSlot {
     /// when there is one; at once unless the link was up for less than [`LINK_STABLE`]) while
     /// the old connection stays open; the relay moves the tracks once the new one is up.
     pub fn goaway(&mut self, conn: u64, uri: &[u8], now: Instant, out: &mut Vec<LinkCommand>) {
-        let State::Up { since, backoff, .. } = self.state else { return };
-        if self.conn() != Some(conn) {
+        let State::Up { conn: up, since, backoff } = self.state else { return };
+        if up != conn {
             return;
         }
         let uri = String::from_utf8_lossy(uri);
@@ -548,7 +544,7 @@ mod tests {
         let t0 = Instant::now();
         let parents: Vec<Upstream> = ["10.0.0.1", "10.0.0.2", "10.0.0.3"].map(parent).into();
         let mut slots = LinkSlots::new(&parents, 1, 2, t0);
-        assert_eq!(slots.iter().map(LinkSlot::tag).collect::<Vec<_>>(), [1]);
+        assert_eq!(slots.iter().map(|s| s.tag).collect::<Vec<_>>(), [1]);
         assert!(LinkSlots::new(&parents, 0, 2, t0).get(2).is_some());
         assert_eq!(slots.next_deadline(), Some(t0));
         let mut out = Vec::new();
