@@ -460,11 +460,7 @@ impl RelayShard {
 
     pub(super) fn ingest_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) {
         let Some((rid, key)) = self.ingest.streams.remove(&(conn, stream)) else { return };
-        let reset = match (reset, self.sessions.get(&conn)) {
-            (Some(c), Some(s)) => Some(s.peer_reset(c)),
-            (Some(c), None) => Some(ResetCode::Other(c)),
-            (None, _) => None,
-        };
+        let reset = reset.map(|c| self.sessions.get(&conn).map_or(ResetCode::Other(c), |s| s.peer_reset(c)));
         let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
         up.open_streams = up.open_streams.saturating_sub(1);
         let (alias, epoch) = (up.alias, up.epoch);
