@@ -11,4 +11,5 @@ pub mod metrics;
 pub mod relay;
 pub mod runtime;
 pub mod session;
+pub mod webtransport;
 pub mod wire;

@@ -23,11 +23,25 @@ pub trait AppFactory: Send + Sync + 'static {
     /// Used when [`AppFactory::shard_app`] returns `None`.
     fn new_connection(&self, shard: ShardId, version: Version) -> Box<dyn ConnApp>;
 
+    /// A connection with ALPN `h3` whose WebTransport session was accepted, speaking
+    /// `version` (its WT-Protocol) inside it. Default: the session over raw QUIC, for
+    /// applications that read bytes without caring how they are framed.
+    fn new_webtransport(&self, shard: ShardId, version: Version, _wt: WebTransportConn) -> Box<dyn ConnApp> {
+        self.new_connection(shard, version)
+    }
+
     /// Per-core application state (the relay shard), built on its core. When present, the
     /// core asks it for connections and feeds it the messages other cores sent.
     fn shard_app(&self, _shard: ShardId, _cores: usize) -> Option<Box<dyn ShardApp>> {
         None
     }
+}
+
+/// An accepted WebTransport session and the HTTP/3 bytes of its exchange not yet written,
+/// handed to the application that runs MoQT inside it ([`crate::runtime::Pump::with_webtransport`]).
+pub struct WebTransportConn {
+    pub wt: crate::webtransport::WebTransport,
+    pub h3: std::collections::VecDeque<(u64, bytes::Bytes, bool)>,
 }
 
 /// A connection as its core names it to the application: slot and generation, so a handle
@@ -67,6 +81,16 @@ pub struct Connect {
 pub trait ShardApp {
     /// A connection finished its handshake with `version`.
     fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp>;
+    /// A connection whose WebTransport session was accepted, speaking `version` inside it
+    /// (see [`AppFactory::new_webtransport`]).
+    fn new_webtransport(
+        &mut self,
+        conn: ConnHandle,
+        version: Version,
+        _wt: WebTransportConn,
+    ) -> Box<dyn ConnApp> {
+        self.new_connection(conn, version)
+    }
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
     /// A connection this core opened for [`Connect`] `tag` finished its handshake.

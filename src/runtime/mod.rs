@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::config::RetryPolicy;
-pub use app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
+pub use app::{
+    AppFactory, AppMessage, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput, WebTransportConn,
+};
 pub use cid::ShardId;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};

@@ -13,11 +13,17 @@ use crate::hash::HashMap;
 use bytes::Bytes;
 use tracing::debug;
 
-use super::app::{AppFactory, ConnApp};
+use super::app::{AppFactory, ConnApp, WebTransportConn};
 use super::ShardId;
 use crate::session::{Event, Session, SessionConfig, Transmit};
+use crate::webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
 use crate::wire::model::{Message, RequestError, RequestId, Role, SetupOptions};
 use crate::wire::Version;
+
+/// The draft a WebTransport client that offers no WT-Available-Protocols speaks: draft-16,
+/// the most widely deployed (a client of a draft without protocol negotiation in
+/// WebTransport is an older one).
+pub const WEBTRANSPORT_DEFAULT: Version = Version::Draft16;
 
 /// REQUEST_ERROR NOT_SUPPORTED (0x3) in both drafts.
 const NOT_SUPPORTED: u64 = 0x3;
@@ -102,6 +108,15 @@ pub struct Pump {
     timed_out: u64,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
+    /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
+    /// this pump are the session's; the WebTransport layer maps them to QUIC's.
+    wt: Option<Box<WebTransport>>,
+    /// HTTP/3 bytes of the WebTransport layer (control stream, CONNECT stream) not yet taken
+    /// by quiche: (QUIC stream, bytes, fin).
+    h3: VecDeque<(u64, Bytes, bool)>,
+    /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
+    /// once quiche had sent this many packets; the connection closes after the next one.
+    wt_closing: Option<usize>,
 }
 
 /// Bytes of one stream write waiting for quiche.
@@ -129,20 +144,61 @@ impl Pump {
         Pump { backlog_limit: Some(bytes), ..Pump::default() }
     }
 
+    /// The same pump carrying its session inside WebTransport session `wt` (accepted), with
+    /// the HTTP/3 bytes [`webtransport_handshake`] left unsent: what arrived before the session
+    /// was accepted goes to it at the first read.
+    pub fn with_webtransport(mut self, conn: WebTransportConn) -> Self {
+        self.wt = Some(Box::new(conn.wt));
+        self.h3 = conn.h3;
+        self
+    }
+
+    /// The WebTransport session, when the MoQT session runs in one.
+    pub fn webtransport(&self) -> Option<&WebTransport> {
+        self.wt.as_deref()
+    }
+
+    /// Asks the WebTransport peer to drain (DRAIN_WEBTRANSPORT_SESSION; MoQT's GOAWAY goes
+    /// on the control stream as always). Nothing over raw QUIC.
+    pub fn drain_webtransport(&mut self) {
+        if let Some(wt) = self.wt.as_mut() {
+            wt.drain();
+        }
+    }
+
     /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
     pub fn read(&mut self, conn: &mut quiche::Connection, session: &mut Session, buf: &mut [u8]) {
+        if let Some(wt) = self.wt.as_mut() {
+            for (stream, data, fin) in wt.take_early() {
+                session.on_stream_data(stream, &data, fin);
+            }
+        }
         while let Some(id) = conn.stream_readable_next() {
             loop {
                 match conn.stream_recv(id, buf) {
                     Ok((n, fin)) => {
-                        session.on_stream_data(id, &buf[..n], fin);
+                        match self.wt.as_mut() {
+                            None => session.on_stream_data(id, &buf[..n], fin),
+                            Some(wt) => {
+                                if let Some(d) = wt.on_stream_data(id, &buf[..n], fin) {
+                                    session.on_stream_data(d.stream, &buf[d.offset..n], fin);
+                                }
+                            }
+                        }
                         if fin {
                             break;
                         }
                     }
                     Err(quiche::Error::Done) => break,
                     Err(quiche::Error::StreamReset(code)) => {
-                        session.on_stream_reset(id, code);
+                        match self.wt.as_mut() {
+                            None => session.on_stream_reset(id, code),
+                            Some(wt) => {
+                                if let Some((stream, code)) = wt.on_stream_reset(id, code) {
+                                    session.on_stream_reset(stream, code);
+                                }
+                            }
+                        }
                         break;
                     }
                     Err(e) => {
@@ -153,7 +209,80 @@ impl Pump {
             }
         }
         while let Ok(n) = conn.dgram_recv(buf) {
-            session.on_datagram(Bytes::copy_from_slice(&buf[..n]));
+            match self.wt.as_ref() {
+                None => session.on_datagram(Bytes::copy_from_slice(&buf[..n])),
+                Some(wt) => {
+                    if let Some(payload) = wt.on_datagram(&buf[..n]) {
+                        session.on_datagram(Bytes::copy_from_slice(payload));
+                    }
+                }
+            }
+        }
+        self.webtransport_events(conn);
+    }
+
+    /// The WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or its CONNECT
+    /// stream ended): with one session per connection, the connection closes with it.
+    fn webtransport_events(&mut self, conn: &mut quiche::Connection) {
+        let Some(wt) = self.wt.as_mut() else { return };
+        while let Some(event) = wt.poll_event() {
+            match event {
+                WtEvent::Closed { code, reason } => {
+                    debug!(code, reason, "WebTransport session closed by the peer");
+                    let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
+                }
+                WtEvent::Draining => debug!("WebTransport peer asks to drain"),
+                WtEvent::Accepted(_) | WtEvent::Refused { .. } => {}
+            }
+        }
+    }
+
+    /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors).
+    fn write_webtransport(&mut self, conn: &mut quiche::Connection) {
+        let Some(wt) = self.wt.as_mut() else { return };
+        while let Some(o) = wt.poll_output() {
+            match o {
+                Output::Stream { quic, data, fin } => self.h3.push_back((quic, data, fin)),
+                Output::StopSending { quic, code } => {
+                    let _ = conn.stream_shutdown(quic, quiche::Shutdown::Read, code);
+                }
+                Output::Reset { quic, code } => {
+                    let _ = conn.stream_shutdown(quic, quiche::Shutdown::Write, code);
+                }
+                Output::Close { code, reason } => {
+                    let _ = conn.close(true, code, reason.as_bytes());
+                }
+            }
+        }
+        write_h3(conn, &mut self.h3);
+        if let Some(sent) = self.wt_closing {
+            if conn.stats().sent > sent {
+                let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
+            }
+        }
+    }
+
+    /// The QUIC stream that carries session stream `id` (itself over raw QUIC).
+    fn quic_id(&self, id: u64) -> Option<u64> {
+        match &self.wt {
+            None => Some(id),
+            Some(wt) => wt.quic_id(id),
+        }
+    }
+
+    /// A MoQT stream error code as it goes on the wire.
+    fn wire_code(&self, code: u64) -> u64 {
+        if self.wt.is_some() {
+            crate::webtransport::wire_code(code)
+        } else {
+            code
+        }
+    }
+
+    fn shutdown(&self, conn: &mut quiche::Connection, id: u64, how: quiche::Shutdown, code: u64) -> bool {
+        match self.quic_id(id) {
+            Some(q) => conn.stream_shutdown(q, how, self.wire_code(code)).is_ok(),
+            None => false,
         }
     }
 
@@ -166,19 +295,25 @@ impl Pump {
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
+        self.write_webtransport(conn);
         // Set when a stream type (the two low bits of the ID) hit the peer's stream limit:
         // every later stream of that type would too, so they are not tried this time.
         let mut limited = [false; 4];
         let mut queued = 0;
         let mut expired = Vec::new();
         let urgency = &mut self.urgency;
+        let wt = self.wt.as_deref();
         self.pending.retain(|&(_, _, id), queue| {
             let kind = (id & 3) as usize;
             let fin = queue.back().is_some_and(|c| c.fin);
-            let sent = if limited[kind] {
-                Sent::Waiting
-            } else {
-                send_queue(conn, session, id, queue, now, &mut limited[kind])
+            let quic = match wt {
+                None => Some(id),
+                Some(wt) => wt.quic_id(id),
+            };
+            let sent = match quic {
+                _ if limited[kind] => Sent::Waiting,
+                None => Sent::Gone,
+                Some(quic) => send_queue(conn, session, id, quic, queue, now, &mut limited[kind]),
             };
             match sent {
                 Sent::Waiting => queued += queue_bytes(queue),
@@ -193,7 +328,7 @@ impl Pump {
         self.queued = queued;
         for id in expired {
             self.urgency.remove(&id);
-            let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
+            self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
             let _ = session.reset_data_stream(id, RESET_DELIVERY_TIMEOUT);
             self.timed_out += 1;
         }
@@ -208,9 +343,15 @@ impl Pump {
         // Datagrams go before stream data in quiche's packets, most urgent first; best
         // effort by nature: a full queue drops the datagram.
         self.dgrams.sort_by_key(|(urgency, _)| *urgency);
+        let prefix = self.wt.as_ref().map(|wt| wt.datagram_prefix());
         for (_, data) in self.dgrams.drain(..) {
-            let _ = conn.dgram_send(&data);
+            let _ = match &prefix {
+                None => conn.dgram_send(&data),
+                Some(p) => conn.dgram_send(&[&p[..], &data[..]].concat()),
+            };
         }
+        // The session's close (and anything else the WebTransport layer queued meanwhile).
+        self.write_webtransport(conn);
     }
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
@@ -222,7 +363,7 @@ impl Pump {
             }
             self.deliver_by.pop();
             self.drop_stream(id);
-            if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT).is_ok() {
+            if self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT) {
                 self.timed_out += 1;
             }
         }
@@ -241,25 +382,41 @@ impl Pump {
     fn pending_transmit(&mut self, conn: &mut quiche::Connection, t: Transmit) {
         match t {
             Transmit::Stream { id, data, fin, expires } => {
-                self.pending.entry(self.key(id)).or_default().push_back(Chunk { data, fin, expires });
+                let key = self.key(id);
+                let queue = self.pending.entry(key).or_default();
+                // A new WebTransport stream of ours starts with its header.
+                if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id)) {
+                    queue.push_back(Chunk { data: header, fin: false, expires: None });
+                }
+                queue.push_back(Chunk { data, fin, expires });
             }
             Transmit::DeliverBy { id, at } => self.deliver_by.push(Reverse((at, id))),
             Transmit::Reset { id, code } => {
                 self.drop_stream(id);
-                let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, code);
+                self.shutdown(conn, id, quiche::Shutdown::Write, code);
             }
             Transmit::StopSending { id, code } => {
-                let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, code);
+                self.shutdown(conn, id, quiche::Shutdown::Read, code);
             }
             // Sent at the end of the write, most urgent first.
             Transmit::Datagram { data, urgency } => self.dgrams.push((urgency, data)),
-            Transmit::Close { code, reason } => {
-                let _ = conn.close(true, code, reason.as_bytes());
-            }
+            Transmit::Close { code, reason } => match self.wt.as_mut() {
+                None => {
+                    let _ = conn.close(true, code, reason.as_bytes());
+                }
+                // Over WebTransport the session ends with a capsule; the connection closes
+                // once it is on the wire.
+                Some(wt) => {
+                    wt.close(u32::try_from(code).unwrap_or(u32::MAX), &reason);
+                    self.wt_closing = Some(conn.stats().sent);
+                }
+            },
             // Not incremental: quiche sends a stream's bytes before the next one's of the same
             // urgency (stream ID order). A stream past the peer's MAX_STREAMS keeps 127.
             Transmit::Priority { id, urgency, descending } => {
-                let _ = conn.stream_priority(id, urgency, false);
+                if let Some(q) = self.quic_id(id) {
+                    let _ = conn.stream_priority(q, urgency, false);
+                }
                 let old = self.key(id);
                 let order = if descending { u64::MAX - id } else { id };
                 if urgency == DEFAULT_URGENCY && !descending {
@@ -299,7 +456,7 @@ impl Pump {
             }
             // Only streams quiche has opened: a stream waiting for MAX_STREAMS would be opened
             // implicitly by a later one and then never ended. They are the newest anyway.
-            if conn.stream_shutdown(id, quiche::Shutdown::Write, RESET_BACKLOG).is_err() {
+            if !self.shutdown(conn, id, quiche::Shutdown::Write, RESET_BACKLOG) {
                 continue;
             }
             self.drop_stream(id);
@@ -335,6 +492,81 @@ impl Pump {
     }
 }
 
+/// The WebTransport exchange before the MoQT session exists (SETTINGS, the CONNECT request
+/// and its answer): reads every readable stream into `wt` (payload of WebTransport streams
+/// is kept there until the session takes it) and writes its output through `h3`.
+pub fn webtransport_handshake(
+    conn: &mut quiche::Connection,
+    wt: &mut WebTransport,
+    h3: &mut VecDeque<(u64, Bytes, bool)>,
+    buf: &mut [u8],
+) {
+    while let Some(id) = conn.stream_readable_next() {
+        loop {
+            match conn.stream_recv(id, buf) {
+                Ok((n, fin)) => {
+                    // Before acceptance nothing is delivered: it is buffered (bounded) or refused.
+                    let _ = wt.on_stream_data(id, &buf[..n], fin);
+                    if fin {
+                        break;
+                    }
+                }
+                Err(quiche::Error::StreamReset(code)) => {
+                    let _ = wt.on_stream_reset(id, code);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    while let Some(o) = wt.poll_output() {
+        match o {
+            Output::Stream { quic, data, fin } => h3.push_back((quic, data, fin)),
+            Output::StopSending { quic, code } => {
+                let _ = conn.stream_shutdown(quic, quiche::Shutdown::Read, code);
+            }
+            Output::Reset { quic, code } => {
+                let _ = conn.stream_shutdown(quic, quiche::Shutdown::Write, code);
+            }
+            Output::Close { code, reason } => {
+                let _ = conn.close(true, code, reason.as_bytes());
+            }
+        }
+    }
+    write_h3(conn, h3);
+}
+
+/// Hands HTTP/3 bytes to quiche in order; what it does not take yet waits at the front.
+pub fn write_h3(conn: &mut quiche::Connection, h3: &mut VecDeque<(u64, Bytes, bool)>) {
+    let mut i = 0;
+    // Streams whose earlier bytes wait: their later bytes wait behind them.
+    let mut blocked: Vec<u64> = Vec::new();
+    while i < h3.len() {
+        let (quic, data, fin) = &mut h3[i];
+        if blocked.contains(quic) {
+            i += 1;
+            continue;
+        }
+        match conn.stream_send(*quic, data, *fin) {
+            Ok(n) if n == data.len() => {
+                h3.remove(i);
+            }
+            Ok(n) => {
+                let _ = data.split_to(n);
+                blocked.push(*quic);
+                i += 1;
+            }
+            Err(quiche::Error::Done) => {
+                blocked.push(*quic);
+                i += 1;
+            }
+            Err(_) => {
+                h3.remove(i);
+            }
+        }
+    }
+}
+
 /// Bytes in one stream's queue.
 fn queue_bytes(queue: &VecDeque<Chunk>) -> usize {
     queue.iter().map(|c| c.data.len()).sum()
@@ -361,6 +593,7 @@ fn send_queue(
     conn: &mut quiche::Connection,
     session: &mut Session,
     id: u64,
+    quic: u64,
     queue: &mut VecDeque<Chunk>,
     now: Instant,
     limited: &mut bool,
@@ -368,7 +601,7 @@ fn send_queue(
     while let Some(Chunk { data, fin, expires }) = queue.front_mut() {
         if expires.is_some_and(|at| at <= now) {
             // Opens the stream in quiche if it never was, so that it can be reset.
-            return match conn.stream_send(id, &[], false) {
+            return match conn.stream_send(quic, &[], false) {
                 Err(quiche::Error::StreamLimit) => {
                     *limited = true;
                     Sent::Waiting
@@ -376,7 +609,7 @@ fn send_queue(
                 _ => Sent::Expired,
             };
         }
-        match conn.stream_send(id, data, *fin) {
+        match conn.stream_send(quic, data, *fin) {
             Ok(n) if n == data.len() => {
                 queue.pop_front();
             }
@@ -393,6 +626,8 @@ fn send_queue(
                 return Sent::Waiting;
             }
             Err(quiche::Error::StreamStopped(code)) => {
+                // Over WebTransport `quic != id` and the code is in HTTP/3's space.
+                let code = if quic == id { code } else { crate::webtransport::app_code(code) };
                 session.on_stop_sending(id, code);
                 return Sent::Gone;
             }

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::app::{AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput};
+use super::app::{
+    AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput, WebTransportConn,
+};
 use super::moqt::Pump;
 use super::ShardId;
 use crate::config::{Config, Upstream};
@@ -296,6 +298,20 @@ impl ShardApp for RelayHost {
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
     }
 
+    fn new_webtransport(
+        &mut self,
+        conn: ConnHandle,
+        version: Version,
+        wt: WebTransportConn,
+    ) -> Box<dyn ConnApp> {
+        let mut host = self.0.borrow_mut();
+        let session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
+        host.relay.add_session(conn.0, session);
+        let pump = Pump::with_backlog_limit(host.backlog).with_webtransport(wt);
+        host.pumps.insert(conn.0, pump);
+        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
+    }
+
     fn new_outbound(&mut self, conn: ConnHandle, version: Version, tag: u64) -> Box<dyn ConnApp> {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
@@ -335,6 +351,9 @@ impl ShardApp for RelayHost {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
         host.relay.go_away(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        for pump in host.pumps.values_mut() {
+            pump.drain_webtransport();
+        }
     }
 
     fn poll(&mut self, now: Instant, out: &mut ShardOutput) {

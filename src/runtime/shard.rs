@@ -20,13 +20,15 @@ use futures_lite::future;
 use quiche::ConnectionId;
 use tracing::{debug, info, warn};
 
-use super::app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
+use super::app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput, WebTransportConn};
 use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
 use super::mesh::{Doorbell, MeshEndpoint};
+use super::moqt::{webtransport_handshake, WEBTRANSPORT_DEFAULT};
 use super::retry::RetryTokens;
 use super::stats::{ShardReport, ShardStats};
 use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
+use crate::webtransport::{self, WebTransport, ALPN as WEBTRANSPORT_ALPN};
 use crate::wire::Version;
 
 /// Where a core is in its life.
@@ -105,6 +107,9 @@ struct Conn {
     gen: u32,
     /// A connection this core opened ([`Connect`]): the application's tag.
     outbound: Option<u64>,
+    /// ALPN `h3`: the WebTransport exchange, until its session is accepted and handed to the
+    /// application.
+    wt: Option<WebTransportConn>,
 }
 
 /// Everything one core owns.
@@ -129,6 +134,8 @@ pub struct Shard {
     rc: RuntimeConfig,
     qlog_dir: Option<std::path::PathBuf>,
     conns: Vec<Option<Conn>>,
+    /// Scratch space for the WebTransport exchange of new `h3` connections.
+    h3_buf: Vec<u8>,
     free: Vec<usize>,
     by_cid: HashMap<ConnectionId<'static>, usize>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -200,6 +207,7 @@ impl Shard {
             rc: rc.clone(),
             qlog_dir: rc.qlog_dir.clone(),
             conns: Vec::new(),
+            h3_buf: vec![0; 16 * 1024],
             free: Vec::new(),
             by_cid: HashMap::default(),
             timers: BinaryHeap::new(),
@@ -598,6 +606,7 @@ impl Shard {
         let conn = Conn {
             quic,
             app: None,
+            wt: None,
             cids: cids.clone(),
             scheduled: None,
             paced_until: None,
@@ -675,6 +684,7 @@ impl Shard {
         let conn = Conn {
             quic,
             app: None,
+            wt: None,
             cids: vec![scid],
             scheduled: None,
             paced_until: None,
@@ -780,7 +790,27 @@ impl Shard {
                 conn.handshake_counted = false;
                 ShardStats::sub(&self.stats[shard.index()].handshakes, 1);
             }
-            match Version::from_alpn(conn.quic.application_proto()) {
+            let alpn = conn.quic.application_proto();
+            match Version::from_alpn(alpn) {
+                None if alpn == WEBTRANSPORT_ALPN.as_bytes() && conn.outbound.is_none() => {
+                    let wt = conn.wt.get_or_insert_with(|| WebTransportConn {
+                        wt: WebTransport::server(
+                            Version::ALL.iter().map(|v| v.alpn().to_string()).collect(),
+                            WEBTRANSPORT_DEFAULT.alpn().to_string(),
+                            webtransport::Limits::default(),
+                        ),
+                        h3: Default::default(),
+                    });
+                    webtransport_handshake(&mut conn.quic, &mut wt.wt, &mut wt.h3, &mut self.h3_buf);
+                    let version = wt.wt.accepted().and_then(|a| Version::from_alpn(a.protocol.as_bytes()));
+                    if let (Some(v), Some(wt)) = (version, version.and_then(|_| conn.wt.take())) {
+                        let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
+                        conn.app = Some(match self.shard_app.as_mut() {
+                            Some(app) => app.new_webtransport(handle, v, wt),
+                            None => self.app.new_webtransport(shard, v, wt),
+                        });
+                    }
+                }
                 Some(v) => {
                     let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
                     conn.app = Some(match (self.shard_app.as_mut(), conn.outbound) {

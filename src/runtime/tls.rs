@@ -151,14 +151,17 @@ impl TlsMaterial {
         &self.identity.fingerprint
     }
 
-    /// A server quiche config with this identity: ALPNs from [`Version::ALL`], DATAGRAM on,
+    /// A server quiche config with this identity: ALPNs from [`Version::ALL`] and `h3`
+    /// (WebTransport), DATAGRAM on,
     /// `rc.idle_timeout`, `rc.congestion_control` (an unknown name is an error naming it) and
     /// the transport limits above. Peers are not asked for certificates.
     pub fn server_config(&self, rc: &RuntimeConfig) -> anyhow::Result<quiche::Config> {
         let builder = self.ssl_context()?;
         let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, builder)
             .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
-        let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+        // Raw MoQT, and HTTP/3 for WebTransport, on the same port.
+        let mut alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+        alpns.push(crate::webtransport::ALPN);
         apply_transport(&mut config, &alpns, rc.idle_timeout, &rc.congestion_control)?;
         config.verify_peer(false);
         Ok(config)
