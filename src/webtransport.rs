@@ -122,8 +122,9 @@ enum PeerStream {
     Control(Vec<u8>),
     /// A request stream: the HEADERS of a request (bytes so far).
     Request(Vec<u8>),
-    /// The CONNECT stream of the session: capsules (bytes so far).
-    Capsules(Vec<u8>),
+    /// The CONNECT stream of the session after its HEADERS: HTTP/3 frames (bytes so far of
+    /// a partial one), and the capsule stream their DATA payloads carry (RFC 9297 §3.2).
+    Capsules { frames: Vec<u8>, capsules: Vec<u8> },
     /// A WebTransport stream of our session: session stream ID.
     Session(u64),
     /// Read and dropped (QPACK streams, refused streams, a request already answered).
@@ -535,9 +536,9 @@ impl WebTransport {
                     Side::Client => self.on_response(buf, fin),
                 }
             }
-            PeerStream::Capsules(mut buf) => {
-                buf.extend_from_slice(data);
-                self.on_capsules(&mut buf);
+            PeerStream::Capsules { mut frames, mut capsules } => {
+                frames.extend_from_slice(data);
+                self.on_connect_stream(&mut frames, &mut capsules);
                 if fin {
                     if !self.closed {
                         self.closed = true;
@@ -545,11 +546,7 @@ impl WebTransport {
                     }
                     return (Some(PeerStream::Discard), None);
                 }
-                if buf.len() > self.limits.max_header_bytes {
-                    self.fail(code::H3_EXCESSIVE_LOAD, "capsule too large");
-                    return (Some(PeerStream::Discard), None);
-                }
-                (Some(PeerStream::Capsules(buf)), None)
+                (Some(PeerStream::Capsules { frames, capsules }), None)
             }
             PeerStream::Discard => (if fin { None } else { Some(PeerStream::Discard) }, None),
         }
@@ -632,6 +629,18 @@ impl WebTransport {
             s
         };
         PeerStream::Session(stream)
+    }
+
+    /// Keeps payload the caller got as [`Deliver`] but cannot hand to a session yet (the
+    /// session is made once the CONNECT is accepted, possibly in the middle of a read): it is
+    /// returned by [`WebTransport::take_early`], under the same limit.
+    pub fn hold(&mut self, quic: u64, stream: u64, data: &[u8], fin: bool) {
+        if let (Some(next), _) = self.buffer_early(quic, stream, data, fin) {
+            // A refusal (over the limit) left the stream discarded: keep that state.
+            if matches!(next, PeerStream::Discard) {
+                self.peer.insert(quic, next);
+            }
+        }
     }
 
     fn buffer_early(
@@ -757,14 +766,11 @@ impl WebTransport {
                 let accepted = Accepted { protocol, authority: request.url.authority().to_string(), path };
                 self.accepted = Some(accepted.clone());
                 self.events.push_back(Event::Accepted(accepted));
-                let mut rest = buf;
-                rest.drain(..used);
-                let mut state = Vec::new();
-                if !rest.is_empty() {
-                    state = rest;
-                    self.on_capsules(&mut state);
-                }
-                (Some(PeerStream::Capsules(state)), None)
+                let mut frames = buf;
+                frames.drain(..used);
+                let mut capsules = Vec::new();
+                self.on_connect_stream(&mut frames, &mut capsules);
+                (Some(PeerStream::Capsules { frames, capsules }), None)
             }
         }
     }
@@ -806,15 +812,16 @@ impl WebTransport {
                 let accepted = Accepted { protocol, authority, path };
                 self.accepted = Some(accepted.clone());
                 self.events.push_back(Event::Accepted(accepted));
-                let mut rest = buf;
-                rest.drain(..used);
-                self.on_capsules(&mut rest);
+                let mut frames = buf;
+                frames.drain(..used);
+                let mut capsules = Vec::new();
+                self.on_connect_stream(&mut frames, &mut capsules);
                 if fin {
                     self.closed = true;
                     self.events.push_back(Event::Closed { code: 0, reason: String::new() });
                     return (Some(PeerStream::Discard), None);
                 }
-                (Some(PeerStream::Capsules(rest)), None)
+                (Some(PeerStream::Capsules { frames, capsules }), None)
             }
             Err(ConnectError::WrongStatus(status)) => {
                 let status = status.map_or(0, |s| s.as_u16());
@@ -829,13 +836,43 @@ impl WebTransport {
         }
     }
 
-    /// Whole capsules on the CONNECT stream (RFC 9297 §3.2); the rest of a partial one stays.
-    fn on_capsules(&mut self, buf: &mut Vec<u8>) {
+    /// The CONNECT stream's frames after its HEADERS: DATA payloads join the capsule stream,
+    /// other frames (trailers, reserved types) are skipped; whole capsules are acted on. A
+    /// frame or capsule larger than the header limit closes the connection (nothing this
+    /// session expects there is that large).
+    fn on_connect_stream(&mut self, frames: &mut Vec<u8>, capsules: &mut Vec<u8>) {
         loop {
+            let mut read = &frames[..];
+            let (Ok(kind), Ok(len)) = (VarInt::decode(&mut read), VarInt::decode(&mut read)) else { break };
+            let header = frames.len() - read.len();
+            let len = usize::try_from(len.into_inner()).unwrap_or(usize::MAX);
+            if len > self.limits.max_header_bytes {
+                return self.fail(code::H3_EXCESSIVE_LOAD, "frame on the CONNECT stream too large");
+            }
+            if read.len() < len {
+                break;
+            }
+            if kind.into_inner() == 0x00 {
+                capsules.extend_from_slice(&read[..len]);
+            }
+            frames.drain(..header + len);
+        }
+        if capsules.len() > self.limits.max_header_bytes {
+            return self.fail(code::H3_EXCESSIVE_LOAD, "capsule too large");
+        }
+        self.on_capsules(capsules);
+    }
+
+    /// Whole capsules of the capsule stream (RFC 9297 §3.2); the rest of a partial one stays.
+    fn on_capsules(&mut self, buf: &mut Vec<u8>) {
+        while !buf.is_empty() {
             let mut read = &buf[..];
             let capsule = match Capsule::decode(&mut read) {
                 Ok(c) => c,
-                Err(web_transport_proto::CapsuleError::UnexpectedEnd) => return,
+                Err(
+                    web_transport_proto::CapsuleError::UnexpectedEnd
+                    | web_transport_proto::CapsuleError::VarInt(_),
+                ) => return,
                 Err(e) => {
                     return self.fail(code::H3_MESSAGE_ERROR, &format!("capsule: {e}"));
                 }
@@ -876,7 +913,7 @@ impl WebTransport {
         let capsule = Capsule::CloseWebTransportSession { code, reason: reason[..end].to_string() };
         let mut buf = BytesMut::new();
         capsule.encode(&mut buf);
-        self.out.push_back(Output::Stream { quic: connect, data: buf.freeze(), fin: true });
+        self.out.push_back(Output::Stream { quic: connect, data: data_frame(&buf), fin: true });
     }
 
     /// Asks the peer to drain the session (DRAIN_WEBTRANSPORT_SESSION), as MoQT's GOAWAY does.
@@ -887,8 +924,8 @@ impl WebTransport {
         }
         let mut buf = BytesMut::new();
         varint(CAPSULE_DRAIN).encode(&mut buf);
-        buf.put_u8(0);
-        self.out.push_back(Output::Stream { quic: connect, data: buf.freeze(), fin: false });
+        buf.put_u8(0); // no payload
+        self.out.push_back(Output::Stream { quic: connect, data: data_frame(&buf), fin: false });
     }
 
     fn fail(&mut self, code: u64, reason: &str) {
@@ -916,6 +953,15 @@ impl MapOffset for (Option<PeerStream>, Option<Deliver>) {
     }
 }
 
+/// `payload` in an HTTP/3 DATA frame (capsules travel in DATA frames, RFC 9297 §3.2).
+fn data_frame(payload: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(payload.len() + 9);
+    Frame(VarInt::from_u32(0)).encode(&mut buf);
+    varint(payload.len() as u64).encode(&mut buf);
+    buf.put_slice(payload);
+    buf.freeze()
+}
+
 fn varint(v: u64) -> VarInt {
     VarInt::from_u64(v).unwrap_or(VarInt::MAX)
 }
@@ -930,4 +976,230 @@ pub fn wire_code(app: u64) -> u64 {
 /// WebTransport range (an HTTP/3 error of the peer's stack) reads as 0.
 pub fn app_code(wire: u64) -> u64 {
     error_from_http3(wire).map_or(0, u64::from)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn server() -> WebTransport {
+        WebTransport::server(vec!["moqt-22".into(), "moqt-16".into()], "moqt-16".into(), Limits::default())
+    }
+
+    fn client(protocols: &[&str]) -> WebTransport {
+        let protocols: Vec<String> = protocols.iter().map(|p| p.to_string()).collect();
+        WebTransport::client("https://relay.example:4443/moq?token=t1", &protocols, Limits::default())
+            .unwrap()
+    }
+
+    /// Moves every stream output of `from` into `to` (one call per output, whole); other
+    /// outputs are dropped.
+    fn deliver(from: &mut WebTransport, to: &mut WebTransport) {
+        while let Some(o) = from.poll_output() {
+            if let Output::Stream { quic, data, fin } = o {
+                to.on_stream_data(quic, &data, fin);
+            }
+        }
+    }
+
+    /// Client and server through SETTINGS, CONNECT and 200.
+    fn pair(protocols: &[&str]) -> (WebTransport, WebTransport) {
+        let (mut c, mut s) = (client(protocols), server());
+        deliver(&mut c, &mut s);
+        deliver(&mut s, &mut c);
+        (c, s)
+    }
+
+    #[test]
+    fn connect_picks_the_clients_first_protocol_spoken_here() {
+        let (c, s) = pair(&["moqt-99", "moqt-16", "moqt-22"]);
+        let a = s.accepted().unwrap();
+        assert_eq!(a.protocol, "moqt-16");
+        assert_eq!((a.authority.as_str(), a.path.as_str()), ("relay.example:4443", "/moq?token=t1"));
+        assert_eq!(c.accepted().unwrap().protocol, "moqt-16");
+    }
+
+    #[test]
+    fn a_client_offering_nothing_gets_the_default() {
+        let (c, s) = pair(&[]);
+        assert_eq!(s.accepted().unwrap().protocol, "moqt-16");
+        // No WT-Protocol in the answer: the client takes its own (empty) first choice.
+        assert!(c.accepted().is_some());
+    }
+
+    #[test]
+    fn a_client_offering_only_unknown_versions_is_refused_400() {
+        let (mut c, mut s) = (client(&["moqt-99"]), server());
+        deliver(&mut c, &mut s);
+        assert!(s.accepted().is_none());
+        deliver(&mut s, &mut c);
+        assert_eq!(c.poll_event(), Some(Event::Refused { status: 400 }));
+    }
+
+    #[test]
+    fn stream_ids_map_both_ways_with_headers_on_first_bytes() {
+        let (mut c, mut s) = pair(&["moqt-22"]);
+        // The client's session streams 0 (bidi) and 2 (uni) are QUIC 4 and 6.
+        assert_eq!(c.quic_id(0), Some(4));
+        assert_eq!(c.quic_id(2), Some(6));
+        assert_eq!(s.quic_id(3), Some(7)); // the server's first uni: QUIC 3 is HTTP/3's
+        assert_eq!(s.quic_id(1), Some(1)); // server bidi: HTTP/3 opens none
+        for (stream, payload) in [(0u64, &b"bidi"[..]), (2, &b"uni"[..])] {
+            let header = c.stream_header(stream).unwrap();
+            assert!(c.stream_header(stream).is_none(), "once");
+            let q = c.quic_id(stream).unwrap();
+            let mut bytes = header.to_vec();
+            bytes.extend_from_slice(payload);
+            // Split inside the header: the rest arrives later.
+            assert_eq!(s.on_stream_data(q, &bytes[..1], false), None);
+            let d = s.on_stream_data(q, &bytes[1..], false).unwrap();
+            assert_eq!(&bytes[1..][d.offset..], payload);
+            assert_eq!(d.stream, stream, "the server sees the client's numbering");
+            assert_eq!(s.session_id(q), Some(stream));
+        }
+        // The server answers on the client's bidirectional stream: QUIC 4, no header.
+        assert_eq!(s.quic_id(0), Some(4));
+        assert!(s.stream_header(0).is_none());
+        // A stream opened out of order still gets its header once.
+        assert!(s.stream_header(11).is_some());
+        assert!(s.stream_header(7).is_some());
+        assert!(s.stream_header(7).is_none() && s.stream_header(11).is_none());
+    }
+
+    #[test]
+    fn datagrams_carry_the_quarter_stream_id() {
+        let (c, s) = pair(&["moqt-16"]);
+        let mut d = c.datagram_prefix().to_vec();
+        d.extend_from_slice(b"object");
+        assert_eq!(s.on_datagram(&d), Some(&b"object"[..]));
+        assert_eq!(s.on_datagram(&[0x01, 1, 2]), None, "another session's");
+        assert_eq!(s.on_datagram(&[]), None);
+    }
+
+    #[test]
+    fn close_and_drain_capsules_reach_the_peer() {
+        let (mut c, mut s) = pair(&["moqt-16"]);
+        while c.poll_event().is_some() {}
+        s.drain();
+        s.close(0x10, "bye");
+        deliver(&mut s, &mut c);
+        assert_eq!(c.poll_event(), Some(Event::Draining));
+        assert_eq!(c.poll_event(), Some(Event::Closed { code: 0x10, reason: "bye".into() }));
+        assert!(c.is_closed());
+        s.close(0x10, "again");
+        assert!(s.poll_output().is_none(), "one capsule");
+    }
+
+    #[test]
+    fn a_second_connect_is_answered_429() {
+        let (mut c, mut s) = pair(&["moqt-16"]);
+        let url = url::Url::parse("https://relay.example/moq").unwrap();
+        let mut buf = BytesMut::new();
+        ConnectRequest::new(url).encode(&mut buf).unwrap();
+        assert_eq!(s.on_stream_data(8, &buf, false), None);
+        let Some(Output::Stream { quic: 8, data, fin: true }) = s.poll_output() else { panic!() };
+        match ConnectResponse::decode(&mut &data[..]) {
+            Err(ConnectError::WrongStatus(Some(st))) => assert_eq!(st.as_u16(), 429),
+            other => panic!("{other:?}"),
+        }
+        assert!(c.poll_event().is_some());
+    }
+
+    #[test]
+    fn a_wt_stream_for_another_session_is_refused() {
+        let (_, mut s) = pair(&["moqt-16"]);
+        // Uni stream type 0x54 naming session 8.
+        assert_eq!(s.on_stream_data(14, &[0x40, 0x54, 0x08, 1, 2, 3], false), None);
+        assert_eq!(
+            s.poll_output(),
+            Some(Output::StopSending { quic: 14, code: code::WT_BUFFERED_STREAM_REJECTED })
+        );
+    }
+
+    #[test]
+    fn http3_errors_close_the_connection() {
+        // A second control stream (RFC 9114 §6.2.1).
+        let (mut c, mut s) = (client(&[]), server());
+        deliver(&mut c, &mut s);
+        while s.poll_output().is_some() {}
+        s.on_stream_data(6, &[0x00, 0x04, 0x00], false);
+        assert!(matches!(s.poll_output(), Some(Output::Close { code: code::H3_STREAM_CREATION_ERROR, .. })));
+        // A control stream that does not start with SETTINGS.
+        let mut s = server();
+        while s.poll_output().is_some() {}
+        s.on_stream_data(2, &[0x00, 0x07, 0x01, 0x00], false);
+        assert!(matches!(s.poll_output(), Some(Output::Close { code: code::H3_MISSING_SETTINGS, .. })));
+        // A client's push stream.
+        let mut s = server();
+        while s.poll_output().is_some() {}
+        s.on_stream_data(2, &[0x01], false);
+        assert!(matches!(s.poll_output(), Some(Output::Close { code: code::H3_STREAM_CREATION_ERROR, .. })));
+        // An unknown stream type is only stopped.
+        let mut s = server();
+        while s.poll_output().is_some() {}
+        s.on_stream_data(2, &[0x21], false);
+        assert_eq!(
+            s.poll_output(),
+            Some(Output::StopSending { quic: 2, code: code::H3_STREAM_CREATION_ERROR })
+        );
+    }
+
+    #[test]
+    fn oversized_headers_are_answered_431() {
+        let mut s = server();
+        while s.poll_output().is_some() {}
+        // HEADERS frame declaring 1 MB.
+        s.on_stream_data(0, &[0x01, 0x80, 0x10, 0x00, 0x00, 0x00], false);
+        let Some(Output::Stream { quic: 0, data, fin: true }) = s.poll_output() else { panic!() };
+        match ConnectResponse::decode(&mut &data[..]) {
+            Err(ConnectError::WrongStatus(Some(st))) => assert_eq!(st.as_u16(), 431),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn payload_before_acceptance_is_held_within_its_limit() {
+        let mut c = client(&["moqt-16"]);
+        let mut s = WebTransport::server(
+            vec!["moqt-16".into()],
+            "moqt-16".into(),
+            Limits { max_early_bytes: 8, ..Limits::default() },
+        );
+        // A WebTransport bidi stream (signal 0x41, session 0) before the CONNECT arrives.
+        assert_eq!(s.on_stream_data(4, &[0x40, 0x41, 0x00, b'a', b'b'], false), None);
+        assert_eq!(s.on_stream_data(8, &[0x40, 0x41, 0x00, 0, 1, 2, 3, 4, 5, 6, 7, 8], false), None);
+        assert!(matches!(s.poll_output(), Some(Output::Stream { quic: 3, .. })), "SETTINGS");
+        assert_eq!(
+            s.poll_output(),
+            Some(Output::StopSending { quic: 8, code: code::WT_BUFFERED_STREAM_REJECTED }),
+            "over the limit"
+        );
+        deliver(&mut c, &mut s);
+        assert!(s.accepted().is_some());
+        assert_eq!(s.take_early(), vec![(0, b"ab".to_vec(), false)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever a peer sends on any stream, in any pieces, nothing panics and every
+        /// delivered range lies inside the bytes given.
+        #[test]
+        fn arbitrary_input_never_panics(
+            chunks in proptest::collection::vec(
+                (0u64..24, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), proptest::prelude::any::<bool>()),
+                0..40,
+            ),
+        ) {
+            for mut wt in [server(), client(&["moqt-16"])] {
+                for (quic, data, fin) in &chunks {
+                    if let Some(d) = wt.on_stream_data(*quic, data, *fin) {
+                        proptest::prop_assert!(d.offset <= data.len());
+                    }
+                    let _ = wt.on_datagram(data);
+                    let _ = wt.on_stream_reset(*quic, 0x52e4a40fa8db);
+                }
+                while wt.poll_output().is_some() {}
+            }
+        }
+    }
 }

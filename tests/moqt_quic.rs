@@ -121,3 +121,34 @@ fn aiomoqt_interop_draft16() {
     }
     server.shutdown().expect("stops");
 }
+
+/// aiomoqt's standard suite over WebTransport (`https://`, ALPN h3, WT-Protocol) at draft-16
+/// and draft-22: a third-party WebTransport client against the same relay and port.
+#[test]
+fn aiomoqt_interop_over_webtransport() {
+    let client = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-interop/bin/moq-interop-client");
+    assert!(
+        std::path::Path::new(client).exists(),
+        "the interop venv is missing: run .ci/install-deps (it creates .venv-interop)"
+    );
+    let server = server();
+    let url = format!("https://127.0.0.1:{}/moq", server.local_addr().port());
+    for draft in ["16", "22"] {
+        let out = Command::new(client)
+            .args(["-r", &url, "--tls-disable-verify", "--draft", draft])
+            .output()
+            .expect("aiomoqt runs");
+        let tap = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        // Its report names the transport and the WT-Protocol the relay chose.
+        assert!(tap.contains("transport: \"webtransport-h3\""), "not over WebTransport:\n{tap}");
+        assert!(tap.contains(&format!("webtransport_protocol: \"moqt-{draft}\"")), "{tap}");
+        for name in REQUIRED {
+            let passed = tap
+                .lines()
+                .any(|l| l.starts_with("ok ") && l.ends_with(&format!(" - {name}")) && !l.contains("# SKIP"));
+            assert!(passed, "draft-{draft} over WebTransport: aiomoqt {name} did not pass:\n{tap}\n{err}");
+        }
+    }
+    server.shutdown().expect("stops");
+}

@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
 
-    let mut publisher = Publisher::connect(peer, version, Instant::now() + wait)
+    let mut publisher = Publisher::connect(peer.clone(), version, Instant::now() + wait)
         .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
     publisher.add_track(track.clone());
     if args.publish {

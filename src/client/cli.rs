@@ -7,13 +7,15 @@ use anyhow::{anyhow, Context};
 use bytes::Bytes;
 
 use super::stamp::parse_namespace;
+use super::Relay;
 use crate::wire::model::FullTrackName;
 use crate::wire::Version;
 
 /// `--relay`, `--draft`, `--namespace`, `--track`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrackArgs {
-    /// Relay address: host:port or moqt://host:port (UDP).
+    /// Relay: host:port or moqt://host:port (raw QUIC), or https://host:port/path
+    /// (WebTransport over HTTP/3 on the same UDP port).
     #[arg(long, default_value = "127.0.0.1:4443")]
     pub relay: String,
     /// MoQT draft: 16 or 22 (chooses the ALPN moqt-16 / moqt-22).
@@ -47,10 +49,28 @@ pub fn resolve_relay(relay: &str) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow!("{relay}: no address"))
 }
 
+/// A relay given as `host:port`, `moqt://host:port[/path]` (raw QUIC) or
+/// `https://host:port/path` (WebTransport at that URL).
+pub fn parse_relay(relay: &str) -> anyhow::Result<Relay> {
+    match relay.strip_prefix("https://") {
+        Some(rest) => {
+            let authority = rest.split('/').next().unwrap_or(rest);
+            let authority = authority.split('?').next().unwrap_or(authority);
+            let addr = authority
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {relay}"))?
+                .next()
+                .ok_or_else(|| anyhow!("{relay}: no address"))?;
+            Ok(Relay { addr, webtransport: Some(relay.to_string()) })
+        }
+        None => Ok(Relay::from(resolve_relay(relay)?)),
+    }
+}
+
 impl TrackArgs {
-    /// The relay's first address.
-    pub fn peer(&self) -> anyhow::Result<SocketAddr> {
-        resolve_relay(&self.relay)
+    /// The relay: its first address, and the WebTransport URL for `https://`.
+    pub fn peer(&self) -> anyhow::Result<Relay> {
+        parse_relay(&self.relay)
     }
 
     /// The full track name.

@@ -38,11 +38,26 @@ impl<C: SessionCore> Fleet<C> {
     /// `version`, certificates not verified) and drives them all through the QUIC handshake
     /// and SETUP.
     pub fn connect(
-        peer: SocketAddr,
+        relay: impl Into<super::Relay>,
         version: Version,
         cores: Vec<C>,
         deadline: Instant,
     ) -> Result<Self, ClientError> {
+        let relay = relay.into();
+        if relay.webtransport.is_some() {
+            // Over WebTransport each member's CONNECT precedes its session: they connect one
+            // after the other.
+            let (mut conns, mut apps) = (Vec::with_capacity(cores.len()), Vec::with_capacity(cores.len()));
+            for _ in &cores {
+                let client =
+                    super::MoqtClient::connect(relay.clone(), version, SetupOptions::default(), deadline)?;
+                let (conn, app) = client.into_parts();
+                conns.push(conn);
+                apps.push(app);
+            }
+            return Ok(Fleet { conns, apps, cores });
+        }
+        let peer = relay.addr;
         let mut config = crate::runtime::tls::client_config(&[version.alpn()], false)?;
         let mut conns = Vec::with_capacity(cores.len());
         let mut apps = Vec::with_capacity(cores.len());

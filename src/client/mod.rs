@@ -20,7 +20,7 @@ pub mod subscriber;
 pub mod switchover;
 
 pub use fleet::{Endpoint, Fleet};
-pub use moqt::{Driven, MoqtClient, Origin, RequestState, SessionCore};
+pub use moqt::{Driven, MoqtClient, Origin, Relay, RequestState, SessionCore};
 pub use publisher::{Delivery, Ended, Publisher, PublisherCore};
 pub use quic::{drive_many, raw_exchange, ClientError, Exchange, QuicConn};
 pub use subscriber::{DoneInfo, Received, Subscriber, SubscriberCore, Subscription};

@@ -6,11 +6,14 @@
 //! every session event together with the session, so that it can answer at once.
 //! [`MoqtClient::drive_core`] runs one over a connection; [`super::fleet::Fleet`] runs many.
 
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::runtime::moqt::{MoqtApp, RequestHandler};
-use crate::runtime::ConnApp;
+use crate::runtime::moqt::{webtransport_handshake, MoqtApp, Pump, RequestHandler};
+use crate::runtime::{ConnApp, WebTransportConn};
 use crate::session::{Event, Session, SessionConfig};
+use crate::webtransport::{self, WebTransport};
 use crate::wire::model::{Message, Role, SetupOptions};
 use crate::wire::Version;
 
@@ -103,6 +106,36 @@ impl RequestHandler for Collect {
     }
 }
 
+/// Where a client connects: the relay's address, and the URL of a WebTransport session when
+/// MoQT runs inside one (`https://host:port/path`; `None`: raw QUIC with the draft's ALPN).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    pub addr: SocketAddr,
+    pub webtransport: Option<String>,
+}
+
+impl From<SocketAddr> for Relay {
+    fn from(addr: SocketAddr) -> Self {
+        Relay { addr, webtransport: None }
+    }
+}
+
+impl std::fmt::Display for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.webtransport {
+            Some(url) => write!(f, "{url} (WebTransport)"),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
+impl Relay {
+    /// The same relay over WebTransport at `https://ADDR/path`.
+    pub fn webtransport(addr: SocketAddr, path: &str) -> Self {
+        Relay { addr, webtransport: Some(format!("https://{addr}{path}")) }
+    }
+}
+
 /// A client's MoQT session on one QUIC connection.
 pub struct MoqtClient {
     conn: QuicConn,
@@ -110,15 +143,63 @@ pub struct MoqtClient {
 }
 
 impl MoqtClient {
-    /// Connects with the ALPN of `version` and completes the QUIC handshake and SETUP.
+    /// Connects with the ALPN of `version` (or over WebTransport, offering only `version`)
+    /// and completes the QUIC handshake, the WebTransport CONNECT, and SETUP.
     pub fn connect(
-        peer: std::net::SocketAddr,
+        relay: impl Into<Relay>,
         version: Version,
         setup: SetupOptions,
         deadline: Instant,
     ) -> Result<MoqtClient, ClientError> {
-        let conn = QuicConn::connect(peer, version.alpn())?;
-        Self::setup(conn, version, setup, deadline)
+        let relay = relay.into();
+        match &relay.webtransport {
+            None => {
+                let conn = QuicConn::connect(relay.addr, version.alpn())?;
+                Self::setup(conn, version, setup, deadline)
+            }
+            Some(url) => {
+                let conn = QuicConn::connect(relay.addr, webtransport::ALPN)?;
+                Self::setup_webtransport(conn, url, version, setup, deadline)
+            }
+        }
+    }
+
+    /// The WebTransport CONNECT to `url` offering `version`'s protocol, then SETUP inside the
+    /// session. A refusal is [`ClientError::Refused`] with the HTTP status as its code.
+    fn setup_webtransport(
+        mut conn: QuicConn,
+        url: &str,
+        version: Version,
+        setup: SetupOptions,
+        deadline: Instant,
+    ) -> Result<MoqtClient, ClientError> {
+        conn.handshake(deadline)?;
+        let protocols = [version.alpn().to_string()];
+        let mut wt = WebTransport::client(url, &protocols, webtransport::Limits::default())
+            .map_err(|e| ClientError::Refused { code: 0, reason: e })?;
+        let mut h3 = VecDeque::new();
+        let mut buf = vec![0u8; 65_536];
+        conn.drive(deadline, |c| {
+            webtransport_handshake(c.conn_mut(), &mut wt, &mut h3, &mut buf);
+            Ok(wt.accepted().is_some() || wt.is_closed())
+        })?;
+        while let Some(event) = wt.poll_event() {
+            if let webtransport::Event::Refused { status } = event {
+                let reason = format!("WebTransport CONNECT answered {status}");
+                return Err(ClientError::Refused { code: u64::from(status), reason });
+            }
+        }
+        let accepted = wt.accepted().ok_or(ClientError::Closed)?;
+        let version =
+            Version::from_alpn(accepted.protocol.as_bytes()).ok_or_else(|| ClientError::Refused {
+                code: 0,
+                reason: format!("the server chose WT-Protocol {:?}", accepted.protocol),
+            })?;
+        let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
+        let pump = Pump::default().with_webtransport(WebTransportConn { wt, h3 });
+        let mut client = MoqtClient { conn, app: MoqtApp::with_pump(session, Collect::default(), pump) };
+        client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
+        Ok(client)
     }
 
     /// Like [`MoqtClient::connect`] with the caller's quiche configuration (one configuration
@@ -257,13 +338,14 @@ impl<C: SessionCore + Default> Driven<C> {
         Driven { client, core: C::default() }
     }
 
-    /// Connects to `peer` (QUIC handshake and SETUP) with the ALPN of `version`.
+    /// Connects to `relay` (QUIC handshake, WebTransport CONNECT when asked, and SETUP)
+    /// speaking `version`.
     pub fn connect(
-        peer: std::net::SocketAddr,
+        relay: impl Into<Relay>,
         version: Version,
         deadline: Instant,
     ) -> Result<Self, ClientError> {
-        Ok(Self::new(MoqtClient::connect(peer, version, SetupOptions::default(), deadline)?))
+        Ok(Self::new(MoqtClient::connect(relay, version, SetupOptions::default(), deadline)?))
     }
 }
 

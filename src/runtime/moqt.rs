@@ -505,8 +505,11 @@ pub fn webtransport_handshake(
         loop {
             match conn.stream_recv(id, buf) {
                 Ok((n, fin)) => {
-                    // Before acceptance nothing is delivered: it is buffered (bounded) or refused.
-                    let _ = wt.on_stream_data(id, &buf[..n], fin);
+                    // Before acceptance payload is buffered there (bounded) or refused; after
+                    // it (later in this same read) it is held for the session to come.
+                    if let Some(d) = wt.on_stream_data(id, &buf[..n], fin) {
+                        wt.hold(id, d.stream, &buf[d.offset..n], fin);
+                    }
                     if fin {
                         break;
                     }
@@ -651,7 +654,13 @@ pub struct MoqtApp<H> {
 impl<H: RequestHandler> MoqtApp<H> {
     /// Glue for `session` (either role: the server's connections and our client use it).
     pub fn new(session: Session, handler: H) -> Self {
-        MoqtApp { session, handler, pump: Pump::default(), buf: vec![0u8; 65_536] }
+        Self::with_pump(session, handler, Pump::default())
+    }
+
+    /// Glue for `session` writing through `pump` (one over WebTransport, or with a backlog
+    /// limit).
+    pub fn with_pump(session: Session, handler: H, pump: Pump) -> Self {
+        MoqtApp { session, handler, pump, buf: vec![0u8; 65_536] }
     }
 
     pub fn session(&self) -> &Session {
