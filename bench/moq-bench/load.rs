@@ -3,7 +3,6 @@
 //! [`Control`]. Objects carry a sequence number and their send time (`client::stamp`), so each
 //! subscriber thread checks loss, duplicates, order and latency as objects arrive.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::stamp::{now_micros, stamped};
-use moq_edge::client::{ClientError, Fleet, PublisherCore, RequestState, SubscriberCore};
+use moq_edge::client::{ClientError, Fleet, PublisherCore, Relay, RequestState, SubscriberCore};
 use moq_edge::wire::model::{FullTrackName, Location, LocationFilter, RequestId};
 use moq_edge::wire::Version;
 
@@ -21,9 +20,9 @@ use crate::check::{Expect, SubCheck, Tally};
 #[derive(Debug)]
 pub struct Plan {
     /// Where the subscribers connect.
-    pub peer: SocketAddr,
+    pub peer: Relay,
     /// Where the publishers connect (usually `peer`).
-    pub publish_peer: SocketAddr,
+    pub publish_peer: Relay,
     pub version: Version,
     pub tracks: Vec<FullTrackName>,
     pub publishers: usize,
@@ -129,7 +128,7 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
         })
         .collect();
     let mut fleet =
-        Fleet::connect(plan.publish_peer, plan.version, cores, deadline).context("publishers connect")?;
+        Fleet::connect(plan.publish_peer.clone(), plan.version, cores, deadline).context("publishers connect")?;
     let mut announced: Vec<(usize, RequestId)> = Vec::new();
     for (t, track) in plan.tracks.iter().enumerate().take(plan.publishers) {
         let id = fleet.with(owner(t), |c, s| c.announce(s, track.namespace.clone()));
@@ -328,7 +327,7 @@ fn window_of(plan: &Plan, start_us: u64) -> (u64, u64) {
 /// the publishers finished, or when told to stop.
 pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow::Result<Tally> {
     let deadline = Instant::now() + plan.timeout;
-    let mut fleet = Fleet::subscribers(plan.peer, plan.version, members.len(), deadline)
+    let mut fleet = Fleet::subscribers(plan.peer.clone(), plan.version, members.len(), deadline)
         .context("subscribers connect")?;
     let mut rec = Recorder::new(plan, ctl);
     rec.tally.sessions = members.len() as u64;
@@ -413,7 +412,7 @@ pub fn churn(plan: &Plan, ctl: &Control, members: &[Vec<usize>]) -> anyhow::Resu
     let end = t0 + plan.warmup + plan.duration;
     while Instant::now() < end && !ctl.stopped() {
         let deadline = Instant::now() + plan.timeout;
-        let mut fleet = Fleet::subscribers(plan.peer, plan.version, members.len(), deadline)
+        let mut fleet = Fleet::subscribers(plan.peer.clone(), plan.version, members.len(), deadline)
             .context("churn: subscribers connect")?;
         rec.tally.sessions += members.len() as u64;
         let mut wave: Vec<Member> = members.iter().map(|t| Member::new(t.clone(), None)).collect();

@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Args, Parser, Subcommand};
 use hdrhistogram::Histogram;
-use moq_edge::client::cli::{parse_draft, resolve_relay};
+use moq_edge::client::cli::{parse_draft, parse_relay};
 use moq_edge::client::stamp::{now_micros, parse_namespace, STAMP_LEN};
 use moq_edge::wire::model::{FullTrackName, TrackNamespace};
 use moq_edge::wire::Version;
@@ -73,7 +73,8 @@ enum Scenario {
 
 #[derive(Debug, Args)]
 struct Common {
-    /// The relay: moqt://host:port (or host:port).
+    /// The relay: moqt://host:port (or host:port) over raw QUIC, or https://host:port/path over
+    /// WebTransport (HTTP/3) on the same port.
     #[arg(long, default_value = "moqt://127.0.0.1:4443")]
     relay: String,
     /// Where the publishers connect, when not to --relay (a relay tier: publish on one edge,
@@ -191,8 +192,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         })
         .collect();
     let plan = Plan {
-        peer: resolve_relay(&c.relay)?,
-        publish_peer: resolve_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
+        peer: parse_relay(&c.relay)?,
+        publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
         version: c.draft,
         tracks,
         publishers: c.publishers,

@@ -14,7 +14,6 @@
 //!   thread, another connection) is seen on that member's next packet. Use short deadlines
 //!   in a loop for such waits.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::moqt::{service, Collect, SessionCore};
@@ -171,7 +170,7 @@ impl<C: SessionCore> Fleet<C> {
 impl Fleet<SubscriberCore> {
     /// `n` subscriber connections to `peer`, set up.
     pub fn subscribers(
-        peer: SocketAddr,
+        peer: impl Into<super::Relay>,
         version: Version,
         n: usize,
         deadline: Instant,
