@@ -1,7 +1,7 @@
 //! The layer rules of ARCHITECTURE.md that a reading of the source can check: the relay names
 //! no draft (the session and `wire` map every difference: typed codes, session verbs), the
 //! relay never imports the runtime, the configuration imports neither (config ← relay ←
-//! runtime), and the wire layer imports no other layer.
+//! runtime), the wire layer imports no other layer, and the WebTransport layer stands alone.
 
 use std::path::{Path, PathBuf};
 
@@ -103,4 +103,23 @@ fn the_checks_see_what_they_look_for() {
     assert!(names("let v = Version::Draft22;", "Version"));
     assert!(!names("let conversion = 1;", "Version"));
     assert!("code::DONE_EXPIRED_D16".contains("_D16"));
+}
+
+/// The WebTransport layer knows neither MoQT nor the runtime: it imports no other module of
+/// this crate, and the session and relay never import it (ARCHITECTURE.md, "Transports").
+#[test]
+fn webtransport_is_a_layer_of_its_own() {
+    let found: Vec<String> = code_lines("src/webtransport.rs")
+        .into_iter()
+        .filter(|(_, code)| code.contains("crate::"))
+        .map(|(at, code)| format!("{at}: {}", code.trim()))
+        .collect();
+    assert!(found.is_empty(), "src/webtransport.rs imports another module:\n{}", found.join("\n"));
+    let found: Vec<String> = ["src/session", "src/relay"]
+        .into_iter()
+        .flat_map(code_lines)
+        .filter(|(_, code)| code.contains("webtransport"))
+        .map(|(at, code)| format!("{at}: {}", code.trim()))
+        .collect();
+    assert!(found.is_empty(), "the session or relay knows the transport:\n{}", found.join("\n"));
 }
