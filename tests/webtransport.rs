@@ -328,3 +328,38 @@ fn connect_is_answered_with_the_offered_protocol() {
     }
     server.shutdown().unwrap();
 }
+
+/// Token auth for browsers: the `token` query parameter of the CONNECT URL authorizes the
+/// session like a token in SETUP. With it a subscription is looked up (no publisher: 0x10);
+/// without it, or with a token for another namespace, it is refused UNAUTHORIZED (0x1).
+#[test]
+fn a_token_in_the_url_authorizes_the_session() {
+    use base64::Engine;
+    const SECRET: &[u8] = b"a secret of more than sixteen bytes";
+    let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET));
+    let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
+    rc.pin = false;
+    let config = RelayConfig { auth: Some(Arc::new(keys)), ..RelayConfig::default() };
+    let server = runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[5; 32]))).unwrap();
+    let addr = server.local_addr();
+    let token = |ns: &str| {
+        let exp = moq_edge::auth::unix_now() + 600;
+        let claims = moq_edge::auth::Claims { ns: vec![ns.to_string()], publish: false, subscribe: true, exp };
+        moq_edge::auth::mint("k1", SECRET, &claims).unwrap()
+    };
+    for version in Version::ALL {
+        for (path, want) in [
+            (format!("/moq?token={}", token("wt")), 0x10),
+            ("/moq".to_string(), 0x1),
+            (format!("/moq?x=1&token={}", token("other")), 0x1),
+        ] {
+            let mut s = Subscriber::connect(Relay::webtransport(addr, &path), version, deadline()).unwrap();
+            match s.subscribe(track("a"), None, deadline()) {
+                Err(ClientError::Refused { code, .. }) => assert_eq!(code, want, "{version:?} {path}"),
+                other => panic!("{version:?} {path}: {other:?}"),
+            }
+        }
+    }
+    server.shutdown().unwrap();
+}

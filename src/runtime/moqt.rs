@@ -25,6 +25,24 @@ use crate::wire::Version;
 /// WebTransport is an older one).
 pub const WEBTRANSPORT_DEFAULT: Version = Version::Draft16;
 
+/// What a WebTransport CONNECT says about the client's setup: its authority and path (with
+/// the query), and the `token` query parameter as an authorization token (a browser cannot
+/// put one in SETUP before it knows it may connect, and pages commonly carry it in the URL).
+pub fn setup_from_url(accepted: &crate::webtransport::Accepted) -> SetupOptions {
+    let token = accepted.path.split_once('?').and_then(|(_, query)| {
+        query.split('&').find_map(|kv| kv.strip_prefix("token=")).filter(|t| !t.is_empty())
+    });
+    SetupOptions {
+        authority: Some(Bytes::from(accepted.authority.clone())),
+        path: Some(Bytes::from(accepted.path.clone())),
+        auth_tokens: token
+            .map(|t| crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
+            .into_iter()
+            .collect(),
+        ..SetupOptions::default()
+    }
+}
+
 /// REQUEST_ERROR NOT_SUPPORTED (0x3) in both drafts.
 const NOT_SUPPORTED: u64 = 0x3;
 

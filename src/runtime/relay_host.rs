@@ -305,7 +305,10 @@ impl ShardApp for RelayHost {
         wt: WebTransportConn,
     ) -> Box<dyn ConnApp> {
         let mut host = self.0.borrow_mut();
-        let session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
+        let mut session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
+        if let Some(accepted) = wt.wt.accepted() {
+            session.set_transport_setup(super::moqt::setup_from_url(accepted));
+        }
         host.relay.add_session(conn.0, session);
         let pump = Pump::with_backlog_limit(host.backlog).with_webtransport(wt);
         host.pumps.insert(conn.0, pump);

@@ -122,6 +122,9 @@ pub struct Session {
     pre_setup: Vec<u64>,
     next_local_bidi: u64,
     ids: RequestIds,
+    /// What the transport already said about the peer's setup (a WebTransport CONNECT's
+    /// authority, path and URL token): merged into the peer's SETUP options.
+    transport_setup: Option<SetupOptions>,
 }
 
 impl Session {
@@ -183,6 +186,7 @@ impl Session {
             pre_setup: Vec::new(),
             next_local_bidi,
             ids: RequestIds::new(version, role, local_max),
+            transport_setup: None,
         };
         if role == Role::Client || version == Version::Draft22 {
             s.send_setup();
@@ -469,11 +473,25 @@ impl Session {
         }
     }
 
+    /// Setup options the transport carried instead of SETUP: over WebTransport the CONNECT
+    /// request's authority and path (a client must not send AUTHORITY or PATH in SETUP
+    /// there), and an authorization token from its URL. They complete the peer's SETUP
+    /// options in [`Event::Ready`]: authority and path where SETUP has none, tokens after
+    /// SETUP's.
+    pub fn set_transport_setup(&mut self, options: SetupOptions) {
+        self.transport_setup = Some(options);
+    }
+
     fn maybe_ready(&mut self) -> Result<(), SessionError> {
         if self.ready || !self.sent_setup {
             return Ok(());
         }
-        let Some(peer) = self.peer_setup.clone() else { return Ok(()) };
+        let Some(mut peer) = self.peer_setup.clone() else { return Ok(()) };
+        if let Some(t) = self.transport_setup.take() {
+            peer.authority = peer.authority.or(t.authority);
+            peer.path = peer.path.or(t.path);
+            peer.auth_tokens.extend(t.auth_tokens);
+        }
         self.ready = true;
         self.events.push_back(Event::Ready { peer });
         for id in std::mem::take(&mut self.pre_setup) {
