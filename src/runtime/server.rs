@@ -31,6 +31,7 @@ const MAX_IO_MEMORY: usize = 1 << 20;
 pub struct ServerHandle {
     local_addr: SocketAddr,
     fingerprint: String,
+    identity: Arc<Mutex<tls::Identity>>,
     stats: Arc<[ShardStats]>,
     shutdown: Arc<AtomicBool>,
     wakers: Vec<Waker>,
@@ -53,6 +54,8 @@ pub struct TlsReloader {
     rc: RuntimeConfig,
     swap: Arc<TlsSwap>,
     wakers: Vec<Waker>,
+    /// The identity new connections get: the one loaded at start, then each reloaded one.
+    identity: Arc<Mutex<tls::Identity>>,
 }
 
 impl TlsReloader {
@@ -63,6 +66,7 @@ impl TlsReloader {
         // Fail here, not on a core, if quiche refuses it.
         material.server_config(&self.rc)?;
         let fingerprint = material.fingerprint().to_string();
+        let identity = material.identity().clone();
         match self.swap.material.lock() {
             Ok(mut m) => *m = Some(Arc::new(material)),
             Err(_) => bail!("a core panicked while holding the TLS identity"),
@@ -71,7 +75,16 @@ impl TlsReloader {
         for w in &self.wakers {
             w.wake();
         }
+        match self.identity.lock() {
+            Ok(mut current) => *current = identity,
+            Err(poisoned) => *poisoned.into_inner() = identity,
+        }
         Ok(fingerprint)
+    }
+
+    /// The identity new connections get (after the last successful [`TlsReloader::reload`]).
+    pub fn identity(&self) -> tls::Identity {
+        current(&self.identity)
     }
 
     /// The files to watch for changes (none for a self-signed identity).
@@ -116,9 +129,15 @@ impl ServerHandle {
         self.local_addr
     }
 
-    /// SHA-256 fingerprint of the server certificate (`AB:CD:...`).
+    /// SHA-256 fingerprint of the server certificate loaded at start (`AB:CD:...`); after a
+    /// reload, [`ServerHandle::identity`] has the current one.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+
+    /// The identity new connections get: the one loaded at start, or the last one reloaded.
+    pub fn identity(&self) -> tls::Identity {
+        current(&self.identity)
     }
 
     /// Per-core counters.
@@ -165,6 +184,7 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     }
     let material = tls::load_identity(&rc)?;
     let fingerprint = material.fingerprint().to_string();
+    let identity = Arc::new(Mutex::new(material.identity().clone()));
 
     // Bind in shard order: socket index in the reuseport group == shard.
     let mut sockets = Vec::with_capacity(rc.cores);
@@ -246,10 +266,12 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
             Ok(_) => started += 1,
             Err(_) => {
-                let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone() };
+                let reloader =
+                    TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
                 let handle = ServerHandle {
                     local_addr: addr,
                     fingerprint,
+                    identity,
                     stats,
                     shutdown,
                     wakers,
@@ -265,8 +287,17 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
         }
     }
     info!(%addr, cores = rc.cores, io_memory, "serving QUIC");
-    let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone() };
-    Ok(ServerHandle { local_addr: addr, fingerprint, stats, shutdown, wakers, threads, reloader })
+    let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
+    Ok(ServerHandle { local_addr: addr, fingerprint, identity, stats, shutdown, wakers, threads, reloader })
+}
+
+/// A copy of the shared identity (a poisoned lock still holds a whole value: it is only ever
+/// replaced in one assignment).
+fn current(identity: &Mutex<tls::Identity>) -> tls::Identity {
+    match identity.lock() {
+        Ok(i) => i.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
 }
 
 /// glommio registers `io_memory` bytes per executor as locked memory; the sum must fit under
