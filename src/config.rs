@@ -123,6 +123,11 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
 
+    /// Serve the watch page and /certificate.sha256 over HTTP on this TCP address, or `off`
+    /// [default: the --listen address, so TCP and UDP share the port].
+    #[arg(long, value_name = "ADDR|off")]
+    pub web: Option<String>,
+
     /// Log format: human or json [default: human].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -193,6 +198,7 @@ struct FileConfig {
     upstream_ca: Option<PathBuf>,
     upstream_insecure: Option<bool>,
     metrics: Option<String>,
+    web: Option<String>,
     log_format: Option<String>,
     log_level: Option<String>,
     qlog_dir: Option<PathBuf>,
@@ -203,6 +209,17 @@ struct FileConfig {
 pub enum LogFormat {
     Human,
     Json,
+}
+
+/// Where the web listener (the watch page, `/certificate.sha256`) listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Web {
+    /// TCP on the address and port the QUIC listener bound (the default).
+    Listen,
+    /// TCP on this address.
+    At(SocketAddr),
+    /// No web listener.
+    Off,
 }
 
 /// Where the TLS identity comes from.
@@ -240,6 +257,7 @@ pub struct Config {
     pub upstream_ca: Option<PathBuf>,
     pub upstream_insecure: bool,
     pub metrics: Option<SocketAddr>,
+    pub web: Web,
     pub log_format: LogFormat,
     pub log_level: String,
     pub qlog_dir: Option<PathBuf>,
@@ -437,6 +455,13 @@ impl Config {
             }
             (None, None) => None,
         };
+        let web = match cli.web.as_deref().or(file.web.as_deref()) {
+            None => Web::Listen,
+            Some("off") => Web::Off,
+            Some(s) => Web::At(s.parse().with_context(|| {
+                format!("config key `web`: {s:?} is neither an address (HOST:PORT) nor `off`")
+            })?),
+        };
         let log_format = match cli.log_format.as_deref().or(file.log_format.as_deref()).unwrap_or("human") {
             "human" => LogFormat::Human,
             "json" => LogFormat::Json,
@@ -457,6 +482,7 @@ impl Config {
             upstream_ca,
             upstream_insecure,
             metrics,
+            web,
             log_format,
             log_level,
             qlog_dir,
@@ -586,6 +612,25 @@ mod tests {
         let c =
             Config::resolve(&cli(&["--metrics", "127.0.0.1:9090", "--log-format", "json"]), 2).expect("ok");
         assert_eq!((c.metrics.map(|a| a.port()), c.log_format), (Some(9090), LogFormat::Json));
+    }
+
+    #[test]
+    fn web_follows_listen_moves_or_is_off() {
+        assert_eq!(Config::resolve(&cli(&[]), 2).expect("defaults").web, Web::Listen);
+        let c = Config::resolve(&cli(&["--web", "127.0.0.1:8080"]), 2).expect("an address");
+        assert_eq!(c.web, Web::At("127.0.0.1:8080".parse().expect("addr")));
+        assert_eq!(Config::resolve(&cli(&["--web", "off"]), 2).expect("off").web, Web::Off);
+        let err = Config::resolve(&cli(&["--web", "on"]), 2).expect_err("neither");
+        assert!(err.to_string().contains("`web`"), "{err}");
+        let dir = std::env::temp_dir().join(format!("moq-edge-cfg-web-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let path = dir.join("edge.toml");
+        std::fs::write(&path, "web = \"off\"\n").expect("write");
+        let p = path.to_str().expect("utf8 path");
+        assert_eq!(Config::resolve(&cli(&["--config", p]), 2).expect("file").web, Web::Off);
+        let c = Config::resolve(&cli(&["--config", p, "--web", "[::1]:80"]), 2).expect("flag wins");
+        assert_eq!(c.web, Web::At("[::1]:80".parse().expect("addr")));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use moq_edge::config::{Cli, Command, Config, LogFormat, Tls};
-use moq_edge::metrics;
+use moq_edge::config::{Cli, Command, Config, LogFormat, Tls, Web};
 use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory, TlsReloader};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
+use moq_edge::{metrics, web};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing::{info, warn};
@@ -73,6 +73,11 @@ fn main() -> anyhow::Result<()> {
         Some(a) => println!("  metrics    http://{a}/metrics, /healthz, /readyz"),
         None => println!("  metrics    off"),
     }
+    match config.web {
+        Web::Listen => println!("  web        tcp {} (watch page, /certificate.sha256)", config.listen),
+        Web::At(a) => println!("  web        tcp {a} (watch page, /certificate.sha256)"),
+        Web::Off => println!("  web        off"),
+    }
     if let Some(d) = &config.qlog_dir {
         println!("  qlog       {}", d.display());
     }
@@ -102,6 +107,19 @@ fn main() -> anyhow::Result<()> {
     }
 
     let reloader = server.tls_reloader();
+    let web_addr = match config.web {
+        // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
+        Web::Listen => Some(server.local_addr()),
+        Web::At(a) => Some(a),
+        Web::Off => None,
+    };
+    if let Some(addr) = web_addr {
+        let current = reloader.clone();
+        let sources = web::Sources { certificate: Arc::new(move || current.identity().sha256) };
+        let bound = web::serve(addr, sources)
+            .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
+        println!("  web        serving http://{bound}/");
+    }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();
     std::thread::Builder::new().name("signals".into()).spawn(move || {
