@@ -6,7 +6,8 @@
 //! subgroup stream per group (or one datagram each with `--datagrams`). With `--announce`
 //! (the default) the track is offered with PUBLISH_NAMESPACE and sent to whoever subscribes;
 //! with `--publish` it is pushed with PUBLISH. Ends after `--count` objects (or on Ctrl-C)
-//! with PUBLISH_DONE.
+//! with PUBLISH_DONE. With `--wait-stdin`, a line on standard input starts the objects and
+//! another one ends the track.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,6 +47,12 @@ struct Args {
     /// Send each object as a datagram instead of on subgroup streams.
     #[arg(long)]
     datagrams: bool,
+    /// Wait for a line on standard input before the first object, and after the last one for
+    /// another line (or the end of input) before PUBLISH_DONE, serving the relay meanwhile:
+    /// subscribers can join before anything is sent, and see every object before the track
+    /// ends.
+    #[arg(long)]
+    wait_stdin: bool,
     /// Seconds allowed for connecting and for the relay's answers.
     #[arg(long, default_value_t = 10)]
     timeout_s: u64,
@@ -90,6 +97,11 @@ fn main() -> anyhow::Result<()> {
         );
     }
 
+    let lines = args.wait_stdin.then(stdin_lines);
+    if let Some(lines) = &lines {
+        eprintln!("moq-pub: waiting for a line on standard input to start");
+        serve_until_line(&mut publisher, lines, &stop)?;
+    }
     let interval = Duration::from_secs_f64(1.0 / args.rate);
     let start = Instant::now();
     let mut seq: u64 = 0;
@@ -123,11 +135,44 @@ fn main() -> anyhow::Result<()> {
         }
         seq += 1;
     }
+    if let Some(lines) = &lines {
+        eprintln!("moq-pub: sent {seq} objects; waiting for a line on standard input to end the track");
+        serve_until_line(&mut publisher, lines, &stop)?;
+    }
     let ended = publisher.done(&track, publish_done::TRACK_ENDED, "moq-pub finished")?;
     // Let the last objects and PUBLISH_DONE reach the relay before closing.
     publisher.pump(Instant::now() + Duration::from_secs(1))?;
     publisher.close()?;
     let secs = start.elapsed().as_secs_f64();
     println!("moq-pub: sent {seq} objects in {secs:.1} s; ended {ended} subscription(s)");
+    Ok(())
+}
+
+/// Lines of standard input, read on their own thread; the channel closes at the end of input.
+fn stdin_lines() -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            if line.is_err() || tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Serves the relay until a line arrives (or input ends, or Ctrl-C).
+fn serve_until_line(
+    publisher: &mut Publisher,
+    lines: &std::sync::mpsc::Receiver<()>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    use std::sync::mpsc::TryRecvError;
+    while matches!(lines.try_recv(), Err(TryRecvError::Empty)) && !stop.load(Ordering::Relaxed) {
+        match publisher.pump_until(Instant::now() + Duration::from_millis(50), |_| false) {
+            Ok(()) | Err(moq_edge::client::ClientError::Deadline) => {}
+            Err(e) => return Err(e).context("serving the relay"),
+        }
+    }
     Ok(())
 }
