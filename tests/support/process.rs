@@ -17,8 +17,17 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback port free for UDP and for TCP: the relay serves QUIC on it and, by default, its
+/// web listener on the same TCP port (README.md, "Watching in a browser").
 pub fn free_udp() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).map(|a| a.port()).expect("a free UDP port")
+    for _ in 0..100 {
+        let udp = UdpSocket::bind("127.0.0.1:0").expect("a free UDP port");
+        let port = udp.local_addr().expect("its address").port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no loopback port free for both UDP and TCP")
 }
 
 pub fn free_tcp() -> u16 {

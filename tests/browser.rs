@@ -1,0 +1,372 @@
+//! The watch page in a real browser (README.md, "Watching in a browser"; ARCHITECTURE.md,
+//! "Web listener"): the relay binary serves the page and `/certificate.sha256` over TCP on its
+//! QUIC port; headless Chromium (Debian's, driven by puppeteer-core from `web/test/watch.mjs`)
+//! loads the page, which pins the certificate hash with WebTransport's
+//! `serverCertificateHashes` and subscribes with @moq/lite (MoQT draft-16, WT protocol
+//! moqt-16), while moq-pub publishes stamped objects in draft-16, then in draft-22 (the relay
+//! translates).
+//!
+//! Chromium, Node.js and `web/node_modules` are required: `.ci/install-deps` installs them.
+//! Without them these tests fail and say what to run; they never skip.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use moq_edge::client::stamp::stamped;
+use serde_json::Value;
+
+#[path = "support/process.rs"]
+mod process;
+use process::{get, metric, Proc};
+
+const WEB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/web");
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Objects per round: two groups of 30 at 30 a second.
+const OBJECTS: u64 = 60;
+const GROUP_SIZE: u64 = 30;
+const OBJECT_SIZE: usize = 1200;
+/// Pages watching the track at once.
+const PAGES: usize = 2;
+/// A guard against a hang (the test asserts no duration).
+const GUARD: Duration = Duration::from_secs(120);
+
+fn wait_for(what: &str, f: impl FnMut() -> bool) {
+    process::wait_for(what, GUARD, f)
+}
+
+/// Fails, naming what to install, when the browser, Node.js or the web packages are missing.
+fn require_browser_tools() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "Chromium is missing ({CHROMIUM}): run .ci/install-deps (it installs Debian's chromium)"
+    );
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.is_ok_and(|o| o.status.success()),
+        "Node.js is missing (`node` is not on PATH): run .ci/install-deps"
+    );
+    assert!(
+        Path::new(WEB).join("node_modules/puppeteer-core").is_dir()
+            && Path::new(WEB).join("node_modules/esbuild").is_dir(),
+        "web/node_modules is missing: run .ci/install-deps (it runs `npm ci` in web/)"
+    );
+}
+
+/// The relay binary, its stdout read for the addresses it serves.
+struct Relay {
+    proc: Proc,
+    /// UDP (QUIC) and TCP (web) port.
+    port: u16,
+    /// The metrics endpoint's TCP port, when it was asked for.
+    metrics: Option<u16>,
+}
+
+/// Starts moq-edge on a port the kernel picks (`--listen 127.0.0.1:0`); the web listener
+/// follows it unless `args` move it.
+fn start_relay(args: &[&str]) -> Relay {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_moq-edge"))
+        .args(["--listen", "127.0.0.1:0", "--cores", "2"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moq-edge starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let proc = Proc(child);
+    let (mut port, mut web, mut metrics) = (None, None, None);
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = String::new();
+    let port_of =
+        |l: &str| l.rsplit(':').next().map(|p| p.trim_end_matches('/')).and_then(|p| p.parse().ok());
+    while port.is_none() || (web.is_none() && !seen.contains("web        off")) {
+        let Some(Ok(line)) = lines.next() else { panic!("moq-edge ended before serving:\n{seen}") };
+        if let Some(rest) = line.trim().strip_prefix("serving    udp ") {
+            port = rest
+                .split_whitespace()
+                .next()
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse().ok());
+        } else if line.trim().starts_with("web        serving http://") {
+            web = port_of(&line);
+        } else if line.trim().starts_with("metrics    serving http://") {
+            metrics = port_of(&line);
+        }
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    // Keep reading, so that the relay never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    let port = port.expect("the UDP port");
+    if let Some(w) = web {
+        if !args.contains(&"--web") {
+            assert_eq!(w, port, "the web listener takes the QUIC port by default:\n{seen}");
+        }
+    }
+    Relay { proc, port, metrics }
+}
+
+/// Lines of a child's stream, read on their own thread.
+fn lines_of(stream: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line that satisfies `want`, or a panic naming `what` (with the lines seen) when the
+/// stream ends or the guard expires.
+fn expect_line(lines: &mpsc::Receiver<String>, what: &str, want: impl Fn(&str) -> bool) -> String {
+    let end = Instant::now() + GUARD;
+    let mut seen = Vec::new();
+    loop {
+        match lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(line) if want(&line) => return line,
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("no {what} ({e}); seen:\n{}", seen.join("\n")),
+        }
+    }
+}
+
+/// A relay metric (`core="all"`), 0 while the endpoint does not answer.
+fn gauge(relay: &Relay, name: &str) -> u64 {
+    relay.metrics.and_then(|m| metric(m, name)).unwrap_or(0)
+}
+
+/// moq-pub for `OBJECTS` objects on live/video, started and ended by lines on its stdin.
+fn start_publisher(
+    port: u16,
+    draft: &str,
+) -> (Child, ChildStdin, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_moq-pub"))
+        .args(["--relay", &format!("127.0.0.1:{port}"), "--draft", draft])
+        .args(["--namespace", "live", "--track", "video", "--rate", "30"])
+        .args(["--group-size", &GROUP_SIZE.to_string(), "--count", &OBJECTS.to_string()])
+        .args(["--object-size", &OBJECT_SIZE.to_string(), "--wait-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moq-pub starts");
+    let stdin = child.stdin.take().expect("stdin");
+    let out = lines_of(child.stdout.take().expect("stdout"));
+    let err = lines_of(child.stderr.take().expect("stderr"));
+    (child, stdin, out, err)
+}
+
+/// web/test/watch.mjs on `url` with `PAGES` pages, writing its screenshot to `png`.
+fn start_driver(url: &str, png: &Path) -> (Proc, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = Command::new("node")
+        .current_dir(WEB)
+        .args(["test/watch.mjs", "--url", url, "--pages", &PAGES.to_string()])
+        .args(["--objects", &OBJECTS.to_string(), "--timeout-s", &GUARD.as_secs().to_string()])
+        .arg("--screenshot")
+        .arg(png)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node starts");
+    let out = lines_of(child.stdout.take().expect("stdout"));
+    let err = lines_of(child.stderr.take().expect("stderr"));
+    (Proc(child), out, err)
+}
+
+fn drained(lines: &mpsc::Receiver<String>) -> String {
+    lines.try_iter().collect::<Vec<_>>().join("\n")
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    moq_edge::web::hex_lower(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+/// One page's report: the track ended cleanly after every object arrived once, in order, with
+/// the bytes moq-pub stamped (sequence numbers consecutive from 0, the right length, the
+/// payload's SHA-256 the one of the payload moq-pub makes for that stamp).
+fn check_page(page: &Value, draft: &str) {
+    let errors = page["errors"].as_array().expect("errors");
+    assert!(errors.is_empty(), "draft-{draft} publisher: the page reported errors: {errors:?}");
+    assert_eq!(page["state"], "ended", "{page}");
+    assert_eq!(page["protocol"], "moqt-16", "the WebTransport protocol the relay chose");
+    assert_eq!(page["version"], "moq-transport-16", "the MoQT version @moq/lite set up");
+    assert_eq!(page["gaps"], 0);
+    let objects = page["objects"].as_array().expect("objects");
+    assert_eq!(objects.len() as u64, OBJECTS, "draft-{draft} publisher: objects the page received");
+    for (i, o) in objects.iter().enumerate() {
+        let i = i as u64;
+        let field = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("object {i}: no {k}: {o}"));
+        assert_eq!(field("seq"), i, "in order, none missing: {o}");
+        assert_eq!((field("group"), field("object")), (i / GROUP_SIZE, i % GROUP_SIZE), "{o}");
+        assert_eq!(field("len"), OBJECT_SIZE as u64, "{o}");
+        let payload = stamped(i, field("micros"), OBJECT_SIZE);
+        assert_eq!(o["sha"].as_str(), Some(sha256_hex(&payload).as_str()), "object {i}'s bytes: {o}");
+    }
+}
+
+/// One round: a fresh relay, moq-pub in `draft`, two pages on the same track.
+fn round(draft: &str, png: &Path) {
+    let relay = start_relay(&["--metrics", "127.0.0.1:0"]);
+    let (mut publisher, mut control, pub_out, pub_err) = start_publisher(relay.port, draft);
+    expect_line(&pub_err, "moq-pub's announcement", |l| {
+        l.contains("waiting for a line on standard input to start")
+    });
+
+    let url = format!("http://127.0.0.1:{}/?namespace=live&track=video", relay.port);
+    let (_driver, events, driver_log) = start_driver(&url, png);
+    let explain =
+        |why: &str| format!("{why}\nwatch.mjs:\n{}\nmoq-pub:\n{}", drained(&driver_log), drained(&pub_err));
+    // The driver's next event: `what`, or "done" early when a page failed.
+    let event = |what: &str| {
+        let line = expect_line(&events, what, |l| l.starts_with("{\"event\":"));
+        let event = serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if event["event"] != what {
+            let pages = event["pages"].as_array().cloned().unwrap_or_default();
+            let states: Vec<String> =
+                pages.iter().map(|p| format!("{}: {}", p["state"], p["errors"])).collect();
+            let console = event["console"].as_array().cloned().unwrap_or_default();
+            let console: Vec<&str> = console.iter().filter_map(Value::as_str).collect();
+            panic!(
+                "{}",
+                explain(&format!(
+                    "draft-{draft} publisher: expected the event {what:?}, got {:?}; pages: {states:?}\npage consoles:\n{}",
+                    event["event"],
+                    console.join("\n")
+                ))
+            );
+        }
+        event
+    };
+
+    // Both pages subscribed: the relay holds two downstream subscriptions and one upstream.
+    let _ = event("subscribed");
+    wait_for("two downstream subscriptions on one upstream subscription", || {
+        gauge(&relay, "moq_edge_subscriptions") == PAGES as u64
+            && gauge(&relay, "moq_edge_upstream_subscriptions") == 1
+    });
+    writeln!(control, "start").expect("moq-pub's stdin");
+
+    // Every page has every object: the relay took each object once from the publisher and wrote
+    // it once to each page.
+    let _ = event("received");
+    wait_for("the relay's object counters", || {
+        gauge(&relay, "moq_edge_objects_in_total") == OBJECTS
+            && gauge(&relay, "moq_edge_objects_out_total") == OBJECTS * PAGES as u64
+    });
+    assert_eq!(gauge(&relay, "moq_edge_upstream_subscriptions"), 1, "{}", explain("one upstream"));
+    writeln!(control, "end").expect("moq-pub's stdin");
+
+    let done = event("done");
+    assert_eq!(done["timedOut"], false, "{}", explain("the pages did not finish"));
+    let pages = done["pages"].as_array().expect("pages");
+    assert_eq!(pages.len(), PAGES);
+    for page in pages {
+        check_page(page, draft);
+    }
+    let summary = expect_line(&pub_out, "moq-pub's summary", |l| l.starts_with("moq-pub: sent"));
+    assert!(
+        summary.contains(&format!("sent {OBJECTS} objects")) && summary.ends_with("ended 1 subscription(s)"),
+        "the publisher served one subscription for both pages: {summary}"
+    );
+    let end = Instant::now() + GUARD;
+    while publisher.try_wait().expect("moq-pub").is_none() {
+        assert!(Instant::now() < end, "moq-pub did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Two pages in headless Chromium watch one track through the relay, with moq-pub publishing
+/// in draft-16 and then in draft-22: every object arrives in order with its bytes, the
+/// WebTransport session pinned the certificate hash the relay served, and the second page
+/// cost no second upstream subscription. The draft-16 round's screenshot is
+/// target/browser-watch.png, the draft-22 round's target/browser-watch-draft22.png.
+#[test]
+fn pages_in_chromium_watch_a_track_published_in_either_draft() {
+    require_browser_tools();
+    let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+    round("16", &target.join("browser-watch.png"));
+    round("22", &target.join("browser-watch-draft22.png"));
+}
+
+/// The body of a GET on `port`, when the answer is 200.
+fn body(port: u16, path: &str) -> Option<String> {
+    let answer = get(port, path)?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200 ").then(|| body.to_string())
+}
+
+/// Writes a new self-signed certificate and key; returns the certificate's SHA-256, hex.
+fn write_identity(cert: &Path, key: &Path) -> String {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("a certificate");
+    std::fs::write(key, ck.signing_key.serialize_pem()).expect("write key");
+    std::fs::write(cert, ck.cert.pem()).expect("write cert");
+    sha256_hex(ck.cert.der())
+}
+
+/// `/certificate.sha256` is the hash of the certificate new connections get, also after a
+/// reload (SIGHUP); `--web ADDR` moves the listener and `--web off` removes it.
+#[test]
+fn the_web_listener_follows_reloads_and_can_move_or_be_off() {
+    let dir = std::env::temp_dir().join(format!("moq-edge-web-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let first = write_identity(&cert, &key);
+    let (cert_s, key_s) = (cert.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    let relay = start_relay(&["--cert", cert_s, "--key", key_s]);
+    assert_eq!(body(relay.port, "/certificate.sha256").as_deref(), Some(first.as_str()));
+    let page = body(relay.port, "/?namespace=live&track=video").expect("the page");
+    assert!(page.starts_with("<!doctype html>") && page.contains("/watch.js"), "{page}");
+    assert!(body(relay.port, "/watch.js").is_some_and(|js| js.len() > 10_000));
+
+    let second = write_identity(&cert, &key);
+    let pid = relay.proc.0.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().expect("kill runs").success());
+    wait_for("the reloaded certificate's hash", || {
+        body(relay.port, "/certificate.sha256").as_deref() == Some(second.as_str())
+    });
+    drop(relay);
+
+    let moved = process::free_tcp();
+    let _relay = start_relay(&["--web", &format!("127.0.0.1:{moved}")]);
+    assert!(body(moved, "/certificate.sha256").is_some_and(|h| h.len() == 64));
+    let off = start_relay(&["--web", "off"]);
+    assert!(get(off.port, "/certificate.sha256").is_none(), "--web off serves nothing");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The bundle committed in web/dist/ (which the relay embeds) is what the pinned packages
+/// build from web/src/: `node build.mjs` (what `npm run build` and `make web` run) into a
+/// fresh folder gives the same files, byte for byte.
+#[test]
+fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
+    require_browser_tools();
+    let out = std::env::temp_dir().join(format!("moq-edge-web-build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let status =
+        Command::new("node").current_dir(WEB).arg("build.mjs").arg(&out).status().expect("node runs");
+    assert!(status.success(), "node build.mjs failed");
+    let names = |dir: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("a folder")
+            .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let dist = Path::new(WEB).join("dist");
+    assert_eq!(names(&dist), names(&out), "web/dist/ holds what the build writes");
+    for name in names(&out) {
+        let built = std::fs::read(out.join(&name)).expect("built");
+        let committed = std::fs::read(dist.join(&name)).expect("committed");
+        assert!(
+            built == committed,
+            "web/dist/{name} is not the build of web/src/: run `make web` and commit it"
+        );
+    }
+    std::fs::remove_dir_all(&out).ok();
+}
