@@ -45,6 +45,7 @@ const watch = {
   ended: false,
   objects: [],
   errors: [],
+  notes: [],
 };
 window.watch = watch;
 
@@ -59,6 +60,13 @@ function note(text) {
   console.warn("watch:", text);
   watch.errors.push(String(text));
   if (watch.errors.length > MAX_ERRORS) watch.errors.shift();
+  render();
+}
+
+function inform(text) {
+  console.info("watch:", text);
+  watch.notes.push(String(text));
+  if (watch.notes.length > MAX_ERRORS) watch.notes.shift();
   render();
 }
 
@@ -146,14 +154,23 @@ function record(group, object, payload) {
 }
 
 async function readGroup(group) {
+  let read = 0;
   try {
     for (;;) {
       const frame = await group.readFrameSequence();
       if (!frame) break;
       record(group.sequence, frame.sequence, frame.data);
+      read += 1;
     }
   } catch (e) {
-    note(`group ${group.sequence}: ${e?.message ?? e}`);
+    const message = e?.message ?? String(e);
+    if (read === 0 && message.includes("object ID delta is not supported")) {
+      // A page that joins in the middle of a group gets a subgroup stream that starts at a
+      // later Object ID; @moq/lite 0.2.2 reads only streams that start at Object 0.
+      inform(`joined in the middle of group ${group.sequence}: shown from the next group on`);
+    } else {
+      note(`group ${group.sequence}: ${message}`);
+    }
   }
 }
 
@@ -229,15 +246,20 @@ function render() {
   $("latency").textContent =
     latencyUs === null ? "\u2013" : `${(latencyUs / 1000).toFixed(1)} ms (max ${(maxLatencyUs / 1000).toFixed(1)})`;
   $("gaps").textContent = String(watch.gaps);
-  const list = $("errors");
-  if (list.childElementCount !== watch.errors.length) {
-    list.replaceChildren(
-      ...watch.errors.map((e) => {
-        const li = document.createElement("li");
-        li.textContent = e;
-        return li;
-      }),
-    );
+  for (const [id, items] of [
+    ["errors", watch.errors],
+    ["notes", watch.notes],
+  ]) {
+    const list = $(id);
+    if (list.childElementCount !== items.length) {
+      list.replaceChildren(
+        ...items.map((e) => {
+          const li = document.createElement("li");
+          li.textContent = e;
+          return li;
+        }),
+      );
+    }
   }
   drawRate();
 }
