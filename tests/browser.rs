@@ -192,6 +192,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 fn check_page(page: &Value, draft: &str) {
     let errors = page["errors"].as_array().expect("errors");
     assert!(errors.is_empty(), "draft-{draft} publisher: the page reported errors: {errors:?}");
+    assert_eq!(page["notes"], Value::Array(Vec::new()), "a page that joined before the first object");
     assert_eq!(page["state"], "ended", "{page}");
     assert_eq!(page["protocol"], "moqt-16", "the WebTransport protocol the relay chose");
     assert_eq!(page["version"], "moq-transport-16", "the MoQT version @moq/lite set up");
