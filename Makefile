@@ -2,7 +2,7 @@
 CARGO ?= cargo
 ARGS ?=
 
-.PHONY: run test deps fmt bench bench-wire fuzz-build
+.PHONY: run test deps fmt web bench bench-wire fuzz-build
 
 deps:
 	@./.ci/install-deps
@@ -21,6 +21,11 @@ test: deps
 
 fmt:
 	$(CARGO) fmt --all
+
+## Rebuild the watch page's bundle in web/dist/ (the relay embeds it; commit it) from web/src/
+## and the packages web/package-lock.json pins. `make test` checks that it is up to date.
+web: deps
+	cd web && npm run build
 
 ## Start the relay and run the default moq-bench fan-out against it (see bench/README.md).
 ## Another scenario: make bench BENCH_ARGS="churn --subscribers 50".
