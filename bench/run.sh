@@ -10,7 +10,8 @@
 #
 # Arguments after the scenario are moq-bench's (see `moq-bench <scenario> --help`); --relay and
 # --relay-pid are added here. BIN=dir uses prebuilt binaries from dir instead of building;
-# RELAY_ARGS="--congestion-control bbr2" passes more flags to the relay.
+# RELAY_ARGS="--congestion-control bbr2" passes more flags to the relay; TRANSPORT=webtransport
+# runs moq-bench over WebTransport (https://…/bench, ALPN h3) instead of raw QUIC.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +52,15 @@ metrics() {
         grep -E '^moq_edge_(sessions|subscriptions|upstream_subscriptions|objects_in_total|objects_out_total|object_bytes_out_total|cache_bytes)\{core="all"\}|^moq_edge_resets_total|^moq_edge_relay_delay_(quantile_seconds|seconds_count)' >&2 ||
         echo "(no metrics: is curl installed?)" >&2
 }
-taskset -c "$GEN_CPUS" "$BIN/moq-bench" "$scenario" --relay "moqt://127.0.0.1:$PORT" --relay-pid $relay "$@" &
+case ${TRANSPORT:-quic} in
+quic) url="moqt://127.0.0.1:$PORT" ;;
+webtransport) url="https://127.0.0.1:$PORT/bench" ;;
+*)
+    echo "bench/run.sh: TRANSPORT is quic or webtransport" >&2
+    exit 2
+    ;;
+esac
+taskset -c "$GEN_CPUS" "$BIN/moq-bench" "$scenario" --relay "$url" --relay-pid $relay "$@" &
 bench=$!
 sleep 6
 kill -0 $bench 2>/dev/null && metrics "during the run"
