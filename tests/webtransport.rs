@@ -341,11 +341,13 @@ fn a_token_in_the_url_authorizes_the_session() {
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
     rc.pin = false;
     let config = RelayConfig { auth: Some(Arc::new(keys)), ..RelayConfig::default() };
-    let server = runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[5; 32]))).unwrap();
+    let server =
+        runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[5; 32]))).unwrap();
     let addr = server.local_addr();
     let token = |ns: &str| {
         let exp = moq_edge::auth::unix_now() + 600;
-        let claims = moq_edge::auth::Claims { ns: vec![ns.to_string()], publish: false, subscribe: true, exp };
+        let claims =
+            moq_edge::auth::Claims { ns: vec![ns.to_string()], publish: false, subscribe: true, exp };
         moq_edge::auth::mint("k1", SECRET, &claims).unwrap()
     };
     for version in Version::ALL {

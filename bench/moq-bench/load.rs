@@ -127,8 +127,8 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
             core
         })
         .collect();
-    let mut fleet =
-        Fleet::connect(plan.publish_peer.clone(), plan.version, cores, deadline).context("publishers connect")?;
+    let mut fleet = Fleet::connect(plan.publish_peer.clone(), plan.version, cores, deadline)
+        .context("publishers connect")?;
     let mut announced: Vec<(usize, RequestId)> = Vec::new();
     for (t, track) in plan.tracks.iter().enumerate().take(plan.publishers) {
         let id = fleet.with(owner(t), |c, s| c.announce(s, track.namespace.clone()));

@@ -36,7 +36,10 @@ pub fn setup_from_url(accepted: &crate::webtransport::Accepted) -> SetupOptions 
         authority: Some(Bytes::from(accepted.authority.clone())),
         path: Some(Bytes::from(accepted.path.clone())),
         auth_tokens: token
-            .map(|t| crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
+            .map(|t| crate::wire::model::AuthToken::UseValue {
+                token_type: 0,
+                value: Bytes::from(t.to_string()),
+            })
             .into_iter()
             .collect(),
         ..SetupOptions::default()
