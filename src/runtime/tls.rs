@@ -629,7 +629,7 @@ pub(crate) mod tests {
     #[test]
     fn handshake_rejects_unknown_alpn() {
         let (mut server_cfg, _) = server_config(&rc()).unwrap();
-        let mut client_cfg = client_config(&["h3"], false).unwrap();
+        let mut client_cfg = client_config(&["h2"], false).unwrap();
         let cids = CidGenerator::new();
         let mut client = quiche::connect(
             Some("localhost"),
