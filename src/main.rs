@@ -115,10 +115,14 @@ fn main() -> anyhow::Result<()> {
     };
     if let Some(addr) = web_addr {
         let current = reloader.clone();
-        let sources = web::Sources { certificate: Arc::new(move || current.identity().sha256) };
+        let tls = reloader.clone();
+        let sources = web::Sources {
+            certificate: Arc::new(move || current.identity().sha256),
+            https: Some(Arc::new(move || tls.https_context())),
+        };
         let bound = web::serve(addr, sources)
             .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
-        println!("  web        serving http://{bound}/");
+        println!("  web        serving http://{bound}/ (and https:// on the same port)");
     }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();

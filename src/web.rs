@@ -36,10 +36,16 @@ const CSP: &str = "default-src 'self'; connect-src 'self' https:; img-src 'self'
 /// The SHA-256 of the certificate the relay serves now (read on every request).
 pub type CertificateHash = Arc<dyn Fn() -> [u8; 32] + Send + Sync>;
 
+/// A TLS context with the relay's identity in force, made per connection (it follows reloads).
+pub type HttpsContext = Arc<dyn Fn() -> Option<boring::ssl::SslContext> + Send + Sync>;
+
 /// What the listener reads.
 #[derive(Clone)]
 pub struct Sources {
     pub certificate: CertificateHash,
+    /// When set, a connection that opens with a TLS record (a ClientHello) is served HTTPS
+    /// with this context; plain HTTP is still answered on the same port.
+    pub https: Option<HttpsContext>,
 }
 
 /// Bounds on what one client may cost.
@@ -109,7 +115,7 @@ fn accept(mut stream: TcpStream, sources: &Sources, limits: Limits, active: &Arc
     let sources = sources.clone();
     let spawned = std::thread::Builder::new().name("web-conn".into()).spawn(move || {
         let _slot = slot;
-        if let Err(e) = answer(stream, &sources, limits) {
+        if let Err(e) = serve_connection(stream, &sources, limits) {
             tracing::debug!(error = %e, "web request");
         }
     });
@@ -119,11 +125,60 @@ fn accept(mut stream: TcpStream, sources: &Sources, limits: Limits, active: &Arc
     }
 }
 
-/// Reads one request head and answers it; the connection then closes.
-fn answer(mut stream: TcpStream, sources: &Sources, limits: Limits) -> io::Result<()> {
+/// A byte stream over one TCP connection: plain, or TLS on it.
+trait Conn: Read + Write {
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Conn for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Conn for boring::ssl::SslStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref()
+    }
+}
+
+/// The first byte of a TLS handshake record (RFC 8446 §5.1); no HTTP request starts with it.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Serves one connection: TLS when it opens with a handshake record and an HTTPS context is
+/// configured, plain HTTP otherwise. The TLS handshake counts against the read deadline.
+fn serve_connection(stream: TcpStream, sources: &Sources, limits: Limits) -> io::Result<()> {
     stream.set_read_timeout(Some(limits.read_timeout))?;
     stream.set_write_timeout(Some(limits.write_timeout))?;
     let deadline = std::time::Instant::now() + limits.read_timeout;
+    let mut first = [0u8; 1];
+    let tls = match &sources.https {
+        Some(ctx) if stream.peek(&mut first)? == 1 && first[0] == TLS_HANDSHAKE => ctx(),
+        _ => None,
+    };
+    let Some(ctx) = tls else {
+        let mut stream = stream;
+        answer(&mut stream, sources, limits, deadline)?;
+        linger(stream);
+        return Ok(());
+    };
+    let ssl = boring::ssl::Ssl::new(&ctx).map_err(io::Error::other)?;
+    let mut stream = ssl.accept(stream).map_err(|e| io::Error::other(format!("TLS handshake: {e}")))?;
+    answer(&mut stream, sources, limits, deadline)?;
+    let _ = stream.shutdown(); // close_notify
+    let tcp = stream.get_ref().try_clone()?;
+    drop(stream);
+    linger(tcp);
+    Ok(())
+}
+
+/// Reads one request head and answers it; the caller then closes the connection.
+fn answer<S: Conn>(
+    stream: &mut S,
+    sources: &Sources,
+    limits: Limits,
+    deadline: std::time::Instant,
+) -> io::Result<()> {
     let mut buf = vec![0u8; limits.max_head_bytes];
     let mut len = 0;
     let head = loop {
@@ -137,7 +192,7 @@ fn answer(mut stream: TcpStream, sources: &Sources, limits: Limits) -> io::Resul
         if left.is_zero() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request head too slow"));
         }
-        stream.set_read_timeout(Some(left))?;
+        stream.tcp().set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf[len..])?;
         if n == 0 {
             break Head::Truncated(len);
@@ -152,7 +207,6 @@ fn answer(mut stream: TcpStream, sources: &Sources, limits: Limits) -> io::Resul
     };
     stream.write_all(&response.bytes(is_head))?;
     stream.flush()?;
-    linger(stream);
     Ok(())
 }
 
@@ -302,7 +356,7 @@ mod tests {
     fn sources(hash: [u8; 32]) -> (Sources, Arc<Mutex<[u8; 32]>>) {
         let current = Arc::new(Mutex::new(hash));
         let read = current.clone();
-        (Sources { certificate: Arc::new(move || *read.lock().unwrap()) }, current)
+        (Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None }, current)
     }
 
     fn get(head: &str) -> (Response, bool) {
@@ -357,6 +411,41 @@ mod tests {
         let r = respond(b"GET /certificate.sha256 HTTP/1.1\r\n\r\n", &src).0;
         assert_eq!(String::from_utf8(r.body).unwrap(), format!("0f{}f0", "00".repeat(30)));
         assert_eq!(hex_lower(&[0x00, 0x9a, 0xff]), "009aff");
+    }
+
+    /// With an HTTPS context, the same port answers HTTPS (TLS detected from the first byte)
+    /// and plain HTTP; the certificate is the relay's identity.
+    #[test]
+    fn https_and_http_on_one_port() {
+        let mut rc = crate::runtime::RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
+        rc.tls = crate::runtime::TlsSource::SelfSigned;
+        let material = Arc::new(crate::runtime::tls::load_identity(&rc).unwrap());
+        let sha = material.identity().sha256;
+        let m = material.clone();
+        let https: HttpsContext = Arc::new(move || m.https_context().ok());
+        let src = Sources { certificate: Arc::new(move || sha), https: Some(https) };
+        let addr = serve_with("127.0.0.1:0".parse().unwrap(), src, Limits::default()).unwrap();
+
+        let mut connector = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+        connector.set_verify(boring::ssl::SslVerifyMode::NONE);
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut tls = connector.build().connect("localhost", tcp).unwrap();
+        let peer = tls.ssl().peer_certificate().unwrap().to_der().unwrap();
+        assert_eq!(
+            ring::digest::digest(&ring::digest::SHA256, &peer).as_ref(),
+            &sha[..],
+            "the relay's certificate"
+        );
+        tls.write_all(b"GET /certificate.sha256 HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.ends_with(&hex_lower(&sha)), "{out}");
+
+        let plain = exchange(addr, b"GET /certificate.sha256 HTTP/1.1\r\n\r\n");
+        assert!(plain.starts_with("HTTP/1.1 200 OK\r\n") && plain.ends_with(&hex_lower(&sha)), "{plain}");
     }
 
     /// A request over a socket, and what comes back.

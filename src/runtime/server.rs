@@ -87,6 +87,14 @@ impl TlsReloader {
         current(&self.identity)
     }
 
+    /// A TLS context for HTTPS over TCP with the identity in force (the web listener builds
+    /// one per connection, so it follows reloads). `None` if the lock was poisoned or the
+    /// context could not be built.
+    pub fn https_context(&self) -> Option<boring::ssl::SslContext> {
+        let material = self.swap.material.lock().ok()?.clone()?;
+        material.https_context().map_err(|e| warn!(error = %e, "HTTPS context")).ok()
+    }
+
     /// The files to watch for changes (none for a self-signed identity).
     pub fn files(&self) -> Vec<std::path::PathBuf> {
         match &self.rc.tls {
@@ -210,6 +218,12 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
     let swap = Arc::new(TlsSwap::default());
+    // The identity in force (the cores take a new one only when the generation moves): what
+    // the web listener's HTTPS uses until a reload replaces it.
+    let material = Arc::new(material);
+    if let Ok(mut m) = swap.material.lock() {
+        *m = Some(material.clone());
+    }
     let mut endpoints =
         Mesh::<MeshMsg>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
     let wakers: Vec<Waker> =

@@ -167,6 +167,12 @@ impl TlsMaterial {
         Ok(config)
     }
 
+    /// A TLS context for HTTPS over TCP with this identity (the web listener): the same
+    /// chain and key, TLS 1.3, HTTP/1.1 (no ALPN needed).
+    pub fn https_context(&self) -> anyhow::Result<boring::ssl::SslContext> {
+        Ok(self.ssl_context()?.build())
+    }
+
     /// An in-memory TLS 1.3 context holding the chain and key.
     fn ssl_context(&self) -> anyhow::Result<SslContextBuilder> {
         let mut builder = SslContextBuilder::new(SslMethod::tls()).context("creating TLS context")?;
