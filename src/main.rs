@@ -122,7 +122,7 @@ fn main() -> anyhow::Result<()> {
         };
         let bound = web::serve(addr, sources)
             .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
-        println!("  web        serving http://{bound}/ (and https:// on the same port)");
+        println!("  web        serving http://{bound}/");
     }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();
