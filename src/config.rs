@@ -69,6 +69,13 @@ pub struct Cli {
     #[arg(long, value_name = "MS")]
     pub linger_ms: Option<u64>,
 
+    /// What the relay asks of a publisher's PUBLISH: `always` (objects at once: the track is
+    /// cached, and the first subscriber starts from the cache) or `on-demand` (FORWARD=0 until
+    /// someone subscribes, then REQUEST_UPDATE; saves ingest, but publishers that ignore
+    /// REQUEST_UPDATE then never send) [default: always].
+    #[arg(long, value_name = "POLICY")]
+    pub publish_forward: Option<String>,
+
     /// Bytes (in KiB) a subscriber session may have queued beyond QUIC flow control before
     /// its oldest subgroup streams are reset [default: 1024].
     #[arg(long, value_name = "KIB")]
@@ -187,6 +194,7 @@ struct FileConfig {
     max_connections_per_core: Option<usize>,
     gso: Option<bool>,
     linger_ms: Option<u64>,
+    publish_forward: Option<String>,
     max_backlog_kib: Option<u64>,
     cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
@@ -231,6 +239,20 @@ pub enum Tls {
     SelfSigned,
 }
 
+/// What the relay's PUBLISH_OK asks of a publisher (draft-22 §9.9 FORWARD; draft-16 PUBLISH_OK
+/// Forward): objects at once, or only while someone is subscribed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublishForward {
+    /// FORWARD=1 from the start and while the publisher stays: the relay takes the track,
+    /// caches it, and a first subscriber starts at once from the cache. Publishers that never
+    /// act on REQUEST_UPDATE work.
+    #[default]
+    Always,
+    /// FORWARD=0 while nobody is subscribed, REQUEST_UPDATE FORWARD=1 when someone is (and 0
+    /// again after the linger): ingest costs nothing while nobody watches.
+    OnDemand,
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -243,6 +265,7 @@ pub struct Config {
     pub max_connections_per_core: usize,
     pub gso: bool,
     pub linger: Duration,
+    pub publish_forward: PublishForward,
     /// Bytes; see `RelayConfig::max_backlog`.
     pub max_backlog: usize,
     /// Bytes for the whole relay; see `RelayConfig::cache_budget` (per core).
@@ -415,6 +438,13 @@ impl Config {
         if goaway_ms > 600_000 {
             bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
         }
+        let publish_forward = match cli.publish_forward.as_deref().or(file.publish_forward.as_deref()) {
+            None | Some("always") => PublishForward::Always,
+            Some("on-demand") => PublishForward::OnDemand,
+            Some(other) => {
+                bail!("config key `publish_forward`: {other:?} is neither \"always\" nor \"on-demand\"")
+            }
+        };
         let goaway_uri = cli.goaway_uri.clone().or(file.goaway_uri).unwrap_or_default();
         // draft-22 §9.2: at most 8,192 bytes, and it should use the same scheme.
         if goaway_uri.len() > 8192 {
@@ -497,6 +527,7 @@ impl Config {
             max_connections_per_core,
             gso,
             linger: Duration::from_millis(linger_ms),
+            publish_forward,
             max_backlog: backlog_kib as usize * 1024,
             cache: cache_mib as usize * 1024 * 1024,
             goaway_timeout: Duration::from_millis(goaway_ms),
@@ -607,6 +638,10 @@ mod tests {
         let two_defaults = cli(&["--upstream", "moqt://a:1", "--upstream", "moqt://b:1"]);
         assert!(Config::resolve(&two_defaults, 2).is_err());
         assert!(Config::resolve(&cli(&["--log-format", "xml"]), 2).is_err());
+        assert_eq!(Config::resolve(&cli(&[]), 2).expect("default").publish_forward, PublishForward::Always);
+        let on_demand = Config::resolve(&cli(&["--publish-forward", "on-demand"]), 2).expect("on-demand");
+        assert_eq!(on_demand.relay().publish_forward, PublishForward::OnDemand);
+        assert!(Config::resolve(&cli(&["--publish-forward", "sometimes"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--log-level", "info,=[bad"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--qlog-dir", "/nonexistent/qlog"]), 2).is_err());
         let c =

@@ -317,11 +317,15 @@ fn request_id_violations_close_with_the_right_code() {
         assert_eq!(ev.first(), Some(&Event::Message(subscribe(RequestId(0)))));
         assert_eq!(closed_with(&ev), Some(invalid), "{v:?} duplicate");
     }
-    // draft-16: a skipped ID, and one at MAX_REQUEST_ID (the server advertises 200).
+    // draft-16: a skipped ID is not a violation (the gap may be a SUBSCRIBE_NAMESPACE on its
+    // own stream, still in flight), but a lower ID after it on the control stream is out of
+    // sequence; and one at MAX_REQUEST_ID (the server advertises 200).
     let v = Version::Draft16;
     let mut s = raw_server(v);
     raw_request(&mut s, v, 0, &subscribe(RequestId(2)));
-    assert_eq!(closed_with(&drain(&mut s)), Some(invalid), "skipped");
+    assert_eq!(closed_with(&drain(&mut s)), None, "skipped");
+    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+    assert_eq!(closed_with(&drain(&mut s)), Some(invalid), "out of sequence on the control stream");
     let config = SessionConfig { max_requests: 1, ..Default::default() };
     let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
     s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
@@ -757,4 +761,111 @@ fn draft22_publish_namespace_done_cancels_the_request() {
     p.c.s.send(Message::PublishNamespaceDone(a)).unwrap();
     p.pump(Split::Whole);
     assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: a }));
+}
+
+/// Every request a peer makes consumes its Request ID, accepted or not (draft-16 "Request
+/// ID"; draft-22 §6.4.2.1): a relay that sends SUBSCRIBE_NAMESPACE (Request ID 1) to every
+/// client at connect, then PUBLISH_NAMESPACE (3) and SUBSCRIBE (5), is answered and kept, at
+/// every draft, whether the client refuses, ignores or accepts them.
+#[test]
+fn requests_from_the_server_consume_their_ids_whatever_the_answer() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let sn = p.s.s.next_request_id().unwrap();
+        p.s.s
+            .send(Message::SubscribeNamespace(SubscribeNamespace {
+                request_id: sn,
+                prefix: TrackNamespace::from_strs::<&str>(&[]),
+                ..Default::default()
+            }))
+            .unwrap();
+        p.pump(Split::Whole);
+        assert!(!p.c.s.is_closed(), "{v:?}: {:?}", p.c.events);
+        // The client refuses it.
+        let refuse = Message::RequestError(moq_edge::wire::model::RequestError {
+            request_id: sn,
+            error_code: 0x3,
+            retry_interval: 0,
+            reason: Bytes::from_static(b"not supported"),
+            redirect: None,
+        });
+        p.c.s.send(refuse).unwrap();
+        let pn = p.s.s.next_request_id().unwrap();
+        assert_eq!(pn.0, sn.0 + 2);
+        p.s.s
+            .send(Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+                request_id: pn,
+                namespace: TrackNamespace::from_strs(&["x"]),
+                ..Default::default()
+            }))
+            .unwrap();
+        let sub = p.s.s.next_request_id().unwrap();
+        p.s.s.send(subscribe(sub)).unwrap();
+        p.pump(Split::Whole);
+        assert!(!p.c.s.is_closed() && !p.s.s.is_closed(), "{v:?}: {:?} / {:?}", p.c.events, p.s.events);
+        let got: Vec<Option<RequestId>> =
+            p.c.events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Message(Message::SubscribeNamespace(m)) => Some(Some(m.request_id)),
+                    Event::Message(Message::PublishNamespace(m)) => Some(Some(m.request_id)),
+                    Event::Message(Message::Subscribe(m)) => Some(Some(m.request_id)),
+                    _ => None,
+                })
+                .collect();
+        assert_eq!(got, vec![Some(sn), Some(pn), Some(sub)], "{v:?}");
+    }
+}
+
+/// Requests on different streams may arrive in any order (QUIC orders bytes within a stream
+/// only): a draft-16 server's SUBSCRIBE_NAMESPACE (Request ID 1, on its own bidirectional
+/// stream) that arrives after its PUBLISH_NAMESPACE (3, on the control stream) is not "out of
+/// sequence"; both are delivered. Within one stream the order still holds, and an ID used
+/// twice still closes the session with INVALID_REQUEST_ID. Same in draft-22.
+#[test]
+fn requests_on_other_streams_may_arrive_out_of_order() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let sn = p.s.s.next_request_id().unwrap();
+        p.s.s
+            .send(Message::SubscribeNamespace(SubscribeNamespace {
+                request_id: sn,
+                prefix: TrackNamespace::from_strs(&["a"]),
+                ..Default::default()
+            }))
+            .unwrap();
+        let pn = p.s.s.next_request_id().unwrap();
+        p.s.s
+            .send(Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+                request_id: pn,
+                namespace: TrackNamespace::from_strs(&["x"]),
+                ..Default::default()
+            }))
+            .unwrap();
+        let sent: Vec<Transmit> = std::iter::from_fn(|| p.s.s.poll_transmit()).collect();
+        for t in sent.iter().rev() {
+            deliver(&mut p.c.s, t, Split::Whole);
+        }
+        let events = drain(&mut p.c.s);
+        assert_eq!(closed_with(&events), None, "{v:?}: {events:?}");
+        let ids: Vec<RequestId> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message(Message::SubscribeNamespace(m)) => Some(m.request_id),
+                Event::Message(Message::PublishNamespace(m)) => Some(m.request_id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, vec![pn, sn], "{v:?}");
+        // draft-16: the same ID again on the control stream is still refused.
+        if v == Version::Draft16 {
+            let again = Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+                request_id: pn,
+                namespace: TrackNamespace::from_strs(&["y"]),
+                ..Default::default()
+            });
+            p.c.s.on_stream_data(0, &encode(v, &again), false);
+            assert_eq!(closed_with(&drain(&mut p.c.s)), Some(0x4), "INVALID_REQUEST_ID");
+        }
+    }
 }

@@ -117,6 +117,9 @@ pub struct RelayConfig {
     /// How long a PUBLISH_DONE from upstream waits for the data streams it counts before it
     /// is passed on anyway.
     pub done_wait: Duration,
+    /// Whether a publisher's PUBLISH is asked for objects at once or only while someone is
+    /// subscribed.
+    pub publish_forward: crate::config::PublishForward,
     /// PUBLISH_NAMESPACE per session.
     pub max_namespaces_per_session: usize,
     /// Namespaces (SUBSCRIBE_NAMESPACE) or tracks (PUBLISH offers) one namespace subscription
@@ -183,6 +186,7 @@ impl Default for RelayConfig {
         RelayConfig {
             linger: Duration::from_secs(2),
             done_wait: Duration::from_secs(2),
+            publish_forward: crate::config::PublishForward::Always,
             max_namespaces_per_session: 256,
             max_namespace_matches: 10_000,
             max_subscriptions_per_session: 1024,

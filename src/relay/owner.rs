@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::config::PublishForward;
+
 use super::cache::{Cache, CachedObject};
 use super::malformed::Shape;
 use super::msg::{
@@ -555,6 +557,9 @@ impl Owner {
             return;
         }
         let wanted = t.cores.iter().chain(&t.waiting).any(|c| !t.paused.contains(c));
+        // A PUBLISH under the `always` policy keeps forwarding: the relay caches the track.
+        let always = cx.config.publish_forward == PublishForward::Always;
+        let wanted = wanted || (always && matches!(t.source, Source::Published { .. }));
         let epoch = t.source.epoch();
         let publisher = t.source.publisher();
         match &mut t.source {
@@ -903,7 +908,8 @@ impl Owner {
     }
 
     /// A PUBLISH for `track`: it becomes (or replaces) the track's upstream, and its
-    /// PUBLISH_OK asks for objects only when someone is subscribed.
+    /// PUBLISH_OK asks for objects at once (`publish_forward = always`) or only when someone
+    /// is subscribed (`on-demand`).
     pub(super) fn published(
         &mut self,
         cx: &mut Cx<'_>,
@@ -931,7 +937,9 @@ impl Owner {
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
                 let newer = !t.fetches.is_empty();
                 let cores = t.cores.clone();
-                let wants = !t.cores.is_empty() || !t.waiting.is_empty();
+                let wants = !t.cores.is_empty()
+                    || !t.waiting.is_empty()
+                    || cx.config.publish_forward == PublishForward::Always;
                 t.source = Source::Published { publisher, epoch, forward: wants };
                 // The old publisher's stream-level promises end with its streams (the cache,
                 // and with it one payload per object, stays).
@@ -974,7 +982,7 @@ impl Owner {
                     Some(h) if h.name == track => h.waiting,
                     _ => Vec::new(),
                 };
-                let forward = !waiting.is_empty();
+                let forward = !waiting.is_empty() || cx.config.publish_forward == PublishForward::Always;
                 let source = Source::Published { publisher, epoch, forward };
                 self.tracks.insert(alias, Track::new(track, source, waiting, info));
                 cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
@@ -1080,7 +1088,7 @@ impl Owner {
             t.idle_since = None;
             match t.source {
                 Source::Published { publisher, epoch, forward } => {
-                    if forward {
+                    if forward && cx.config.publish_forward == PublishForward::OnDemand {
                         t.source = Source::Published { publisher, epoch, forward: false };
                         cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
                     }

@@ -98,6 +98,7 @@ impl Config {
         RelayConfig {
             auth,
             linger: self.linger,
+            publish_forward: self.publish_forward,
             max_backlog: self.max_backlog,
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),

@@ -452,7 +452,7 @@ impl Session {
             }
             msg => {
                 if let Some(id) = consumed_id(&msg) {
-                    self.ids.on_peer_request(id)?;
+                    self.ids.on_peer_request(id, true)?;
                 }
                 if let Some(id) = referenced_id(&msg) {
                     if !self.ids.is_known(id) {
@@ -551,7 +551,7 @@ impl Session {
             };
             st.request_id = Some(rid);
             st.publish = matches!(msg, Message::Publish(_));
-            self.ids.on_peer_request(rid)?;
+            self.ids.on_peer_request(rid, false)?;
             self.by_request.insert(rid, id);
             self.events.push_back(Event::Message(msg.clone()));
             return self.observe_incoming(&msg);
@@ -593,7 +593,7 @@ impl Session {
                 if local != publish {
                     return Err(SessionError::violation("REQUEST_UPDATE from the publisher"));
                 }
-                self.ids.on_peer_request(u.request_id)?;
+                self.ids.on_peer_request(u.request_id, false)?;
             }
             _ => {}
         }

@@ -67,9 +67,11 @@ pub struct RequestIds {
     blocked_at: Option<u64>,
     /// draft-16: the MAX_REQUEST_ID we advertised (exclusive).
     local_max: u64,
-    /// draft-16: the next Request ID the peer must use.
-    next_peer: u64,
-    /// draft-22: the peer's IDs seen so far (request streams may arrive in any order).
+    /// draft-16: the last Request ID a request on the control stream used (QUIC keeps one
+    /// stream's order, so these must increase).
+    last_control: Option<u64>,
+    /// The peer's IDs seen so far: draft-22's request streams, and draft-16's
+    /// SUBSCRIBE_NAMESPACE streams beside its control stream, may arrive in any order.
     peer_seen: PeerIds,
 }
 
@@ -127,7 +129,7 @@ impl RequestIds {
             peer_max: None,
             blocked_at: None,
             local_max,
-            next_peer: parity(peer),
+            last_control: None,
             peer_seen: PeerIds::default(),
         }
     }
@@ -179,9 +181,16 @@ impl RequestIds {
         id.0 & 1 == parity(self.local) && id.0 < self.next_local
     }
 
-    /// Checks a Request ID the peer consumed with a new request (draft-16 "Request ID": parity, order,
-    /// MAX_REQUEST_ID; draft-22 §6.4.2.1: parity, no duplicates).
-    pub fn on_peer_request(&mut self, id: RequestId) -> Result<(), SessionError> {
+    /// Checks a Request ID the peer consumed with a new request (draft-16 "Request ID": parity,
+    /// order, MAX_REQUEST_ID; draft-22 §6.4.2.1: parity, no duplicates). `on_control`: it came
+    /// on the draft-16 control stream.
+    ///
+    /// draft-16 asks for "the next in sequence", but a SUBSCRIBE_NAMESPACE travels on its own
+    /// stream, which QUIC does not order with the control stream: a server's SUBSCRIBE_NAMESPACE
+    /// (ID 1) may arrive after its PUBLISH_NAMESPACE (ID 3). So the order is checked within the
+    /// control stream (its IDs increase; the gaps are requests on other streams, which may
+    /// still be in flight), and every ID anywhere is used once.
+    pub fn on_peer_request(&mut self, id: RequestId, on_control: bool) -> Result<(), SessionError> {
         let bad = |r: &str| SessionError::protocol(SessionCode::InvalidRequestId, r.to_string());
         if id.0 & 1 == parity(self.local) {
             return Err(bad("peer Request ID has the wrong parity"));
@@ -194,10 +203,15 @@ impl RequestIds {
                         "Request ID at or beyond MAX_REQUEST_ID",
                     ));
                 }
-                if id.0 != self.next_peer {
+                if on_control && self.last_control.is_some_and(|last| id.0 <= last) {
                     return Err(bad("Request ID out of sequence"));
                 }
-                self.next_peer = self.next_peer.saturating_add(2);
+                if !self.peer_seen.insert(id.0) {
+                    return Err(bad("duplicate Request ID"));
+                }
+                if on_control {
+                    self.last_control = Some(id.0);
+                }
             }
             Version::Draft22 => {
                 if !self.peer_seen.insert(id.0) {
@@ -214,10 +228,7 @@ impl RequestIds {
         if id.0 & 1 == parity(self.local) {
             id.0 < self.next_local
         } else {
-            match self.version {
-                Version::Draft16 => id.0 < self.next_peer,
-                Version::Draft22 => self.peer_seen.contains(id.0),
-            }
+            self.peer_seen.contains(id.0)
         }
     }
 }
@@ -262,26 +273,32 @@ mod tests {
 
     #[test]
     fn draft16_peer_ids_in_order_below_our_limit() {
-        let mut ids = RequestIds::new(Version::Draft16, Role::Server, 4);
-        assert_eq!(code(ids.on_peer_request(RequestId(1))), Some(SessionCode::InvalidRequestId));
-        assert_eq!(code(ids.on_peer_request(RequestId(2))), Some(SessionCode::InvalidRequestId));
-        assert_eq!(code(ids.on_peer_request(RequestId(0))), None);
-        assert_eq!(code(ids.on_peer_request(RequestId(0))), Some(SessionCode::InvalidRequestId));
-        assert_eq!(code(ids.on_peer_request(RequestId(2))), None);
-        assert_eq!(code(ids.on_peer_request(RequestId(4))), Some(SessionCode::TooManyRequests));
-        assert_eq!(ids.grant(1), 6);
-        assert_eq!(code(ids.on_peer_request(RequestId(4))), None);
-        assert!(ids.is_known(RequestId(4)) && !ids.is_known(RequestId(6)));
+        let mut ids = RequestIds::new(Version::Draft16, Role::Server, 6);
+        assert_eq!(code(ids.on_peer_request(RequestId(1), true)), Some(SessionCode::InvalidRequestId));
+        // 0 may be a SUBSCRIBE_NAMESPACE stream still in flight.
+        assert_eq!(code(ids.on_peer_request(RequestId(2), true)), None);
+        assert_eq!(
+            code(ids.on_peer_request(RequestId(0), true)),
+            Some(SessionCode::InvalidRequestId),
+            "order"
+        );
+        assert_eq!(code(ids.on_peer_request(RequestId(0), false)), None, "on its own stream");
+        assert_eq!(code(ids.on_peer_request(RequestId(0), false)), Some(SessionCode::InvalidRequestId));
+        assert_eq!(code(ids.on_peer_request(RequestId(2), false)), Some(SessionCode::InvalidRequestId));
+        assert_eq!(code(ids.on_peer_request(RequestId(6), true)), Some(SessionCode::TooManyRequests));
+        assert_eq!(ids.grant(1), 8);
+        assert_eq!(code(ids.on_peer_request(RequestId(6), true)), None);
+        assert!(ids.is_known(RequestId(6)) && !ids.is_known(RequestId(4)) && !ids.is_known(RequestId(8)));
     }
 
     #[test]
     fn draft22_peer_ids_any_order_no_duplicates() {
         let mut ids = RequestIds::new(Version::Draft22, Role::Client, 0);
         assert_eq!(ids.allocate(), Ok(RequestId(0)));
-        assert_eq!(code(ids.on_peer_request(RequestId(5))), None);
-        assert_eq!(code(ids.on_peer_request(RequestId(1))), None);
-        assert_eq!(code(ids.on_peer_request(RequestId(5))), Some(SessionCode::InvalidRequestId));
-        assert_eq!(code(ids.on_peer_request(RequestId(2))), Some(SessionCode::InvalidRequestId));
+        assert_eq!(code(ids.on_peer_request(RequestId(5), false)), None);
+        assert_eq!(code(ids.on_peer_request(RequestId(1), false)), None);
+        assert_eq!(code(ids.on_peer_request(RequestId(5), false)), Some(SessionCode::InvalidRequestId));
+        assert_eq!(code(ids.on_peer_request(RequestId(2), false)), Some(SessionCode::InvalidRequestId));
         assert!(ids.is_known(RequestId(1)) && !ids.is_known(RequestId(3)));
     }
 

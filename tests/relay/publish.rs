@@ -1,8 +1,10 @@
-//! PUBLISH: a track the publisher offers is paused while nobody subscribes and forwarded when
-//! someone does; PUBLISH_NAMESPACE is answered once every core knows it.
+//! PUBLISH: by default (`publish_forward = always`) a track the publisher offers is forwarded
+//! at once and cached; with `on-demand` it is paused while nobody subscribes and forwarded
+//! when someone does. PUBLISH_NAMESPACE is answered once every core knows it.
 
 use std::time::Duration;
 
+use moq_edge::config::PublishForward;
 use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
 use moq_edge::wire::code;
@@ -12,12 +14,16 @@ use moq_edge::wire::Version;
 use crate::common::*;
 use crate::harness::{messages, streams, Relay};
 
-/// PUBLISH with nobody subscribed: paused (draft-16 PUBLISH_OK FORWARD=0; draft-22 PUBLISH_OK
-/// then REQUEST_UPDATE FORWARD=0). A subscriber arrives: REQUEST_UPDATE FORWARD=1 upstream,
-/// SUBSCRIBE_OK downstream; the stream the publisher opened before continues to the
-/// subscriber, later streams reach it whole, PUBLISH_DONE ends it.
+fn on_demand() -> RelayConfig {
+    RelayConfig { publish_forward: PublishForward::OnDemand, ..RelayConfig::default() }
+}
+
+/// `on-demand`: PUBLISH with nobody subscribed: paused (draft-16 PUBLISH_OK FORWARD=0;
+/// draft-22 PUBLISH_OK then REQUEST_UPDATE FORWARD=0). A subscriber arrives: REQUEST_UPDATE
+/// FORWARD=1 upstream, SUBSCRIBE_OK downstream; the stream the publisher opened before
+/// continues to the subscriber, later streams reach it whole, PUBLISH_DONE ends it.
 fn paused_then_forwarded(pv: Version, sv: Version) {
-    let mut r = Relay::new(3);
+    let mut r = Relay::with_config(3, on_demand());
     let t = r.track_owned_by(&["live"], 2);
     let alias = r.alias(&t);
     let p = r.connect(0, pv);
@@ -75,6 +81,61 @@ fn paused_then_forwarded(pv: Version, sv: Version) {
 fn publish_without_subscribers_is_paused_then_forwarded() {
     for (pv, sv) in COMBOS {
         paused_then_forwarded(pv, sv);
+    }
+}
+
+/// The default (`always`): PUBLISH with nobody subscribed is answered FORWARD=1 at once, so a
+/// publisher that never acts on REQUEST_UPDATE still sends; the relay takes the objects (and
+/// caches them). A subscriber gets SUBSCRIBE_OK with the largest location the relay saw, the
+/// publisher hears nothing more (no REQUEST_UPDATE), and the objects that follow reach the
+/// subscriber. When the subscriber leaves, the linger passes and the publisher is still not
+/// paused.
+#[test]
+fn publish_is_forwarded_at_once_by_default() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 2);
+        let alias = r.alias(&t);
+        let p = r.connect(0, pv);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_msg(pv, prid, &t, Some(Location::new(2, 5))));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(p));
+        assert!(publish_answer(pv, &msgs, prid), "{pv:?}: forwarding from the start: {msgs:?}");
+        assert!(!msgs.iter().any(|m| matches!(m, Message::RequestUpdate(_))), "{pv:?}: {msgs:?}");
+
+        let h = header(pv, PUB_ALIAS, 3, 0);
+        let st = r.open(p, &h);
+        r.put(p, st, &object(3, 0));
+        r.put(p, st, &object(3, 1));
+        r.run_until_quiet();
+
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        assert!(messages(&r.take_events(p)).is_empty(), "{pv:?}->{sv:?}: no REQUEST_UPDATE needed");
+        let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+        assert_eq!(ok.track_alias, alias);
+        assert_eq!(ok.params.largest_object, Some(Location::new(3, 1)), "{pv:?}->{sv:?}");
+
+        let h2 = header(pv, PUB_ALIAS, 4, 0);
+        let st2 = r.open(p, &h2);
+        let g4: Vec<_> = (0..3).map(|i| object(4, i)).collect();
+        for o in &g4 {
+            r.put(p, st2, o);
+        }
+        r.fin(p, st2);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        let seen = streams(&ev);
+        let whole = seen.iter().find(|st| st.header.group_id == 4);
+        let whole = whole.unwrap_or_else(|| panic!("{pv:?}->{sv:?}: group 4 not delivered: {seen:?}"));
+        assert_eq!(whole.objects.len(), 3, "{pv:?}->{sv:?}");
+
+        r.send(s, Message::Unsubscribe(rid));
+        r.run_until_quiet();
+        r.advance(RelayConfig::default().linger + Duration::from_millis(1));
+        assert!(messages(&r.take_events(p)).is_empty(), "{pv:?}->{sv:?}: never paused");
+        r.assert_no_closes();
     }
 }
 
@@ -146,12 +207,13 @@ fn publish_while_a_subscriber_waits_loses_no_objects() {
     }
 }
 
-/// A PUBLISH whose last subscriber left is paused (REQUEST_UPDATE FORWARD=0) once the linger
-/// has passed, and kept: a later subscriber resumes it (FORWARD=1) without a new PUBLISH.
+/// `on-demand`: a PUBLISH whose last subscriber left is paused (REQUEST_UPDATE FORWARD=0) once
+/// the linger has passed, and kept: a later subscriber resumes it (FORWARD=1) without a new
+/// PUBLISH.
 #[test]
 fn published_track_is_paused_after_the_linger() {
     for (pv, sv) in COMBOS {
-        let mut r = Relay::new(2);
+        let mut r = Relay::with_config(2, on_demand());
         let t = r.track_owned_by(&["live"], 1);
         let p = r.connect(0, pv);
         let s = r.connect(1, sv);
