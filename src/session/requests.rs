@@ -118,10 +118,6 @@ pub enum Alloc {
 impl RequestIds {
     /// `local_max` is the draft-16 MAX_REQUEST_ID we advertise in our SETUP.
     pub fn new(version: Version, local: Role, local_max: u64) -> Self {
-        let peer = match local {
-            Role::Client => Role::Server,
-            Role::Server => Role::Client,
-        };
         RequestIds {
             version,
             local,
