@@ -51,6 +51,9 @@ struct Upstream {
     /// A REQUEST_UPDATE waits for the publisher to answer an earlier one (its
     /// MAX_REQUEST_UPDATES, draft-22 §9.1.7); the Forward State in `kind` is what it will ask.
     update_blocked: bool,
+    /// A PUBLISH: its track's namespace (what a token in the publisher's REQUEST_UPDATE must
+    /// grant).
+    published: Option<TrackNamespace>,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +77,11 @@ impl Ingest {
 
     pub fn has_namespace(&self, conn: u64, rid: RequestId) -> bool {
         self.namespaces.contains_key(&(conn, rid))
+    }
+
+    /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
+    pub fn published(&self, conn: u64, rid: RequestId) -> Option<&TrackNamespace> {
+        self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref())
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -180,6 +188,7 @@ impl RelayShard {
             streams_seen: 0,
             done: None,
             update_blocked: false,
+            published: None,
         };
         self.ingest.ups.insert((conn, rid), up);
         self.ingest.by_epoch.insert(epoch, (conn, rid));
@@ -241,6 +250,7 @@ impl RelayShard {
             streams_seen: 0,
             update_blocked: false,
             done: None,
+            published: Some(m.track.namespace.clone()),
         };
         self.ingest.ups.insert((conn, m.request_id), up);
         self.ingest.by_epoch.insert(epoch, (conn, m.request_id));

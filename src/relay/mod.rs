@@ -772,6 +772,18 @@ impl RelayShard {
                 old_prefix = old;
                 Parameters::default()
             })
+        } else if let Some(ns) = self.ingest.published(conn, existing).cloned() {
+            // The publisher updating its own PUBLISH (draft-22 §9.5, draft-16 §9.11): a new
+            // token, which must grant what the PUBLISH does.
+            update_allows(&m.params, &["AUTHORIZATION_TOKEN"]).and_then(|_| {
+                match self.check_auth(conn, &m.params, &ns, Right::Publish) {
+                    Ok(_) => Ok(Parameters::default()),
+                    Err(Denied::Request(code, _)) => {
+                        Err(UpdateError::Refused(code, "the token does not grant it"))
+                    }
+                    Err(Denied::Session(..)) => Err(UpdateError::Invalid("a token that cannot be used")),
+                }
+            })
         } else if self.fetches.has(conn, existing) || self.ingest.has_namespace(conn, existing) {
             update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
                 .map(|_| Parameters::default())

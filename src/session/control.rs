@@ -588,10 +588,11 @@ impl Session {
                 }
             }
             (Message::RequestUpdate(u), Version::Draft22) => {
-                // §9.5: the subscriber updates: the requester of a SUBSCRIBE (FETCH, ...),
-                // the receiver of a PUBLISH.
-                if local != publish {
-                    return Err(SessionError::violation("REQUEST_UPDATE from the publisher"));
+                // §9.5: the sender of a request updates it (a publisher its PUBLISH too, e.g.
+                // to renew its token), and so does the subscriber of a PUBLISH: on a stream
+                // we opened, only the receiver of our PUBLISH may.
+                if local && !publish {
+                    return Err(SessionError::violation("REQUEST_UPDATE from the receiver of a request"));
                 }
                 self.ids.on_peer_request(u.request_id, false)?;
             }

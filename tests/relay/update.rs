@@ -222,3 +222,38 @@ fn upstream_request_updates_respect_the_publishers_limit() {
         r.assert_no_closes();
     }
 }
+
+/// The sender of a PUBLISH may update it (draft-22 §9.5: "The sender of a request ... can
+/// later send a REQUEST_UPDATE"; draft-16 §9.11), e.g. to renew its token: answered
+/// REQUEST_OK, nothing closed, and the track keeps reaching its subscriber. (draft-22 used
+/// to close the session, draft-16 to answer DOES_NOT_EXIST.)
+#[test]
+fn a_publisher_updates_its_own_publish() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let p = r.connect(0, pv);
+        let prid = r.next_request_id(p);
+        r.send(p, publish_msg(pv, prid, &t, None));
+        r.run_until_quiet();
+        r.take_events(p);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        let token = moq_edge::wire::model::AuthToken::UseValue {
+            token_type: 0,
+            value: bytes::Bytes::from_static(b"renewed"),
+        };
+        let answer = r.update(p, prid, Parameters { auth_tokens: vec![token], ..Default::default() });
+        let ok = request_ok(&messages(&r.take_events(p)), &ctx);
+        assert_eq!(ok.request_id, answer, "{ctx}");
+        r.assert_no_closes();
+
+        let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(p, st, &object(1, 0));
+        r.run_until_quiet();
+        assert_eq!(object_ids(&r.take_events(s)), [(1, 0)], "{ctx}: still flowing");
+    }
+}
