@@ -357,6 +357,9 @@ impl RelayShard {
                     self.establish(alias);
                 }
                 self.fanout_sync_forward(alias);
+                if let Some(value) = params.new_group_request {
+                    self.send(self.owner_of(alias), OwnerMsg::NewGroup { alias, value });
+                }
             }
             None => {
                 let st = SubTrack {
@@ -371,7 +374,9 @@ impl RelayShard {
                 self.fanout.tracks.insert(alias, st);
                 let (from, who) = (self.core, self.requester(conn));
                 let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
-                self.send(self.owner_of(alias), OwnerMsg::Subscribe { alias, track, from, rendezvous, who });
+                let new_group = params.new_group_request;
+                let msg = OwnerMsg::Subscribe { alias, track, from, rendezvous, who, new_group };
+                self.send(self.owner_of(alias), msg);
             }
         }
     }
@@ -702,6 +707,9 @@ impl RelayShard {
             self.fetch_ask(alias, track, ask);
         }
         self.fanout_sync_forward(alias);
+        if let Some(value) = m.params.new_group_request {
+            self.send(self.owner_of(alias), OwnerMsg::NewGroup { alias, value });
+        }
         Ok(Parameters { largest_object: largest, expires, ..Parameters::default() })
     }
 

@@ -150,6 +150,7 @@ impl RelayShard {
         track: FullTrackName,
         publisher: SessionRef,
         epoch: Epoch,
+        new_group: Option<u64>,
     ) {
         let owner = self.owner_of(alias);
         let conn = publisher.conn;
@@ -174,6 +175,7 @@ impl RelayShard {
         let params = Parameters {
             forward: Some(true),
             location_filter: Some(LocationFilter::NextObject),
+            new_group_request: new_group,
             ..Parameters::default()
         };
         if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
@@ -328,6 +330,20 @@ impl RelayShard {
                 }
             }
             Err(e) => debug!(conn, error = %e, "REQUEST_UPDATE not sent"),
+        }
+    }
+
+    /// REQUEST_UPDATE NEW_GROUP_REQUEST `value` of upstream `epoch` (draft-22 §9.20.19: the
+    /// owner decided it goes).
+    pub(super) fn ingest_new_group(&mut self, epoch: Epoch, value: u64) {
+        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
+        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let params = Parameters { new_group_request: Some(value), ..Parameters::default() };
+        let sent = s.next_request_id().and_then(|request_id| {
+            s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
+        });
+        if let Err(e) = sent {
+            debug!(conn, error = %e, "NEW_GROUP_REQUEST not sent");
         }
     }
 

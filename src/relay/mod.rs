@@ -602,9 +602,10 @@ impl RelayShard {
     fn on_ingest_msg(&mut self, msg: IngestMsg) {
         use IngestMsg as M;
         match msg {
-            M::UpstreamSubscribe { alias, track, publisher, epoch } => {
-                self.ingest_upstream_subscribe(alias, track, publisher, epoch)
+            M::UpstreamSubscribe { alias, track, publisher, epoch, new_group } => {
+                self.ingest_upstream_subscribe(alias, track, publisher, epoch, new_group)
             }
+            M::NewGroup { alias: _, epoch, value } => self.ingest_new_group(epoch, value),
             M::UpstreamStop { alias: _, epoch } => self.ingest_upstream_stop(epoch),
             M::PublishForward { alias: _, epoch, forward } => self.ingest_publish_forward(epoch, forward),
             M::PublishRefused { alias: _, epoch, code, reason } => {

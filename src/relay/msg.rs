@@ -92,6 +92,14 @@ pub enum OwnerMsg {
         from: usize,
         rendezvous: Duration,
         who: super::namespaces::Requester,
+        /// The subscription's NEW_GROUP_REQUEST (draft-22 §9.20.19), for the upstream SUBSCRIBE.
+        new_group: Option<u64>,
+    },
+    /// A subscriber asked for a new group (NEW_GROUP_REQUEST in SUBSCRIBE or REQUEST_UPDATE,
+    /// draft-22 §9.20.19 "Relay Handling").
+    NewGroup {
+        alias: TrackAlias,
+        value: u64,
     },
     /// Every local subscription of `alias` on core `from` is paused (FORWARD 0), or one no
     /// longer is.
@@ -229,7 +237,17 @@ pub enum IngestMsg {
     /// namespace on whichever core it arrives.
     NamespaceKnown { conn: u64, rid: RequestId },
     /// SUBSCRIBE `track` upstream on session `publisher`.
-    UpstreamSubscribe { alias: TrackAlias, track: FullTrackName, publisher: SessionRef, epoch: Epoch },
+    UpstreamSubscribe {
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+        /// NEW_GROUP_REQUEST to include (a subscriber asked for it before the track was
+        /// Established).
+        new_group: Option<u64>,
+    },
+    /// REQUEST_UPDATE NEW_GROUP_REQUEST `value` of upstream `epoch`.
+    NewGroup { alias: TrackAlias, epoch: Epoch, value: u64 },
     /// Nobody wants the track any more: end upstream subscription `epoch`.
     UpstreamStop { alias: TrackAlias, epoch: Epoch },
     /// Change the Forward State of upstream `epoch` (REQUEST_UPDATE), or answer an accepted

@@ -103,6 +103,9 @@ struct Track {
     /// The link whose replacement the track is moving to (tried again while the new parent
     /// refuses it).
     move_from: Option<SessionRef>,
+    /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
+    /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
+    new_group: Option<(u64, Option<u64>)>,
 }
 
 /// Make-before-break (draft-22 §7.4.1, for the relay's own upstream): the groups the old
@@ -161,6 +164,7 @@ impl Track {
             floor: None,
             top: None,
             move_from: None,
+            new_group: None,
         }
     }
 
@@ -324,9 +328,10 @@ impl Owner {
     pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, msg: OwnerMsg) {
         use OwnerMsg as M;
         match msg {
-            M::Subscribe { alias, track, from, rendezvous, who } => {
-                self.subscribe(cx, alias, track, from, rendezvous, who)
+            M::Subscribe { alias, track, from, rendezvous, who, new_group } => {
+                self.subscribe(cx, alias, track, from, rendezvous, who, new_group)
             }
+            M::NewGroup { alias, value } => self.new_group(cx, alias, value),
             M::Unsubscribe { alias, from } => self.unsubscribe(cx, alias, from),
             M::Forward { alias, from, forward } => self.forward(cx, alias, from, forward),
             M::UpstreamOk { alias, epoch, info } => self.upstream_ok(cx, alias, epoch, info),
@@ -387,6 +392,9 @@ impl Owner {
         }
     }
 
+    /// The first subscription of `alias` on core `from`. `new_group`: its NEW_GROUP_REQUEST,
+    /// included in a new upstream SUBSCRIBE or sent to an Established one (draft-22 §9.20.19).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn subscribe(
         &mut self,
         cx: &mut Cx<'_>,
@@ -395,6 +403,7 @@ impl Owner {
         from: usize,
         rendezvous: Duration,
         who: Requester,
+        new_group: Option<u64>,
     ) {
         if let Some(h) = self.held.get_mut(&alias) {
             if h.name == track && !h.waiting.contains(&from) {
@@ -452,9 +461,10 @@ impl Owner {
                 FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
             );
         };
-        self.start_upstream(cx, alias, track, publisher, vec![from], who);
+        self.start_upstream(cx, alias, track, publisher, vec![from], who, new_group);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start_upstream(
         &mut self,
         cx: &mut Cx<'_>,
@@ -463,13 +473,38 @@ impl Owner {
         publisher: SessionRef,
         waiting: Vec<usize>,
         who: Requester,
+        new_group: Option<u64>,
     ) {
         let epoch = cx.new_epoch();
         let source = Source::Pending { publisher, epoch };
         let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
         t.who = who;
+        // Outstanding until the Largest Group increases (draft-22 §9.20.19).
+        t.new_group = new_group.map(|v| (v, None));
         self.tracks.insert(alias, t);
-        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group });
+    }
+
+    /// NEW_GROUP_REQUEST `value` from a subscriber of `alias` (draft-22 §9.20.19, "Relay
+    /// Handling"): sent upstream in a REQUEST_UPDATE when the track is Established, supports
+    /// dynamic groups, the value is 0 or beyond the Largest Group, and no request of ours
+    /// with a greater or equal value is outstanding. One not yet Established got the value in
+    /// its SUBSCRIBE if it was the first; later ones are covered by that SUBSCRIBE's answer.
+    pub(super) fn new_group(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, value: u64) {
+        let Some(t) = self.tracks.get_mut(&alias) else { return };
+        if matches!(t.source, Source::Pending { .. }) || !dynamic_groups(&t.info.properties) {
+            return;
+        }
+        let largest = t.info.largest.map(|l| l.group);
+        if value != 0 && largest.is_some_and(|g| value <= g) {
+            return;
+        }
+        if t.new_group.is_some_and(|(outstanding, _)| outstanding >= value) {
+            return;
+        }
+        t.new_group = Some((value, largest));
+        let (core, epoch) = (t.source.publisher().core, t.source.epoch());
+        cx.send(core, IngestMsg::NewGroup { alias, epoch, value });
     }
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
@@ -503,7 +538,7 @@ impl Owner {
                 self.held.insert(alias, h);
                 continue;
             };
-            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who);
+            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, None);
         }
     }
 
@@ -619,7 +654,10 @@ impl Owner {
             }
             Source::Published { .. } => return,
         }
-        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+        cx.send(
+            publisher.core,
+            IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+        );
     }
 
     /// Tracks whose move was refused try again while they are still on the old link (its
@@ -867,7 +905,10 @@ impl Owner {
                     t.source = Source::Pending { publisher, epoch };
                     self.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
-                    cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                    cx.send(
+                        publisher.core,
+                        IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                    );
                 }
                 None => {
                     l.retry_at = now + UPSTREAM_RETRY;
@@ -1019,6 +1060,7 @@ impl Owner {
                 if let Some((h, subgroup)) = t.streams.get_mut(key) {
                     let at = Location { group: h.group_id, object: object.object_id };
                     t.info.largest = Some(max_location(t.info.largest, at));
+                    new_group_seen(&mut t.new_group, t.info.largest);
                     let subgroup = *subgroup.get_or_insert(object.object_id);
                     let max_age = max_cache_duration(&t.info.properties);
                     if object.status == ObjectStatus::Normal && max_age != Some(Duration::ZERO) {
@@ -1039,6 +1081,7 @@ impl Owner {
             Data::Datagram { header, payload, received } => {
                 let at = Location { group: header.group_id, object: header.object_id };
                 t.info.largest = Some(max_location(t.info.largest, at));
+                new_group_seen(&mut t.new_group, t.info.largest);
                 let max_age = max_cache_duration(&t.info.properties);
                 if header.status.is_none() && max_age != Some(Duration::ZERO) {
                     let cached = CachedObject {
@@ -1162,7 +1205,10 @@ impl Owner {
                 t.fetches.push(ask);
                 t.who = who;
                 self.tracks.insert(alias, t);
-                cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                cx.send(
+                    publisher.core,
+                    IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                );
             }
         }
     }
@@ -1224,7 +1270,10 @@ impl Owner {
                 t.statuses.push((from, conn, rid));
                 t.who = who;
                 self.tracks.insert(alias, t);
-                cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch });
+                cx.send(
+                    publisher.core,
+                    IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                );
             }
         }
     }
@@ -1406,6 +1455,22 @@ pub(super) struct UpstreamFetch {
 
 /// The track's MAX_CACHE_DURATION (draft-22 §10.3, draft-16 Track Extension 0x04): how long
 /// after it was received an object may still be served from the cache (0: not at all).
+/// Our NEW_GROUP_REQUEST (`outstanding`) is no longer outstanding once the Largest Group grew
+/// past what it was when we sent it (draft-22 §9.20.19).
+fn new_group_seen(outstanding: &mut Option<(u64, Option<u64>)>, largest: Option<Location>) {
+    if let (Some((_, at)), Some(largest)) = (*outstanding, largest) {
+        if at.is_none_or(|g| largest.group > g) {
+            *outstanding = None;
+        }
+    }
+}
+
+/// The track's DYNAMIC_GROUPS property is 1 (draft-22 §13: its publisher starts a new group
+/// when asked).
+fn dynamic_groups(properties: &crate::wire::model::Properties) -> bool {
+    properties.int(crate::wire::model::property_type::DYNAMIC_GROUPS) == Some(1)
+}
+
 pub(super) fn max_cache_duration(properties: &crate::wire::model::Properties) -> Option<Duration> {
     properties.int(crate::wire::model::property_type::MAX_CACHE_DURATION).map(Duration::from_millis)
 }

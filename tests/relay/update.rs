@@ -257,3 +257,76 @@ fn a_publisher_updates_its_own_publish() {
         assert_eq!(object_ids(&r.take_events(s)), [(1, 0)], "{ctx}: still flowing");
     }
 }
+
+/// NEW_GROUP_REQUEST through the relay (draft-22 §9.20.19 "Relay Handling"; draft-16 NEW
+/// GROUP REQUEST Parameter): the first SUBSCRIBE's value goes in the upstream SUBSCRIBE; once
+/// Established, a track with DYNAMIC_GROUPS = 1 gets a REQUEST_UPDATE for a value of 0 or
+/// beyond the Largest Group unless ours with a greater or equal value is outstanding; a value
+/// at or below the Largest Group goes nowhere; a new group ends the outstanding request. A
+/// track without DYNAMIC_GROUPS never gets one.
+#[test]
+fn new_group_requests_go_upstream_as_the_spec_says() {
+    use moq_edge::wire::model::{KvValue, Properties};
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        for dynamic in [true, false] {
+            let mut r = Relay::new(2);
+            let t = r.track_owned_by(&["live"], 0);
+            let p = r.connect(0, pv);
+            r.announce(p, &["live"]);
+            let with_ngr = |r: &mut Relay, s, value: u64| {
+                let rid = r.next_request_id(s);
+                let mut m = subscribe_msg(rid, &t, None);
+                if let Message::Subscribe(sub) = &mut m {
+                    sub.params.new_group_request = Some(value);
+                }
+                r.send(s, m);
+                r.run_until_quiet();
+                rid
+            };
+            let s1 = r.connect(1, sv);
+            let r1 = with_ngr(&mut r, s1, 0);
+            let up = r.upstream_subscribe(p, &t);
+            assert_eq!(up.params.new_group_request, Some(0), "{ctx}: in the upstream SUBSCRIBE");
+            let mut props = Properties::new();
+            if dynamic {
+                props.push(0x30, KvValue::Int(1)); // DYNAMIC_GROUPS
+            }
+            r.accept_with(p, &up, PUB_ALIAS, Some(Location::new(3, 4)), props);
+            r.take_events(s1);
+            let ngr_sent = |r: &mut Relay| -> Vec<u64> {
+                messages(&r.take_events(p))
+                    .iter()
+                    .filter_map(|m| match m {
+                        Message::RequestUpdate(u) => {
+                            assert_eq!(u.existing_request_id, up.request_id);
+                            u.params.new_group_request
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let s2 = r.connect(1, sv);
+            with_ngr(&mut r, s2, 5);
+            let want: &[u64] = if dynamic { &[5] } else { &[] };
+            assert_eq!(ngr_sent(&mut r), want, "{ctx} dynamic {dynamic}: beyond the Largest Group");
+            let s3 = r.connect(0, sv);
+            with_ngr(&mut r, s3, 4);
+            assert_eq!(ngr_sent(&mut r), [] as [u64; 0], "{ctx}: 5 is outstanding");
+            let s4 = r.connect(1, sv);
+            with_ngr(&mut r, s4, 2);
+            assert_eq!(ngr_sent(&mut r), [] as [u64; 0], "{ctx}: at or below the Largest Group");
+
+            // Group 6 arrives: nothing outstanding any more; a subscriber's REQUEST_UPDATE
+            // with 0 goes up.
+            let st = r.open(p, &header(pv, PUB_ALIAS, 6, 0));
+            r.put(p, st, &object(6, 0));
+            r.run_until_quiet();
+            r.take_events(s1);
+            r.update(s1, r1, Parameters { new_group_request: Some(0), ..Default::default() });
+            let want: &[u64] = if dynamic { &[0] } else { &[] };
+            assert_eq!(ngr_sent(&mut r), want, "{ctx} dynamic {dynamic}: after a new group");
+            r.assert_no_closes();
+        }
+    }
+}
