@@ -226,6 +226,9 @@ struct SubTrack {
     track: FullTrackName,
     /// The owner answered: objects flow to this core.
     live: bool,
+    /// The owner lost the upstream (a link closed) and subscribes again: new subscriptions
+    /// wait for its next answer rather than get SUBSCRIBE_OK with a stale Largest Object.
+    lost: bool,
     info: TrackInfo,
     /// The publisher's delivery timeouts from the Track Properties (a subgroup's first object
     /// may override them).
@@ -353,7 +356,7 @@ impl RelayShard {
         match self.fanout.tracks.get_mut(&alias) {
             Some(st) => {
                 st.subs.push(sub);
-                if st.live {
+                if st.live && !st.lost {
                     self.establish(alias);
                 }
                 self.fanout_sync_forward(alias);
@@ -366,6 +369,7 @@ impl RelayShard {
                     track: track.clone(),
                     forwarding: true,
                     live: false,
+                    lost: false,
                     info: TrackInfo::default(),
                     timeouts: Timeouts::default(),
                     subs: vec![sub],
@@ -494,6 +498,7 @@ impl RelayShard {
             return self.send(self.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
         }
         st.live = true;
+        st.lost = false;
         st.info = info;
         st.timeouts = Timeouts::from_properties(&st.info.properties, None);
         let timeouts = st.timeouts;
@@ -502,6 +507,13 @@ impl RelayShard {
             st.streams.insert(key, FanStream { header, objects: 1, timeouts });
         }
         self.establish(alias);
+    }
+
+    /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
+    pub(super) fn fanout_upstream_lost(&mut self, alias: TrackAlias) {
+        if let Some(st) = self.fanout.tracks.get_mut(&alias).filter(|st| st.live) {
+            st.lost = true;
+        }
     }
 
     pub(super) fn fanout_subscribe_error(
@@ -531,6 +543,13 @@ impl RelayShard {
         let Some(st) = self.fanout.tracks.remove(&alias) else { return };
         for sub in st.subs {
             self.forget_sub(sub.conn, sub.rid);
+            if !sub.established {
+                // Waiting while the upstream was lost (`SubTrack::lost`): never answered, so
+                // refused rather than ended.
+                let why = String::from_utf8_lossy(&reason).into_owned();
+                self.answer_error(sub.conn, sub.rid, RequestErrorCode::InternalError, &why, true);
+                continue;
+            }
             let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
             // A malformed track's streams are reset with that code too (draft-22 §12.1).
             let reset = if status == DoneStatus::MalformedTrack {

@@ -591,6 +591,7 @@ impl RelayShard {
             M::Downstream { alias, data } => self.fanout_data(alias, data),
             M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
             M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
+            M::UpstreamLost { alias } => self.fanout_upstream_lost(alias),
             M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),
             M::StatusAnswer { conn, rid, answer } => self.status_answer(conn, rid, answer),
             M::FetchAnswer { alias: _, conn, rid, fill, answer } => {

@@ -202,6 +202,12 @@ pub enum FanoutMsg {
         code: RequestErrorCode,
         reason: Bytes,
     },
+    /// The track's upstream was lost (its link closed): subscriptions already Established
+    /// stay, new ones wait for the next `SubscribeOk` (draft-22 §7: SUBSCRIBE_OK only with
+    /// an Established upstream).
+    UpstreamLost {
+        alias: TrackAlias,
+    },
     /// The track ended upstream: every subscription ends with PUBLISH_DONE `status`.
     TrackDone {
         alias: TrackAlias,

@@ -717,11 +717,18 @@ impl Owner {
             return;
         }
         t.source = Source::Subscribed { publisher, epoch };
-        t.lost = None;
+        let was_lost = t.lost.take().is_some();
         t.info.properties = info.properties;
         t.info.group_order = info.group_order;
         if let Some(l) = info.largest {
             t.info.largest = Some(max_location(t.info.largest, l));
+        }
+        if was_lost {
+            // Established again: the cores that kept their subscribers answer the ones that
+            // arrived meanwhile.
+            for &core in &t.cores {
+                cx.send(core, FanoutMsg::SubscribeOk { alias, info: t.info.clone(), open: Vec::new() });
+            }
         }
         self.release_waiting(cx, alias);
         self.set_idle(cx, alias);
@@ -859,6 +866,9 @@ impl Owner {
         }
         t.source = Source::Pending { publisher: t.source.publisher(), epoch };
         t.streams.clear();
+        for &core in &t.cores {
+            cx.send(core, FanoutMsg::UpstreamLost { alias });
+        }
         let until = cx.now + UPSTREAM_LOST_GRACE;
         t.lost = Some(Lost { until, retry_at: cx.now + UPSTREAM_RETRY });
         self.lost.push(Reverse((cx.now + UPSTREAM_RETRY, alias.0)));

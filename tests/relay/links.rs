@@ -241,3 +241,53 @@ fn fetch_of_a_track_not_relayed_goes_up_the_link() {
         assert_eq!(fetched_objects(&fetch_streams(&ev)[0], 0), [(1, 0), (1, 1), (1, 2)], "{v:?}");
     }
 }
+
+/// Relay rule (draft-22 §7: SUBSCRIBE_OK only with an Established upstream): while a lost
+/// link's track is being subscribed again, a new subscriber on a core that already carries
+/// the track waits; it gets SUBSCRIBE_OK with the new upstream's Largest Object once that
+/// answers, and the subscriber that kept its subscription gets nothing new. (It used to be
+/// answered at once with the old upstream's Largest Object.)
+#[test]
+fn a_new_subscriber_waits_while_the_upstream_is_lost() {
+    for v in [D16, D22] {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(parent, &t);
+        r.accept(parent, &up, Some(Location::new(0, 3)));
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        r.disconnect(parent);
+        r.run_until_quiet();
+        let _ = r.take_events(s);
+        let s2 = r.connect(1, v);
+        let rid2 = r.subscribe(s2, &t, None);
+        assert!(messages(&r.take_events(s2)).is_empty(), "{v:?}: no SUBSCRIBE_OK without an upstream");
+
+        let parent2 = r.link(v);
+        r.advance(Duration::from_millis(10));
+        let up2 = r.upstream_subscribe(parent2, &t);
+        r.accept(parent2, &up2, Some(Location::new(7, 2)));
+        let ok = subscribe_ok(&messages(&r.take_events(s2)), rid2);
+        assert_eq!(ok.params.largest_object, Some(Location::new(7, 2)), "{v:?}: the new upstream's");
+        assert!(messages(&r.take_events(s)).is_empty(), "{v:?}: the first subscriber is not answered again");
+
+        // Lost again, and never back: the one who kept its subscription gets PUBLISH_DONE, a
+        // newcomer still waiting gets REQUEST_ERROR.
+        r.disconnect(parent2);
+        r.run_until_quiet();
+        let s3 = r.connect(1, v);
+        let rid3 = r.subscribe(s3, &t, None);
+        r.advance(Duration::from_secs(31));
+        let done = publish_done(&messages(&r.take_events(s)));
+        assert_eq!((done.request_id, done.status_code), (rid, code::INTERNAL_ERROR), "{v:?}");
+        let msgs = messages(&r.take_events(s3));
+        assert!(
+            matches!(msgs.as_slice(), [Message::RequestError(e)] if e.request_id == rid3),
+            "{v:?}: {msgs:?}"
+        );
+        r.assert_no_closes();
+    }
+}
