@@ -269,8 +269,11 @@ fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Locatio
     let next =
         largest.map(|l| Location { group: l.group, object: l.object.saturating_add(1) }).unwrap_or_default();
     match filter {
-        None | Some(LocationFilter::NextObject) => (next, None),
-        Some(LocationFilter::None) => (Location::default(), None),
+        // No filter: unfiltered (draft-16 SUBSCRIPTION FILTER: "If omitted from SUBSCRIBE or
+        // PUBLISH_OK, the subscription is unfiltered"; draft-22 §3.3.1 "Subscriptions without
+        // a filter pass all Objects"): every object that arrives passes, an earlier group's too.
+        None | Some(LocationFilter::None) => (Location::default(), None),
+        Some(LocationFilter::NextObject) => (next, None),
         Some(LocationFilter::RelativeStart { groups_back }) => {
             let group = largest.map_or(0, |l| l.group.saturating_add(1).saturating_sub(groups_back));
             (Location { group, object: 0 }, None)
@@ -658,6 +661,13 @@ impl RelayShard {
                 "NEW_GROUP_REQUEST",
             ],
         )?;
+        if m.params.range_filters.iter().any(|f| f.set.is_some()) {
+            // Our MAX_FILTER_RANGES is 0 (draft-22 §3.3.2): refused, never ignored.
+            return Err(UpdateError::Refused(
+                RequestErrorCode::InvalidFilter,
+                "range filters are not supported",
+            ));
+        }
         let rid = m.existing_request_id;
         let alias =
             *self.fanout.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;

@@ -81,6 +81,18 @@ pub(crate) enum UpdateError {
     Refused(RequestErrorCode, &'static str),
 }
 
+/// The request `msg` starts, when it carries range filters (SUBSCRIBE, FETCH,
+/// SUBSCRIBE_TRACKS; draft-22 §3.3.2).
+fn range_filtered(msg: &Message) -> Option<RequestId> {
+    let (rid, params) = match msg {
+        Message::Subscribe(m) => (m.request_id, &m.params),
+        Message::Fetch(m) => (m.request_id, &m.params),
+        Message::SubscribeTracks(m) => (m.request_id, &m.params),
+        _ => return None,
+    };
+    params.range_filters.iter().any(|f| f.set.is_some()).then_some(rid)
+}
+
 /// Checks that `params` carries only parameters named in `allowed` (draft-22 §9.5 lists
 /// them per request kind; draft-16 requests take the same subsets).
 pub(crate) fn update_allows(params: &Parameters, allowed: &[&str]) -> Result<(), UpdateError> {
@@ -696,6 +708,17 @@ impl RelayShard {
     }
 
     fn on_control(&mut self, conn: u64, msg: Message) {
+        // Range filters (draft-22 §3.3.2) are allowed only up to our MAX_FILTER_RANGES, which
+        // this relay does not offer (0): refused INVALID_FILTER, never accepted and ignored.
+        if let Some(rid) = range_filtered(&msg) {
+            return self.answer_error(
+                conn,
+                rid,
+                RequestErrorCode::InvalidFilter,
+                "range filters are not supported",
+                true,
+            );
+        }
         // Until when the request is authorized (token mode): a subscription ends then.
         let mut until = None;
         if let Some((rid, params, namespace, right)) = needs_right(&msg) {

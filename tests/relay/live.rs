@@ -399,3 +399,73 @@ fn track_status_from_relay_state_or_upstream() {
         r.assert_no_closes();
     }
 }
+
+/// A SUBSCRIBE without a filter is unfiltered (draft-16 SUBSCRIPTION FILTER: "If omitted ...
+/// the subscription is unfiltered"; draft-22 §3.3.1 "Subscriptions without a filter pass all
+/// Objects"): objects of an earlier group that arrive after its SUBSCRIBE_OK (a late subgroup
+/// stream) reach it; a NextObject subscriber's window starts after the Largest Object and
+/// drops them. (Absent used to be read as NextObject.)
+#[test]
+fn a_subscription_without_a_filter_is_unfiltered() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let alias = r.alias(&t);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1], Some(Location::new(5, 2)));
+        let (unfiltered, rid) = subs[0];
+        let next = r.connect(1, sv);
+        let rid_next = r.subscribe(next, &t, Some(LocationFilter::NextObject));
+        subscribe_ok(&messages(&r.take_events(next)), rid_next);
+
+        // A late stream of group 4 (another subgroup, delayed in the network).
+        let h = header(pv, PUB_ALIAS, 4, 1);
+        let st = r.open(p, &h);
+        let late: Vec<_> = (0..2).map(|i| object(4, i)).collect();
+        for o in &late {
+            r.put(p, st, o);
+        }
+        r.fin(p, st);
+        r.run_until_quiet();
+
+        let seen = streams(&r.take_events(unfiltered));
+        assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}: the late group reaches the unfiltered subscription");
+        assert_stream(&seen[0], rid, expected_header(&h, alias, sv, true), &late, Some(None));
+        assert!(streams(&r.take_events(next)).is_empty(), "{pv:?}->{sv:?}: NextObject drops it");
+        r.assert_no_closes();
+    }
+}
+
+/// Range filters (draft-22 §3.3.2) need the relay's MAX_FILTER_RANGES, which it does not offer
+/// (0): a SUBSCRIBE carrying one is refused INVALID_FILTER (0x36), and so is a REQUEST_UPDATE
+/// adding one (the subscription then ends, UPDATE_FAILED). They are never accepted and ignored.
+#[test]
+fn range_filters_are_refused_not_ignored() {
+    use moq_edge::wire::model::{Parameters, Range, RangeFilter, RangeFilterKind, RangeSet, Subscribe};
+    let filter = RangeFilter {
+        kind: RangeFilterKind::SubgroupId,
+        set: Some(RangeSet {
+            set_id: 0,
+            property_type: None,
+            ranges: vec![Range { start: 0, end: Some(0) }],
+        }),
+    };
+    let mut r = Relay::new(2);
+    let t = r.track_owned_by(&["live"], 0);
+    let (_p, subs, _up) = r.established(D22, D22, &t, &[1], Some(Location::new(0, 0)));
+    let s = r.connect(1, D22);
+    let rid = r.next_request_id(s);
+    let params = Parameters { range_filters: vec![filter.clone()], ..Default::default() };
+    r.send(s, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+    r.run_until_quiet();
+    let msgs = messages(&r.take_events(s));
+    assert!(
+        matches!(msgs.as_slice(), [Message::RequestError(e)] if e.request_id == rid && e.error_code == 0x36),
+        "{msgs:?}"
+    );
+    let (s1, rid1) = subs[0];
+    r.update(s1, rid1, Parameters { range_filters: vec![filter], ..Default::default() });
+    let msgs = messages(&r.take_events(s1));
+    assert!(msgs.iter().any(|m| matches!(m, Message::RequestError(e) if e.error_code == 0x36)), "{msgs:?}");
+    assert!(msgs.iter().any(|m| matches!(m, Message::PublishDone(d) if d.request_id == rid1)), "{msgs:?}");
+    r.assert_no_closes();
+}
