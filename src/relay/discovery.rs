@@ -60,7 +60,9 @@ pub struct Discovery {
     /// Tracks with an Established upstream anywhere in the relay.
     tracks: HashMap<TrackAlias, (FullTrackName, Properties)>,
     /// PUBLISHes the relay sent, waiting for PUBLISH_OK.
-    pushes: HashMap<(u64, RequestId), TrackAlias>,
+    /// Our PUBLISHes not answered yet, with the FORWARD they asked for (the answer's
+    /// absent FORWARD keeps it).
+    pushes: HashMap<(u64, RequestId), (TrackAlias, bool)>,
 }
 
 impl Discovery {
@@ -202,7 +204,7 @@ impl RelayShard {
     /// be made (the session's subscription limit, no Request ID left) is PUBLISH_SKIPPED on a
     /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
     fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool, via: &Via) {
-        let offered = self.discovery.pushes.iter().any(|((c, _), a)| *c == conn && *a == alias);
+        let offered = self.discovery.pushes.iter().any(|((c, _), (a, _))| *c == conn && *a == alias);
         if offered || self.fanout_session_has(conn, alias) {
             return;
         }
@@ -225,7 +227,7 @@ impl RelayShard {
         };
         match sent {
             Ok(rid) => {
-                self.discovery.pushes.insert((conn, rid), alias);
+                self.discovery.pushes.insert((conn, rid), (alias, forward));
             }
             Err(e) => {
                 debug!(conn, error = %e, "PUBLISH not offered");
@@ -243,12 +245,15 @@ impl RelayShard {
 
     /// PUBLISH_OK for one of our PUBLISHes: it becomes a subscription.
     pub(super) fn discovery_publish_ok(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
-        let Some(alias) = self.discovery.pushes.remove(&(conn, rid)) else { return };
+        let Some((alias, forward)) = self.discovery.pushes.remove(&(conn, rid)) else { return };
         let Some((track, _)) = self.discovery.tracks.get(&alias).cloned() else {
             // The track ended before the answer: nothing to deliver.
             return self.discovery_ended_before_ok(conn, rid);
         };
-        self.fanout_accepted_publish(conn, rid, track, params);
+        // The PUBLISH's FORWARD stands unless the answer changes it (draft-22 §9.8: FORWARD=0
+        // in the PUBLISH, and an answer without FORWARD, is a paused subscription).
+        let params = Parameters { forward: params.forward.or(Some(forward)), ..params.clone() };
+        self.fanout_accepted_publish(conn, rid, track, &params);
     }
 
     fn discovery_ended_before_ok(&mut self, conn: u64, rid: RequestId) {
@@ -256,9 +261,15 @@ impl RelayShard {
         let _ = s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended"));
     }
 
-    /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes.
+    /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes: the request
+    /// is over, so our side of its stream ends too (draft-22: FIN), and the peer's stream
+    /// credit comes back.
     pub(super) fn discovery_publish_refused(&mut self, conn: u64, rid: RequestId) {
-        self.discovery.pushes.remove(&(conn, rid));
+        if self.discovery.pushes.remove(&(conn, rid)).is_some() {
+            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                let _ = s.end_request(rid);
+            }
+        }
     }
 
     /// The subscriber cancelled (draft-16: FIN or reset of the stream; draft-22: reset or

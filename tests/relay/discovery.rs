@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
+use moq_edge::session::{Event, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
     FullTrackName, Location, Message, Parameters, RequestId, SubscribeNamespace, TrackAlias, TrackNamespace,
@@ -254,6 +254,63 @@ fn a_prefix_matching_too_much_is_namespace_too_large() {
             matches!(msgs.first(), Some(Message::RequestOk(ok)) if ok.request_id == rid),
             "{sv:?}: {msgs:?}"
         );
+        r.assert_no_closes();
+    }
+}
+
+/// The relay's own PUBLISH (draft-22 §9.8, pushed to a SUBSCRIBE_TRACKS subscriber): one that
+/// asked FORWARD=0 and is accepted by an answer without FORWARD stays paused (the PUBLISH's
+/// value stands), so no object flows; one the subscriber refuses has its request stream ended
+/// by the relay too (FIN), returning the stream credit.
+#[test]
+fn pushed_publish_keeps_its_forward_and_a_refusal_ends_its_stream() {
+    let mut r = Relay::new(2);
+    let t = r.track_owned_by(&["live"], 1);
+    let p = r.connect(0, D22);
+    let prid = r.next_request_id(p);
+    r.send(p, publish_msg(D22, prid, &t, Some(Location::new(2, 5))));
+    r.run_until_quiet();
+    r.take_events(p);
+
+    for refuse in [false, true] {
+        let s = r.connect(1, D22);
+        let rid = r.next_request_id(s);
+        let params = Parameters { forward: Some(false), ..Default::default() };
+        let m = moq_edge::wire::model::SubscribeTracks {
+            request_id: rid,
+            prefix: ns(&["live"]),
+            params,
+        };
+        r.send(s, Message::SubscribeTracks(m));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(s));
+        let [Message::RequestOk(_), Message::Publish(offer)] = msgs.as_slice() else { panic!("{msgs:?}") };
+        assert_eq!(offer.params.forward, Some(false), "asked paused");
+        r.clients[s].relay_sent.clear();
+        if refuse {
+            let no = moq_edge::wire::model::RequestError {
+                request_id: offer.request_id,
+                error_code: 0x3,
+                retry_interval: 0,
+                reason: Bytes::from_static(b"no thanks"),
+                redirect: None,
+            };
+            r.send(s, Message::RequestError(no));
+            r.run_until_quiet();
+            let fin = r.clients[s].relay_sent.iter().any(|t| matches!(t, Transmit::Stream { fin: true, .. }));
+            assert!(fin, "the refused PUBLISH's stream is ended: {:?}", r.clients[s].relay_sent);
+        } else {
+            let accept = moq_edge::wire::model::PublishOk {
+                request_id: offer.request_id,
+                params: Parameters::default(),
+            };
+            r.send(s, Message::PublishOk(accept));
+            r.run_until_quiet();
+            let st = r.open(p, &header(D22, PUB_ALIAS, 3, 0));
+            r.put(p, st, &object(3, 0));
+            r.run_until_quiet();
+            assert!(streams(&r.take_events(s)).is_empty(), "paused: no object flows");
+        }
         r.assert_no_closes();
     }
 }
