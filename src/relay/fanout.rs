@@ -138,7 +138,13 @@ struct Join {
 
 /// A joining FETCH's range: from its Joining Start through the subscription's Largest
 /// Location at SUBSCRIBE_OK.
-fn join_ask(core: usize, conn: u64, j: Join, largest: Option<Location>) -> Result<FetchAsk, &'static str> {
+fn join_ask(
+    core: usize,
+    conn: u64,
+    j: Join,
+    largest: Option<Location>,
+    priority: u8,
+) -> Result<FetchAsk, &'static str> {
     let l = largest.ok_or("no objects published yet")?;
     let start = if j.relative {
         Location::new(l.group.saturating_sub(j.start), 0)
@@ -159,6 +165,7 @@ fn join_ask(core: usize, conn: u64, j: Join, largest: Option<Location>) -> Resul
         cap,
         fill: false,
         fill_timeout: None,
+        priority,
     })
 }
 
@@ -194,6 +201,7 @@ fn fill_ask(
         cap: Some(l),
         fill: true,
         fill_timeout,
+        priority: sub.priority,
     })
 }
 
@@ -203,7 +211,7 @@ fn expires_ms(until: Option<Instant>, now: Instant) -> Option<u64> {
 }
 
 /// SUBSCRIBER_PRIORITY and publisher priority when absent (the middle of the range).
-const DEFAULT_PRIORITY: u8 = 128;
+pub(super) const DEFAULT_PRIORITY: u8 = 128;
 
 /// Streams remembered per subscription to attribute shed streams.
 const RECENT_STREAMS: usize = 64;
@@ -397,7 +405,8 @@ impl RelayShard {
             sub.established = true;
             sub.largest_at_start = st.info.largest;
             for j in sub.joins.drain(..) {
-                asks.push((sub.conn, j.rid, join_ask(self.core, sub.conn, j, st.info.largest)));
+                let ask = join_ask(self.core, sub.conn, j, st.info.largest, sub.priority);
+                asks.push((sub.conn, j.rid, ask));
             }
             if let Some(ask) =
                 sub.fill.as_deref().and_then(|f| fill_ask(self.core, sub, f, sub.rid, st.info.largest))
@@ -480,7 +489,7 @@ impl RelayShard {
             sub.joins.push(join);
             return self.fetch_hold(conn, rid);
         }
-        match join_ask(self.core, conn, join, sub.largest_at_start) {
+        match join_ask(self.core, conn, join, sub.largest_at_start, sub.priority) {
             Ok(ask) => self.fetch_ask(alias, track, ask),
             Err(reason) => self.answer_error(conn, rid, RequestErrorCode::InvalidRange, reason, true),
         }

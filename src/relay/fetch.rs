@@ -8,13 +8,16 @@
 //! The whole answer is written at once (payloads shared with the cache, not copied); the
 //! session's send backlog bounds what it costs a slow subscriber.
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 
 use bytes::Bytes;
 use tracing::debug;
 
+use super::fanout::DEFAULT_PRIORITY;
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::{session, RelayShard};
+use crate::session::data_urgency;
+use crate::wire::model::property_type;
 use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
 };
@@ -23,13 +26,14 @@ use crate::wire::{RequestErrorCode, ResetCode};
 /// FETCHes of this core's sessions waiting for their owner's answer.
 #[derive(Debug, Default)]
 pub struct Fetches {
-    pending: HashSet<(u64, RequestId)>,
+    /// FETCHes waiting for their answer, with the subscriber priority of their stream.
+    pending: HashMap<(u64, RequestId), u8>,
     per_session: HashMap<u64, usize>,
 }
 
 impl Fetches {
     pub fn has(&self, conn: u64, rid: RequestId) -> bool {
-        self.pending.contains(&(conn, rid))
+        self.pending.contains_key(&(conn, rid))
     }
 
     pub fn len(&self) -> usize {
@@ -96,6 +100,7 @@ impl RelayShard {
                     cap: None,
                     fill: false,
                     fill_timeout,
+                    priority: m.params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
                 };
                 self.fetch_ask(alias, track, ask);
             }
@@ -115,7 +120,7 @@ impl RelayShard {
         track: crate::wire::model::FullTrackName,
         ask: FetchAsk,
     ) {
-        if self.fetches.pending.insert((ask.conn, ask.rid)) {
+        if self.fetches.pending.insert((ask.conn, ask.rid), ask.priority).is_none() {
             *self.fetches.per_session.entry(ask.conn).or_default() += 1;
         }
         let who = self.requester(ask.conn);
@@ -124,19 +129,19 @@ impl RelayShard {
 
     /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).
     pub(super) fn fetch_hold(&mut self, conn: u64, rid: RequestId) {
-        if self.fetches.pending.insert((conn, rid)) {
+        if self.fetches.pending.insert((conn, rid), DEFAULT_PRIORITY).is_none() {
             *self.fetches.per_session.entry(conn).or_default() += 1;
         }
     }
 
-    fn fetch_forget(&mut self, conn: u64, rid: RequestId) -> bool {
-        if !self.fetches.pending.remove(&(conn, rid)) {
-            return false;
-        }
+    /// Forgets a pending FETCH; its stream's subscriber priority, or `None` if it was not
+    /// pending (answered or cancelled already).
+    fn fetch_forget(&mut self, conn: u64, rid: RequestId) -> Option<u8> {
+        let priority = self.fetches.pending.remove(&(conn, rid))?;
         if let Some(c) = self.fetches.per_session.get_mut(&conn) {
             *c = c.saturating_sub(1);
         }
-        true
+        Some(priority)
     }
 
     /// FETCH_CANCEL (draft-16) or a cancelled request stream (draft-22) before the answer:
@@ -154,7 +159,7 @@ impl RelayShard {
         code: RequestErrorCode,
         reason: &str,
     ) {
-        if !self.fetch_forget(conn, rid) {
+        if self.fetch_forget(conn, rid).is_none() {
             return;
         }
         if !fill {
@@ -168,7 +173,7 @@ impl RelayShard {
     }
 
     pub(super) fn fetch_session_closed(&mut self, conn: u64) {
-        self.fetches.pending.retain(|(c, _)| *c != conn);
+        self.fetches.pending.retain(|(c, _), _| *c != conn);
         self.fetches.per_session.remove(&conn);
     }
 
@@ -186,9 +191,9 @@ impl RelayShard {
                 return self.fetch_fail(conn, rid, fill, code, &String::from_utf8_lossy(&reason));
             }
         };
-        if !self.fetch_forget(conn, rid) {
+        let Some(priority) = self.fetch_forget(conn, rid) else {
             return; // cancelled
-        }
+        };
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
         if !fill {
             if let Err(e) = s.fetch_ok(rid, data.end, data.whole_group, data.properties.clone()) {
@@ -200,6 +205,11 @@ impl RelayShard {
             Ok(id) => id,
             Err(e) => return debug!(conn, error = %e, "fetch stream not opened"),
         };
+        // Among the data streams by subscriber then publisher priority (draft-22 §5.1), not
+        // at the urgency of control streams ahead of all live data.
+        let publisher = data.properties.int(property_type::DEFAULT_PUBLISHER_PRIORITY);
+        let publisher = publisher.and_then(|p| u8::try_from(p).ok()).unwrap_or(DEFAULT_PRIORITY);
+        let _ = s.set_priority_ordered(stream, data_urgency(priority, publisher), data.descending);
         if let Err(e) = write_items(s, stream, &data) {
             debug!(conn, error = %e, "fetch stream not written");
             let _ = s.reset_stream(stream, ResetCode::InternalError);

@@ -368,6 +368,9 @@ pub struct FetchAsk {
     /// FILL_TIMEOUT (draft-22 §9.20.5): how long objects the cache lacks may be waited for
     /// from upstream (`None`: the relay's default; zero: not at all).
     pub fill_timeout: Option<Duration>,
+    /// The subscriber priority its stream is sent at (the FETCH's SUBSCRIBER_PRIORITY, or
+    /// its subscription's for a joining FETCH or fill; draft-22 §5.1).
+    pub priority: u8,
 }
 
 /// One item of a FETCH answer, in stream order.

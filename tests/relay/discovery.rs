@@ -276,11 +276,7 @@ fn pushed_publish_keeps_its_forward_and_a_refusal_ends_its_stream() {
         let s = r.connect(1, D22);
         let rid = r.next_request_id(s);
         let params = Parameters { forward: Some(false), ..Default::default() };
-        let m = moq_edge::wire::model::SubscribeTracks {
-            request_id: rid,
-            prefix: ns(&["live"]),
-            params,
-        };
+        let m = moq_edge::wire::model::SubscribeTracks { request_id: rid, prefix: ns(&["live"]), params };
         r.send(s, Message::SubscribeTracks(m));
         r.run_until_quiet();
         let msgs = messages(&r.take_events(s));

@@ -374,3 +374,35 @@ fn fetch_gets_what_the_cache_lacks_from_upstream() {
         r.assert_no_closes();
     }
 }
+
+/// A fetch stream is sent among the data streams at its subscriber priority and the track's
+/// publisher priority (draft-22 §5.1), not at the urgency of control streams (127) ahead of
+/// all live data: a FETCH with SUBSCRIBER_PRIORITY 10 gets the urgency `data_urgency(10, 128)`.
+#[test]
+fn fetch_streams_are_sent_at_their_priority() {
+    for (pv, sv) in COMBOS {
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let (p, subs, _up) = r.established(pv, sv, &t, &[1], Some(Location::new(0, 0)));
+        r.publish_groups(p, pv, 1..3);
+        r.take_events(subs[0].0);
+        let f = r.connect(1, sv);
+        r.clients[f].relay_sent.clear();
+        let rid = r.next_request_id(f);
+        let range = LocationFilter::AbsoluteRange { start: Location::new(1, 0), end: Location::new(1, 2) };
+        let params =
+            Parameters { location_filter: Some(range), subscriber_priority: Some(10), ..Default::default() };
+        let kind = FetchKind::Standalone { track: t.clone() };
+        r.send(f, Message::Fetch(Fetch { request_id: rid, kind, params }));
+        r.run_until_quiet();
+        let ev = r.take_events(f);
+        let seen = fetch_streams(&ev);
+        assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
+        let want = moq_edge::session::data_urgency(10, 128);
+        let set = r.clients[f]
+            .relay_sent
+            .iter()
+            .any(|t| matches!(t, moq_edge::session::Transmit::Priority { urgency, .. } if *urgency == want));
+        assert!(set, "{pv:?}->{sv:?}: {:?}", r.clients[f].relay_sent);
+    }
+}
