@@ -202,6 +202,8 @@ fn goaway_reaches_webtransport_sessions() {
         let stopped = thread::spawn(move || server.join());
         trigger.trigger();
         s.pump_until(deadline(), |c| c.goaway().is_some()).unwrap();
+        s.pump(Instant::now() + Duration::from_millis(50)).unwrap();
+        assert!(s.client_mut().webtransport_draining(), "{version:?}: DRAIN_WEBTRANSPORT_SESSION");
         let err = s.pump(deadline()).unwrap_err();
         let closed = s.core().closed().map(|(code, _)| code);
         assert!(

@@ -232,6 +232,12 @@ impl MoqtClient {
         self.app.session()
     }
 
+    /// Whether the relay asked to drain the WebTransport session this client runs in
+    /// (DRAIN_WEBTRANSPORT_SESSION, sent beside MoQT's GOAWAY); false over raw QUIC.
+    pub fn webtransport_draining(&self) -> bool {
+        self.app.pump().webtransport_draining()
+    }
+
     pub fn session_mut(&mut self) -> &mut Session {
         self.app.session_mut()
     }

@@ -135,6 +135,8 @@ pub struct Pump {
     /// HTTP/3 bytes of the WebTransport layer (control stream, CONNECT stream) not yet taken
     /// by quiche: (QUIC stream, bytes, fin).
     h3: VecDeque<(u64, Bytes, bool)>,
+    /// The WebTransport peer sent DRAIN_WEBTRANSPORT_SESSION.
+    wt_draining: bool,
     /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
     /// once quiche had sent this many packets; the connection closes after the next one.
     wt_closing: Option<usize>,
@@ -177,6 +179,11 @@ impl Pump {
     /// The WebTransport session, when the MoQT session runs in one.
     pub fn webtransport(&self) -> Option<&WebTransport> {
         self.wt.as_deref()
+    }
+
+    /// Whether the WebTransport peer asked to drain the session (DRAIN_WEBTRANSPORT_SESSION).
+    pub fn webtransport_draining(&self) -> bool {
+        self.wt_draining
     }
 
     /// Asks the WebTransport peer to drain (DRAIN_WEBTRANSPORT_SESSION; MoQT's GOAWAY goes
@@ -252,7 +259,10 @@ impl Pump {
                     debug!(code, reason, "WebTransport session closed by the peer");
                     let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
                 }
-                WtEvent::Draining => debug!("WebTransport peer asks to drain"),
+                WtEvent::Draining => {
+                    debug!("WebTransport peer asks to drain");
+                    self.wt_draining = true;
+                }
                 WtEvent::Accepted(_) | WtEvent::Refused { .. } => {}
             }
         }
@@ -686,6 +696,11 @@ impl<H: RequestHandler> MoqtApp<H> {
 
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// The glue (its WebTransport state, backlog figures).
+    pub fn pump(&self) -> &Pump {
+        &self.pump
     }
 
     pub fn session_mut(&mut self) -> &mut Session {
