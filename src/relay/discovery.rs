@@ -18,11 +18,12 @@ use crate::hash::HashMap;
 
 use tracing::debug;
 
+use super::msg::OwnerMsg;
 use super::{session, update_allows, RelayShard, UpdateError};
 use crate::session::SessionError;
 use crate::wire::model::{
-    FullTrackName, Message, Parameters, Properties, Publish, PublishSkipped, RequestId, SubscribeNamespace,
-    SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
+    FullTrackName, Location, Message, Parameters, Properties, Publish, PublishSkipped, RequestId,
+    SubscribeNamespace, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
 use crate::wire::{DoneStatus, RequestErrorCode};
 
@@ -34,7 +35,7 @@ enum Kind {
 }
 
 /// The namespace subscription an offer is made for.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Via {
     rid: RequestId,
     prefix: TrackNamespace,
@@ -59,10 +60,12 @@ pub struct Discovery {
     per_session: HashMap<u64, usize>,
     /// Tracks with an Established upstream anywhere in the relay.
     tracks: HashMap<TrackAlias, (FullTrackName, Properties)>,
-    /// PUBLISHes the relay sent, waiting for PUBLISH_OK.
     /// Our PUBLISHes not answered yet, with the FORWARD they asked for (the answer's
     /// absent FORWARD keeps it).
     pushes: HashMap<(u64, RequestId), (TrackAlias, bool)>,
+    /// Offers waiting for the owner's Largest Object (a PUBLISH must carry it, draft-22
+    /// §9.8): (session, FORWARD, namespace subscription) per track.
+    offering: HashMap<TrackAlias, Vec<(u64, bool, Via)>>,
 }
 
 impl Discovery {
@@ -205,9 +208,35 @@ impl RelayShard {
     /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
     fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool, via: &Via) {
         let offered = self.discovery.pushes.iter().any(|((c, _), (a, _))| *c == conn && *a == alias);
-        if offered || self.fanout_session_has(conn, alias) {
+        let waiting = self.discovery.offering.get(&alias).is_some_and(|w| w.iter().any(|(c, ..)| *c == conn));
+        if offered || waiting || self.fanout_session_has(conn, alias) {
             return;
         }
+        let asks = self.discovery.offering.entry(alias).or_default();
+        asks.push((conn, forward, via.clone()));
+        if asks.len() == 1 {
+            self.send(self.owner_of(alias), OwnerMsg::Largest { alias, from: self.core });
+        }
+    }
+
+    /// The owner's Largest Object of `alias`: the offers waiting for it go out.
+    pub(super) fn discovery_largest(&mut self, alias: TrackAlias, largest: Option<Location>) {
+        for (conn, forward, via) in self.discovery.offering.remove(&alias).unwrap_or_default() {
+            if self.fanout_session_has(conn, alias) || !self.discovery.subs.contains_key(&(conn, via.rid)) {
+                continue; // subscribed meanwhile, or the namespace subscription is gone
+            }
+            self.discovery_send_offer(conn, alias, forward, &via, largest);
+        }
+    }
+
+    fn discovery_send_offer(
+        &mut self,
+        conn: u64,
+        alias: TrackAlias,
+        forward: bool,
+        via: &Via,
+        largest: Option<Location>,
+    ) {
         let Some((track, properties)) = self.discovery.tracks.get(&alias).cloned() else { return };
         let pending = self.discovery.pushes.keys().filter(|(c, _)| *c == conn).count();
         let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
@@ -219,7 +248,11 @@ impl RelayShard {
                     request_id,
                     track: track.clone(),
                     track_alias: alias,
-                    params: Parameters { forward: Some(forward), ..Parameters::default() },
+                    params: Parameters {
+                        forward: Some(forward),
+                        largest_object: largest,
+                        ..Parameters::default()
+                    },
                     track_properties: properties,
                 };
                 s.send(Message::Publish(publish)).map(|()| request_id)
@@ -330,6 +363,9 @@ impl RelayShard {
 
     pub(super) fn discovery_session_closed(&mut self, conn: u64) {
         self.discovery.subs.retain(|(c, _), _| *c != conn);
+        for asks in self.discovery.offering.values_mut() {
+            asks.retain(|(c, ..)| *c != conn);
+        }
         self.discovery.pushes.retain(|(c, _), _| *c != conn);
         self.discovery.per_session.remove(&conn);
     }

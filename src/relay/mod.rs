@@ -668,6 +668,7 @@ impl RelayShard {
                 self.discovery_track(alias, track, properties)
             }
             DiscoveryMsg::TrackGone { alias } => self.discovery_track_gone(alias),
+            DiscoveryMsg::Largest { alias, largest } => self.discovery_largest(alias, largest),
         }
     }
 

@@ -95,6 +95,12 @@ pub enum OwnerMsg {
         /// The subscription's NEW_GROUP_REQUEST (draft-22 §9.20.19), for the upstream SUBSCRIBE.
         new_group: Option<u64>,
     },
+    /// A core is about to offer `alias` to namespace subscribers (PUBLISH): the owner tells it
+    /// the Largest Object the PUBLISH must carry (`DiscoveryMsg::Largest`).
+    Largest {
+        alias: TrackAlias,
+        from: usize,
+    },
     /// A subscriber asked for a new group (NEW_GROUP_REQUEST in SUBSCRIBE or REQUEST_UPDATE,
     /// draft-22 §9.20.19 "Relay Handling").
     NewGroup {
@@ -302,6 +308,11 @@ pub enum DiscoveryMsg {
     },
     TrackGone {
         alias: TrackAlias,
+    },
+    /// The owner's Largest Object of `alias`, for the PUBLISHes waiting to be offered.
+    Largest {
+        alias: TrackAlias,
+        largest: Option<Location>,
     },
 }
 

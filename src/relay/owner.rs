@@ -332,6 +332,10 @@ impl Owner {
                 self.subscribe(cx, alias, track, from, rendezvous, who, new_group)
             }
             M::NewGroup { alias, value } => self.new_group(cx, alias, value),
+            M::Largest { alias, from } => {
+                let largest = self.tracks.get(&alias).and_then(|t| t.info.largest);
+                cx.send(from, DiscoveryMsg::Largest { alias, largest });
+            }
             M::Unsubscribe { alias, from } => self.unsubscribe(cx, alias, from),
             M::Forward { alias, from, forward } => self.forward(cx, alias, from, forward),
             M::UpstreamOk { alias, epoch, info } => self.upstream_ok(cx, alias, epoch, info),

@@ -123,6 +123,8 @@ fn namespace_subscribers_are_offered_tracks_with_publish() {
             (&t1, r.alias(&t1), Some(true)),
             "{ctx}"
         );
+        // The Largest Object the relay knows (draft-22 §9.8: a PUBLISH carries it).
+        assert_eq!(offer.params.largest_object, Some(Location::new(2, 5)), "{ctx}");
 
         let answer = Parameters { forward: (sv == D16).then_some(true), ..Default::default() };
         let accept = moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: answer };
