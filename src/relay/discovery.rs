@@ -15,6 +15,7 @@
 //! The subscriber's PUBLISH_OK makes it a subscription like a SUBSCRIBE's (`fanout.rs`).
 
 use crate::hash::HashMap;
+use std::time::Instant;
 
 use tracing::debug;
 
@@ -52,6 +53,9 @@ struct NsSub {
     namespaces: bool,
     /// Offer tracks (PUBLISH), with this Forward State.
     publishes: Option<bool>,
+    /// Until when its token authorizes it (token mode): a subscription it brings (an
+    /// accepted PUBLISH) ends then, like any other.
+    until: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -62,7 +66,7 @@ pub struct Discovery {
     tracks: HashMap<TrackAlias, (FullTrackName, Properties)>,
     /// Our PUBLISHes not answered yet, with the FORWARD they asked for (the answer's
     /// absent FORWARD keeps it).
-    pushes: HashMap<(u64, RequestId), (TrackAlias, bool)>,
+    pushes: HashMap<(u64, RequestId), Push>,
     /// Offers waiting for the owner's Largest Object (a PUBLISH must carry it, draft-22
     /// §9.8): (session, FORWARD, namespace subscription) per track.
     offering: HashMap<TrackAlias, Vec<(u64, bool, Via)>>,
@@ -78,6 +82,16 @@ impl Discovery {
     }
 }
 
+/// One of our PUBLISHes waiting for its answer.
+#[derive(Debug, Clone, Copy)]
+struct Push {
+    alias: TrackAlias,
+    /// The FORWARD it asked for (an answer without FORWARD keeps it).
+    forward: bool,
+    /// Its namespace subscription's authorization expiry.
+    until: Option<Instant>,
+}
+
 /// Two prefixes overlap when one is a prefix of the other (draft-16 §9.28, draft-22 §4.2:
 /// "shares a common prefix with an established namespace subscription").
 fn overlaps(a: &TrackNamespace, b: &TrackNamespace) -> bool {
@@ -89,21 +103,26 @@ fn suffix(namespace: &TrackNamespace, prefix: &TrackNamespace) -> TrackNamespace
 }
 
 impl RelayShard {
-    pub(super) fn discovery_subscribe(&mut self, conn: u64, m: SubscribeNamespace) {
+    pub(super) fn discovery_subscribe(&mut self, conn: u64, m: SubscribeNamespace, until: Option<Instant>) {
         let (namespaces, publishes) = match m.options {
             SubscribeOptions::Namespace => (true, false),
             SubscribeOptions::Publish => (false, true),
             SubscribeOptions::Both => (true, true),
         };
         let publishes = publishes.then_some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: Kind::Namespace, namespaces, publishes };
+        let sub = NsSub { prefix: m.prefix, kind: Kind::Namespace, namespaces, publishes, until };
         self.discovery_add(conn, m.request_id, sub);
     }
 
     /// draft-22 SUBSCRIBE_TRACKS (§9.16): PUBLISH for the tracks under the prefix.
-    pub(super) fn discovery_subscribe_tracks(&mut self, conn: u64, m: SubscribeTracks) {
+    pub(super) fn discovery_subscribe_tracks(
+        &mut self,
+        conn: u64,
+        m: SubscribeTracks,
+        until: Option<Instant>,
+    ) {
         let publishes = Some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: Kind::Tracks, namespaces: false, publishes };
+        let sub = NsSub { prefix: m.prefix, kind: Kind::Tracks, namespaces: false, publishes, until };
         self.discovery_add(conn, m.request_id, sub);
     }
 
@@ -207,7 +226,7 @@ impl RelayShard {
     /// be made (the session's subscription limit, no Request ID left) is PUBLISH_SKIPPED on a
     /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
     fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool, via: &Via) {
-        let offered = self.discovery.pushes.iter().any(|((c, _), (a, _))| *c == conn && *a == alias);
+        let offered = self.discovery.pushes.iter().any(|((c, _), p)| *c == conn && p.alias == alias);
         let waiting = self.discovery.offering.get(&alias).is_some_and(|w| w.iter().any(|(c, ..)| *c == conn));
         if offered || waiting || self.fanout_session_has(conn, alias) {
             return;
@@ -260,7 +279,8 @@ impl RelayShard {
         };
         match sent {
             Ok(rid) => {
-                self.discovery.pushes.insert((conn, rid), (alias, forward));
+                let until = self.discovery.subs.get(&(conn, via.rid)).and_then(|s| s.until);
+                self.discovery.pushes.insert((conn, rid), Push { alias, forward, until });
             }
             Err(e) => {
                 debug!(conn, error = %e, "PUBLISH not offered");
@@ -278,7 +298,7 @@ impl RelayShard {
 
     /// PUBLISH_OK for one of our PUBLISHes: it becomes a subscription.
     pub(super) fn discovery_publish_ok(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
-        let Some((alias, forward)) = self.discovery.pushes.remove(&(conn, rid)) else { return };
+        let Some(Push { alias, forward, until }) = self.discovery.pushes.remove(&(conn, rid)) else { return };
         let Some((track, _)) = self.discovery.tracks.get(&alias).cloned() else {
             // The track ended before the answer: nothing to deliver.
             return self.discovery_ended_before_ok(conn, rid);
@@ -286,7 +306,7 @@ impl RelayShard {
         // The PUBLISH's FORWARD stands unless the answer changes it (draft-22 §9.8: FORWARD=0
         // in the PUBLISH, and an answer without FORWARD, is a paused subscription).
         let params = Parameters { forward: params.forward.or(Some(forward)), ..params.clone() };
-        self.fanout_accepted_publish(conn, rid, track, &params);
+        self.fanout_accepted_publish(conn, rid, track, &params, until);
     }
 
     fn discovery_ended_before_ok(&mut self, conn: u64, rid: RequestId) {

@@ -308,8 +308,9 @@ impl RelayShard {
         rid: RequestId,
         track: FullTrackName,
         params: &Parameters,
+        until: Option<Instant>,
     ) {
-        self.fanout_add(conn, rid, track, params, true, None);
+        self.fanout_add(conn, rid, track, params, true, until);
     }
 
     /// Whether session `conn` has a subscription of `alias` on this core.

@@ -753,8 +753,8 @@ impl RelayShard {
             }
             Message::Fetch(m) => self.fetch_request(conn, m),
             Message::FetchCancel(rid) => self.fetch_cancel(conn, rid),
-            Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m),
-            Message::SubscribeTracks(m) => self.discovery_subscribe_tracks(conn, m),
+            Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m, until),
+            Message::SubscribeTracks(m) => self.discovery_subscribe_tracks(conn, m, until),
             Message::PublishOk(m) => self.discovery_publish_ok(conn, m.request_id, &m.params),
             Message::RequestOk(m) if self.discovery.is_push(conn, m.request_id) => {
                 self.discovery_publish_ok(conn, m.request_id, &m.params)

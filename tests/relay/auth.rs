@@ -247,3 +247,43 @@ fn subscriptions_expire_with_their_token_unless_renewed() {
         r.assert_no_closes();
     }
 }
+
+/// A subscription the relay brings with its own PUBLISH (SUBSCRIBE_TRACKS, draft-22 §9.16)
+/// is authorized until the namespace subscription's token expires, like any other: then it
+/// ends with PUBLISH_DONE EXPIRED. (It used to last for ever.)
+#[test]
+fn pushed_subscriptions_expire_with_their_token() {
+    let mut r = Relay::with_config(2, auth_config());
+    let p = r.connect_with_token(0, D22, token(&["live"], true, false, 600));
+    let t = r.track_owned_by(&["live"], 0);
+    let prid = r.next_request_id(p);
+    r.send(p, publish_msg(D22, prid, &t, Some(Location::new(0, 0))));
+    r.run_until_quiet();
+    r.take_events(p);
+
+    let s = r.connect_with_token(1, D22, token(&["live"], false, true, 10));
+    let rid = r.next_request_id(s);
+    let m = moq_edge::wire::model::SubscribeTracks {
+        request_id: rid,
+        prefix: ns(&["live"]),
+        params: Parameters::default(),
+    };
+    r.send(s, Message::SubscribeTracks(m));
+    r.run_until_quiet();
+    let msgs = messages(&r.take_events(s));
+    let [Message::RequestOk(_), Message::Publish(offer)] = msgs.as_slice() else { panic!("{msgs:?}") };
+    let accept =
+        moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: Parameters::default() };
+    r.send(s, Message::PublishOk(accept));
+    r.run_until_quiet();
+    r.advance(Duration::from_secs(5));
+    assert!(!messages(&r.take_events(s)).iter().any(|m| matches!(m, Message::PublishDone(_))));
+    r.advance(Duration::from_secs(6));
+    let msgs = messages(&r.take_events(s));
+    let done = msgs.iter().find_map(|m| match m {
+        Message::PublishDone(d) => Some(d.clone()),
+        _ => None,
+    });
+    let done = done.unwrap_or_else(|| panic!("no PUBLISH_DONE: {msgs:?}"));
+    assert_eq!((done.request_id, done.status_code), (offer.request_id, code::DONE_EXPIRED_D22));
+}
