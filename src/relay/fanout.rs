@@ -36,6 +36,9 @@ struct LocalSub {
     priority: u8,
     /// GROUP_ORDER Descending: newer groups' streams go first among equals.
     descending: bool,
+    /// The subscriber asked for a group order; if not, the track's is used once known
+    /// (draft-22 §5.1: the publisher's DEFAULT_PUBLISHER_GROUP_ORDER).
+    order_asked: bool,
     filter: Option<LocationFilter>,
     /// First and last Location delivered (set when Established).
     start: Location,
@@ -213,6 +216,23 @@ fn expires_ms(until: Option<Instant>, now: Instant) -> Option<u64> {
 /// SUBSCRIBER_PRIORITY and publisher priority when absent (the middle of the range).
 pub(super) const DEFAULT_PRIORITY: u8 = 128;
 
+/// The track's group order is descending: its GROUP_ORDER (draft-16 SUBSCRIBE_OK, PUBLISH), else
+/// its DEFAULT_PUBLISHER_GROUP_ORDER property (draft-22 §13).
+fn track_descending(info: &TrackInfo) -> bool {
+    let property = info.properties.int(crate::wire::model::property_type::DEFAULT_PUBLISHER_GROUP_ORDER);
+    let order = info.group_order.or_else(|| property.and_then(crate::wire::model::GroupOrder::from_code));
+    order == Some(crate::wire::model::GroupOrder::Descending)
+}
+
+/// The publisher priority of an object whose header carries none: the track's
+/// DEFAULT_PUBLISHER_PRIORITY property, else the middle of the range (draft-22 §5.1, §13).
+pub(super) fn default_publisher_priority(properties: &crate::wire::model::Properties) -> u8 {
+    properties
+        .int(crate::wire::model::property_type::DEFAULT_PUBLISHER_PRIORITY)
+        .and_then(|p| u8::try_from(p).ok())
+        .unwrap_or(DEFAULT_PRIORITY)
+}
+
 /// Streams remembered per subscription to attribute shed streams.
 const RECENT_STREAMS: usize = 64;
 /// A subscription that loses `too_far_behind_streams` streams to shedding within this window
@@ -346,6 +366,7 @@ impl RelayShard {
             pushed,
             priority: params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
             descending: params.group_order == Some(crate::wire::model::GroupOrder::Descending),
+            order_asked: params.group_order.is_some(),
             filter: params.location_filter,
             start: Location::default(),
             end: None,
@@ -402,9 +423,13 @@ impl RelayShard {
     fn establish(&mut self, alias: TrackAlias) {
         let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
         let mut asks: Vec<(u64, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
+        let track_descending = track_descending(&st.info);
         for sub in st.subs.iter_mut().filter(|s| !s.established) {
             sub.established = true;
             sub.largest_at_start = st.info.largest;
+            if !sub.order_asked {
+                sub.descending = track_descending;
+            }
             for j in sub.joins.drain(..) {
                 let ask = join_ask(self.core, sub.conn, j, st.info.largest, sub.priority);
                 asks.push((sub.conn, j.rid, ask));
@@ -721,7 +746,19 @@ impl RelayShard {
             sub.forward = forward;
         }
         if let Some(priority) = m.params.subscriber_priority {
-            sub.priority = priority; // streams opened from now on
+            sub.priority = priority;
+            // The streams already open move too (draft-22 §5.1), not only new ones.
+            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                let default_publisher = default_publisher_priority(&st.info.properties);
+                for (key, id) in sub.open.iter().filter(|(_, id)| *id != TIMED_OUT) {
+                    let publisher = st
+                        .streams
+                        .get(key)
+                        .and_then(|fs| fs.header.publisher_priority)
+                        .unwrap_or(default_publisher);
+                    let _ = s.set_priority_ordered(*id, data_urgency(priority, publisher), sub.descending);
+                }
+            }
         }
         // Delivery timeouts: for objects and subgroups forwarded from now on.
         let t = Timeouts::from_params(&m.params);
@@ -845,6 +882,7 @@ impl RelayShard {
                 }
                 fs.objects += 1;
                 let now = self.now;
+                let default_publisher = default_publisher_priority(&st.info.properties);
                 for sub in st.subs.iter_mut() {
                     if !sub.wants(at) {
                         continue;
@@ -876,7 +914,7 @@ impl RelayShard {
                             header.first_object &= first && s.marks_first_object();
                             match s.open_subgroup(&header) {
                                 Ok(id) => {
-                                    let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
+                                    let publisher = header.publisher_priority.unwrap_or(default_publisher);
                                     let urgency = data_urgency(sub.priority, publisher);
                                     let _ = s.set_priority_ordered(id, urgency, sub.descending);
                                     sub.streams += 1;
@@ -941,7 +979,8 @@ impl RelayShard {
                         continue;
                     }
                     let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
-                    let publisher = header.publisher_priority.unwrap_or(DEFAULT_PRIORITY);
+                    let publisher =
+                        header.publisher_priority.unwrap_or(default_publisher_priority(&st.info.properties));
                     let urgency = data_urgency(sub.priority, publisher);
                     match s.send_datagram_with_urgency(&header, &payload, urgency) {
                         Ok(()) => {

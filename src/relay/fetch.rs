@@ -17,7 +17,6 @@ use super::fanout::DEFAULT_PRIORITY;
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::{session, RelayShard};
 use crate::session::data_urgency;
-use crate::wire::model::property_type;
 use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
 };
@@ -207,8 +206,7 @@ impl RelayShard {
         };
         // Among the data streams by subscriber then publisher priority (draft-22 §5.1), not
         // at the urgency of control streams ahead of all live data.
-        let publisher = data.properties.int(property_type::DEFAULT_PUBLISHER_PRIORITY);
-        let publisher = publisher.and_then(|p| u8::try_from(p).ok()).unwrap_or(DEFAULT_PRIORITY);
+        let publisher = super::fanout::default_publisher_priority(&data.properties);
         let _ = s.set_priority_ordered(stream, data_urgency(priority, publisher), data.descending);
         if let Err(e) = write_items(s, stream, &data) {
             debug!(conn, error = %e, "fetch stream not written");

@@ -469,3 +469,46 @@ fn range_filters_are_refused_not_ignored() {
     assert!(msgs.iter().any(|m| matches!(m, Message::PublishDone(d) if d.request_id == rid1)), "{msgs:?}");
     r.assert_no_closes();
 }
+
+/// Priorities of live streams (draft-22 §5.1): a draft-22 stream whose header carries no
+/// publisher priority is sent at the track's DEFAULT_PUBLISHER_PRIORITY; a subscription that
+/// asked no GROUP_ORDER takes the track's DEFAULT_PUBLISHER_GROUP_ORDER (descending here); a
+/// REQUEST_UPDATE of SUBSCRIBER_PRIORITY moves the streams already open, not only new ones.
+#[test]
+fn live_streams_follow_the_tracks_priorities_and_updates() {
+    use moq_edge::session::{data_urgency, Transmit};
+    use moq_edge::wire::model::Parameters;
+    let mut r = Relay::new(2);
+    let t = r.track_owned_by(&["live"], 0);
+    let p = r.connect(0, D22);
+    r.announce(p, &["live"]);
+    let s = r.connect(1, D22);
+    let rid = r.subscribe(s, &t, None);
+    let up = r.upstream_subscribe(p, &t);
+    let mut props = Properties::new();
+    props.push(0x0E, KvValue::Int(10)); // DEFAULT_PUBLISHER_PRIORITY
+    props.push(0x22, KvValue::Int(2)); // DEFAULT_PUBLISHER_GROUP_ORDER: descending
+    r.accept_with(p, &up, PUB_ALIAS, Some(Location::new(0, 0)), props);
+    subscribe_ok(&messages(&r.take_events(s)), rid);
+    r.clients[s].relay_sent.clear();
+
+    let mut h = header(D22, PUB_ALIAS, 1, 0);
+    h.publisher_priority = None;
+    let st = r.open(p, &h);
+    r.put(p, st, &object(1, 0));
+    r.run_until_quiet();
+    let priorities = |r: &mut Relay| -> Vec<(u8, bool)> {
+        let sent = std::mem::take(&mut r.clients[s].relay_sent);
+        sent.iter()
+            .filter_map(|t| match t {
+                Transmit::Priority { urgency, descending, .. } => Some((*urgency, *descending)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(priorities(&mut r), [(data_urgency(128, 10), true)], "the track's defaults");
+
+    r.update(s, rid, Parameters { subscriber_priority: Some(0), ..Default::default() });
+    assert_eq!(priorities(&mut r), [(data_urgency(0, 10), true)], "the open stream moves");
+    r.assert_no_closes();
+}
