@@ -208,8 +208,9 @@ fn any_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         setup_options(Role::Client).prop_map(|options| Message::ClientSetup(Setup { options })),
         setup_options(Role::Server).prop_map(|options| Message::ServerSetup(Setup { options })),
-        prop_oneof![bytes(60), Just(Bytes::from(vec![b'u'; 8192]))]
-            .prop_map(|new_session_uri| Message::GoAway(GoAway { new_session_uri, timeout_ms: 0 })),
+        prop_oneof![bytes(60), Just(Bytes::from(vec![b'u'; 8192]))].prop_map(|new_session_uri| {
+            Message::GoAway(GoAway { new_session_uri, timeout_ms: 0, request_id: None })
+        }),
         rid().prop_map(Message::MaxRequestId),
         rid().prop_map(Message::RequestsBlocked),
         (rid(), params_for(ParamMessage::RequestOk)).prop_map(|(request_id, params)| Message::RequestOk(
@@ -819,7 +820,7 @@ fn encoder_rejects_what_draft_16_cannot_carry() {
         enc_err(&Message::GoAway(GoAway { timeout_ms: 5, ..GoAway::default() })),
         EncodeError::Unsupported(_)
     ));
-    let long_uri = GoAway { new_session_uri: Bytes::from(vec![b'u'; 8193]), timeout_ms: 0 };
+    let long_uri = GoAway { new_session_uri: Bytes::from(vec![b'u'; 8193]), ..GoAway::default() };
     assert!(matches!(enc_err(&Message::GoAway(long_uri)), EncodeError::OutOfRange(_)));
 }
 

@@ -373,7 +373,7 @@ fn message() -> impl Strategy<Value = Case> {
         (any_ctx(), bytes(64), int())
             .prop_map(|(ctx, uri, timeout_ms)| {
                 let new_session_uri = if ctx.sender == Role::Client { Bytes::new() } else { uri };
-                (Message::GoAway(GoAway { new_session_uri, timeout_ms }), ctx)
+                (Message::GoAway(GoAway { new_session_uri, timeout_ms, request_id: None }), ctx)
             })
             .boxed(),
         (any_ctx(), rid(), ftn(), params(spec::SUBSCRIBE))
@@ -818,8 +818,11 @@ fn request_update_ids() {
 #[test]
 fn goaway_and_redirect_vectors() {
     let buf = B::new().lp(b"moqt://x").int(3000).frame(mt::GOAWAY);
-    let expected =
-        Message::GoAway(GoAway { new_session_uri: Bytes::from_static(b"moqt://x"), timeout_ms: 3000 });
+    let expected = Message::GoAway(GoAway {
+        new_session_uri: Bytes::from_static(b"moqt://x"),
+        timeout_ms: 3000,
+        request_id: None,
+    });
     assert_eq!(decode(&buf, &SERVER_CTL), Ok((expected.clone(), buf.len())));
     assert_eq!(encode(&expected), buf);
 
@@ -1323,7 +1326,7 @@ fn goaway_errors() {
     let uri = vec![b'u'; 8193];
     assert_violation(decode(&B::new().lp(&uri).int(0).frame(mt::GOAWAY), &SERVER_CTL));
     assert!(decode(&B::new().lp(&uri[..8192]).int(0).frame(mt::GOAWAY), &SERVER_CTL).is_ok());
-    assert_out_of_range(&Message::GoAway(GoAway { new_session_uri: Bytes::from(uri), timeout_ms: 0 }));
+    assert_out_of_range(&Message::GoAway(GoAway { new_session_uri: Bytes::from(uri), ..GoAway::default() }));
 }
 
 #[test]

@@ -416,7 +416,7 @@ impl RelayShard {
         if self.goaway.is_some() {
             return;
         }
-        let goaway = GoAway { new_session_uri: self.config.goaway_uri.clone(), timeout_ms };
+        let goaway = GoAway { new_session_uri: self.config.goaway_uri.clone(), timeout_ms, request_id: None };
         let ready: Vec<u64> = self
             .sessions
             .iter()

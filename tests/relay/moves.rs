@@ -40,7 +40,7 @@ impl Relay {
     /// `parent` sends GOAWAY with `uri`.
     fn parent_goes_away(&mut self, parent: ClientId, uri: &'static [u8]) {
         let goaway =
-            moq_edge::wire::model::GoAway { new_session_uri: Bytes::from_static(uri), timeout_ms: 0 };
+            moq_edge::wire::model::GoAway { new_session_uri: Bytes::from_static(uri), ..Default::default() };
         self.send(parent, Message::GoAway(goaway));
         self.run_until_quiet();
     }

@@ -179,12 +179,15 @@ fn read_goaway(r: R, sender: Role) -> Result<GoAway, DecodeError> {
     if sender == Role::Client && !uri.is_empty() {
         return Err(DecodeError::violation("GOAWAY with a New Session URI from a client"));
     }
-    Ok(GoAway { new_session_uri: Bytes::copy_from_slice(uri), timeout_ms: 0 })
+    Ok(GoAway { new_session_uri: Bytes::copy_from_slice(uri), timeout_ms: 0, request_id: None })
 }
 
 fn write_goaway(w: W, m: &GoAway) -> Result<(), EncodeError> {
     if m.timeout_ms != 0 {
         return Err(EncodeError::Unsupported("GOAWAY timeout"));
+    }
+    if m.request_id.is_some() {
+        return Err(EncodeError::Unsupported("GOAWAY Request ID (draft-18 only)"));
     }
     if m.new_session_uri.len() > MAX_GOAWAY_URI {
         return Err(EncodeError::OutOfRange("GOAWAY URI longer than 8192 bytes"));

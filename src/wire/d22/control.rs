@@ -153,6 +153,9 @@ fn frame(
 
 /// GOAWAY (§9.2): New Session URI (at most 8192 bytes), Timeout.
 fn write_goaway(w: &mut W<'_>, m: &GoAway) -> Result<(), EncodeError> {
+    if m.request_id.is_some() {
+        return Err(EncodeError::Unsupported("GOAWAY Request ID (draft-18 only)"));
+    }
     if m.new_session_uri.len() > MAX_GOAWAY_URI {
         return Err(EncodeError::OutOfRange("GOAWAY URI longer than 8192 bytes"));
     }
@@ -412,7 +415,7 @@ fn read_goaway(r: &mut R<'_>, ctx: &DecodeContext) -> Result<GoAway, DecodeError
         return Err(DecodeError::violation("GOAWAY with a New Session URI from a client"));
     }
     let new_session_uri = Bytes::copy_from_slice(uri);
-    Ok(GoAway { new_session_uri, timeout_ms: r.int()? })
+    Ok(GoAway { new_session_uri, timeout_ms: r.int()?, request_id: None })
 }
 
 fn read_subscribe(r: &mut R<'_>, allowed: ParamSet) -> Result<Subscribe, DecodeError> {

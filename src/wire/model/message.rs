@@ -35,7 +35,7 @@ impl DecodeContext {
     }
 }
 
-/// CLIENT_SETUP / SERVER_SETUP (draft-16) or SETUP (draft-22).
+/// CLIENT_SETUP / SERVER_SETUP (draft-16) or SETUP (draft-18, draft-22).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Setup {
     pub options: SetupOptions,
@@ -46,8 +46,12 @@ pub struct Setup {
 pub struct GoAway {
     /// Empty means "reuse the current URI".
     pub new_session_uri: Bytes,
-    /// draft-22 only: milliseconds until the sender closes (0 = no specific timeout).
+    /// draft-18 and draft-22: milliseconds until the sender closes (0 = no specific timeout).
     pub timeout_ms: u64,
+    /// draft-18 only, and only on the control stream: the smallest Request ID of the
+    /// receiver that the sender did not (or might not) process (draft-ietf-moq-transport-18
+    /// §10.4). `None` on a request stream, and always in the other drafts.
+    pub request_id: Option<RequestId>,
 }
 
 /// REQUEST_OK (and draft-22's PUBLISH_OK, REQUEST_UPDATE_OK, TRACK_STATUS_OK, ... which share
