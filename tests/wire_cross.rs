@@ -1,12 +1,13 @@
 //! The version-neutral model across dialects: what one draft decodes, the other draft encodes
 //! and decodes to the same value (for everything both drafts can express). This is what lets a
-//! draft-16 subscriber receive a track published over draft-22, and the reverse.
+//! draft-16 subscriber receive a track published over draft-22, and the reverse; draft-18 is
+//! checked against both.
 
 mod support;
 
 use bytes::Bytes;
 use moq_edge::wire::model::*;
-use moq_edge::wire::{d16, d22, Version};
+use moq_edge::wire::{d16, d18, d22, Version};
 use proptest::prelude::*;
 use support::strategies::*;
 
@@ -194,4 +195,301 @@ fn draft_only_messages_are_refused_not_dropped() {
     });
     assert!(Version::Draft22.encode_message(&whole_group, &mut out).is_err());
     assert!(out.is_empty(), "a refused message writes nothing");
+}
+
+// ---------------------------------------------------------------------------------------------
+// draft-18 against the other two
+// ---------------------------------------------------------------------------------------------
+
+type Decoded = Result<(Message, usize), moq_edge::wire::DecodeError>;
+
+/// A control-message codec by its functions (draft-18 is not a `Version` yet).
+#[derive(Clone, Copy)]
+struct Dialect {
+    name: &'static str,
+    encode: fn(&Message, &mut Vec<u8>) -> Result<(), moq_edge::wire::EncodeError>,
+    decode: fn(&[u8], &DecodeContext) -> Decoded,
+}
+
+const D16: Dialect =
+    Dialect { name: "draft-16", encode: d16::control::encode_message, decode: d16::control::decode_message };
+const D18: Dialect =
+    Dialect { name: "draft-18", encode: d18::control::encode_message, decode: d18::control::decode_message };
+const D22: Dialect =
+    Dialect { name: "draft-22", encode: d22::control::encode_message, decode: d22::control::decode_message };
+
+/// Encodes `msg` in `from`, decodes it, re-encodes in `to` and decodes again; both decoded
+/// values must be `msg`.
+#[track_caller]
+fn crosses(msg: &Message, from: Dialect, to: Dialect, ctx: &DecodeContext) {
+    let mut a = Vec::new();
+    (from.encode)(msg, &mut a).unwrap_or_else(|e| panic!("{} encodes {}: {e}", from.name, msg.name()));
+    let (first, n) = (from.decode)(&a, ctx).expect("decodes in the source draft");
+    assert_eq!(n, a.len());
+    assert_eq!(&first, msg, "{} decode of {}", from.name, msg.name());
+    let mut b = Vec::new();
+    (to.encode)(&first, &mut b).unwrap_or_else(|e| panic!("{} encodes {}: {e}", to.name, msg.name()));
+    let (second, m) = (to.decode)(&b, ctx).expect("decodes in the target draft");
+    assert_eq!(m, b.len());
+    assert_eq!(&second, msg, "{} -> {} of {}", from.name, to.name, msg.name());
+}
+
+/// Every ordered pair of two different dialects among `ds`.
+fn pairs(ds: &[Dialect]) -> Vec<(Dialect, Dialect)> {
+    let mut out = Vec::new();
+    for (i, a) in ds.iter().enumerate() {
+        for (j, b) in ds.iter().enumerate() {
+            if i != j {
+                out.push((*a, *b));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    /// What the three drafts share of SUBSCRIBE crosses between any two of them.
+    #[test]
+    fn subscribe_crosses_three_drafts(
+        request_id in 0..(1u64 << 62),
+        track in full_track_name(),
+        params in common_subscribe_params(),
+    ) {
+        let msg = Message::Subscribe(Subscribe { request_id: RequestId(request_id), track, params });
+        for (from, to) in pairs(&[D16, D18, D22]) {
+            crosses(&msg, from, to, &DecodeContext::control(Role::Client));
+        }
+    }
+
+    /// A standalone FETCH's absolute range crosses all three drafts: draft-16 and draft-18 in
+    /// Start/End Locations, draft-22 in LOCATION_FILTER.
+    #[test]
+    fn standalone_fetch_crosses_three_drafts(
+        track in full_track_name(),
+        start in location(int_upto(1 << 40)),
+        groups in 0..1000u64,
+        end_object in proptest::option::of(0..(1u64 << 40)),
+        prio in proptest::option::of(any::<u8>()),
+    ) {
+        let end_group = start.group + groups;
+        let range = match end_object {
+            None => LocationFilter::AbsoluteStartGroupEnd { start, end_group },
+            Some(object) => LocationFilter::AbsoluteRange { start, end: Location::new(end_group, object) },
+        };
+        let params = Parameters { location_filter: Some(range), subscriber_priority: prio, ..Parameters::default() };
+        let msg = Message::Fetch(Fetch { request_id: RequestId(4), kind: FetchKind::Standalone { track }, params });
+        for (from, to) in pairs(&[D16, D18, D22]) {
+            crosses(&msg, from, to, &DecodeContext::control(Role::Client));
+        }
+    }
+
+    /// Subgroup objects with properties go from a draft-18 publisher to a draft-16 subscriber.
+    #[test]
+    fn subgroup_objects_cross_draft18_to_draft16(
+        ids in proptest::collection::btree_set(0..(1u64 << 40), 1..8),
+        props in proptest::collection::vec(properties(int62()), 8),
+    ) {
+        let header = SubgroupHeader {
+            track_alias: TrackAlias(3),
+            group_id: 9,
+            subgroup_id: SubgroupId::FirstObject,
+            publisher_priority: Some(4),
+            has_properties: true,
+            end_of_group: true,
+            first_object: false,
+        };
+        let (mut w18, mut r18) = (d18::data::SubgroupWriter::new(&header), d18::data::SubgroupReader::new(&header));
+        let (mut w16, mut r16) = (d16::data::SubgroupWriter::new(&header), d16::data::SubgroupReader::new(&header));
+        for (&object_id, p) in ids.iter().zip(&props) {
+            let obj = SubgroupObject { object_id, properties: p.clone(), payload_len: 9, status: ObjectStatus::Normal };
+            let mut a = Vec::new();
+            w18.encode(&obj, &mut a).expect("draft-18 encodes");
+            let (via18, n) = r18.decode(&a).expect("draft-18 decodes");
+            prop_assert_eq!(n, a.len());
+            let mut b = Vec::new();
+            w16.encode(&via18, &mut b).expect("draft-16 encodes");
+            let (via16, m) = r16.decode(&b).expect("draft-16 decodes");
+            prop_assert_eq!(m, b.len());
+            prop_assert_eq!(&via16, &obj);
+        }
+    }
+}
+
+/// Joining FETCHes and a FETCH_OK that ends with a whole group exist in draft-16 and
+/// draft-18 only: they cross between those two and draft-22 refuses them.
+#[test]
+fn joining_fetch_and_whole_group_end_cross_draft16_and_draft18() {
+    let messages = [
+        (
+            Message::Fetch(Fetch {
+                request_id: RequestId(6),
+                kind: FetchKind::RelativeJoining { joining_request_id: RequestId(2), joining_start: 3 },
+                params: Parameters { subscriber_priority: Some(1), ..Parameters::default() },
+            }),
+            DecodeContext::control(Role::Client),
+        ),
+        (
+            Message::Fetch(Fetch {
+                request_id: RequestId(6),
+                kind: FetchKind::AbsoluteJoining { joining_request_id: RequestId(2), joining_start: 30 },
+                params: Parameters { group_order: Some(GroupOrder::Descending), ..Parameters::default() },
+            }),
+            DecodeContext::control(Role::Client),
+        ),
+        (
+            Message::FetchOk(FetchOk {
+                request_id: RequestId(6),
+                end_of_track: false,
+                end_location: FetchEnd::Group(12),
+                params: Parameters::default(),
+                track_properties: Properties::new(),
+            }),
+            DecodeContext::request(Role::Server, RequestId(6)),
+        ),
+    ];
+    for (msg, ctx) in &messages {
+        crosses(msg, D16, D18, ctx);
+        crosses(msg, D18, D16, ctx);
+        let mut out = Vec::new();
+        assert!((D22.encode)(msg, &mut out).is_err(), "draft-22 refuses {msg:?}");
+        assert!(out.is_empty());
+    }
+}
+
+/// Responses take their Request ID from the request stream in draft-18 and draft-22 and from
+/// the wire in draft-16: all three land on the same model value.
+#[test]
+fn responses_cross_three_drafts() {
+    let id = RequestId(6);
+    let ctx = DecodeContext::request(Role::Server, id);
+    let props: Properties = [
+        (property_type::DEFAULT_PUBLISHER_PRIORITY, KvValue::Int(10)),
+        (property_type::IMMUTABLE_PROPERTIES, KvValue::Bytes(Bytes::from_static(&[0x04, 0x01]))),
+    ]
+    .into_iter()
+    .collect();
+    let messages = [
+        Message::SubscribeOk(SubscribeOk {
+            request_id: id,
+            track_alias: TrackAlias(77),
+            params: Parameters {
+                expires: Some(30_000),
+                largest_object: Some(Location::new(12, 3)),
+                ..Parameters::default()
+            },
+            track_properties: props,
+        }),
+        Message::PublishDone(PublishDone {
+            request_id: id,
+            status_code: 0x2,
+            stream_count: 14,
+            reason: Bytes::from_static(b"track ended"),
+        }),
+        Message::RequestError(RequestError {
+            request_id: id,
+            error_code: 0x10,
+            retry_interval: 0,
+            reason: Bytes::from_static(b"no such track"),
+            redirect: None,
+        }),
+        Message::FetchOk(FetchOk {
+            request_id: id,
+            end_of_track: true,
+            end_location: FetchEnd::Object(Location::new(4, 20)),
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        }),
+        Message::RequestOk(RequestOk {
+            request_id: id,
+            params: Parameters { largest_object: Some(Location::new(1, 1)), ..Parameters::default() },
+            track_properties: Properties::new(),
+        }),
+    ];
+    for msg in &messages {
+        for (from, to) in pairs(&[D16, D18, D22]) {
+            crosses(msg, from, to, &ctx);
+        }
+    }
+    // What draft-18 and draft-22 share beyond draft-16: a Redirect, SUBSCRIBE_TRACKS,
+    // PUBLISH_SKIPPED (draft-18's PUBLISH_BLOCKED) and REQUEST_OK's Track Properties.
+    let redirect = Message::RequestError(RequestError {
+        request_id: id,
+        error_code: d18::control::REDIRECT,
+        retry_interval: 5,
+        reason: Bytes::from_static(b"moved"),
+        redirect: Some(Redirect {
+            connect_uri: Bytes::from_static(b"moqt://b"),
+            track: FullTrackName::default(),
+        }),
+    });
+    let skipped = Message::PublishSkipped(PublishSkipped {
+        request_id: id,
+        namespace_suffix: TrackNamespace::from_strs(&["x"]),
+        track_name: Bytes::from_static(b"t"),
+    });
+    let status = Message::RequestOk(RequestOk {
+        request_id: id,
+        params: Parameters::default(),
+        track_properties: [(0x0E, KvValue::Int(3))].into_iter().collect(),
+    });
+    let tracks = Message::SubscribeTracks(SubscribeTracks {
+        request_id: RequestId(2),
+        prefix: TrackNamespace::from_strs(&["a"]),
+        params: Parameters { forward: Some(false), ..Parameters::default() },
+    });
+    for msg in [redirect, skipped, status, tracks] {
+        crosses(&msg, D18, D22, &ctx);
+        crosses(&msg, D22, D18, &ctx);
+    }
+}
+
+/// PUBLISH_OK: draft-16's 0x1E carries the subscription's parameters, draft-18 writes the same
+/// parameters in a REQUEST_OK (which draft-18 reads back as REQUEST_OK).
+#[test]
+fn publish_ok_parameters_reach_draft18() {
+    let params = Parameters {
+        forward: Some(true),
+        subscriber_priority: Some(9),
+        group_order: Some(GroupOrder::Descending),
+        location_filter: Some(LocationFilter::AbsoluteStart { start: Location::new(4, 0) }),
+        ..Parameters::default()
+    };
+    let ok = Message::PublishOk(PublishOk { request_id: RequestId(3), params: params.clone() });
+    let ctx = DecodeContext::request(Role::Client, RequestId(3));
+    let mut a = Vec::new();
+    d16::control::encode_message(&ok, &mut a).expect("draft-16 encodes");
+    let (from16, _) = d16::control::decode_message(&a, &ctx).expect("draft-16 decodes");
+    let mut b = Vec::new();
+    d18::control::encode_message(&from16, &mut b).expect("draft-18 encodes");
+    let (via18, _) = d18::control::decode_message(&b, &ctx).expect("draft-18 decodes");
+    assert_eq!(
+        via18,
+        Message::RequestOk(RequestOk {
+            request_id: RequestId(3),
+            params,
+            track_properties: Properties::new()
+        })
+    );
+}
+
+/// A control-stream GOAWAY's Request ID is draft-18's alone; the others refuse it rather than
+/// drop it, and draft-18 has no PUBLISH_STATE_NOTIFY or draft-16 cancel messages.
+#[test]
+fn draft18_only_and_draft18_less_fields_are_refused() {
+    let goaway = Message::GoAway(GoAway { request_id: Some(RequestId(4)), ..GoAway::default() });
+    for d in [D16, D22] {
+        let mut out = Vec::new();
+        assert!((d.encode)(&goaway, &mut out).is_err(), "{}", d.name);
+        assert!(out.is_empty());
+    }
+    crosses(&goaway, D18, D18, &DecodeContext::control(Role::Server));
+    for msg in [
+        Message::PublishStateNotify(PublishStateNotify::default()),
+        Message::Unsubscribe(RequestId(1)),
+        Message::MaxRequestId(RequestId(1)),
+    ] {
+        let mut out = Vec::new();
+        assert!((D18.encode)(&msg, &mut out).is_err(), "{}", msg.name());
+        assert!(out.is_empty());
+    }
 }

@@ -1,7 +1,7 @@
-//! Data-plane codec tests for draft-16 and draft-22: unidirectional stream headers, subgroup
-//! streams, object datagrams, fetch streams and padding.
+//! Data-plane codec tests for draft-16, draft-18 and draft-22: unidirectional stream headers,
+//! subgroup streams, object datagrams, fetch streams and padding.
 //!
-//! The same suite runs for both dialects (`dialect_tests!`); the expected sets of valid type
+//! The same suite runs for every dialect (`dialect_tests!`); the expected sets of valid type
 //! values are written out from the spec text, independently of the implementation.
 #![allow(clippy::unwrap_used)]
 
@@ -944,6 +944,19 @@ dialect_tests! {
     deltas = false;
 }
 
+// draft-18 (§3.4, §11) has draft-22's stream and datagram types, FIRST_OBJECT bit and fetch
+// deltas, but no End of Timed-Out Range (§11.4.4 defines 0x8C and 0x10C only).
+dialect_tests! {
+    mod draft18;
+    codec = moq_edge::wire::d18::data;
+    varint = Vi64;
+    int = strategies::int64();
+    subgroup_types = d22_subgroup_types();
+    datagram_types = d22_datagram_types();
+    timed_out = false;
+    deltas = true;
+}
+
 dialect_tests! {
     mod draft22;
     codec = moq_edge::wire::d22::data;
@@ -1381,5 +1394,179 @@ mod draft22_only {
         ];
         assert_eq!(out, expect);
         assert_eq!(decode_all(GroupOrder::Ascending, &out).unwrap(), items);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// draft-18 only
+// ---------------------------------------------------------------------------------------------
+
+mod draft18_only {
+    use super::*;
+    use moq_edge::wire::d18::data as d;
+
+    /// §11.4.2: draft-18's SUBGROUP_HEADER types are draft-22's (0b0XX1XXXX, mode 0b11
+    /// reserved), written out from the draft-18 figure's ranges.
+    #[test]
+    fn subgroup_types_match_the_figure() {
+        let figure: Vec<u64> = (0x10..=0x15)
+            .chain(0x18..=0x1D)
+            .chain(0x30..=0x35)
+            .chain(0x38..=0x3D)
+            .chain(0x50..=0x55)
+            .chain(0x58..=0x5D)
+            .chain(0x70..=0x75)
+            .chain(0x78..=0x7D)
+            .collect();
+        assert_eq!(figure, d22_subgroup_types());
+    }
+
+    #[test]
+    fn control_and_padding_streams() {
+        let setup = [0xAF, 0x00, 0x00, 0x02, 0x00, 0x00];
+        assert_eq!(d::decode_uni_stream_header(&setup), Ok((UniStreamHeader::Control, 0)));
+        let mut s = Vec::new();
+        d::encode_padding_stream_header(&mut s);
+        assert_eq!(s, enc::<Vi64>(&[0x132B_3E28]));
+        assert_eq!(d::decode_uni_stream_header(&s), Ok((UniStreamHeader::Padding, s.len())));
+        let mut dg = Vec::new();
+        d::encode_padding_datagram(3, &mut dg);
+        assert_eq!(d::decode_datagram(&dg), Ok(Datagram::Padding));
+    }
+
+    /// §11.6 "Examples", first stream: type 0x14 (Subgroup ID present, priority present), two
+    /// 4-byte objects. Every value is below 64, so the bytes are those of draft-16.
+    #[test]
+    fn spec_example_type_0x14() {
+        #[rustfmt::skip]
+        let wire: Vec<u8> = vec![
+            0x14, 0x02, 0x00, 0x00, 0x00, // Type, Track Alias 2, Group 0, Subgroup 0, Priority 0
+            0x00, 0x04, b'a', b'b', b'c', b'd', // Object ID Delta 0 (Object 0), length 4
+            0x00, 0x04, b'e', b'f', b'g', b'h', // Object ID Delta 0 (Object 1), length 4
+        ];
+        let header = SubgroupHeader {
+            track_alias: TrackAlias(2),
+            group_id: 0,
+            subgroup_id: SubgroupId::Explicit(0),
+            publisher_priority: Some(0),
+            has_properties: false,
+            end_of_group: false,
+            first_object: false,
+        };
+        let objects = [
+            (SubgroupObject { object_id: 0, payload_len: 4, ..Default::default() }, &b"abcd"[..]),
+            (SubgroupObject { object_id: 1, payload_len: 4, ..Default::default() }, &b"efgh"[..]),
+        ];
+        check(&wire, header, &objects, true);
+    }
+
+    /// §11.6 "Examples", second stream: type 0x35 (properties, Subgroup ID present, default
+    /// priority); the first object has two properties, the second none.
+    ///
+    /// The example still carries draft-16's numbers: `Properties Length = 33` and `Length = 21`
+    /// for the 14-byte "traceID:123456". With vi64 integers (§1.4.1) and the 21-byte value the
+    /// two lengths imply, the minimal encoding is 29 bytes (type 4: 1, 2186796243: 5, delta 73:
+    /// 1, length: 1, value: 21); written with the 9-byte vi64 form of 2186796243, which §1.4.1
+    /// allows, the list is exactly the stated 33. Both decode to the same object; the encoder
+    /// writes the minimal one.
+    #[test]
+    fn spec_example_type_0x35() {
+        let trace = b"traceID:1234567890123";
+        let mut props = Properties::new();
+        props.push(4, KvValue::Int(2_186_796_243));
+        props.push(77, KvValue::Bytes(Bytes::from_static(trace)));
+        let header = SubgroupHeader {
+            track_alias: TrackAlias(2),
+            group_id: 0,
+            subgroup_id: SubgroupId::Explicit(0),
+            publisher_priority: None,
+            has_properties: true,
+            end_of_group: false,
+            first_object: false,
+        };
+        let objects = [
+            (
+                SubgroupObject { object_id: 0, properties: props, payload_len: 4, ..Default::default() },
+                &b"abcd"[..],
+            ),
+            (SubgroupObject { object_id: 1, payload_len: 4, ..Default::default() }, &b"efgh"[..]),
+        ];
+        for (len, value, minimal) in [
+            (29u8, &[0xF0, 0x82, 0x57, 0xDC, 0xD3][..], true),
+            (33, &[0xFF, 0x00, 0x00, 0x00, 0x00, 0x82, 0x57, 0xDC, 0xD3][..], false),
+        ] {
+            let mut wire = vec![0x35, 0x02, 0x00, 0x00, 0x00, len, 0x04];
+            wire.extend_from_slice(value);
+            wire.extend_from_slice(&[0x49, 0x15]); // Type delta 73 (Type 77, odd), Length 21
+            wire.extend_from_slice(trace);
+            wire.extend_from_slice(&[0x04, b'a', b'b', b'c', b'd', 0x00, 0x00, 0x04, b'e', b'f', b'g', b'h']);
+            check(&wire, header, &objects, minimal);
+        }
+    }
+
+    /// Decodes `wire` to `header` and `objects`; when `minimal`, re-encodes it byte for byte.
+    fn check(wire: &[u8], header: SubgroupHeader, objects: &[(SubgroupObject, &[u8])], minimal: bool) {
+        let (h, mut pos) = d::decode_uni_stream_header(wire).unwrap();
+        assert_eq!(h, UniStreamHeader::Subgroup(header));
+        let mut r = d::SubgroupReader::new(&header);
+        for (o, payload) in objects {
+            let (got, n) = r.decode(&wire[pos..]).unwrap();
+            assert_eq!(&got, o);
+            pos += n;
+            assert_eq!(&wire[pos..pos + got.payload_len as usize], *payload);
+            pos += got.payload_len as usize;
+        }
+        assert_eq!(pos, wire.len());
+        if minimal {
+            let mut out = Vec::new();
+            d::encode_subgroup_header(&header, &mut out).unwrap();
+            let mut w = d::SubgroupWriter::new(&header);
+            for (o, payload) in objects {
+                w.encode(o, &mut out).unwrap();
+                out.extend_from_slice(payload);
+            }
+            assert_eq!(out, wire);
+        }
+    }
+
+    /// §11.4.4.1: Group ID and Object ID deltas as in draft-22, by hand: Ascending adds the
+    /// Group ID Delta + 1, Descending subtracts it; without a Group ID Delta the Object ID is
+    /// the prior one plus the Object ID Delta.
+    #[test]
+    fn fetch_deltas() {
+        let obj = |g, o| {
+            FetchItem::Object(FetchObject {
+                location: Location::new(g, o),
+                subgroup_id: Some(0),
+                publisher_priority: 7,
+                properties: Properties::new(),
+                payload_len: 0,
+            })
+        };
+        // First: Group 5, Object 2, priority 7. Then +2 objects in the group; then a group
+        // delta of 1 (Ascending: 7, Descending: 3) with an absolute Object ID 4.
+        #[rustfmt::skip]
+        let wire = [
+            0x1C, 5, 2, 7, 0,
+            0x04, 2, 0,
+            0x0C, 1, 4, 0,
+        ];
+        for (order, next) in [(GroupOrder::Ascending, 7), (GroupOrder::Descending, 3)] {
+            let mut r = d::FetchReader::new(order);
+            let mut pos = 0;
+            let mut items = Vec::new();
+            while pos < wire.len() {
+                let (it, n) = r.decode(&wire[pos..]).unwrap();
+                items.push(it);
+                pos += n;
+            }
+            assert_eq!(items, [obj(5, 2), obj(5, 4), obj(next, 4)], "{order:?}");
+            let mut w = d::FetchWriter::new(order);
+            let mut out = Vec::new();
+            for it in &items {
+                w.encode(it, &mut out).unwrap();
+            }
+            assert_eq!(out, wire, "{order:?}");
+        }
     }
 }
