@@ -16,7 +16,7 @@ use moq_edge::wire::model::{
 use moq_edge::wire::Version;
 use support::session::{deliver, Split};
 
-const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
+const BOTH: [Version; 3] = Version::ALL;
 /// Stream reset code CANCELLED (both drafts).
 const CANCELLED: u64 = 0x1;
 
@@ -308,17 +308,25 @@ fn publish_paused_then_resumed_by_request_update_draft22() {
     publish_paused_then_resumed(Version::Draft22);
 }
 
+#[test]
+fn publish_paused_then_resumed_by_request_update_draft18() {
+    publish_paused_then_resumed(Version::Draft18);
+}
+
 /// A draft-16 PUBLISH_OK that asks for FORWARD=0 pauses a PUBLISH sent with FORWARD=1.
 #[test]
 fn draft16_publish_ok_forward_0_pauses() {
-    let mut pair = Pair::new(Version::Draft16, Split::Whole);
-    pair.sc.accept_publish(Some(false));
-    let video = track("video");
-    let rid = pair.pc.publish(&mut pair.p, video.clone(), true).unwrap();
-    pair.pump();
-    assert_eq!(pair.pc.subscription(rid).unwrap().state, RequestState::Accepted);
-    assert!(!pair.pc.subscription(rid).unwrap().forward);
-    assert_eq!(pair.send_group(&video, 0, &payloads(0)), 0);
+    // draft-18's PUBLISH_OK (a REQUEST_OK, §10.5) carries FORWARD as draft-16's does.
+    for v in [Version::Draft16, Version::Draft18] {
+        let mut pair = Pair::new(v, Split::Whole);
+        pair.sc.accept_publish(Some(false));
+        let video = track("video");
+        let rid = pair.pc.publish(&mut pair.p, video.clone(), true).unwrap();
+        pair.pump();
+        assert_eq!(pair.pc.subscription(rid).unwrap().state, RequestState::Accepted, "{v:?}");
+        assert!(!pair.pc.subscription(rid).unwrap().forward, "{v:?}");
+        assert_eq!(pair.send_group(&video, 0, &payloads(0)), 0, "{v:?}");
+    }
 }
 
 /// PUBLISH with FORWARD=1 accepted: objects flow at once; a PUBLISH the peer does not want

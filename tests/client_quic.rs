@@ -20,7 +20,7 @@ use moq_edge::session::{Event, Session, SessionConfig};
 use moq_edge::wire::model::{FullTrackName, RequestId, Role, SetupOptions, TrackNamespace};
 use moq_edge::wire::Version;
 
-const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
+const BOTH: [Version; 3] = Version::ALL;
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)

@@ -139,7 +139,7 @@ fn fan_out(pub_v: Version, sub_v: Version, with_bad_client: bool) {
     if with_bad_client {
         // A malformed control message (an unknown message type) closes that session only.
         let bad = MoqtClient::connect(addr, sub_v, SetupOptions::default(), deadline()).unwrap();
-        let control = if sub_v == Version::Draft16 { 0 } else { 2 };
+        let control = if sub_v.request_streams() { 2 } else { 0 };
         let (mut conn, app) = bad.into_parts();
         conn.conn_mut().stream_send(control, &[0x3f, 0x00, 0x00], false).unwrap();
         let mut bad = MoqtClient::from_parts(conn, app);
@@ -201,6 +201,31 @@ fn fan_out_draft22() {
 }
 
 #[test]
+fn fan_out_draft18() {
+    fan_out(Version::Draft18, Version::Draft18, true);
+}
+
+#[test]
+fn fan_out_draft18_publisher_to_draft16_subscribers() {
+    fan_out(Version::Draft18, Version::Draft16, false);
+}
+
+#[test]
+fn fan_out_draft16_publisher_to_draft18_subscribers() {
+    fan_out(Version::Draft16, Version::Draft18, false);
+}
+
+#[test]
+fn fan_out_draft22_publisher_to_draft18_subscribers() {
+    fan_out(Version::Draft22, Version::Draft18, false);
+}
+
+#[test]
+fn fan_out_draft18_publisher_to_draft22_subscribers() {
+    fan_out(Version::Draft18, Version::Draft22, false);
+}
+
+#[test]
 fn fan_out_draft22_publisher_to_draft16_subscribers() {
     fan_out(Version::Draft22, Version::Draft16, false);
 }
@@ -214,7 +239,12 @@ fn fan_out_draft16_publisher_to_draft22_subscribers() {
 /// is reset, every subscription ends with PUBLISH_DONE, and the relay keeps nothing for it.
 #[test]
 fn publisher_gone_mid_group_ends_every_subscription() {
-    for (pub_v, sub_v) in [(Version::Draft16, Version::Draft22), (Version::Draft22, Version::Draft16)] {
+    for (pub_v, sub_v) in [
+        (Version::Draft16, Version::Draft22),
+        (Version::Draft22, Version::Draft16),
+        (Version::Draft18, Version::Draft16),
+        (Version::Draft22, Version::Draft18),
+    ] {
         let (relay, gauges) = relay();
         let addr = relay.local_addr();
         let (go_tx, go) = mpsc::channel::<()>();
@@ -328,7 +358,8 @@ fn shutdown_sends_goaway_then_closes_with_goaway_timeout() {
         for i in 0..3 {
             let g = goaway(fleet.core(i).unwrap()).unwrap();
             assert_eq!(&g.new_session_uri[..], b"moqt://next.example:4443", "{version:?}");
-            let timeout = if version == Version::Draft22 { 5000 } else { 0 };
+            // draft-16's GOAWAY has no Timeout field.
+            let timeout = if version == Version::Draft16 { 0 } else { 5000 };
             assert_eq!(g.timeout_ms, timeout, "{version:?}");
         }
 

@@ -16,7 +16,7 @@ use moq_edge::wire::Version;
 use proptest::prelude::*;
 use support::session::{deliver, Split};
 
-const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
+const BOTH: [Version; 3] = Version::ALL;
 const PROTOCOL_VIOLATION: u64 = 0x3;
 const DUPLICATE_TRACK_ALIAS: u64 = 0x5;
 
@@ -393,16 +393,16 @@ proptest! {
     /// anywhere, and as a datagram, never panic.
     #[test]
     fn arbitrary_data_never_panics(
-        d22 in any::<bool>(),
+        which in 0usize..3,
         prefix in any::<bool>(),
         bytes in proptest::collection::vec(any::<u8>(), 0..200),
         cut in any::<usize>(),
         fin in any::<bool>(),
     ) {
-        let v = if d22 { Version::Draft22 } else { Version::Draft16 };
+        let v = Version::ALL[which];
         let mut p = Pair::ready(v, SessionConfig::default());
         p.publish(7, Split::Whole);
-        let id = if d22 { 6 } else { 2 };
+        let id = if v.request_streams() { 6 } else { 2 };
         let mut data = Vec::new();
         if prefix {
             let sid = p.c.open_subgroup(&header(7)).unwrap();
@@ -481,6 +481,13 @@ fn fetch_stream_objects_follow_the_fetch_group_order() {
                     out.extend_from_slice(payload);
                 }
             }
+            Version::Draft18 => {
+                let mut w = moq_edge::wire::d18::data::FetchWriter::new(GroupOrder::Descending);
+                for (item, payload) in &items {
+                    w.encode(item, &mut out).unwrap();
+                    out.extend_from_slice(payload);
+                }
+            }
             Version::Draft22 => {
                 let mut w = moq_edge::wire::d22::data::FetchWriter::new(GroupOrder::Descending);
                 for (item, payload) in &items {
@@ -536,18 +543,25 @@ fn total_buffered_bytes_are_bounded() {
     }
 }
 
+/// draft-18 §11.5.1, draft-22 §11.5.1.
 #[test]
-fn draft22_padding_streams_are_discarded() {
-    let v = Version::Draft22;
-    let mut p = Pair::ready(v, SessionConfig::default());
-    let mut pad = Vec::new();
-    moq_edge::wire::d22::data::encode_padding_stream_header(&mut pad);
-    pad.extend_from_slice(&[0; 100]);
-    p.s.on_stream_data(6, &pad[..3], false);
-    p.s.on_stream_data(6, &pad[3..], true);
-    p.pump(Split::Whole);
-    assert!(p.se.is_empty(), "{:?}", p.se);
-    assert!(!p.s.is_closed());
+fn padding_streams_are_discarded() {
+    for v in [Version::Draft18, Version::Draft22] {
+        let mut p = Pair::ready(v, SessionConfig::default());
+        let mut pad = Vec::new();
+        moq_edge::wire::d22::data::encode_padding_stream_header(&mut pad);
+        assert_eq!(pad, {
+            let mut d18 = Vec::new();
+            moq_edge::wire::d18::data::encode_padding_stream_header(&mut d18);
+            d18
+        });
+        pad.extend_from_slice(&[0; 100]);
+        p.s.on_stream_data(6, &pad[..3], false);
+        p.s.on_stream_data(6, &pad[3..], true);
+        p.pump(Split::Whole);
+        assert!(p.se.is_empty(), "{v:?}: {:?}", p.se);
+        assert!(!p.s.is_closed());
+    }
 }
 
 #[test]
@@ -564,8 +578,8 @@ proptest! {
 
     /// A valid subgroup stream cut into arbitrary chunks gives the same events as whole.
     #[test]
-    fn any_chunking_gives_the_same_objects(d22 in any::<bool>(), cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-        let v = if d22 { Version::Draft22 } else { Version::Draft16 };
+    fn any_chunking_gives_the_same_objects(which in 0usize..3, cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+        let v = Version::ALL[which];
         let mut p = Pair::ready(v, SessionConfig::default());
         let rid = p.publish(7, Split::Whole);
         let id = send_subgroup(&mut p.c, 7, false);

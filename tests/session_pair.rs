@@ -1,5 +1,5 @@
 //! Pair harness for `session`: a client and a server [`Session`] back to back, the transmits of
-//! one pumped into the other (no QUIC), for draft-16 and draft-22. Covers the SETUP exchange,
+//! one pumped into the other (no QUIC), for draft-16, draft-18 and draft-22. Covers the SETUP exchange,
 //! request/response routing, byte-split delivery, Request ID rules and flow control (draft-16
 //! §9.1, §9.5-§9.6; draft-22 §6.4.2.1), GOAWAY, pre-SETUP buffering (draft-22 §6.3),
 //! cancellation (draft-22 §6.4.2.3) and garbage input.
@@ -18,7 +18,9 @@ use moq_edge::wire::Version;
 use proptest::prelude::*;
 use support::session::{deliver, Split};
 
-const BOTH: [Version; 2] = [Version::Draft16, Version::Draft22];
+const BOTH: [Version; 3] = Version::ALL;
+/// The drafts with request streams (draft-18 §3.3, draft-22 §6.3).
+const STREAMED: [Version; 2] = [Version::Draft18, Version::Draft22];
 
 struct Side {
     s: Session,
@@ -147,7 +149,7 @@ fn setup_completes_and_ready_carries_peer_options() {
         assert_eq!(peer.implementation.as_deref(), Some(&b"moq-edge"[..]));
         match v {
             Version::Draft16 => assert_eq!(peer.max_request_id, Some(200)),
-            Version::Draft22 => assert_eq!(peer.max_request_id, None),
+            Version::Draft18 | Version::Draft22 => assert_eq!(peer.max_request_id, None),
         }
         // The SETUP went on the right stream: draft-16 bidi 0, draft-22 uni 2 / 3.
         let first = |sent: &[Transmit]| match sent.first() {
@@ -223,7 +225,7 @@ fn subscribe_responses_matched_by_request_id() {
             .collect();
         match v {
             Version::Draft16 => assert_eq!(ids, vec![0, 0, 0]),
-            Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
+            Version::Draft18 | Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
         }
     }
 }
@@ -334,14 +336,15 @@ fn request_id_violations_close_with_the_right_code() {
     let ev = drain(&mut s);
     assert!(ev.contains(&Event::Message(subscribe(RequestId(0)))));
     assert_eq!(closed_with(&ev), Some(SessionCode::TooManyRequests.code()));
-    // draft-22: request streams may arrive out of order, so a gap is not a violation.
-    let v = Version::Draft22;
-    let mut s = raw_server(v);
-    raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
-    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
-    let ev = drain(&mut s);
-    assert_eq!(closed_with(&ev), None);
-    assert_eq!(ev.len(), 2);
+    // draft-18/22: request streams may arrive out of order, so a gap is not a violation.
+    for v in STREAMED {
+        let mut s = raw_server(v);
+        raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
+        raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+        let ev = drain(&mut s);
+        assert_eq!(closed_with(&ev), None);
+        assert_eq!(ev.len(), 2);
+    }
 }
 
 #[test]
@@ -381,7 +384,12 @@ fn second_goaway_is_a_protocol_violation() {
         let mut p = Pair::ready(v);
         p.s.s.send(Message::GoAway(GoAway::default())).unwrap();
         p.pump(Split::Whole);
-        assert_eq!(p.c.events, vec![Event::Message(Message::GoAway(GoAway::default()))]);
+        // draft-18's control-stream GOAWAY names the client's first unused Request ID (§10.4).
+        let request_id = (v == Version::Draft18).then_some(RequestId(0));
+        assert_eq!(
+            p.c.events,
+            vec![Event::Message(Message::GoAway(GoAway { request_id, ..GoAway::default() }))]
+        );
         p.s.s.send(Message::GoAway(GoAway::default())).unwrap();
         p.pump(Split::Whole);
         assert_eq!(closed_with(&p.c.events), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
@@ -404,99 +412,112 @@ fn draft16_message_before_setup_is_a_protocol_violation() {
 }
 
 #[test]
-fn draft22_request_streams_before_setup_are_buffered() {
-    let v = Version::Draft22;
-    let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
-    s.on_stream_data(4, &encode(v, &subscribe(RequestId(2))), false);
-    s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
-    assert!(drain(&mut s).is_empty());
-    s.on_stream_data(2, &encode(v, &Message::ClientSetup(Setup::default())), false);
-    let ev = drain(&mut s);
-    assert!(matches!(ev.first(), Some(Event::Ready { .. })), "{ev:?}");
-    assert_eq!(&ev[1..], &[Event::Message(subscribe(RequestId(2))), Event::Message(subscribe(RequestId(0)))]);
-    // The response goes on the buffered request's stream.
-    let ok = Message::SubscribeOk(SubscribeOk { request_id: RequestId(2), ..Default::default() });
-    s.send(ok).unwrap();
-    let last = std::iter::from_fn(|| s.poll_transmit()).last();
-    assert!(matches!(last, Some(Transmit::Stream { id: 4, .. })), "{last:?}");
-}
-
-#[test]
-fn draft22_too_many_streams_before_setup_close() {
-    let v = Version::Draft22;
-    let config = SessionConfig { max_pre_setup_streams: 2, ..Default::default() };
-    let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
-    for (i, stream) in [0u64, 4, 8].iter().enumerate() {
-        s.on_stream_data(*stream, &encode(v, &subscribe(RequestId(2 * i as u64))), false);
+fn streams_request_streams_before_setup_are_buffered() {
+    for v in STREAMED {
+        let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
+        s.on_stream_data(4, &encode(v, &subscribe(RequestId(2))), false);
+        s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
+        assert!(drain(&mut s).is_empty());
+        s.on_stream_data(2, &encode(v, &Message::ClientSetup(Setup::default())), false);
+        let ev = drain(&mut s);
+        assert!(matches!(ev.first(), Some(Event::Ready { .. })), "{ev:?}");
+        assert_eq!(
+            &ev[1..],
+            &[Event::Message(subscribe(RequestId(2))), Event::Message(subscribe(RequestId(0)))]
+        );
+        // The response goes on the buffered request's stream.
+        let ok = Message::SubscribeOk(SubscribeOk { request_id: RequestId(2), ..Default::default() });
+        s.send(ok).unwrap();
+        let last = std::iter::from_fn(|| s.poll_transmit()).last();
+        assert!(matches!(last, Some(Transmit::Stream { id: 4, .. })), "{last:?}");
     }
-    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
-    // And a stream that exceeds its byte limit.
-    let config = SessionConfig { max_stream_buffer: 8, ..Default::default() };
-    let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
-    s.on_stream_data(0, &[0x03, 0x00, 0xFF, 0, 0, 0, 0, 0, 0, 0], false);
-    assert!(s.is_closed());
 }
 
 #[test]
-fn draft22_response_on_control_stream_is_a_protocol_violation() {
-    let v = Version::Draft22;
-    for m in [
-        Message::SubscribeOk(SubscribeOk::default()),
-        Message::RequestError(RequestError::default()),
-        subscribe(RequestId(0)),
-    ] {
+fn streams_too_many_streams_before_setup_close() {
+    for v in STREAMED {
+        let config = SessionConfig { max_pre_setup_streams: 2, ..Default::default() };
+        let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
+        for (i, stream) in [0u64, 4, 8].iter().enumerate() {
+            s.on_stream_data(*stream, &encode(v, &subscribe(RequestId(2 * i as u64))), false);
+        }
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+        // And a stream that exceeds its byte limit.
+        let config = SessionConfig { max_stream_buffer: 8, ..Default::default() };
+        let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
+        s.on_stream_data(0, &[0x03, 0x00, 0xFF, 0, 0, 0, 0, 0, 0, 0], false);
+        assert!(s.is_closed());
+    }
+}
+
+#[test]
+fn streams_response_on_control_stream_is_a_protocol_violation() {
+    for v in STREAMED {
+        for m in [
+            Message::SubscribeOk(SubscribeOk::default()),
+            Message::RequestError(RequestError::default()),
+            subscribe(RequestId(0)),
+        ] {
+            let mut s = raw_server(v);
+            s.on_stream_data(2, &encode(v, &m), false);
+            assert_eq!(
+                closed_with(&drain(&mut s)),
+                Some(SessionCode::ProtocolViolation.code()),
+                "{}",
+                m.name()
+            );
+        }
+        // A control stream closed (FIN) or reset is a PROTOCOL_VIOLATION too.
         let mut s = raw_server(v);
-        s.on_stream_data(2, &encode(v, &m), false);
-        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{}", m.name());
+        s.on_stream_data(2, &[], true);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+        let mut s = raw_server(v);
+        s.on_stream_reset(2, 0);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
     }
-    // A control stream closed (FIN) or reset is a PROTOCOL_VIOLATION too.
-    let mut s = raw_server(v);
-    s.on_stream_data(2, &[], true);
-    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
-    let mut s = raw_server(v);
-    s.on_stream_reset(2, 0);
-    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
 }
 
 #[test]
-fn draft22_cancel_resets_the_request_stream() {
-    let v = Version::Draft22;
-    let mut p = Pair::ready(v);
-    let id = p.c.s.next_request_id().unwrap();
-    p.c.s.send(subscribe(id)).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
-    p.c.s.cancel(id).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
-    assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Reset { id: 0, code: 0x1 })));
-    assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::StopSending { id: 0, code: 0x1 })));
-    // The server forgot the request: a response for it has no stream.
-    let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
-    assert_eq!(p.s.s.send(ok), Err(SessionError::UnknownRequest(0)));
-    // draft-16 UNSUBSCRIBE maps onto the same cancellation in draft-22.
-    let id = p.c.s.next_request_id().unwrap();
-    p.c.s.send(subscribe(id)).unwrap();
-    p.pump(Split::Whole);
-    p.c.s.send(Message::Unsubscribe(id)).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
-    assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+fn streams_cancel_resets_the_request_stream() {
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
+        p.c.s.cancel(id).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Reset { id: 0, code: 0x1 })));
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::StopSending { id: 0, code: 0x1 })));
+        // The server forgot the request: a response for it has no stream.
+        let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
+        assert_eq!(p.s.s.send(ok), Err(SessionError::UnknownRequest(0)));
+        // draft-16 UNSUBSCRIBE maps onto the same cancellation in draft-22.
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        p.c.s.send(Message::Unsubscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
+        assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+    }
 }
 
 #[test]
-fn draft22_fin_is_not_a_cancellation() {
-    let v = Version::Draft22;
-    let mut p = Pair::ready(v);
-    let id = p.c.s.next_request_id().unwrap();
-    p.c.s.send(subscribe(id)).unwrap();
-    p.c.s.finish(id).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
-    let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
-    p.s.s.send(ok.clone()).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.c.events, vec![Event::Message(ok)]);
+fn streams_fin_is_not_a_cancellation() {
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+        p.c.s.finish(id).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
+        let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
+        p.s.s.send(ok.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.c.events, vec![Event::Message(ok)]);
+    }
 }
 
 #[test]
@@ -562,7 +583,7 @@ fn bidi_stream_with_a_wrong_first_message_is_a_protocol_violation() {
         // draft-22 ones with a request (a response there has no request to name).
         let (stream, m) = match v {
             Version::Draft16 => (4, subscribe(RequestId(0))),
-            Version::Draft22 => (0, Message::RequestOk(RequestOk::default())),
+            Version::Draft18 | Version::Draft22 => (0, Message::RequestOk(RequestOk::default())),
         };
         s.on_stream_data(stream, &encode(v, &m), false);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
@@ -578,7 +599,7 @@ fn server_requests_use_odd_ids_and_server_streams() {
         p.s.s.send(subscribe(id)).unwrap();
         p.pump(Split::Whole);
         assert_eq!(p.c.events, vec![Event::Message(subscribe(id))], "{v:?}");
-        if v == Version::Draft22 {
+        if v.request_streams() {
             assert!(matches!(p.s.sent.last(), Some(Transmit::Stream { id: 1, .. })));
         }
         let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
@@ -608,15 +629,16 @@ fn request_update_references_its_request() {
 
 #[test]
 fn stop_sending_on_a_request_stream_cancels_it() {
-    let v = Version::Draft22;
-    let mut p = Pair::ready(v);
-    let id = p.c.s.next_request_id().unwrap();
-    p.c.s.send(subscribe(id)).unwrap();
-    p.pump(Split::Whole);
-    p.c.s.on_stop_sending(0, 0x1);
-    assert_eq!(drain(&mut p.c.s), vec![Event::Cancelled { request_id: id }]);
-    let t: Vec<Transmit> = std::iter::from_fn(|| p.c.s.poll_transmit()).collect();
-    assert_eq!(t, vec![Transmit::Reset { id: 0, code: 1 }, Transmit::StopSending { id: 0, code: 1 }]);
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        p.c.s.on_stop_sending(0, 0x1);
+        assert_eq!(drain(&mut p.c.s), vec![Event::Cancelled { request_id: id }]);
+        let t: Vec<Transmit> = std::iter::from_fn(|| p.c.s.poll_transmit()).collect();
+        assert_eq!(t, vec![Transmit::Reset { id: 0, code: 1 }, Transmit::StopSending { id: 0, code: 1 }]);
+    }
 }
 
 #[test]
@@ -637,41 +659,43 @@ fn path_from_a_server_is_invalid_path() {
 }
 
 #[test]
-fn draft22_fin_inside_a_message_and_duplicate_update_id() {
-    let v = Version::Draft22;
-    let mut s = raw_server(v);
-    let bytes = encode(v, &subscribe(RequestId(0)));
-    s.on_stream_data(0, &bytes[..bytes.len() - 1], true);
-    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
-    let mut s = raw_server(v);
-    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
-    let up = Message::RequestUpdate(RequestUpdate {
-        request_id: RequestId(0),
-        existing_request_id: RequestId(0),
-        ..Default::default()
-    });
-    s.on_stream_data(0, &encode(v, &up), false);
-    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
+fn streams_fin_inside_a_message_and_duplicate_update_id() {
+    for v in STREAMED {
+        let mut s = raw_server(v);
+        let bytes = encode(v, &subscribe(RequestId(0)));
+        s.on_stream_data(0, &bytes[..bytes.len() - 1], true);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
+        let mut s = raw_server(v);
+        raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+        let up = Message::RequestUpdate(RequestUpdate {
+            request_id: RequestId(0),
+            existing_request_id: RequestId(0),
+            ..Default::default()
+        });
+        s.on_stream_data(0, &encode(v, &up), false);
+        assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
+    }
 }
 
 #[test]
 fn late_bytes_on_a_cancelled_stream_are_ignored() {
-    let v = Version::Draft22;
-    let mut s = raw_server(v);
-    raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
-    s.on_stream_reset(0, 0x1);
-    assert_eq!(drain(&mut s).last(), Some(&Event::Cancelled { request_id: RequestId(0) }));
-    // A REQUEST_UPDATE that was in flight when the stream was cancelled.
-    let up = Message::RequestUpdate(RequestUpdate {
-        request_id: RequestId(2),
-        existing_request_id: RequestId(0),
-        ..Default::default()
-    });
-    s.on_stream_data(0, &encode(v, &up), false);
-    assert!(drain(&mut s).is_empty());
-    assert!(!s.is_closed());
-    raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
-    assert_eq!(drain(&mut s), vec![Event::Message(subscribe(RequestId(2)))]);
+    for v in STREAMED {
+        let mut s = raw_server(v);
+        raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
+        s.on_stream_reset(0, 0x1);
+        assert_eq!(drain(&mut s).last(), Some(&Event::Cancelled { request_id: RequestId(0) }));
+        // A REQUEST_UPDATE that was in flight when the stream was cancelled.
+        let up = Message::RequestUpdate(RequestUpdate {
+            request_id: RequestId(2),
+            existing_request_id: RequestId(0),
+            ..Default::default()
+        });
+        s.on_stream_data(0, &encode(v, &up), false);
+        assert!(drain(&mut s).is_empty());
+        assert!(!s.is_closed());
+        raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
+        assert_eq!(drain(&mut s), vec![Event::Message(subscribe(RequestId(2)))]);
+    }
 }
 
 proptest! {
@@ -679,12 +703,12 @@ proptest! {
     fn garbage_on_the_control_stream_never_panics(
         data in proptest::collection::vec(any::<u8>(), 0..512),
         cut in 0usize..512,
-        d22 in any::<bool>(),
+        which in 0usize..3,
         with_setup in any::<bool>(),
     ) {
-        let v = if d22 { Version::Draft22 } else { Version::Draft16 };
+        let v = Version::ALL[which];
         let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
-        let control = if d22 { 2 } else { 0 };
+        let control = if v.request_streams() { 2 } else { 0 };
         let mut bytes = Vec::new();
         if with_setup {
             bytes = encode(v, &Message::ClientSetup(Setup::default()));
@@ -718,49 +742,83 @@ fn publish(id: RequestId) -> Message {
 /// side that did not open it (the relay switching a publisher's Forward State); the publisher
 /// updating its own PUBLISH is a protocol violation.
 #[test]
-fn draft22_request_update_on_a_publish_comes_from_its_receiver() {
-    let v = Version::Draft22;
-    let mut p = Pair::ready(v);
-    let a = p.c.s.next_request_id().unwrap();
-    p.c.s.send(publish(a)).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.s.events, vec![Event::Message(publish(a))]);
-    let b = p.s.s.next_request_id().unwrap();
-    let params = Parameters { forward: Some(true), ..Default::default() };
-    let up = Message::RequestUpdate(RequestUpdate { request_id: b, existing_request_id: a, params });
-    p.s.s.send(up.clone()).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(p.c.events, vec![Event::Message(up)]);
-    assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
+fn streams_request_update_on_a_publish_comes_from_its_receiver() {
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        let a = p.c.s.next_request_id().unwrap();
+        p.c.s.send(publish(a)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events, vec![Event::Message(publish(a))]);
+        let b = p.s.s.next_request_id().unwrap();
+        let params = Parameters { forward: Some(true), ..Default::default() };
+        let up = Message::RequestUpdate(RequestUpdate { request_id: b, existing_request_id: a, params });
+        p.s.s.send(up.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.c.events, vec![Event::Message(up)]);
+        assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
 
-    let mut p = Pair::ready(v);
-    let a = p.c.s.next_request_id().unwrap();
-    p.c.s.send(publish(a)).unwrap();
-    let b = p.c.s.next_request_id().unwrap();
-    let up =
-        Message::RequestUpdate(RequestUpdate { request_id: b, existing_request_id: a, ..Default::default() });
-    p.c.s.send(up).unwrap();
-    p.pump(Split::Whole);
-    assert_eq!(closed_with(&p.s.events), Some(SessionCode::ProtocolViolation.code()));
+        let mut p = Pair::ready(v);
+        let a = p.c.s.next_request_id().unwrap();
+        p.c.s.send(publish(a)).unwrap();
+        let b = p.c.s.next_request_id().unwrap();
+        let up = Message::RequestUpdate(RequestUpdate {
+            request_id: b,
+            existing_request_id: a,
+            ..Default::default()
+        });
+        p.c.s.send(up).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(closed_with(&p.s.events), Some(SessionCode::ProtocolViolation.code()));
+    }
 }
 
 /// draft-22 §3.3.2: PUBLISH_NAMESPACE is withdrawn by cancelling its request stream; the
 /// receiver sees the cancellation.
 #[test]
-fn draft22_publish_namespace_done_cancels_the_request() {
-    let v = Version::Draft22;
+fn streams_publish_namespace_done_cancels_the_request() {
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        let a = p.c.s.next_request_id().unwrap();
+        let ns = Message::PublishNamespace(PublishNamespace {
+            request_id: a,
+            namespace: TrackNamespace::from_strs(&["live"]),
+            params: Parameters::default(),
+        });
+        p.c.s.send(ns).unwrap();
+        p.pump(Split::Whole);
+        p.c.s.send(Message::PublishNamespaceDone(a)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: a }));
+    }
+}
+
+/// draft-18 §10.4: the control-stream GOAWAY names the smallest peer Request ID not processed
+/// (here after the client's requests 0 and 2: 4), and one of the wrong parity for its receiver
+/// is INVALID_REQUEST_ID.
+#[test]
+fn draft18_goaway_names_the_first_unprocessed_request() {
+    let v = Version::Draft18;
     let mut p = Pair::ready(v);
-    let a = p.c.s.next_request_id().unwrap();
-    let ns = Message::PublishNamespace(PublishNamespace {
-        request_id: a,
-        namespace: TrackNamespace::from_strs(&["live"]),
-        params: Parameters::default(),
-    });
-    p.c.s.send(ns).unwrap();
+    for _ in 0..2 {
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+    }
     p.pump(Split::Whole);
-    p.c.s.send(Message::PublishNamespaceDone(a)).unwrap();
+    p.c.events.clear();
+    p.s.s.go_away(GoAway { timeout_ms: 500, ..GoAway::default() }).unwrap();
     p.pump(Split::Whole);
-    assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: a }));
+    let expected = GoAway { timeout_ms: 500, request_id: Some(RequestId(4)), ..GoAway::default() };
+    assert_eq!(p.c.events, vec![Event::Message(Message::GoAway(expected))]);
+    // A client's GOAWAY names a server Request ID: odd, 1 when none was used.
+    p.c.s.go_away(GoAway::default()).unwrap();
+    p.pump(Split::Whole);
+    let expected = GoAway { request_id: Some(RequestId(1)), ..GoAway::default() };
+    assert_eq!(p.s.events.last(), Some(&Event::Message(Message::GoAway(expected))));
+    // An even Request ID from the client is of the server's peer's parity.
+    let mut s = raw_server(v);
+    let bad = GoAway { request_id: Some(RequestId(2)), ..GoAway::default() };
+    s.on_stream_data(2, &encode(v, &Message::GoAway(bad)), false);
+    assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
 }
 
 /// Every request a peer makes consumes its Request ID, accepted or not (draft-16 "Request

@@ -201,41 +201,28 @@ fn draft_only_messages_are_refused_not_dropped() {
 // draft-18 against the other two
 // ---------------------------------------------------------------------------------------------
 
-type Decoded = Result<(Message, usize), moq_edge::wire::DecodeError>;
-
-/// A control-message codec by its functions (draft-18 is not a `Version` yet).
-#[derive(Clone, Copy)]
-struct Dialect {
-    name: &'static str,
-    encode: fn(&Message, &mut Vec<u8>) -> Result<(), moq_edge::wire::EncodeError>,
-    decode: fn(&[u8], &DecodeContext) -> Decoded,
-}
-
-const D16: Dialect =
-    Dialect { name: "draft-16", encode: d16::control::encode_message, decode: d16::control::decode_message };
-const D18: Dialect =
-    Dialect { name: "draft-18", encode: d18::control::encode_message, decode: d18::control::decode_message };
-const D22: Dialect =
-    Dialect { name: "draft-22", encode: d22::control::encode_message, decode: d22::control::decode_message };
+const D16: Version = Version::Draft16;
+const D18: Version = Version::Draft18;
+const D22: Version = Version::Draft22;
 
 /// Encodes `msg` in `from`, decodes it, re-encodes in `to` and decodes again; both decoded
 /// values must be `msg`.
 #[track_caller]
-fn crosses(msg: &Message, from: Dialect, to: Dialect, ctx: &DecodeContext) {
+fn crosses(msg: &Message, from: Version, to: Version, ctx: &DecodeContext) {
     let mut a = Vec::new();
-    (from.encode)(msg, &mut a).unwrap_or_else(|e| panic!("{} encodes {}: {e}", from.name, msg.name()));
-    let (first, n) = (from.decode)(&a, ctx).expect("decodes in the source draft");
+    from.encode_message(msg, &mut a).unwrap_or_else(|e| panic!("{from:?} encodes {}: {e}", msg.name()));
+    let (first, n) = from.decode_message(&a, ctx).expect("decodes in the source draft");
     assert_eq!(n, a.len());
-    assert_eq!(&first, msg, "{} decode of {}", from.name, msg.name());
+    assert_eq!(&first, msg, "{from:?} decode of {}", msg.name());
     let mut b = Vec::new();
-    (to.encode)(&first, &mut b).unwrap_or_else(|e| panic!("{} encodes {}: {e}", to.name, msg.name()));
-    let (second, m) = (to.decode)(&b, ctx).expect("decodes in the target draft");
+    to.encode_message(&first, &mut b).unwrap_or_else(|e| panic!("{to:?} encodes {}: {e}", msg.name()));
+    let (second, m) = to.decode_message(&b, ctx).expect("decodes in the target draft");
     assert_eq!(m, b.len());
-    assert_eq!(&second, msg, "{} -> {} of {}", from.name, to.name, msg.name());
+    assert_eq!(&second, msg, "{from:?} -> {to:?} of {}", msg.name());
 }
 
 /// Every ordered pair of two different dialects among `ds`.
-fn pairs(ds: &[Dialect]) -> Vec<(Dialect, Dialect)> {
+fn pairs(ds: &[Version]) -> Vec<(Version, Version)> {
     let mut out = Vec::new();
     for (i, a) in ds.iter().enumerate() {
         for (j, b) in ds.iter().enumerate() {
@@ -351,7 +338,7 @@ fn joining_fetch_and_whole_group_end_cross_draft16_and_draft18() {
         crosses(msg, D16, D18, ctx);
         crosses(msg, D18, D16, ctx);
         let mut out = Vec::new();
-        assert!((D22.encode)(msg, &mut out).is_err(), "draft-22 refuses {msg:?}");
+        assert!(D22.encode_message(msg, &mut out).is_err(), "draft-22 refuses {msg:?}");
         assert!(out.is_empty());
     }
 }
@@ -479,7 +466,7 @@ fn draft18_only_and_draft18_less_fields_are_refused() {
     let goaway = Message::GoAway(GoAway { request_id: Some(RequestId(4)), ..GoAway::default() });
     for d in [D16, D22] {
         let mut out = Vec::new();
-        assert!((d.encode)(&goaway, &mut out).is_err(), "{}", d.name);
+        assert!(d.encode_message(&goaway, &mut out).is_err(), "{d:?}");
         assert!(out.is_empty());
     }
     crosses(&goaway, D18, D18, &DecodeContext::control(Role::Server));
@@ -489,7 +476,7 @@ fn draft18_only_and_draft18_less_fields_are_refused() {
         Message::MaxRequestId(RequestId(1)),
     ] {
         let mut out = Vec::new();
-        assert!((D18.encode)(&msg, &mut out).is_err(), "{}", msg.name());
+        assert!(D18.encode_message(&msg, &mut out).is_err(), "{}", msg.name());
         assert!(out.is_empty());
     }
 }

@@ -5,6 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use moq_edge::wire::d16::data::Draft16;
+use moq_edge::wire::d18::data::Draft18;
 use moq_edge::wire::d22::data::Draft22;
 use moq_edge::wire::data::{
     decode_datagram, decode_uni_stream_header, DataRules, FetchReader, FetchWriter, SubgroupReader,
@@ -65,9 +66,11 @@ fn run<R: DataRules>(selector: u8, buf: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, buf)) = data.split_first() else { return };
-    if selector & 1 == 0 {
-        run::<Draft16>(selector, buf)
-    } else {
-        run::<Draft22>(selector, buf)
+    // The low bit of `mode` is not read by `run`, so the three drafts share its bits 1 and 2.
+    let mode = (selector / 3) << 1;
+    match selector % 3 {
+        0 => run::<Draft16>(mode, buf),
+        1 => run::<Draft18>(mode, buf),
+        _ => run::<Draft22>(mode, buf),
     }
 });

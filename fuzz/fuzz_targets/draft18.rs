@@ -9,7 +9,9 @@ use moq_edge::wire::d18::data::Draft18;
 use moq_edge::wire::data::{
     decode_datagram, decode_uni_stream_header, FetchReader, FetchWriter, SubgroupReader, SubgroupWriter,
 };
-use moq_edge::wire::model::{Datagram, DecodeContext, FetchItem, GroupOrder, RequestId, Role, UniStreamHeader};
+use moq_edge::wire::model::{
+    Datagram, DecodeContext, FetchItem, GroupOrder, RequestId, Role, UniStreamHeader,
+};
 
 fn payload(len: u64) -> usize {
     usize::try_from(len).unwrap_or(usize::MAX)
@@ -30,7 +32,10 @@ fn control(selector: u8, buf: &[u8]) {
             assert_eq!(n, out.len());
             // A legacy PUBLISH_OK (0x1E) is written as REQUEST_OK: compare its fields.
             match (&again, &msg) {
-                (moq_edge::wire::model::Message::RequestOk(a), moq_edge::wire::model::Message::PublishOk(m)) => {
+                (
+                    moq_edge::wire::model::Message::RequestOk(a),
+                    moq_edge::wire::model::Message::PublishOk(m),
+                ) => {
                     assert_eq!((a.request_id, &a.params), (m.request_id, &m.params));
                 }
                 _ => assert_eq!(again, msg),

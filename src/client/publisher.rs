@@ -43,7 +43,6 @@ use crate::wire::model::{
     Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
     SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
-use crate::wire::Version;
 
 /// Publisher priority written on our subgroup headers and datagrams unless changed.
 pub const DEFAULT_PRIORITY: u8 = 128;
@@ -310,8 +309,8 @@ impl PublisherCore {
                     has_properties: false,
                     // With one subgroup its end is the group's end.
                     end_of_group: subgroups == 1,
-                    // draft-22 only: the stream starts with the subgroup's first object.
-                    first_object: s.version() == Version::Draft22,
+                    // draft-18 and draft-22: the stream starts with the subgroup's first object.
+                    first_object: s.marks_first_object(),
                 };
                 d.streams.push(s.open_subgroup(&header)?);
                 d.streams_opened += 1;
@@ -451,7 +450,7 @@ impl PublisherCore {
                 stream_count: d.streams_opened,
                 reason: Bytes::copy_from_slice(reason.as_bytes()),
             }))?;
-            if s.version() == Version::Draft22 {
+            if s.version().request_streams() {
                 s.finish(*request_id)?;
             }
             self.ended.insert(*request_id, Ended::Done { status });
@@ -521,12 +520,9 @@ impl PublisherCore {
 
     fn on_update(&mut self, s: &mut Session, u: RequestUpdate) {
         let target = u.existing_request_id;
-        // draft-16 answers the update's own Request ID; draft-22 answers on the stream of the
-        // request being updated, whose ID the session routes by.
-        let answer = match s.version() {
-            Version::Draft16 => u.request_id,
-            Version::Draft22 => target,
-        };
+        // draft-16 answers the update's own Request ID; draft-18 and draft-22 answer on the
+        // stream of the request being updated, whose ID the session routes by.
+        let answer = s.update_answer_id(&u);
         let reply = if let Some(d) = self.subs.get_mut(&target) {
             if let Some(forward) = u.params.forward {
                 d.forward = forward;
@@ -580,7 +576,7 @@ impl PublisherCore {
         } else {
             return;
         }
-        if s.version() == Version::Draft22 {
+        if s.version().request_streams() {
             // The responder FINs after REQUEST_ERROR; close our direction too (§6.4.2.2).
             let _ = s.finish(request_id);
         }
@@ -627,7 +623,7 @@ pub(crate) fn refuse(s: &mut Session, request_id: RequestId, code: u64, reason: 
         reason: Bytes::from_static(reason.as_bytes()),
         redirect: None,
     });
-    if s.send(error).is_ok() && s.version() == Version::Draft22 {
+    if s.send(error).is_ok() && s.version().request_streams() {
         let _ = s.finish(request_id);
     }
 }

@@ -190,7 +190,7 @@ impl SubscriberCore {
         sub.unsubscribed = true;
         match s.version() {
             Version::Draft16 => s.send(Message::Unsubscribe(request_id)),
-            Version::Draft22 => s.cancel(request_id),
+            Version::Draft18 | Version::Draft22 => s.cancel(request_id),
         }
     }
 
@@ -287,7 +287,7 @@ impl SubscriberCore {
                     if let Some(sub) = self.subs.get_mut(&m.request_id) {
                         sub.state = RequestState::Refused { code: m.error_code, reason };
                     }
-                    if s.version() == Version::Draft22 {
+                    if s.version().request_streams() {
                         let _ = s.finish(m.request_id);
                     }
                 } else if let Some(u) = self.update_answered(m.request_id) {
@@ -301,7 +301,7 @@ impl SubscriberCore {
                         stream_count: m.stream_count,
                         reason: m.reason,
                     });
-                    if s.version() == Version::Draft22 {
+                    if s.version().request_streams() {
                         let _ = s.finish(m.request_id);
                     }
                 }
@@ -311,13 +311,12 @@ impl SubscriberCore {
                     return refuse(s, m.request_id, request_error::UNINTERESTED, "not interested");
                 };
                 let announced = m.params.forward.unwrap_or(true);
-                let forward = match s.version() {
-                    Version::Draft16 => choice.unwrap_or(announced),
-                    Version::Draft22 => announced,
-                };
-                let params = match s.version() {
-                    Version::Draft16 => Parameters { forward: Some(forward), ..Parameters::default() },
-                    Version::Draft22 => Parameters::default(),
+                // draft-16 and draft-18 PUBLISH_OK carry FORWARD; draft-22's does not.
+                let (forward, params) = if s.publish_ok_has_forward() {
+                    let forward = choice.unwrap_or(announced);
+                    (forward, Parameters { forward: Some(forward), ..Parameters::default() })
+                } else {
+                    (announced, Parameters::default())
                 };
                 if s.send(Message::PublishOk(PublishOk { request_id: m.request_id, params })).is_err() {
                     return;

@@ -89,8 +89,8 @@ fn refuse(session: &mut Session, request_id: RequestId) {
     if let Err(e) = session.send(error) {
         debug!(error = %e, "could not refuse request");
     }
-    // draft-22: the request stream ends after the error (draft-16 has no request streams).
-    if session.version() == Version::Draft22 {
+    // draft-18/22: the request stream ends after the error (draft-16 has no request streams).
+    if session.version().request_streams() {
         let _ = session.finish(request_id);
     }
 }
@@ -826,7 +826,7 @@ mod tests {
                 streams.iter().copied().filter(|&id| ss.finish_data_stream(id).is_err()).collect();
             assert_eq!(shed.len() as u64, sp.shed_streams(), "{version:?}");
             assert!(shed.windows(2).all(|w| w[0] < w[1]));
-            assert!(!ss.is_local_data_stream(if version == Version::Draft22 { 3 } else { 1 }));
+            assert!(!ss.is_local_data_stream(if version.request_streams() { 3 } else { 1 }));
 
             // The client hears RESET_STREAM with CANCELLED for each of them.
             exchange(&mut c, &mut s);

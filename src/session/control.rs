@@ -9,6 +9,8 @@
 //!   (both send at once); every request opens a bidirectional stream whose responses travel
 //!   back on it, without a Request ID on the wire. FIN ends one direction and is not a
 //!   cancellation; RESET_STREAM / STOP_SENDING cancel the request (§6.4.2.2, §6.4.2.3).
+//!   draft-18 has the same streams (§3.3, §3.3.2); its sessions behave as draft-22's, but for
+//!   the control-stream GOAWAY's Request ID (§10.4) and the absence of MAX_REQUEST_UPDATES.
 //! - Peer request streams that arrive before SETUP are buffered (bounded by
 //!   [`SessionConfig::max_pre_setup_streams`] and [`SessionConfig::max_stream_buffer`]) and
 //!   processed once the session is ready.
@@ -33,7 +35,7 @@ use bytes::Bytes;
 use self::data_out::DataOut;
 use super::data::{DataLimits, DataState};
 use super::error::{SessionCode, SessionError};
-use super::requests::{consumed_id, opens_stream, referenced_id, RequestIds};
+use super::requests::{consumed_id, opens_stream, parity, referenced_id, RequestIds};
 use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf};
 use super::{Event, Transmit};
 use crate::wire::d22::control::message_type::SETUP as D22_SETUP;
@@ -145,7 +147,7 @@ impl Session {
                 local_setup.max_request_id = Some(local_max);
                 (0, Some(0))
             }
-            Version::Draft22 => {
+            Version::Draft18 | Version::Draft22 => {
                 local_setup.max_request_id = None;
                 (first_id(role, true), None)
             }
@@ -173,8 +175,8 @@ impl Session {
             goaway_received: false,
             uni_pending: HashMap::default(),
             data,
-            // draft-22: our first unidirectional stream is the control stream.
-            data_out: DataOut::new(first_id(role, true) + if version == Version::Draft22 { 4 } else { 0 }),
+            // draft-18/22: our first unidirectional stream is the control stream.
+            data_out: DataOut::new(first_id(role, true) + if version.request_streams() { 4 } else { 0 }),
             streams: HashMap::default(),
             // draft-16: the client's stream 0 is the control stream, never a request stream.
             closed_peer: ClosedStreams::new(if version == Version::Draft16 && peer == Role::Client {
@@ -188,7 +190,7 @@ impl Session {
             ids: RequestIds::new(version, role, local_max),
             transport_setup: None,
         };
-        if role == Role::Client || version == Version::Draft22 {
+        if role == Role::Client || version.request_streams() {
             s.send_setup();
         }
         s
@@ -435,15 +437,23 @@ impl Session {
             Message::ClientSetup(_) | Message::ServerSetup(_) => {
                 Err(SessionError::violation("a second SETUP"))
             }
-            Message::GoAway(_) => {
+            Message::GoAway(ref g) => {
                 if self.goaway_received {
                     return Err(SessionError::violation("a second GOAWAY"));
+                }
+                // draft-18 §10.4: the Request ID names one of ours; the wrong parity is
+                // INVALID_REQUEST_ID.
+                if g.request_id.is_some_and(|id| id.0 & 1 != parity(self.role)) {
+                    return Err(SessionError::protocol(
+                        SessionCode::InvalidRequestId,
+                        "GOAWAY Request ID of the wrong parity",
+                    ));
                 }
                 self.goaway_received = true;
                 self.events.push_back(Event::Message(msg));
                 Ok(())
             }
-            _ if self.version == Version::Draft22 => {
+            _ if self.version.request_streams() => {
                 Err(SessionError::violation(format!("{} on the control stream", msg.name())))
             }
             Message::MaxRequestId(max) => self.ids.on_max_request_id(max.0),
@@ -541,7 +551,7 @@ impl Session {
             // The first message of a peer-opened stream.
             let allowed = match self.version {
                 Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
-                Version::Draft22 => opens_stream(&msg),
+                Version::Draft18 | Version::Draft22 => opens_stream(&msg),
             };
             let Some(rid) = consumed_id(&msg).filter(|_| allowed) else {
                 return Err(SessionError::violation(format!(
@@ -558,12 +568,13 @@ impl Session {
         };
         let local = initiator(id) == self.role;
         let publish = st.publish;
-        match (&msg, self.version) {
+        // draft-18 and draft-22 streams (`true`) or a draft-16 SUBSCRIBE_NAMESPACE stream.
+        match (&msg, self.version.request_streams()) {
             (Message::Namespace(_) | Message::NamespaceDone(_), _) if local => {
                 self.events.push_back(Event::RequestMessage { request_id: rid, message: msg });
                 return Ok(());
             }
-            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft16)
+            (Message::RequestOk(_) | Message::RequestError(_), false)
                 if local && referenced_id(&msg) != Some(rid) =>
             {
                 return Err(SessionError::protocol(
@@ -571,26 +582,27 @@ impl Session {
                     "response names another request",
                 ));
             }
-            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft16) if local => {}
-            (_, Version::Draft16) => {
+            (Message::RequestOk(_) | Message::RequestError(_), false) if local => {}
+            (_, false) => {
                 return Err(SessionError::violation(format!(
                     "{} on a SUBSCRIBE_NAMESPACE stream",
                     msg.name()
                 )));
             }
-            (m, Version::Draft22) if opens_stream(m) => {
+            (m, true) if opens_stream(m) => {
                 return Err(SessionError::violation(format!("{} on an open request stream", msg.name())));
             }
             // An answer restores one REQUEST_UPDATE credit (draft-22 §9.1.7).
-            (Message::RequestOk(_) | Message::RequestError(_), Version::Draft22) => {
+            (Message::RequestOk(_) | Message::RequestError(_), true) => {
                 if let Some(st) = self.streams.get_mut(&id) {
                     st.updates_out = st.updates_out.saturating_sub(1);
                 }
             }
-            (Message::RequestUpdate(u), Version::Draft22) => {
-                // §9.5: the sender of a request updates it (a publisher its PUBLISH too, e.g.
-                // to renew its token), and so does the subscriber of a PUBLISH: on a stream
-                // we opened, only the receiver of our PUBLISH may.
+            (Message::RequestUpdate(u), true) => {
+                // draft-22 §9.5, draft-18 §10.9: the sender of a request updates it (a
+                // publisher its PUBLISH too, e.g. to renew its token), and so does the
+                // subscriber of a PUBLISH: on a stream we opened, only the receiver of our
+                // PUBLISH may.
                 if local && !publish {
                     return Err(SessionError::violation("REQUEST_UPDATE from the receiver of a request"));
                 }

@@ -34,6 +34,7 @@ use super::error::{SessionCode, SessionError};
 use super::streams::ClosedStreams;
 use super::{Event, Transmit};
 use crate::wire::d16::data as d16;
+use crate::wire::d18::data as d18;
 use crate::wire::d22::data as d22;
 use crate::wire::model::{
     Datagram, FetchItem, GroupOrder, RequestId, SubgroupHeader, SubgroupObject, TrackAlias, UniStreamHeader,
@@ -83,8 +84,10 @@ const HEADER_SLACK: usize = 65_536;
 #[derive(Debug)]
 enum Reader {
     Sub16(SubgroupHeader, d16::SubgroupReader),
+    Sub18(SubgroupHeader, d18::SubgroupReader),
     Sub22(SubgroupHeader, d22::SubgroupReader),
     Fetch16(d16::FetchReader),
+    Fetch18(d18::FetchReader),
     Fetch22(d22::FetchReader),
 }
 
@@ -193,7 +196,8 @@ impl DataState {
     fn overload_code(&self) -> u64 {
         match self.version {
             Version::Draft16 => 0x1, // CANCELLED
-            Version::Draft22 => 0x9, // EXCESSIVE_LOAD (§12.5)
+            // EXCESSIVE_LOAD (draft-18 §3.3.3, draft-22 §12.5)
+            Version::Draft18 | Version::Draft22 => 0x9,
         }
     }
 
@@ -389,10 +393,7 @@ impl DataState {
             let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
             match &mut st.phase {
                 Phase::Header => {
-                    let r = match self.version {
-                        Version::Draft16 => d16::decode_uni_stream_header(&st.buf),
-                        Version::Draft22 => d22::decode_uni_stream_header(&st.buf),
-                    };
+                    let r = self.version.decode_uni_stream_header(&st.buf);
                     let (header, n) = match r {
                         Ok(v) => v,
                         Err(DecodeError::NeedMore) => {
@@ -438,6 +439,7 @@ impl DataState {
                                 request_id,
                                 reader: match self.version {
                                     Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
+                                    Version::Draft18 => Reader::Fetch18(d18::FetchReader::new(order)),
                                     Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
                                 },
                                 pending: None,
@@ -485,8 +487,10 @@ impl DataState {
                     }
                     let r = match reader {
                         Reader::Sub16(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
+                        Reader::Sub18(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
                         Reader::Sub22(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
                         Reader::Fetch16(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
+                        Reader::Fetch18(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
                         Reader::Fetch22(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
                     };
                     match r {
@@ -522,10 +526,7 @@ impl DataState {
     /// A datagram from the peer (draft-16 §10.3.1, draft-22 §11.2.1, §11.5.2). A truncated
     /// datagram is a PROTOCOL_VIOLATION (a datagram is always whole).
     pub fn on_datagram(&mut self, data: Bytes, out: &mut Out<'_>) -> Result<(), SessionError> {
-        let r = match self.version {
-            Version::Draft16 => d16::decode_datagram(&data),
-            Version::Draft22 => d22::decode_datagram(&data),
-        };
+        let r = self.version.decode_datagram(&data);
         let (header, offset) = match r {
             Ok(Datagram::Object { header, payload_offset }) => (header, payload_offset),
             Ok(Datagram::Padding) => return Ok(()),
@@ -549,6 +550,7 @@ fn sub_object(header: &SubgroupHeader, object: SubgroupObject) -> DataObject {
 fn subgroup_reader(version: Version, h: SubgroupHeader) -> Reader {
     match version {
         Version::Draft16 => Reader::Sub16(h, d16::SubgroupReader::new(&h)),
+        Version::Draft18 => Reader::Sub18(h, d18::SubgroupReader::new(&h)),
         Version::Draft22 => Reader::Sub22(h, d22::SubgroupReader::new(&h)),
     }
 }

@@ -1,5 +1,6 @@
-//! Session errors: the session termination code table of both drafts ([`SessionCode`],
-//! draft-16 §13.1.1 "Session Termination Error Codes", draft-22 §12.2 / §16.11.1), the
+//! Session errors: the session termination code table of every draft ([`SessionCode`],
+//! draft-16 §13.1.1 "Session Termination Error Codes", draft-18 §3.5 / §15.10.1, draft-22
+//! §12.2 / §16.11.1), the
 //! [`SessionError`] that the session's commands return, and the mapping from a codec's
 //! [`DecodeError::Invalid`](crate::wire::DecodeError) onto a termination code.
 
@@ -8,7 +9,7 @@ use thiserror::Error;
 use crate::wire::{DecodeError, EncodeError, ErrorCode};
 
 /// A session termination code (the application error code of CONNECTION_CLOSE). The union of
-/// draft-16 and draft-22; the code points agree where both define a name.
+/// draft-16, draft-18 and draft-22; the code points agree where several define a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionCode {
     /// NO_ERROR (0x0).
@@ -41,7 +42,7 @@ pub enum SessionCode {
     AuthTokenCacheOverflow,
     /// DUPLICATE_AUTH_TOKEN_ALIAS (0x14).
     DuplicateAuthTokenAlias,
-    /// VERSION_NEGOTIATION_FAILED (0x15), draft-16 only.
+    /// VERSION_NEGOTIATION_FAILED (0x15), draft-16 and draft-18.
     VersionNegotiationFailed,
     /// MALFORMED_AUTH_TOKEN (0x16).
     MalformedAuthToken,

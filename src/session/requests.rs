@@ -1,5 +1,5 @@
 //! Request ID accounting for one session (draft-16 "Request ID", "MAX_REQUEST_ID" and
-//! "REQUESTS_BLOCKED"; draft-22 §6.4.2.1): the IDs we hand out, the IDs the peer may use, and
+//! "REQUESTS_BLOCKED"; draft-18 §10.1; draft-22 §6.4.2.1): the IDs we hand out, the IDs the peer may use, and
 //! the message classes that consume or reference an ID.
 
 use std::collections::BTreeSet;
@@ -209,13 +209,27 @@ impl RequestIds {
                     self.last_control = Some(id.0);
                 }
             }
-            Version::Draft22 => {
+            Version::Draft18 | Version::Draft22 => {
                 if !self.peer_seen.insert(id.0) {
                     return Err(bad("duplicate Request ID"));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The smallest peer Request ID not used yet: what a draft-18 GOAWAY names as the first
+    /// request not processed (draft-18 §10.4).
+    pub fn first_unused_peer(&self) -> RequestId {
+        let peer_parity = 1 - parity(self.local);
+        let mut id = self.peer_seen.floor;
+        if id & 1 != peer_parity {
+            id = id.saturating_add(1);
+        }
+        while self.peer_seen.contains(id) && id < u64::MAX - 1 {
+            id += 2;
+        }
+        RequestId(id)
     }
 
     /// True when `id` names a request either side has made (draft-16: responses and

@@ -1,7 +1,8 @@
 //! Application codes that differ between drafts, typed: REQUEST_ERROR codes
-//! ([`RequestErrorCode`]; draft-16 §13.1.2 table, draft-22 §12.3), PUBLISH_DONE status codes
-//! ([`DoneStatus`]; draft-16 §13.1.3, draft-22 §12.4) and data stream reset codes
-//! ([`ResetCode`]; draft-16 §13.1.4, draft-22 §12.5). Layers above name the meaning; each draft
+//! ([`RequestErrorCode`]; draft-16 §13.1.2 table, draft-18 §15.10.2, draft-22 §12.3),
+//! PUBLISH_DONE status codes ([`DoneStatus`]; draft-16 §13.1.3, draft-18 §15.10.3, draft-22
+//! §12.4) and data stream reset codes ([`ResetCode`]; draft-16 §13.1.4, draft-18 §15.10.4,
+//! draft-22 §12.5). Layers above name the meaning; each draft
 //! has one mapping to and from its code points, so a code read from a peer of one draft
 //! reaches a peer of another as the same meaning, not the same number. A code point a draft
 //! does not define travels as `Other` unchanged.
@@ -24,7 +25,7 @@ pub mod code {
     pub const MALFORMED_AUTH_TOKEN: u64 = 0x4;
     /// REQUEST_ERROR EXPIRED_AUTH_TOKEN.
     pub const EXPIRED_AUTH_TOKEN: u64 = 0x5;
-    /// REQUEST_ERROR GOING_AWAY (draft-22).
+    /// REQUEST_ERROR GOING_AWAY (draft-18 and draft-22).
     pub const GOING_AWAY_D22: u64 = 0x6;
     /// REQUEST_ERROR EXCESSIVE_LOAD (draft-22; draft-16 defines none, the relay sends it
     /// to draft-16 peers too).
@@ -33,7 +34,7 @@ pub mod code {
     pub const DOES_NOT_EXIST: u64 = 0x10;
     /// REQUEST_ERROR INVALID_RANGE.
     pub const INVALID_RANGE: u64 = 0x11;
-    /// REQUEST_ERROR DUPLICATE_SUBSCRIPTION (draft-16).
+    /// REQUEST_ERROR DUPLICATE_SUBSCRIPTION (draft-16 and draft-18).
     pub const DUPLICATE_SUBSCRIPTION_D16: u64 = 0x19;
     /// REQUEST_ERROR UNINTERESTED.
     pub const UNINTERESTED: u64 = 0x20;
@@ -41,10 +42,11 @@ pub mod code {
     pub const PREFIX_OVERLAP: u64 = 0x30;
     /// REQUEST_ERROR NAMESPACE_TOO_LARGE (draft-22; draft-16 peers get EXCESSIVE_LOAD).
     pub const NAMESPACE_TOO_LARGE: u64 = 0x31;
-    /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 only: draft-22 has no joining FETCH).
+    /// REQUEST_ERROR INVALID_JOINING_REQUEST_ID (draft-16 and draft-18: draft-22 has no joining
+    /// FETCH).
     pub const INVALID_JOINING_REQUEST_ID: u64 = 0x32;
-    /// REQUEST_ERROR UNSUPPORTED_EXTENSION, REDIRECT, CONFLICTING_FILTERS, INVALID_FILTER
-    /// (draft-22).
+    /// REQUEST_ERROR UNSUPPORTED_EXTENSION, REDIRECT (draft-18 and draft-22), CONFLICTING_FILTERS,
+    /// INVALID_FILTER (draft-22).
     pub const UNSUPPORTED_EXTENSION_D22: u64 = 0x33;
     pub const REDIRECT_D22: u64 = 0x34;
     pub const CONFLICTING_FILTERS_D22: u64 = 0x35;
@@ -56,19 +58,20 @@ pub mod code {
     pub const DONE_UNAUTHORIZED: u64 = 0x1;
     /// PUBLISH_DONE TRACK_ENDED.
     pub const TRACK_ENDED: u64 = 0x2;
-    /// PUBLISH_DONE SUBSCRIPTION_ENDED (draft-16).
+    /// PUBLISH_DONE SUBSCRIPTION_ENDED (draft-16 and draft-18).
     pub const DONE_SUBSCRIPTION_ENDED_D16: u64 = 0x3;
     /// PUBLISH_DONE GOING_AWAY.
     pub const DONE_GOING_AWAY: u64 = 0x4;
-    /// PUBLISH_DONE EXPIRED: 0x5 in draft-16 (§13.1.3), 0x6 in draft-22 (§12.4).
+    /// PUBLISH_DONE EXPIRED: 0x5 in draft-16 (§13.1.3), 0x6 in draft-18 (§15.10.3) and
+    /// draft-22 (§12.4).
     pub const DONE_EXPIRED_D16: u64 = 0x5;
     pub const DONE_EXPIRED_D22: u64 = 0x6;
-    /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16, 0x5 in draft-22.
+    /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16, 0x5 in draft-18 and draft-22.
     pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
     pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
     /// PUBLISH_DONE UPDATE_FAILED (both drafts).
     pub const DONE_UPDATE_FAILED: u64 = 0x8;
-    /// PUBLISH_DONE EXCESSIVE_LOAD (draft-22).
+    /// PUBLISH_DONE EXCESSIVE_LOAD (draft-18 and draft-22).
     pub const DONE_EXCESSIVE_LOAD_D22: u64 = 0x9;
 
     /// Stream reset INTERNAL_ERROR.
@@ -79,7 +82,7 @@ pub mod code {
     pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
     /// Stream reset SESSION_CLOSED.
     pub const RESET_SESSION_CLOSED: u64 = 0x3;
-    /// Stream reset UNKNOWN_OBJECT_STATUS: 0x4 in draft-16, 0x6 in draft-22.
+    /// Stream reset UNKNOWN_OBJECT_STATUS: 0x4 in draft-16, 0x6 in draft-18 and draft-22.
     pub const RESET_UNKNOWN_OBJECT_STATUS_D16: u64 = 0x4;
     pub const RESET_UNKNOWN_OBJECT_STATUS_D22: u64 = 0x6;
     /// draft-22 stream reset GOING_AWAY (§12.5).
@@ -100,6 +103,7 @@ macro_rules! typed_code {
         $(#[$meta:meta])*
         $name:ident { $($(#[$vmeta:meta])* $variant:ident),* $(,)? }
         d16 { $($v16:ident = $c16:expr),* $(,)? } else $f16:ident;
+        d18 { $($v18:ident = $c18:expr),* $(,)? } else $f18:ident;
         d22 { $($v22:ident = $c22:expr),* $(,)? } else $f22:ident;
     ) => {
         $(#[$meta])*
@@ -120,6 +124,12 @@ macro_rules! typed_code {
                         #[allow(unreachable_patterns)]
                         _ => $name::$f16.code(v),
                     },
+                    Version::Draft18 => match self {
+                        $($name::$v18 => $c18,)*
+                        $name::Other(c) => c,
+                        #[allow(unreachable_patterns)]
+                        _ => $name::$f18.code(v),
+                    },
                     Version::Draft22 => match self {
                         $($name::$v22 => $c22,)*
                         $name::Other(c) => c,
@@ -135,6 +145,10 @@ macro_rules! typed_code {
                 match v {
                     Version::Draft16 => match c {
                         $(x if x == $c16 => $name::$v16,)*
+                        _ => $name::Other(c),
+                    },
+                    Version::Draft18 => match c {
+                        $(x if x == $c18 => $name::$v18,)*
                         _ => $name::Other(c),
                     },
                     Version::Draft22 => match c {
@@ -173,6 +187,30 @@ typed_code! {
         // peers (decoding 0x9 from a draft-16 peer is then EXCESSIVE_LOAD as well).
         ExcessiveLoad = code::EXCESSIVE_LOAD,
         NamespaceTooLarge = code::EXCESSIVE_LOAD,
+    } else InternalError;
+    d18 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::UNAUTHORIZED,
+        Timeout = code::TIMEOUT,
+        NotSupported = code::NOT_SUPPORTED,
+        MalformedAuthToken = code::MALFORMED_AUTH_TOKEN,
+        ExpiredAuthToken = code::EXPIRED_AUTH_TOKEN,
+        GoingAway = code::GOING_AWAY_D22,
+        ExcessiveLoad = code::EXCESSIVE_LOAD,
+        DoesNotExist = code::DOES_NOT_EXIST,
+        InvalidRange = code::INVALID_RANGE,
+        MalformedTrack = code::MALFORMED_TRACK,
+        DuplicateSubscription = code::DUPLICATE_SUBSCRIPTION_D16,
+        Uninterested = code::UNINTERESTED,
+        PrefixOverlap = code::PREFIX_OVERLAP,
+        NamespaceTooLarge = code::NAMESPACE_TOO_LARGE,
+        InvalidJoiningRequestId = code::INVALID_JOINING_REQUEST_ID,
+        UnsupportedExtension = code::UNSUPPORTED_EXTENSION_D22,
+        Redirect = code::REDIRECT_D22,
+        // draft-18 has no range filters, so no CONFLICTING_FILTERS or INVALID_FILTER: the
+        // filter cannot be satisfied.
+        ConflictingFilters = code::INVALID_RANGE,
+        InvalidFilter = code::INVALID_RANGE,
     } else InternalError;
     d22 {
         InternalError = code::INTERNAL_ERROR,
@@ -215,6 +253,18 @@ typed_code! {
         UpdateFailed = code::DONE_UPDATE_FAILED,
         MalformedTrack = code::MALFORMED_TRACK,
     } else InternalError;
+    d18 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::DONE_UNAUTHORIZED,
+        TrackEnded = code::TRACK_ENDED,
+        SubscriptionEnded = code::DONE_SUBSCRIPTION_ENDED_D16,
+        GoingAway = code::DONE_GOING_AWAY,
+        TooFarBehind = code::DONE_TOO_FAR_BEHIND_D22,
+        Expired = code::DONE_EXPIRED_D22,
+        UpdateFailed = code::DONE_UPDATE_FAILED,
+        ExcessiveLoad = code::DONE_EXCESSIVE_LOAD_D22,
+        MalformedTrack = code::MALFORMED_TRACK,
+    } else InternalError;
     d22 {
         InternalError = code::INTERNAL_ERROR,
         Unauthorized = code::DONE_UNAUTHORIZED,
@@ -246,6 +296,18 @@ typed_code! {
         // draft-16 has no GOING_AWAY, TOO_FAR_BEHIND, EXPIRED_AUTH_TOKEN or EXCESSIVE_LOAD
         // reset: the stream is cancelled, its only fitting code.
     } else Cancelled;
+    d18 {
+        InternalError = code::RESET_INTERNAL_ERROR,
+        Cancelled = code::RESET_CANCELLED,
+        DeliveryTimeout = code::RESET_DELIVERY_TIMEOUT,
+        SessionClosed = code::RESET_SESSION_CLOSED,
+        GoingAway = code::RESET_GOING_AWAY_D22,
+        TooFarBehind = code::RESET_TOO_FAR_BEHIND_D22,
+        UnknownObjectStatus = code::RESET_UNKNOWN_OBJECT_STATUS_D22,
+        ExpiredAuthToken = code::RESET_EXPIRED_AUTH_TOKEN_D22,
+        ExcessiveLoad = code::RESET_EXCESSIVE_LOAD_D22,
+        MalformedTrack = code::MALFORMED_TRACK,
+    } else Cancelled;
     d22 {
         InternalError = code::RESET_INTERNAL_ERROR,
         Cancelled = code::RESET_CANCELLED,
@@ -265,7 +327,72 @@ mod tests {
     use super::*;
 
     const D16: Version = Version::Draft16;
+    const D18: Version = Version::Draft18;
     const D22: Version = Version::Draft22;
+
+    /// draft-18's tables (§15.10.2-§15.10.4), written out from the spec text: every named
+    /// code point, both ways.
+    #[test]
+    fn the_draft18_tables() {
+        use RequestErrorCode as R;
+        for (c, v) in [
+            (R::InternalError, 0x0),
+            (R::Unauthorized, 0x1),
+            (R::Timeout, 0x2),
+            (R::NotSupported, 0x3),
+            (R::MalformedAuthToken, 0x4),
+            (R::ExpiredAuthToken, 0x5),
+            (R::GoingAway, 0x6),
+            (R::ExcessiveLoad, 0x9),
+            (R::DoesNotExist, 0x10),
+            (R::InvalidRange, 0x11),
+            (R::MalformedTrack, 0x12),
+            (R::DuplicateSubscription, 0x19),
+            (R::Uninterested, 0x20),
+            (R::PrefixOverlap, 0x30),
+            (R::NamespaceTooLarge, 0x31),
+            (R::InvalidJoiningRequestId, 0x32),
+            (R::UnsupportedExtension, 0x33),
+            (R::Redirect, 0x34),
+        ] {
+            assert_eq!(c.code(D18), v, "{c:?}");
+            assert_eq!(R::from_code(v, D18), c, "{v:#x}");
+        }
+        assert_eq!(R::InvalidFilter.code(D18), 0x11);
+        assert_eq!(R::from_code(0x35, D18), R::Other(0x35));
+        use DoneStatus as S;
+        for (c, v) in [
+            (S::InternalError, 0x0),
+            (S::Unauthorized, 0x1),
+            (S::TrackEnded, 0x2),
+            (S::SubscriptionEnded, 0x3),
+            (S::GoingAway, 0x4),
+            (S::TooFarBehind, 0x5),
+            (S::Expired, 0x6),
+            (S::UpdateFailed, 0x8),
+            (S::ExcessiveLoad, 0x9),
+            (S::MalformedTrack, 0x12),
+        ] {
+            assert_eq!(c.code(D18), v, "{c:?}");
+            assert_eq!(S::from_code(v, D18), c, "{v:#x}");
+        }
+        use ResetCode as X;
+        for (c, v) in [
+            (X::InternalError, 0x0),
+            (X::Cancelled, 0x1),
+            (X::DeliveryTimeout, 0x2),
+            (X::SessionClosed, 0x3),
+            (X::GoingAway, 0x4),
+            (X::TooFarBehind, 0x5),
+            (X::UnknownObjectStatus, 0x6),
+            (X::ExpiredAuthToken, 0x7),
+            (X::ExcessiveLoad, 0x9),
+            (X::MalformedTrack, 0x12),
+        ] {
+            assert_eq!(c.code(D18), v, "{c:?}");
+            assert_eq!(X::from_code(v, D18), c, "{v:#x}");
+        }
+    }
 
     #[test]
     fn the_drafts_tables() {
@@ -315,7 +442,7 @@ mod tests {
     /// came, defined or not.
     #[test]
     fn same_draft_round_trip_keeps_every_code_point() {
-        for v in [D16, D22] {
+        for v in Version::ALL {
             for c in (0..0x40).chain([0x9D, 0x11C, u64::MAX]) {
                 assert_eq!(RequestErrorCode::from_code(c, v).code(v), c, "{v:?} {c:#x}");
                 assert_eq!(DoneStatus::from_code(c, v).code(v), c, "{v:?} {c:#x}");

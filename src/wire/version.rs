@@ -1,32 +1,43 @@
 //! The dialect table: which draft an ALPN selects, and one entry point per codec operation
-//! that dispatches to that draft. Later drafts add a row here and a module beside d16/d22.
+//! that dispatches to that draft. Later drafts add a row here and a module beside d16/d18/d22.
 
 use super::error::{DecodeError, EncodeError};
 use super::model::{
     Datagram, DatagramHeader, DecodeContext, FetchItem, GroupOrder, Message, RangeEnd, RequestId,
     SubgroupHeader, UniStreamHeader,
 };
-use super::{d16, d22};
+use super::{d16, d18, d22};
 
 /// A MoQT draft the relay speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {
     /// draft-ietf-moq-transport-16, ALPN `moqt-16`.
     Draft16,
+    /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
+    Draft18,
     /// draft-ietf-moq-transport-22, ALPN `moqt-22`.
     Draft22,
 }
 
 impl Version {
     /// Every supported draft, in server preference order (newest first).
-    pub const ALL: [Version; 2] = [Version::Draft22, Version::Draft16];
+    pub const ALL: [Version; 3] = [Version::Draft22, Version::Draft18, Version::Draft16];
 
     /// The ALPN token that selects this draft.
     pub const fn alpn(self) -> &'static str {
         match self {
             Version::Draft16 => "moqt-16",
+            Version::Draft18 => "moqt-18",
             Version::Draft22 => "moqt-22",
         }
+    }
+
+    /// Whether each side opens a unidirectional control stream with SETUP and every request
+    /// travels on a bidirectional stream of its own, its responses without a Request ID
+    /// (draft-18 §3.3, draft-22 §6.3), rather than all control messages on one bidirectional
+    /// stream (draft-16).
+    pub const fn request_streams(self) -> bool {
+        !matches!(self, Version::Draft16)
     }
 
     /// The draft an ALPN token selects, if any.
@@ -37,6 +48,7 @@ impl Version {
     pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
             Version::Draft16 => d16::control::encode_message(msg, out),
+            Version::Draft18 => d18::control::encode_message(msg, out),
             Version::Draft22 => d22::control::encode_message(msg, out),
         }
     }
@@ -44,6 +56,7 @@ impl Version {
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
         match self {
             Version::Draft16 => d16::control::decode_message(buf, ctx),
+            Version::Draft18 => d18::control::decode_message(buf, ctx),
             Version::Draft22 => d22::control::decode_message(buf, ctx),
         }
     }
@@ -51,6 +64,7 @@ impl Version {
     pub fn decode_uni_stream_header(self, buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
         match self {
             Version::Draft16 => d16::data::decode_uni_stream_header(buf),
+            Version::Draft18 => d18::data::decode_uni_stream_header(buf),
             Version::Draft22 => d22::data::decode_uni_stream_header(buf),
         }
     }
@@ -58,6 +72,7 @@ impl Version {
     pub fn encode_subgroup_header(self, h: &SubgroupHeader, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
             Version::Draft16 => d16::data::encode_subgroup_header(h, out),
+            Version::Draft18 => d18::data::encode_subgroup_header(h, out),
             Version::Draft22 => d22::data::encode_subgroup_header(h, out),
         }
     }
@@ -65,6 +80,7 @@ impl Version {
     pub fn encode_fetch_header(self, request_id: RequestId, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
             Version::Draft16 => d16::data::encode_fetch_header(request_id, out),
+            Version::Draft18 => d18::data::encode_fetch_header(request_id, out),
             Version::Draft22 => d22::data::encode_fetch_header(request_id, out),
         }
     }
@@ -72,6 +88,7 @@ impl Version {
     pub fn decode_datagram(self, buf: &[u8]) -> Result<Datagram, DecodeError> {
         match self {
             Version::Draft16 => d16::data::decode_datagram(buf),
+            Version::Draft18 => d18::data::decode_datagram(buf),
             Version::Draft22 => d22::data::decode_datagram(buf),
         }
     }
@@ -84,6 +101,7 @@ impl Version {
     ) -> Result<(), EncodeError> {
         match self {
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
+            Version::Draft18 => d18::data::encode_datagram(h, payload, out),
             Version::Draft22 => d22::data::encode_datagram(h, payload, out),
         }
     }
@@ -93,6 +111,7 @@ impl Version {
 #[derive(Debug)]
 pub enum FetchWriter {
     D16(d16::data::FetchWriter),
+    D18(d18::data::FetchWriter),
     D22(d22::data::FetchWriter),
 }
 
@@ -101,17 +120,24 @@ impl Version {
     pub fn fetch_writer(self, order: GroupOrder) -> FetchWriter {
         match self {
             Version::Draft16 => FetchWriter::D16(d16::data::FetchWriter::new(order)),
+            Version::Draft18 => FetchWriter::D18(d18::data::FetchWriter::new(order)),
             Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),
         }
     }
 }
 
 impl FetchWriter {
-    /// Appends `item`. draft-16 has no Timed-Out range (§10.4.4.2): to its peers those
-    /// objects are unknown.
+    /// Appends `item`. draft-16 and draft-18 have no Timed-Out range (draft-16 §10.4.4.2,
+    /// draft-18 §11.4.4.2): to their peers those objects are unknown.
     pub fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
             FetchWriter::D16(w) => match item {
+                FetchItem::EndOfRange { kind: RangeEnd::TimedOut, location } => {
+                    w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: *location }, out)
+                }
+                _ => w.encode(item, out),
+            },
+            FetchWriter::D18(w) => match item {
                 FetchItem::EndOfRange { kind: RangeEnd::TimedOut, location } => {
                     w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: *location }, out)
                 }
@@ -129,8 +155,10 @@ mod tests {
     #[test]
     fn alpn_table() {
         assert_eq!(Version::from_alpn(b"moqt-16"), Some(Version::Draft16));
+        assert_eq!(Version::from_alpn(b"moqt-18"), Some(Version::Draft18));
         assert_eq!(Version::from_alpn(b"moqt-22"), Some(Version::Draft22));
         assert_eq!(Version::from_alpn(b"moqt-17"), None);
+        assert_eq!(Version::ALL, [Version::Draft22, Version::Draft18, Version::Draft16]);
         assert_eq!(Version::from_alpn(b"h3"), None);
         for v in Version::ALL {
             assert_eq!(Version::from_alpn(v.alpn().as_bytes()), Some(v));

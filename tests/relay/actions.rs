@@ -217,7 +217,7 @@ impl Relay {
                 redirect: None,
             };
             self.send(p, Message::RequestError(e));
-            if self.clients[p].version == D22 {
+            if self.clients[p].version.request_streams() {
                 self.session(p).finish(f.request_id).unwrap();
             }
         }
@@ -240,8 +240,7 @@ impl Relay {
         };
         self.send(p, Message::FetchOk(ok));
         let stream = self.session(p).open_fetch_stream(f.request_id).unwrap();
-        let mut w16 = moq_edge::wire::d16::data::FetchWriter::new(GroupOrder::Ascending);
-        let mut w22 = moq_edge::wire::d22::data::FetchWriter::new(GroupOrder::Ascending);
+        let mut w = pv.fetch_writer(GroupOrder::Ascending);
         for &(g, o) in locations {
             let (obj, payload) = object(g, o);
             let item = FetchItem::Object(FetchObject {
@@ -252,15 +251,12 @@ impl Relay {
                 payload_len: payload.len() as u64,
             });
             let mut head = Vec::new();
-            match pv {
-                D16 => w16.encode(&item, &mut head).unwrap(),
-                _ => w22.encode(&item, &mut head).unwrap(),
-            }
+            w.encode(&item, &mut head).unwrap();
             self.session(p).send_raw_data(stream, Bytes::from(head)).unwrap();
             self.session(p).send_raw_data(stream, payload).unwrap();
         }
         self.session(p).finish_data_stream(stream).unwrap();
-        if pv == D22 {
+        if pv.request_streams() {
             self.session(p).finish(f.request_id).unwrap();
         }
         self.run_until_quiet();
@@ -293,7 +289,8 @@ impl Relay {
     }
 
     /// Sends REQUEST_UPDATE of `existing`; returns the Request ID its answer carries (draft-16:
-    /// the update's own; draft-22: the updated request's, on whose stream it travels).
+    /// the update's own; draft-18 and draft-22: the updated request's, on whose stream it
+    /// travels).
     pub fn update(&mut self, c: ClientId, existing: RequestId, params: Parameters) -> RequestId {
         let rid = self.next_request_id(c);
         let m = RequestUpdate { request_id: rid, existing_request_id: existing, params };

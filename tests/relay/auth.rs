@@ -139,7 +139,7 @@ fn tokens_authorize_each_request_by_namespace_and_right() {
 /// SETUP token closes the session with MALFORMED_AUTH_TOKEN.
 #[test]
 fn token_aliases_and_bad_setup_tokens() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::with_config(2, auth_config());
         let p = r.connect_with_token(0, v, token(&["live"], true, false, 600));
         r.announce(p, &["live"]);

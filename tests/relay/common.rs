@@ -16,10 +16,26 @@ use crate::harness::SeenStream;
 
 pub const D16: Version = Version::Draft16;
 
+pub const D18: Version = Version::Draft18;
+
 pub const D22: Version = Version::Draft22;
 
-/// (publisher draft, subscriber draft).
-pub const COMBOS: [(Version, Version); 4] = [(D16, D16), (D22, D22), (D16, D22), (D22, D16)];
+/// Every draft the relay speaks.
+pub const DRAFTS: [Version; 3] = [D16, D18, D22];
+
+/// (publisher draft, subscriber draft): every pair, so a publisher on any draft reaches
+/// subscribers on any.
+pub const COMBOS: [(Version, Version); 9] = [
+    (D16, D16),
+    (D18, D18),
+    (D22, D22),
+    (D16, D18),
+    (D16, D22),
+    (D18, D16),
+    (D18, D22),
+    (D22, D16),
+    (D22, D18),
+];
 
 pub const PROTOCOL_VIOLATION: u64 = 0x3;
 
@@ -66,8 +82,8 @@ pub fn publish_done(msgs: &[Message]) -> PublishDone {
     d.clone()
 }
 
-/// A subgroup header as the publisher writes it. A draft-22 publisher sets FIRST_OBJECT (its
-/// streams start at the subgroup's first object).
+/// A subgroup header as the publisher writes it. A draft-18 or draft-22 publisher sets
+/// FIRST_OBJECT (its streams start at the subgroup's first object).
 pub fn header(v: Version, alias: TrackAlias, group: u64, subgroup: u64) -> SubgroupHeader {
     SubgroupHeader {
         track_alias: alias,
@@ -76,7 +92,7 @@ pub fn header(v: Version, alias: TrackAlias, group: u64, subgroup: u64) -> Subgr
         publisher_priority: Some(9),
         has_properties: true,
         end_of_group: false,
-        first_object: v == D22,
+        first_object: v != D16,
     }
 }
 
@@ -117,7 +133,7 @@ pub fn expected_header(
     sv: Version,
     from_first: bool,
 ) -> SubgroupHeader {
-    SubgroupHeader { track_alias: alias, first_object: h.first_object && from_first && sv == D22, ..*h }
+    SubgroupHeader { track_alias: alias, first_object: h.first_object && from_first && sv != D16, ..*h }
 }
 
 pub fn assert_stream(
@@ -138,8 +154,8 @@ pub fn assert_stream(
     assert_eq!(seen.end, end, "end of stream {}", seen.stream);
 }
 
-/// PUBLISH of `track`; a draft-22 publisher also states its GROUP_ORDER (draft-16 PUBLISH
-/// has no such parameter).
+/// PUBLISH of `track`; a draft-22 publisher also states its GROUP_ORDER (draft-16 and draft-18
+/// PUBLISH have no such parameter).
 pub fn publish_msg(v: Version, rid: RequestId, track: &FullTrackName, largest: Option<Location>) -> Message {
     let group_order = (v == D22).then_some(GroupOrder::Ascending);
     Message::Publish(Publish {
@@ -157,11 +173,13 @@ pub fn publish_msg(v: Version, rid: RequestId, track: &FullTrackName, largest: O
 }
 
 /// The Forward State the relay set for PUBLISH `rid`, from what the publisher got: draft-16
-/// PUBLISH_OK carries FORWARD; draft-22 PUBLISH_OK (a REQUEST_OK) cannot, so the PUBLISH's own
-/// state (1 in these tests) holds unless a REQUEST_UPDATE follows it.
+/// PUBLISH_OK carries FORWARD, and so does draft-18's, a REQUEST_OK (§10.5); draft-22
+/// PUBLISH_OK (a REQUEST_OK) cannot, so the PUBLISH's own state (1 in these tests) holds unless
+/// a REQUEST_UPDATE follows it.
 pub fn publish_answer(pv: Version, msgs: &[Message], rid: RequestId) -> bool {
     match (pv, msgs) {
         (D16, [Message::PublishOk(ok)]) if ok.request_id == rid => ok.params.forward.unwrap_or(true),
+        (D18, [Message::RequestOk(ok)]) if ok.request_id == rid => ok.params.forward.unwrap_or(true),
         (D22, [Message::RequestOk(ok)]) if ok.request_id == rid => true,
         (D22, [Message::RequestOk(ok), Message::RequestUpdate(u)])
             if ok.request_id == rid && u.existing_request_id == rid =>

@@ -46,7 +46,7 @@ impl Relay {
 /// of a namespace wins over the link's route.
 #[test]
 fn a_link_serves_tracks_no_local_publisher_has_with_one_upstream_subscription() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let parent = r.link(v);
         let t = track(&["live", "cam"], "video");
@@ -93,7 +93,7 @@ fn a_link_serves_tracks_no_local_publisher_has_with_one_upstream_subscription() 
 /// the namespace withdraws it upstream.
 #[test]
 fn announcements_go_up_the_link_and_the_parents_subscriptions_come_down() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let parent = r.link(v);
         let p = r.connect(1, v);
@@ -148,7 +148,7 @@ fn announcements_go_up_the_link_and_the_parents_subscriptions_come_down() {
 /// turns out to be this relay is closed.
 #[test]
 fn requests_never_go_back_to_the_relay_they_came_from() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let parent = r.link(v);
         let same = r.connect_with(1, v, parent_setup(7));
@@ -175,7 +175,7 @@ fn requests_never_go_back_to_the_relay_they_came_from() {
 /// flow again. When no link comes back within 30 s, the subscriber gets PUBLISH_DONE.
 #[test]
 fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let parent = r.link(v);
         let t = track(&["live"], "v");
@@ -223,7 +223,7 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
 /// answers with the parent's objects.
 #[test]
 fn fetch_of_a_track_not_relayed_goes_up_the_link() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let parent = r.link(v);
         let t = track(&["vod"], "film");

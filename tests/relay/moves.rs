@@ -66,7 +66,7 @@ impl Relay {
 /// group once, whole, and no PUBLISH_DONE.
 #[test]
 fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let t = track(&["live"], "v");
         let (parent, s, up) = r.subscribed_through_a_link(v, &t);
@@ -122,7 +122,7 @@ fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
 /// the old link; the move is tried again half a second later.
 #[test]
 fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let t = track(&["live"], "v");
         let (parent, s, _) = r.subscribed_through_a_link(v, &t);
@@ -192,7 +192,7 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
 /// moves when the next replacement is up.
 #[test]
 fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(2);
         let t = track(&["live"], "v");
         let (parent, s, up) = r.subscribed_through_a_link(v, &t);

@@ -250,7 +250,7 @@ fn published_track_is_paused_after_the_linger() {
 /// race with the broadcast).
 #[test]
 fn publish_namespace_is_answered_once_every_core_knows_it() {
-    for v in [D16, D22] {
+    for v in DRAFTS {
         let mut r = Relay::new(3);
         let p = r.connect(0, v);
         let rid = r.next_request_id(p);

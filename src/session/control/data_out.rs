@@ -1,6 +1,7 @@
 //! The sending half of the data plane: subgroup streams and object datagrams (draft-16 §10.3.1,
-//! §10.4.2; draft-22 §11.2.1, §11.3.1). Each subgroup stream is a new local unidirectional
-//! stream (client 2, 6, 10..., server 3, 7, 11...; draft-22 skips our control stream). Object
+//! §10.4.2; draft-18 §11.3.1, §11.4.2; draft-22 §11.2.1, §11.3.1). Each subgroup stream is a
+//! new local unidirectional stream (client 2, 6, 10..., server 3, 7, 11...; draft-18 and
+//! draft-22 skip our control stream). Object
 //! headers are encoded here; payloads travel as the caller's `Bytes`, never copied.
 
 use std::time::Instant;
@@ -13,6 +14,7 @@ use super::Session;
 use crate::session::error::SessionError;
 use crate::session::Transmit;
 use crate::wire::d16::data as d16;
+use crate::wire::d18::data as d18;
 use crate::wire::d22::data as d22;
 use crate::wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
 use crate::wire::{EncodeError, Version};
@@ -20,6 +22,7 @@ use crate::wire::{EncodeError, Version};
 #[derive(Debug)]
 enum Writer {
     W16(d16::SubgroupWriter),
+    W18(d18::SubgroupWriter),
     W22(d22::SubgroupWriter),
     /// A fetch stream: objects are written by the caller with the fetch writers.
     Fetch,
@@ -66,6 +69,10 @@ impl Session {
                 d16::encode_subgroup_header(header, &mut out)?;
                 Writer::W16(d16::SubgroupWriter::new(header))
             }
+            Version::Draft18 => {
+                d18::encode_subgroup_header(header, &mut out)?;
+                Writer::W18(d18::SubgroupWriter::new(header))
+            }
             Version::Draft22 => {
                 d22::encode_subgroup_header(header, &mut out)?;
                 Writer::W22(d22::SubgroupWriter::new(header))
@@ -81,10 +88,7 @@ impl Session {
     pub fn open_fetch_stream(&mut self, request_id: RequestId) -> Result<u64, SessionError> {
         self.check_open()?;
         let mut out = Vec::new();
-        match self.version {
-            Version::Draft16 => d16::encode_fetch_header(request_id, &mut out)?,
-            Version::Draft22 => d22::encode_fetch_header(request_id, &mut out)?,
-        }
+        self.version.encode_fetch_header(request_id, &mut out)?;
         let id = self.data_out.open(Writer::Fetch);
         self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false, expires: None });
         Ok(id)
@@ -119,6 +123,7 @@ impl Session {
         let mut out = Vec::new();
         match self.data_out.streams.get_mut(&stream) {
             Some(Writer::W16(w)) => w.encode(object, &mut out)?,
+            Some(Writer::W18(w)) => w.encode(object, &mut out)?,
             Some(Writer::W22(w)) => w.encode(object, &mut out)?,
             Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
             None => return Err(SessionError::UnknownStream(stream)),
@@ -217,10 +222,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         self.check_open()?;
         let mut out = Vec::with_capacity(payload.len() + 32);
-        match self.version {
-            Version::Draft16 => d16::encode_datagram(header, payload, &mut out)?,
-            Version::Draft22 => d22::encode_datagram(header, payload, &mut out)?,
-        }
+        self.version.encode_datagram(header, payload, &mut out)?;
         self.transmits.push_back(Transmit::Datagram { data: out.into(), urgency });
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The sending half of [`Session`]: SETUP, Request ID allocation and MAX_REQUEST_ID grants
 //! (draft-16 "MAX_REQUEST_ID", "REQUESTS_BLOCKED"), and routing each outgoing message onto its
 //! stream. draft-16: the control stream, or a SUBSCRIBE_NAMESPACE's own stream for its response
-//! and NAMESPACE messages. draft-22 (§6.4.2): a new bidirectional stream per request (client 0,
+//! and NAMESPACE messages. draft-22 (§6.4.2) and draft-18 (§3.3): a new bidirectional stream per request (client 0,
 //! 4, 8..., server 1, 5, 9...), responses and updates on the request's stream, GOAWAY on the
 //! control stream; plus graceful FIN and cancellation (draft-22 §6.4.2.2-§6.4.2.3).
 
@@ -103,7 +103,7 @@ impl Session {
         self.observe_outgoing(&msg);
         match self.version {
             Version::Draft16 => self.send_d16(msg),
-            Version::Draft22 => self.send_d22(msg),
+            Version::Draft18 | Version::Draft22 => self.send_d22(msg),
         }
     }
 
@@ -127,13 +127,19 @@ impl Session {
         Ok(())
     }
 
-    fn send_d22(&mut self, msg: Message) -> Result<(), SessionError> {
-        match &msg {
-            Message::GoAway(_) => {
-                let data = self.encode(&msg)?;
-                self.write(self.local_control, data);
-                return Ok(());
+    /// draft-22, and draft-18 whose streams are the same (§3.3).
+    fn send_d22(&mut self, mut msg: Message) -> Result<(), SessionError> {
+        if let Message::GoAway(g) = &mut msg {
+            // draft-18 §10.4: on the control stream GOAWAY names the smallest peer Request ID
+            // not processed: the first the peer has not used.
+            if self.version == Version::Draft18 {
+                g.request_id.get_or_insert(self.ids.first_unused_peer());
             }
+            let data = self.encode(&msg)?;
+            self.write(self.local_control, data);
+            return Ok(());
+        }
+        match &msg {
             Message::Unsubscribe(r) | Message::FetchCancel(r) => return self.cancel(*r),
             // §3.3.2 / §9.16: a PUBLISH_NAMESPACE is withdrawn by cancelling its request.
             Message::PublishNamespaceDone(r) => return self.cancel(*r),
@@ -152,6 +158,7 @@ impl Session {
         if matches!(msg, Message::RequestUpdate(_)) {
             // §9.1.7: at most the peer's MAX_REQUEST_UPDATES unanswered per request stream.
             let max = self.peer_setup.as_ref().and_then(|p| p.max_request_updates).unwrap_or(0);
+            // draft-18 has no MAX_REQUEST_UPDATES: its SETUP never carries one, so no limit.
             if let Some(st) = self.streams.get_mut(&id) {
                 if max > 0 && st.updates_out >= max {
                     return Err(SessionError::UpdatesBlocked { max });
@@ -228,7 +235,7 @@ impl Session {
         let Some(&id) = self.by_request.get(&request_id) else {
             return Err(match self.version {
                 Version::Draft16 => SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL"),
-                Version::Draft22 => SessionError::UnknownRequest(request_id.0),
+                Version::Draft18 | Version::Draft22 => SessionError::UnknownRequest(request_id.0),
             });
         };
         if let Some(st) = self.streams.get(&id) {

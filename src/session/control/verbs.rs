@@ -13,7 +13,7 @@ use crate::wire::model::{
 use crate::wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
 
 impl Session {
-    /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-22 §9.4).
+    /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-18 §10.6, draft-22 §9.4).
     pub fn request_error(
         &mut self,
         rid: RequestId,
@@ -29,12 +29,13 @@ impl Session {
         }))
     }
 
-    /// Our side of request `rid` is over: a draft-22 request stream ends (FIN, §6.4.2.2);
-    /// draft-16 requests on the control stream have nothing to end.
+    /// Our side of request `rid` is over: a draft-18 or draft-22 request stream ends (FIN,
+    /// draft-18 §3.3.2, draft-22 §6.4.2.2); draft-16 requests on the control stream have
+    /// nothing to end.
     pub fn end_request(&mut self, rid: RequestId) -> Result<(), SessionError> {
         match self.version {
             Version::Draft16 => Ok(()),
-            Version::Draft22 => self.finish(rid),
+            Version::Draft18 | Version::Draft22 => self.finish(rid),
         }
     }
 
@@ -57,8 +58,10 @@ impl Session {
         self.reset_data_stream(stream, code.code(self.version))
     }
 
-    /// GOAWAY; draft-16's has no Timeout field, so it goes without one.
+    /// GOAWAY on the control stream; draft-16's has no Timeout field, so it goes without one.
+    /// draft-18's Request ID (§10.4) is the session's to fill in ([`Session::send`]).
     pub fn go_away(&mut self, mut goaway: GoAway) -> Result<(), SessionError> {
+        goaway.request_id = None;
         if self.version == Version::Draft16 {
             goaway.timeout_ms = 0;
         }
@@ -66,7 +69,8 @@ impl Session {
     }
 
     /// The answer to TRACK_STATUS `rid`: REQUEST_OK with LARGEST_OBJECT and, where the
-    /// draft carries them (draft-22 §9.7), the Track Properties; then the request ends.
+    /// draft carries them (draft-18 §10.5, draft-22 §9.7), the Track Properties; then the
+    /// request ends.
     pub fn track_status_ok(
         &mut self,
         rid: RequestId,
@@ -75,7 +79,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         let track_properties = match self.version {
             Version::Draft16 => Properties::default(),
-            Version::Draft22 => properties,
+            Version::Draft18 | Version::Draft22 => properties,
         };
         let params = Parameters { largest_object: largest, ..Parameters::default() };
         self.send(Message::RequestOk(RequestOk { request_id: rid, params, track_properties }))?;
@@ -83,8 +87,9 @@ impl Session {
     }
 
     /// FETCH_OK for `rid`, whose response ends at `end` (inclusive); `whole_group`: the
-    /// request asked through the end of this group and the response covers it (draft-16
-    /// writes that as the next group's start, §9.17; draft-22 always names the object).
+    /// request asked through the end of this group and the response covers it (draft-16 and
+    /// draft-18 write that as `{group, 0}`, draft-16 §9.17, draft-18 §10.13; draft-22 always
+    /// names the object).
     pub fn fetch_ok(
         &mut self,
         rid: RequestId,
@@ -93,7 +98,7 @@ impl Session {
         track_properties: Properties,
     ) -> Result<(), SessionError> {
         let end_location = match (self.version, whole_group) {
-            (Version::Draft16, Some(g)) => FetchEnd::Group(g),
+            (Version::Draft16 | Version::Draft18, Some(g)) => FetchEnd::Group(g),
             _ => FetchEnd::Object(end),
         };
         self.send(Message::FetchOk(FetchOk {
@@ -111,25 +116,26 @@ impl Session {
     }
 
     /// The Request ID the answer to REQUEST_UPDATE `m` carries: draft-16 answers the
-    /// update's own (§9.11); draft-22 answers on the updated request's stream (§9.5).
+    /// update's own (§9.11); draft-18 and draft-22 answer on the updated request's stream
+    /// (draft-18 §10.9, draft-22 §9.5).
     pub fn update_answer_id(&self, m: &RequestUpdate) -> RequestId {
         match self.version {
             Version::Draft16 => m.request_id,
-            Version::Draft22 => m.existing_request_id,
+            Version::Draft18 | Version::Draft22 => m.existing_request_id,
         }
     }
 
-    /// Whether PUBLISH_OK carries FORWARD (draft-16 §9.14); draft-22's REQUEST_OK answer
-    /// does not, and a Forward State different from the PUBLISH's is set with REQUEST_UPDATE
-    /// (§3.1.1).
+    /// Whether PUBLISH_OK carries FORWARD (draft-16 §9.14; draft-18 §10.2.12 names
+    /// PUBLISH_OK, its REQUEST_OK alias); draft-22's REQUEST_OK answer does not, and a Forward
+    /// State different from the PUBLISH's is set with REQUEST_UPDATE (§3.1.1).
     pub fn publish_ok_has_forward(&self) -> bool {
-        self.version == Version::Draft16
+        matches!(self.version, Version::Draft16 | Version::Draft18)
     }
 
     /// Whether a SUBGROUP_HEADER can say that its stream starts at the subgroup's first
-    /// object (draft-22 FIRST_OBJECT; draft-16 has no such bit).
+    /// object (FIRST_OBJECT, draft-18 §11.4.2 and draft-22; draft-16 has no such bit).
     pub fn marks_first_object(&self) -> bool {
-        self.version == Version::Draft22
+        matches!(self.version, Version::Draft18 | Version::Draft22)
     }
 
     /// The meaning of REQUEST_ERROR code `c` from this session's peer.
