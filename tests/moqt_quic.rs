@@ -1,6 +1,6 @@
-//! MoQT over the real QUIC server running the relay: our client's session against it in both
-//! drafts, and the third-party client aiomoqt (draft-16, from PyPI, installed by `.ci/install-deps`)
-//! against it.
+//! MoQT over the real QUIC server running the relay: our client's session against it in every
+//! draft, and the third-party client aiomoqt (draft-16 and draft-18 over raw QUIC, and over
+//! WebTransport also draft-22; from PyPI, installed by `.ci/install-deps`) against it.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -28,12 +28,12 @@ fn server() -> ServerHandle {
     runtime::start(rc, Arc::new(factory)).expect("server starts")
 }
 
-/// SETUP completes over QUIC in both drafts, and a SUBSCRIBE for a track nobody publishes is
+/// SETUP completes over QUIC in every draft, and a SUBSCRIBE for a track nobody publishes is
 /// answered REQUEST_ERROR DOES_NOT_EXIST (0x10) for that request.
 #[test]
-fn setup_and_requests_over_quic_in_both_drafts() {
+fn setup_and_requests_over_quic_in_every_draft() {
     let server = server();
-    for version in [Version::Draft16, Version::Draft22] {
+    for version in Version::ALL {
         let setup = SetupOptions {
             path: Some(Bytes::from_static(b"/")),
             implementation: Some(Bytes::from_static(b"moq-edge-test")),
@@ -62,7 +62,8 @@ fn setup_and_requests_over_quic_in_both_drafts() {
     server.shutdown().expect("stops");
 }
 
-/// aiomoqt's standard tests (rendezvous-timeout is draft-18 only: it skips on draft-16).
+/// aiomoqt's standard tests (rendezvous-timeout is draft-18 only: it skips on draft-16, see
+/// [`required`]).
 const REQUIRED: [&str; 11] = [
     "setup-only",
     "announce-only",
@@ -81,11 +82,32 @@ const REQUIRED: [&str; 11] = [
 /// SUBSCRIBE with a joining FETCH.
 const OPT_IN: [&str; 2] = ["fetch", "join"];
 
-/// aiomoqt's interop client (draft-16; it does not speak draft-22) against the relay on two
-/// cores: every required and opt-in test passes, without a compat annotation. CI installs
-/// it (`.ci/install-deps`); where Python 3.12 is truly absent the test says so.
+/// The standard tests that must pass at `draft`: all of them, and at draft-18 also
+/// rendezvous-timeout (RENDEZVOUS_TIMEOUT, draft-18 §10.2.6).
+fn required(draft: &str) -> Vec<&'static str> {
+    let mut names = REQUIRED.to_vec();
+    if draft == "18" {
+        names.push("rendezvous-timeout");
+    }
+    names
+}
+
+/// aiomoqt's interop client at draft-16 against the relay on two cores: every required and
+/// opt-in test passes, without a compat annotation. CI installs it (`.ci/install-deps`); where Python
+/// 3.12 is truly absent the test says so.
 #[test]
 fn aiomoqt_interop_draft16() {
+    aiomoqt_interop("16");
+}
+
+/// The same at draft-18 (ALPN moqt-18): its standard tests, rendezvous-timeout included, and
+/// the opt-in FETCH and joining FETCH.
+#[test]
+fn aiomoqt_interop_draft18() {
+    aiomoqt_interop("18");
+}
+
+fn aiomoqt_interop(draft: &str) {
     let client = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-interop/bin/moq-interop-client");
     if !std::path::Path::new(client).exists() {
         let python = std::path::Path::new("/root/.pyenv/versions/3.12.1/bin/python3");
@@ -100,7 +122,7 @@ fn aiomoqt_interop_draft16() {
     let url = format!("moqt://127.0.0.1:{}", server.local_addr().port());
     let run = |test: Option<&str>| {
         let mut cmd = Command::new(client);
-        cmd.args(["-r", &url, "--tls-disable-verify", "--draft", "16"]);
+        cmd.args(["-r", &url, "--tls-disable-verify", "--draft", draft]);
         if let Some(t) = test {
             cmd.args(["-t", t]);
         }
@@ -112,18 +134,19 @@ fn aiomoqt_interop_draft16() {
             .any(|l| l.starts_with("ok ") && l.ends_with(&format!(" - {name}")) && !l.contains("# SKIP"))
     };
     let (tap, err) = run(None);
-    for name in REQUIRED {
-        assert!(passed(&tap, name), "aiomoqt {name} did not pass:\n{tap}\n{err}");
+    assert!(tap.contains(&format!("alpn: \"moqt-{draft}\"")), "not draft-{draft}:\n{tap}");
+    for name in required(draft) {
+        assert!(passed(&tap, name), "draft-{draft}: aiomoqt {name} did not pass:\n{tap}\n{err}");
     }
     for name in OPT_IN {
         let (tap, err) = run(Some(name));
-        assert!(passed(&tap, name), "aiomoqt {name} did not pass:\n{tap}\n{err}");
+        assert!(passed(&tap, name), "draft-{draft}: aiomoqt {name} did not pass:\n{tap}\n{err}");
     }
     server.shutdown().expect("stops");
 }
 
-/// aiomoqt's standard suite over WebTransport (`https://`, ALPN h3, WT-Protocol) at draft-16
-/// and draft-22: a third-party WebTransport client against the same relay and port.
+/// aiomoqt's standard suite over WebTransport (`https://`, ALPN h3, WT-Protocol) at draft-16,
+/// draft-18 and draft-22: a third-party WebTransport client against the same relay and port.
 #[test]
 fn aiomoqt_interop_over_webtransport() {
     let client = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-interop/bin/moq-interop-client");
@@ -133,7 +156,7 @@ fn aiomoqt_interop_over_webtransport() {
     );
     let server = server();
     let url = format!("https://127.0.0.1:{}/moq", server.local_addr().port());
-    for draft in ["16", "22"] {
+    for draft in ["16", "18", "22"] {
         let out = Command::new(client)
             .args(["-r", &url, "--tls-disable-verify", "--draft", draft])
             .output()
@@ -143,7 +166,7 @@ fn aiomoqt_interop_over_webtransport() {
         // Its report names the transport and the WT-Protocol the relay chose.
         assert!(tap.contains("transport: \"webtransport-h3\""), "not over WebTransport:\n{tap}");
         assert!(tap.contains(&format!("webtransport_protocol: \"moqt-{draft}\"")), "{tap}");
-        for name in REQUIRED {
+        for name in required(draft) {
             let passed = tap
                 .lines()
                 .any(|l| l.starts_with("ok ") && l.ends_with(&format!(" - {name}")) && !l.contains("# SKIP"));
