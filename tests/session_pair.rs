@@ -927,3 +927,29 @@ fn requests_on_other_streams_may_arrive_out_of_order() {
         }
     }
 }
+
+/// draft-18 §10.4: once a session sent its GOAWAY, a request the peer opens is refused with
+/// REQUEST_ERROR GOING_AWAY (0x6) by the session itself; the application never sees it. A
+/// draft-22 session passes it on (the relay decides).
+#[test]
+fn draft18_requests_after_our_goaway_are_going_away() {
+    for v in STREAMED {
+        let mut p = Pair::ready(v);
+        p.s.s.go_away(GoAway::default()).unwrap();
+        p.pump(Split::Whole);
+        p.c.events.clear();
+        let id = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(id)).unwrap();
+        p.pump(Split::Whole);
+        if v == Version::Draft18 {
+            assert!(p.s.events.is_empty(), "{:?}", p.s.events);
+            let [Event::Message(Message::RequestError(e))] = p.c.events.as_slice() else {
+                panic!("{:?}", p.c.events)
+            };
+            assert_eq!((e.request_id, e.error_code), (id, 0x6));
+        } else {
+            assert_eq!(p.s.events, vec![Event::Message(subscribe(id))]);
+        }
+        assert!(!p.c.s.is_closed() && !p.s.s.is_closed(), "{v:?}");
+    }
+}

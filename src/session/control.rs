@@ -39,8 +39,8 @@ use super::requests::{consumed_id, opens_stream, parity, referenced_id, RequestI
 use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf};
 use super::{Event, Transmit};
 use crate::wire::d22::control::message_type::SETUP as D22_SETUP;
-use crate::wire::model::{DecodeContext, Message, RequestId, Role, SetupOptions};
-use crate::wire::{DecodeError, VarInt, Version, Vi64};
+use crate::wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
+use crate::wire::{DecodeError, RequestErrorCode, VarInt, Version, Vi64};
 
 /// Stream reset / STOP_SENDING code used when a request is cancelled (draft-22 §12.5
 /// CANCELLED = 0x1).
@@ -110,6 +110,9 @@ pub struct Session {
     peer_control: Option<u64>,
     control_recv: RecvBuf,
     goaway_received: bool,
+    /// draft-18: we sent a control-stream GOAWAY, so every request the peer opens from now on
+    /// is refused with GOING_AWAY (§10.4).
+    goaway_sent: bool,
     /// draft-22: peer unidirectional streams whose type is not yet known.
     uni_pending: HashMap<u64, RecvBuf>,
     /// Peer data streams, datagrams and the Track Alias table.
@@ -173,6 +176,7 @@ impl Session {
             peer_control,
             control_recv: RecvBuf::default(),
             goaway_received: false,
+            goaway_sent: false,
             uni_pending: HashMap::default(),
             data,
             // draft-18/22: our first unidirectional stream is the control stream.
@@ -563,6 +567,9 @@ impl Session {
             st.publish = matches!(msg, Message::Publish(_));
             self.ids.on_peer_request(rid, false)?;
             self.by_request.insert(rid, id);
+            if self.goaway_sent {
+                return self.refuse_going_away(id, rid);
+            }
             self.events.push_back(Event::Message(msg.clone()));
             return self.observe_incoming(&msg);
         };
@@ -612,6 +619,25 @@ impl Session {
         }
         self.events.push_back(Event::Message(msg.clone()));
         self.observe_incoming(&msg)
+    }
+
+    /// draft-18 §10.4: after our GOAWAY, a new request "MUST be rejected with REQUEST_ERROR
+    /// using error code GOING_AWAY". The session answers it itself (the application never sees
+    /// it), ends the stream and ignores what else arrives on it.
+    fn refuse_going_away(&mut self, id: u64, rid: RequestId) -> Result<(), SessionError> {
+        let refusal = Message::RequestError(RequestError {
+            request_id: rid,
+            error_code: RequestErrorCode::GoingAway.code(self.version),
+            retry_interval: 0,
+            reason: Bytes::from_static(b"going away"),
+            redirect: None,
+        });
+        let mut data = Vec::new();
+        self.version.encode_message(&refusal, &mut data)?;
+        self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false, expires: None });
+        self.finish_stream(id);
+        self.drop_stream(id);
+        Ok(())
     }
 
     /// The peer finished its direction of a request stream after whole messages.

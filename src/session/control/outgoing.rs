@@ -134,6 +134,7 @@ impl Session {
             // not processed: the first the peer has not used.
             if self.version == Version::Draft18 {
                 g.request_id.get_or_insert(self.ids.first_unused_peer());
+                self.goaway_sent = true;
             }
             let data = self.encode(&msg)?;
             self.write(self.local_control, data);
