@@ -61,7 +61,7 @@ pub struct SubgroupHeader {
     pub has_properties: bool,
     /// END_OF_GROUP bit: this subgroup holds the group's largest object.
     pub end_of_group: bool,
-    /// FIRST_OBJECT bit (draft-22 only): the first object on the stream is the first the
+    /// FIRST_OBJECT bit (draft-18 and draft-22): the first object on the stream is the first the
     /// original publisher sent in this subgroup.
     pub first_object: bool,
 }

@@ -1,6 +1,6 @@
 //! Control messages, version-neutral.
 //!
-//! The set is the union of draft-16 and draft-22. A few exist in one draft only (noted on
+//! The set is the union of draft-16, draft-18 and draft-22. A few exist in one draft only (noted on
 //! each); encoding them in the other draft fails with `EncodeError::Unsupported`, and the
 //! session maps them onto that draft's stream operations instead (for example draft-16
 //! UNSUBSCRIBE is a STOP_SENDING/reset of the request stream in draft-22).
@@ -60,11 +60,11 @@ pub struct GoAway {
 pub struct RequestOk {
     pub request_id: RequestId,
     pub params: Parameters,
-    /// draft-22 only: Track Properties (populated in TRACK_STATUS_OK).
+    /// draft-18 and draft-22: Track Properties (populated in TRACK_STATUS_OK).
     pub track_properties: Properties,
 }
 
-/// A Redirect (draft-22 §9.4.1).
+/// A Redirect (draft-18 §10.6.1, draft-22 §9.4.1).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Redirect {
     pub connect_uri: Bytes,
@@ -79,7 +79,7 @@ pub struct RequestError {
     /// Milliseconds before retrying, plus one; 0 = do not retry.
     pub retry_interval: u64,
     pub reason: Bytes,
-    /// draft-22 only; present exactly when `error_code` is REDIRECT (0x34).
+    /// draft-18 and draft-22; present exactly when `error_code` is REDIRECT (0x34).
     pub redirect: Option<Redirect>,
 }
 
@@ -221,7 +221,7 @@ pub struct SubscribeNamespace {
     pub params: Parameters,
 }
 
-/// SUBSCRIBE_TRACKS (draft-22 only).
+/// SUBSCRIBE_TRACKS (draft-18 and draft-22).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SubscribeTracks {
     pub request_id: RequestId,
@@ -237,7 +237,7 @@ pub struct PublishNamespaceCancel {
     pub reason: Bytes,
 }
 
-/// PUBLISH_SKIPPED (draft-22 only).
+/// PUBLISH_SKIPPED (draft-22; draft-18's PUBLISH_BLOCKED has the same fields).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PublishSkipped {
     pub request_id: RequestId,
@@ -245,7 +245,7 @@ pub struct PublishSkipped {
     pub track_name: Bytes,
 }
 
-/// Every control message of draft-16 and draft-22.
+/// Every control message of draft-16, draft-18 and draft-22.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     ClientSetup(Setup),
@@ -260,7 +260,7 @@ pub enum Message {
     Subscribe(Subscribe),
     SubscribeOk(SubscribeOk),
     RequestUpdate(RequestUpdate),
-    /// draft-16 only (draft-22 cancels the request stream).
+    /// draft-16 only (draft-18 and draft-22 cancel the request stream).
     Unsubscribe(RequestId),
     Publish(Publish),
     PublishOk(PublishOk),
@@ -269,22 +269,22 @@ pub enum Message {
     PublishStateNotify(PublishStateNotify),
     Fetch(Fetch),
     FetchOk(FetchOk),
-    /// draft-16 only (draft-22 cancels the request stream).
+    /// draft-16 only (draft-18 and draft-22 cancel the request stream).
     FetchCancel(RequestId),
     TrackStatus(Subscribe),
     PublishNamespace(PublishNamespace),
     /// Sent on a SUBSCRIBE_NAMESPACE response stream: the namespace suffix.
     Namespace(TrackNamespace),
-    /// draft-16 only (draft-22 closes the request stream).
+    /// draft-16 only (draft-18 and draft-22 close the request stream).
     PublishNamespaceDone(RequestId),
     /// Sent on a SUBSCRIBE_NAMESPACE response stream: the namespace suffix.
     NamespaceDone(TrackNamespace),
     /// draft-16 only.
     PublishNamespaceCancel(PublishNamespaceCancel),
     SubscribeNamespace(SubscribeNamespace),
-    /// draft-22 only.
+    /// draft-18 and draft-22.
     SubscribeTracks(SubscribeTracks),
-    /// draft-22 only.
+    /// draft-22 PUBLISH_SKIPPED, draft-18 PUBLISH_BLOCKED.
     PublishSkipped(PublishSkipped),
 }
 

@@ -129,21 +129,21 @@ pub struct Parameters {
     pub auth_tokens: Vec<AuthToken>,
     /// draft-16 DELIVERY_TIMEOUT / draft-22 OBJECT_DELIVERY_TIMEOUT (0x02), milliseconds.
     pub object_delivery_timeout: Option<u64>,
-    /// RENDEZVOUS_TIMEOUT (0x04), draft-22 only.
+    /// RENDEZVOUS_TIMEOUT (0x04), draft-18 and draft-22.
     pub rendezvous_timeout: Option<u64>,
-    /// SUBGROUP_DELIVERY_TIMEOUT (0x06), draft-22 only.
+    /// SUBGROUP_DELIVERY_TIMEOUT (0x06), draft-18 and draft-22.
     pub subgroup_delivery_timeout: Option<u64>,
     /// EXPIRES (0x08), milliseconds.
     pub expires: Option<u64>,
     /// LARGEST_OBJECT (0x09).
     pub largest_object: Option<Location>,
-    /// FILL_TIMEOUT (0x0A), draft-22 only.
+    /// FILL_TIMEOUT (0x0A), draft-18 and draft-22.
     pub fill_timeout: Option<u64>,
     /// FORWARD (0x10).
     pub forward: Option<bool>,
     /// SUBSCRIBER_PRIORITY (0x20).
     pub subscriber_priority: Option<u8>,
-    /// draft-22 LOCATION_FILTER / draft-16 SUBSCRIPTION_FILTER (0x21).
+    /// draft-22 LOCATION_FILTER / draft-16 and draft-18 SUBSCRIPTION_FILTER (0x21).
     pub location_filter: Option<LocationFilter>,
     /// GROUP_ORDER (0x22).
     pub group_order: Option<GroupOrder>,
@@ -153,7 +153,7 @@ pub struct Parameters {
     pub range_filters: Vec<RangeFilter>,
     /// NEW_GROUP_REQUEST (0x32).
     pub new_group_request: Option<u64>,
-    /// TRACK_NAMESPACE_PREFIX (0x34), draft-22 only.
+    /// TRACK_NAMESPACE_PREFIX (0x34), draft-18 and draft-22.
     pub track_namespace_prefix: Option<TrackNamespace>,
     /// INCLUDE_PROPERTIES (0x35), draft-22 only.
     pub include_properties: Option<bool>,
