@@ -738,11 +738,12 @@ fn publish(id: RequestId) -> Message {
     })
 }
 
-/// draft-22 §9.5: REQUEST_UPDATE comes from the subscriber. On a PUBLISH stream that is the
-/// side that did not open it (the relay switching a publisher's Forward State); the publisher
-/// updating its own PUBLISH is a protocol violation.
+/// draft-22 §9.5 (draft-18 §10.9): REQUEST_UPDATE comes from the sender of a request, or from
+/// the subscriber of a PUBLISH. On a PUBLISH stream both sides may send it (the relay switching
+/// a publisher's Forward State; the publisher renewing its token); on a SUBSCRIBE stream, the
+/// publisher (its receiver) updating it is a protocol violation.
 #[test]
-fn streams_request_update_on_a_publish_comes_from_its_receiver() {
+fn streams_request_update_on_a_publish_comes_from_either_side() {
     for v in STREAMED {
         let mut p = Pair::ready(v);
         let a = p.c.s.next_request_id().unwrap();
@@ -755,20 +756,32 @@ fn streams_request_update_on_a_publish_comes_from_its_receiver() {
         p.s.s.send(up.clone()).unwrap();
         p.pump(Split::Whole);
         assert_eq!(p.c.events, vec![Event::Message(up)]);
+        // The publisher updates its own PUBLISH.
+        let c = p.c.s.next_request_id().unwrap();
+        let own = Message::RequestUpdate(RequestUpdate {
+            request_id: c,
+            existing_request_id: a,
+            ..Default::default()
+        });
+        p.c.s.send(own.clone()).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(p.s.events.last(), Some(&Event::Message(own)), "{v:?}");
         assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
 
+        // The receiver of a SUBSCRIBE may not update it.
         let mut p = Pair::ready(v);
         let a = p.c.s.next_request_id().unwrap();
-        p.c.s.send(publish(a)).unwrap();
-        let b = p.c.s.next_request_id().unwrap();
+        p.c.s.send(subscribe(a)).unwrap();
+        p.pump(Split::Whole);
+        let b = p.s.s.next_request_id().unwrap();
         let up = Message::RequestUpdate(RequestUpdate {
             request_id: b,
             existing_request_id: a,
             ..Default::default()
         });
-        p.c.s.send(up).unwrap();
+        p.s.s.send(up).unwrap();
         p.pump(Split::Whole);
-        assert_eq!(closed_with(&p.s.events), Some(SessionCode::ProtocolViolation.code()));
+        assert_eq!(closed_with(&p.c.events), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
     }
 }
 
