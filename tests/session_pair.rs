@@ -966,3 +966,48 @@ fn draft18_requests_after_our_goaway_are_going_away() {
         assert!(!p.c.s.is_closed() && !p.s.s.is_closed(), "{v:?}");
     }
 }
+
+/// draft-16 §9.11: a REQUEST_UPDATE's Existing Request ID must name a request the sender may
+/// update: its own request (a SUBSCRIBE: fine; a REQUEST_UPDATE: PROTOCOL_VIOLATION), or a
+/// PUBLISH of the receiver's (fine), never another request of the receiver's
+/// (PROTOCOL_VIOLATION). A never-issued ID is a PROTOCOL_VIOLATION too; a request that merely
+/// ended is the application's to answer.
+#[test]
+fn draft16_request_update_names_a_request_its_sender_may_update() {
+    let v = Version::Draft16;
+    let update = |request_id, existing_request_id| {
+        Message::RequestUpdate(RequestUpdate { request_id, existing_request_id, ..Default::default() })
+    };
+    // Its own SUBSCRIBE, then its own REQUEST_UPDATE.
+    let mut p = Pair::ready(v);
+    let a = p.c.s.next_request_id().unwrap();
+    p.c.s.send(subscribe(a)).unwrap();
+    let b = p.c.s.next_request_id().unwrap();
+    p.c.s.send(update(b, a)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(closed_with(&p.s.events), None, "{:?}", p.s.events);
+    let c = p.c.s.next_request_id().unwrap();
+    p.c.s.send(update(c, b)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(closed_with(&p.s.events), Some(SessionCode::ProtocolViolation.code()), "names an update");
+
+    // The server's PUBLISH: its receiver may update it; the server's SUBSCRIBE: not.
+    let mut p = Pair::ready(v);
+    let pb = p.s.s.next_request_id().unwrap();
+    p.s.s.send(publish(pb)).unwrap();
+    let sb = p.s.s.next_request_id().unwrap();
+    p.s.s.send(subscribe(sb)).unwrap();
+    p.pump(Split::Whole);
+    let a = p.c.s.next_request_id().unwrap();
+    p.c.s.send(update(a, pb)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(closed_with(&p.s.events), None, "the receiver of a PUBLISH: {:?}", p.s.events);
+    let b = p.c.s.next_request_id().unwrap();
+    p.c.s.send(update(b, sb)).unwrap();
+    p.pump(Split::Whole);
+    assert_eq!(
+        closed_with(&p.s.events),
+        Some(SessionCode::ProtocolViolation.code()),
+        "the server's SUBSCRIBE"
+    );
+}

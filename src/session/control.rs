@@ -481,6 +481,17 @@ impl Session {
                         ));
                     }
                 }
+                if let Message::RequestUpdate(u) = &msg {
+                    // draft-16 §9.11: the Existing Request ID must name a request the peer
+                    // may update: one it sent (not a REQUEST_UPDATE), or a PUBLISH of ours.
+                    // A request that ended meanwhile is the application's to answer.
+                    if !self.ids.updatable_by_peer(u.existing_request_id) {
+                        return Err(SessionError::violation(
+                            "REQUEST_UPDATE names a request the peer may not update",
+                        ));
+                    }
+                    self.ids.note_peer_update(u.request_id);
+                }
                 self.events.push_back(Event::Message(msg.clone()));
                 self.observe_incoming(&msg)
             }

@@ -70,6 +70,10 @@ pub struct RequestIds {
     /// draft-16: the last Request ID a request on the control stream used (QUIC keeps one
     /// stream's order, so these must increase).
     last_control: Option<u64>,
+    /// draft-16: the newest IDs of the peer's REQUEST_UPDATEs and of our PUBLISHes (what a
+    /// REQUEST_UPDATE may not, and may, name among requests it did not send), bounded.
+    peer_updates: BTreeSet<u64>,
+    local_publishes: BTreeSet<u64>,
     /// The peer's IDs seen so far: draft-22's request streams, and draft-16's
     /// SUBSCRIBE_NAMESPACE streams beside its control stream, may arrive in any order.
     peer_seen: PeerIds,
@@ -106,6 +110,17 @@ impl PeerIds {
     }
 }
 
+/// IDs kept in [`RequestIds`]'s draft-16 update sets.
+const REMEMBERED: usize = 4096;
+
+/// Adds `id` to `set`, dropping the oldest past [`REMEMBERED`].
+fn remember(set: &mut BTreeSet<u64>, id: u64) {
+    set.insert(id);
+    if set.len() > REMEMBERED {
+        set.pop_first();
+    }
+}
+
 /// What [`RequestIds::allocate`] could not do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alloc {
@@ -126,6 +141,8 @@ impl RequestIds {
             blocked_at: None,
             local_max,
             last_control: None,
+            peer_updates: BTreeSet::new(),
+            local_publishes: BTreeSet::new(),
             peer_seen: PeerIds::default(),
         }
     }
@@ -230,6 +247,29 @@ impl RequestIds {
             id += 2;
         }
         RequestId(id)
+    }
+
+    /// The peer sent REQUEST_UPDATE `id` (not itself a request it may update).
+    pub fn note_peer_update(&mut self, id: RequestId) {
+        remember(&mut self.peer_updates, id.0);
+    }
+
+    /// We sent PUBLISH `id` (its receiver, the peer, may update it).
+    pub fn note_local_publish(&mut self, id: RequestId) {
+        remember(&mut self.local_publishes, id.0);
+    }
+
+    /// Whether the peer may send REQUEST_UPDATE for request `id` (draft-16 §9.11, draft-22
+    /// §9.5): a request it sent other than a REQUEST_UPDATE, or a PUBLISH of ours. (Requests
+    /// older than the sets remember are given the benefit of the doubt.)
+    pub fn updatable_by_peer(&self, id: RequestId) -> bool {
+        if id.0 & 1 == parity(self.local) {
+            self.local_publishes.contains(&id.0)
+                || self.local_publishes.len() >= REMEMBERED
+                    && self.local_publishes.first().is_some_and(|&f| id.0 < f)
+        } else {
+            !self.peer_updates.contains(&id.0)
+        }
     }
 
     /// True when `id` names a request either side has made (draft-16: responses and

@@ -100,6 +100,9 @@ impl Session {
                 return Err(SessionError::UnknownRequest(rid.0));
             }
         }
+        if let Message::Publish(m) = &msg {
+            self.ids.note_local_publish(m.request_id);
+        }
         self.observe_outgoing(&msg);
         match self.version {
             Version::Draft16 => self.send_d16(msg),
