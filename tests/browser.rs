@@ -77,12 +77,29 @@ fn start_relay(args: &[&str]) -> Relay {
     let stdout = child.stdout.take().expect("stdout");
     let proc = Proc(child);
     let (mut port, mut web, mut metrics) = (None, None, None);
-    let mut lines = BufReader::new(stdout).lines();
+    // Its lines arrive through a thread, so that a relay that never prints what is awaited
+    // fails the test after a while instead of hanging it.
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut seen = String::new();
     let port_of =
         |l: &str| l.rsplit(':').next().map(|p| p.trim_end_matches('/')).and_then(|p| p.parse().ok());
     while port.is_none() || (web.is_none() && !seen.contains("web        off")) {
-        let Some(Ok(line)) = lines.next() else { panic!("moq-edge ended before serving:\n{seen}") };
+        let line = match lines.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("moq-edge ended before serving:\n{seen}")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("moq-edge printed no serving line within a minute:\n{seen}")
+            }
+        };
         if let Some(rest) = line.trim().strip_prefix("serving    udp ") {
             port = rest
                 .split_whitespace()
@@ -98,7 +115,7 @@ fn start_relay(args: &[&str]) -> Relay {
         seen.push('\n');
     }
     // Keep reading, so that the relay never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    std::thread::spawn(move || lines.into_iter().for_each(drop));
     let port = port.expect("the UDP port");
     if let Some(w) = web {
         if !args.contains(&"--web") {
