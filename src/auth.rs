@@ -120,6 +120,16 @@ impl Keys {
         self.keys.is_empty()
     }
 
+    /// Mints a token with these keys (the first by ID), for a relay that shares its keys with
+    /// its parents: what it renews its own upstream subscriptions with. `None` without keys.
+    pub fn mint(&self, claims: &Claims) -> Option<String> {
+        let (id, key) = self.keys.iter().min_by(|a, b| a.0.cmp(b.0))?;
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).ok()?);
+        let signed = format!("v1.{id}.{body}");
+        let sig = URL_SAFE_NO_PAD.encode(hmac::sign(key, signed.as_bytes()).as_ref());
+        Some(format!("{signed}.{sig}"))
+    }
+
     /// Verifies a token value and returns what it grants.
     pub fn verify(&self, token: &[u8], now: u64) -> Result<Grant, TokenError> {
         let text = std::str::from_utf8(token).map_err(|_| TokenError::Malformed)?;

@@ -8,7 +8,7 @@
 //! while objects are still on their way.
 
 use crate::hash::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tracing::debug;
@@ -54,6 +54,11 @@ struct Upstream {
     /// A PUBLISH: its track's namespace (what a token in the publisher's REQUEST_UPDATE must
     /// grant).
     published: Option<TrackNamespace>,
+    /// Our SUBSCRIBE: its track's namespace (what a token renewing it must grant).
+    subscribed: Option<TrackNamespace>,
+    /// Our SUBSCRIBE through an upstream link whose SUBSCRIBE_OK said when it EXPIRES: when
+    /// to renew it.
+    renew: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -85,8 +90,19 @@ impl Ingest {
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.ups.values().filter_map(|u| u.done.as_ref().map(|d| d.3)).min()
+        let done = self.ups.values().filter_map(|u| u.done.as_ref().map(|d| d.3));
+        let renew = self.ups.values().filter_map(|u| u.renew);
+        done.chain(renew).min()
     }
+}
+
+/// The lifetime of a token this relay mints to renew its own upstream subscription.
+const RENEWED_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+/// When to renew a subscription that expires in `left`: at three quarters of it, and at
+/// least a second before it expires.
+fn renew_after(left: Duration) -> Duration {
+    (left * 3 / 4).min(left.saturating_sub(Duration::from_secs(1)))
 }
 
 impl RelayShard {
@@ -178,6 +194,7 @@ impl RelayShard {
             new_group_request: new_group,
             ..Parameters::default()
         };
+        let namespace = track.namespace.clone();
         if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
             debug!(conn, error = %e, "upstream SUBSCRIBE not sent");
             return self.send(owner, refuse(RequestErrorCode::InternalError, "upstream SUBSCRIBE failed"));
@@ -191,6 +208,8 @@ impl RelayShard {
             done: None,
             update_blocked: false,
             published: None,
+            subscribed: Some(namespace),
+            renew: None,
         };
         self.ingest.ups.insert((conn, rid), up);
         self.ingest.by_epoch.insert(epoch, (conn, rid));
@@ -209,6 +228,16 @@ impl RelayShard {
             group_order: m.params.group_order,
         };
         let (alias, epoch) = (up.alias, up.epoch);
+        // An upstream link's subscription that EXPIRES is renewed before it does (with a token
+        // this relay mints: it shares its keys with its parents), so viewers are not ended
+        // with PUBLISH_DONE EXPIRED when the link's token runs out.
+        let renewable = self.is_link(conn) && self.config.auth.is_some();
+        if let Some(ms) = m.params.expires.filter(|&ms| ms > 0 && renewable) {
+            let at = self.now + renew_after(Duration::from_millis(ms));
+            if let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) {
+                up.renew = Some(at);
+            }
+        }
         self.send(self.owner_of(alias), OwnerMsg::UpstreamOk { alias, epoch, info });
     }
 
@@ -253,6 +282,8 @@ impl RelayShard {
             update_blocked: false,
             done: None,
             published: Some(m.track.namespace.clone()),
+            subscribed: None,
+            renew: None,
         };
         self.ingest.ups.insert((conn, m.request_id), up);
         self.ingest.by_epoch.insert(epoch, (conn, m.request_id));
@@ -516,7 +547,43 @@ impl RelayShard {
     }
 
     /// Held PUBLISH_DONEs whose wait is over.
+    /// Renews the upstream subscriptions whose time has come: REQUEST_UPDATE with a freshly
+    /// minted token for the track's namespace (the parent extends EXPIRES to its expiry), and
+    /// the next renewal before that.
+    fn ingest_renew(&mut self) {
+        let now = self.now;
+        let due: Vec<(u64, RequestId)> = self
+            .ingest
+            .ups
+            .iter()
+            .filter(|(_, u)| u.renew.is_some_and(|t| t <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for (conn, rid) in due {
+            let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { continue };
+            up.renew = Some(now + renew_after(RENEWED_TOKEN_TTL));
+            let (Some(keys), Some(ns)) = (self.config.auth.clone(), up.subscribed.clone()) else { continue };
+            let claims = crate::auth::Claims {
+                ns: ns.fields().iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
+                publish: false,
+                subscribe: true,
+                exp: crate::auth::unix_now() + RENEWED_TOKEN_TTL.as_secs(),
+            };
+            let Some(token) = keys.mint(&claims) else { continue };
+            let token = crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(token) };
+            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { continue };
+            let params = Parameters { auth_tokens: vec![token], ..Parameters::default() };
+            let sent = s.next_request_id().and_then(|request_id| {
+                s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
+            });
+            if let Err(e) = sent {
+                debug!(conn, error = %e, "upstream renewal not sent");
+            }
+        }
+    }
+
     pub(super) fn ingest_tick(&mut self) {
+        self.ingest_renew();
         let due: Vec<(u64, RequestId)> = self
             .ingest
             .ups

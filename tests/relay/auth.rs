@@ -287,3 +287,48 @@ fn pushed_subscriptions_expire_with_their_token() {
     let done = done.unwrap_or_else(|| panic!("no PUBLISH_DONE: {msgs:?}"));
     assert_eq!((done.request_id, done.status_code), (offer.request_id, code::DONE_EXPIRED_D22));
 }
+
+/// The relay's own upstream subscription through a link is renewed before its EXPIRES (issue:
+/// viewers used to be ended with PUBLISH_DONE EXPIRED when the link's token ran out): with
+/// keys shared with its parent, the relay mints a fresh token for the track's namespace and
+/// sends it in a REQUEST_UPDATE at three quarters of the time left; the parent can verify it.
+#[test]
+fn upstream_subscriptions_through_a_link_are_renewed_before_they_expire() {
+    let keys = moq_edge::auth::Keys::parse(&[format!(
+        "k1={}",
+        base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, AUTH_SECRET)
+    )])
+    .unwrap();
+    for v in [D16, D18, D22] {
+        let mut r = Relay::with_config(2, auth_config());
+        let parent = r.link(v);
+        let t = track(&["live"], "v");
+        let s = r.connect_with_token(1, v, token(&["live"], false, true, 3600));
+        let rid = r.subscribe_with(s, &t, vec![]);
+        let up = r.upstream_subscribe(parent, &t);
+        let ok = moq_edge::wire::model::SubscribeOk {
+            request_id: up.request_id,
+            track_alias: PUB_ALIAS,
+            params: Parameters { expires: Some(20_000), ..Default::default() },
+            track_properties: Default::default(),
+        };
+        r.send(parent, Message::SubscribeOk(ok));
+        r.run_until_quiet();
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        r.advance(Duration::from_secs(14));
+        assert!(messages(&r.take_events(parent)).is_empty(), "{v:?}: not yet");
+        r.advance(Duration::from_secs(2));
+        let msgs = messages(&r.take_events(parent));
+        let [Message::RequestUpdate(u)] = msgs.as_slice() else { panic!("{v:?}: {msgs:?}") };
+        assert_eq!(u.existing_request_id, up.request_id, "{v:?}");
+        let [AuthToken::UseValue { value, .. }] = u.params.auth_tokens.as_slice() else {
+            panic!("{v:?}: {:?}", u.params.auth_tokens)
+        };
+        let grant = keys.verify(value, moq_edge::auth::unix_now()).expect("a token the parent accepts");
+        assert!(grant.subscribe && !grant.publish, "{v:?}");
+        assert_eq!(grant.prefix, ns(&["live"]), "{v:?}");
+        assert!(grant.expires > moq_edge::auth::unix_now() + 3000, "{v:?}: good for an hour");
+        r.assert_no_closes();
+    }
+}
