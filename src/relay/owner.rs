@@ -125,6 +125,9 @@ struct Move {
     /// Its streams that are forwarded, and those that are not.
     streams: HashSet<StreamKey>,
     dropped: HashSet<StreamKey>,
+    /// A second publisher's PUBLISH of the track (draft-22 §7.3, §7.6.1), not a parent's
+    /// SUBSCRIBE: once the move completes the track is its PUBLISH.
+    publish: bool,
 }
 
 /// A track whose upstream link was lost (`OwnerMsg::UpstreamLost`).
@@ -650,6 +653,7 @@ impl Owner {
                     top: None,
                     streams: HashSet::default(),
                     dropped: HashSet::default(),
+                    publish: false,
                 }));
             }
             Source::Pending { .. } => {
@@ -694,9 +698,17 @@ impl Owner {
         t.top = [top, m.top].into_iter().flatten().max().map(|g| (epoch, g));
         t.dropped = m.dropped;
         t.move_from = None;
-        t.source =
-            if m.ok { Source::Subscribed { publisher, epoch } } else { Source::Pending { publisher, epoch } };
-        tracing::debug!(alias = alias.0, cut, "track moved to the new upstream link");
+        t.source = match (m.publish, m.ok) {
+            (true, _) => {
+                let forward = !t.cores.is_empty()
+                    || !t.waiting.is_empty()
+                    || cx.config.publish_forward == PublishForward::Always;
+                Source::Published { publisher, epoch, forward }
+            }
+            (false, true) => Source::Subscribed { publisher, epoch },
+            (false, false) => Source::Pending { publisher, epoch },
+        };
+        tracing::debug!(alias = alias.0, cut, publish = m.publish, "track moved to its new upstream");
         cx.stats.tracks_moved += 1;
         if stop_old {
             cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
@@ -983,8 +995,38 @@ impl Owner {
                     IngestMsg::PublishRefused { alias, epoch, code: RequestErrorCode::InternalError, reason },
                 );
             }
+            Some((true, old))
+                if self.tracks.get(&alias).is_some_and(|t| t.moving.is_none())
+                    && !matches!(old, Source::Pending { .. }) =>
+            {
+                // Another publisher of a live track (a publisher reconnecting, or moving to this
+                // relay; draft-22 §7.3, §7.6.1): make-before-break at a group boundary, as for
+                // a parent's GOAWAY. Each group comes from one of them, whole: the old one
+                // finishes the groups it has begun, the new one gives every later group, and
+                // the old PUBLISH is stopped once its last forwarded stream ends (or when it
+                // goes away). Viewers see no gap and no object twice.
+                let Some(t) = self.tracks.get_mut(&alias) else { return };
+                t.moving = Some(Box::new(Move {
+                    publisher,
+                    epoch,
+                    ok: true,
+                    cut: None,
+                    top: None,
+                    streams: HashSet::default(),
+                    dropped: HashSet::default(),
+                    publish: true,
+                }));
+                if let Some(l) = info.largest {
+                    t.info.largest = Some(max_location(t.info.largest, l));
+                }
+                let forward = !t.cores.is_empty()
+                    || !t.waiting.is_empty()
+                    || cx.config.publish_forward == PublishForward::Always;
+                cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
+            }
             Some((true, old)) => {
-                // The newest source wins: the old upstream ends, its open streams end here.
+                // A move is already under way, or the old source is not Established: the
+                // newest source wins; the old upstream ends, its open streams end here.
                 cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.tracks.get_mut(&alias) else { return };
                 let moving = t.moving.take();

@@ -220,3 +220,57 @@ fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
         r.assert_no_closes();
     }
 }
+
+/// A second publisher of a live track (draft-22 §7.3 Multiple Publishers, §7.6.1 Graceful
+/// Publisher Relay Switchover: a publisher reconnecting, or arriving from another relay)
+/// takes over at a group boundary: the first finishes the group it has begun (its stream is
+/// not reset), the second's copy of that group is dropped and its next group is taken, then
+/// the first PUBLISH is stopped. The subscriber sees every group whole, once. (The newest
+/// PUBLISH used to win at once, resetting the open stream of every viewer.)
+#[test]
+fn a_second_publisher_takes_over_at_a_group_boundary() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let a = r.connect(0, pv);
+        let arid = r.next_request_id(a);
+        r.send(a, publish_msg(pv, arid, &t, None));
+        r.run_until_quiet();
+        r.take_events(a);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let sa = r.open(a, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(a, sa, &object(1, 0));
+        r.put(a, sa, &object(1, 1));
+        r.run_until_quiet();
+
+        let b = r.connect(0, pv);
+        let brid = r.next_request_id(b);
+        r.send(b, publish_msg(pv, brid, &t, None));
+        r.run_until_quiet();
+        assert!(publish_answer(pv, &messages(&r.take_events(b)), brid), "{ctx}: the new publisher sends");
+        let sb1 = r.open(b, &header(pv, PUB_ALIAS, 1, 0));
+        for o in 0..3 {
+            r.put(b, sb1, &object(1, o));
+        }
+        r.fin(b, sb1);
+        let sb2 = r.open(b, &header(pv, PUB_ALIAS, 2, 0));
+        r.put(b, sb2, &object(2, 0));
+        r.fin(b, sb2);
+        r.put(a, sa, &object(1, 2));
+        r.fin(a, sa);
+        r.run_until_quiet();
+
+        let got = groups(&r.take_events(s));
+        assert_eq!(got, vec![(1, vec![0, 1, 2], Some(None)), (2, vec![0], Some(None))], "{ctx}");
+        let ev = r.take_events(a);
+        let stopped = ev.iter().any(|e| {
+            matches!(e, Event::Message(Message::Unsubscribe(x)) if *x == arid)
+                || matches!(e, Event::Cancelled { request_id } if *request_id == arid)
+        });
+        assert!(stopped, "{ctx}: the first PUBLISH is stopped: {ev:?}");
+        r.assert_no_closes();
+    }
+}
