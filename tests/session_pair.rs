@@ -1011,3 +1011,29 @@ fn draft16_request_update_names_a_request_its_sender_may_update() {
         "the server's SUBSCRIBE"
     );
 }
+
+/// A second PUBLISH of the same track with the same Track Alias on one session (a publisher
+/// switching over on its session) takes the alias over; DUPLICATE_TRACK_ALIAS is for an alias
+/// reused by a different track (draft-22 §3.1.3, draft-16 "Track Alias").
+#[test]
+fn a_second_publish_of_the_same_track_may_reuse_its_alias() {
+    for v in BOTH {
+        let mut p = Pair::ready(v);
+        let a = p.c.s.next_request_id().unwrap();
+        p.c.s.send(publish(a)).unwrap();
+        let b = p.c.s.next_request_id().unwrap();
+        p.c.s.send(publish(b)).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(closed_with(&p.s.events), None, "{v:?}: {:?}", p.s.events);
+        assert_eq!(p.s.s.peer_track_alias(TrackAlias(7)), Some(b), "{v:?}: the alias is the new PUBLISH's");
+
+        let c = p.c.s.next_request_id().unwrap();
+        let mut other = publish(c);
+        if let Message::Publish(m) = &mut other {
+            m.track.name = Bytes::from_static(b"another");
+        }
+        p.c.s.send(other).unwrap();
+        p.pump(Split::Whole);
+        assert_eq!(closed_with(&p.s.events), Some(SessionCode::DuplicateTrackAlias.code()), "{v:?}");
+    }
+}

@@ -121,6 +121,10 @@ pub struct DataState {
     /// Peer unidirectional streams finished with; late bytes on them are ignored.
     closed: ClosedStreams,
     aliases: HashMap<TrackAlias, RequestId>,
+    /// The track a peer's PUBLISH named for its alias: a later PUBLISH of the same track with
+    /// the same alias takes the alias over (a publisher switching over on one session) rather
+    /// than being DUPLICATE_TRACK_ALIAS, which is for a different track.
+    alias_tracks: HashMap<TrackAlias, crate::wire::model::FullTrackName>,
     alias_of: HashMap<RequestId, TrackAlias>,
     /// Held streams in arrival order.
     held: Vec<u64>,
@@ -154,6 +158,7 @@ impl DataState {
             streams: HashMap::default(),
             closed: ClosedStreams::new(first_peer_uni),
             aliases: HashMap::default(),
+            alias_tracks: HashMap::default(),
             alias_of: HashMap::default(),
             held: Vec::new(),
             held_bytes: 0,
@@ -211,14 +216,17 @@ impl DataState {
     /// SUBSCRIBE_OK or PUBLISH from the peer maps `alias` to `rid` (draft-22 §3.1.3, draft-16
     /// "Track Alias"): an alias in use by another request is DUPLICATE_TRACK_ALIAS. Held
     /// streams with this alias are released.
+    /// `track`: the track of a PUBLISH (`None` for SUBSCRIBE_OK).
     pub fn add_alias(
         &mut self,
         alias: TrackAlias,
         rid: RequestId,
+        track: Option<&crate::wire::model::FullTrackName>,
         out: &mut Out<'_>,
     ) -> Result<(), SessionError> {
+        let same_track = track.is_some_and(|t| self.alias_tracks.get(&alias) == Some(t));
         match self.aliases.get(&alias) {
-            Some(r) if *r != rid && self.draining.contains(r) => {
+            Some(r) if *r != rid && (self.draining.contains(r) || same_track) => {
                 let old = *r;
                 self.remove_request(old);
             }
@@ -232,8 +240,12 @@ impl DataState {
         }
         if let Some(old) = self.alias_of.insert(rid, alias) {
             self.aliases.remove(&old);
+            self.alias_tracks.remove(&old);
         }
         self.aliases.insert(alias, rid);
+        if let Some(t) = track {
+            self.alias_tracks.insert(alias, t.clone());
+        }
         let ready: Vec<u64> = self
             .held
             .iter()
@@ -277,6 +289,7 @@ impl DataState {
         self.draining.retain(|r| *r != rid);
         if let Some(alias) = self.alias_of.remove(&rid) {
             self.aliases.remove(&alias);
+            self.alias_tracks.remove(&alias);
         }
         self.fetch_orders.remove(&rid);
     }
@@ -594,7 +607,7 @@ mod tests {
         let mut out = Out { events: &mut ev, transmits: &mut tx };
         let a = stream_bytes(1, b"hello");
         // Stream 6: alias known; stream 10: held, then released; stream 14: reset while held.
-        d.add_alias(TrackAlias(1), RequestId(0), &mut out).unwrap();
+        d.add_alias(TrackAlias(1), RequestId(0), None, &mut out).unwrap();
         d.on_data(6, &a[..4], false, &mut out).unwrap();
         assert!(d.buffered > 0);
         d.on_data(6, &a[4..], true, &mut out).unwrap();
@@ -604,7 +617,7 @@ mod tests {
         assert_eq!(d.held.len(), 2);
         assert!(d.held_bytes > 0);
         assert!(d.on_reset(14, 0, &mut out));
-        d.add_alias(TrackAlias(2), RequestId(2), &mut out).unwrap();
+        d.add_alias(TrackAlias(2), RequestId(2), None, &mut out).unwrap();
         assert_eq!((d.buffered, d.held_bytes, d.held.len(), d.streams.len()), (0, 0, 0, 0));
         let objects = ev.iter().filter(|e| matches!(e, Event::Object { .. })).count();
         let ends = ev.iter().filter(|e| matches!(e, Event::DataStreamEnd { reset: None, .. })).count();

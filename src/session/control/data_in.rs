@@ -49,9 +49,9 @@ impl Session {
 
     /// A control message from the peer, already queued as an event: alias bookkeeping.
     pub(super) fn observe_incoming(&mut self, msg: &Message) -> Result<(), SessionError> {
-        let (alias, rid) = match msg {
-            Message::SubscribeOk(m) => (m.track_alias, m.request_id),
-            Message::Publish(m) => (m.track_alias, m.request_id),
+        let (alias, rid, track) = match msg {
+            Message::SubscribeOk(m) => (m.track_alias, m.request_id, None),
+            Message::Publish(m) => (m.track_alias, m.request_id, Some(&m.track)),
             Message::PublishDone(m) => {
                 // Streams the PUBLISH_DONE overtook still resolve (draft-22 §9.9).
                 self.data.finish_request(m.request_id);
@@ -60,7 +60,7 @@ impl Session {
             _ => return Ok(()),
         };
         let mut out = Out { events: &mut self.events, transmits: &mut self.transmits };
-        self.data.add_alias(alias, rid, &mut out)
+        self.data.add_alias(alias, rid, track, &mut out)
     }
 
     /// A message we send: alias and fetch bookkeeping.
