@@ -276,12 +276,21 @@ fn held_streams_are_bounded() {
     }
 }
 
+/// An alias in use by another track is DUPLICATE_TRACK_ALIAS (a second PUBLISH of the same
+/// track may take its alias over: see session_pair's
+/// `a_second_publish_of_the_same_track_may_reuse_its_alias`).
 #[test]
 fn duplicate_alias_closes_the_session() {
     for v in BOTH {
         let mut p = Pair::ready(v, SessionConfig::default());
         p.publish(7, Split::Whole);
-        p.publish(7, Split::Whole);
+        let rid = p.c.next_request_id().unwrap();
+        let mut other = publish_msg(rid, 7);
+        if let Message::Publish(m) = &mut other {
+            m.track.name = Bytes::from_static(b"another");
+        }
+        p.c.send(other).unwrap();
+        p.pump(Split::Whole);
         assert_eq!(closed_with(&p.se), Some(DUPLICATE_TRACK_ALIAS), "{v:?}");
     }
 }
