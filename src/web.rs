@@ -463,12 +463,8 @@ mod tests {
 
     #[test]
     fn over_tcp_with_bounded_heads_and_connections() {
-        let limits = Limits {
-            max_connections: 2,
-            max_head_bytes: 256,
-            read_timeout: Duration::from_secs(60),
-            ..Limits::default()
-        };
+        let limits =
+            Limits { max_head_bytes: 256, read_timeout: Duration::from_secs(60), ..Limits::default() };
         let addr = serve_with("127.0.0.1:0".parse().unwrap(), sources([1; 32]).0, limits).unwrap();
         let ok = exchange(addr, b"GET /certificate.sha256 HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
@@ -478,9 +474,13 @@ mod tests {
         let cut = exchange(addr, b"GET / HTTP/1.1\r\nHost");
         assert!(cut.starts_with("HTTP/1.1 400 "), "{cut}");
 
-        // Two connections that send nothing hold both slots (the server accepts in order, so
-        // by the time it takes the third, the first two are being served). The third sends
-        // nothing either, so that closing it leaves no unread bytes (which would reset it).
+        // A listener of two slots (its own: a connection above may not have released its slot
+        // yet when the client has its answer). Two connections that send nothing hold both
+        // (the server accepts in order, so by the time it takes the third, the first two are
+        // being served). The third sends nothing either, so that closing it leaves no unread
+        // bytes (which would reset it).
+        let limits = Limits { max_connections: 2, ..limits };
+        let addr = serve_with("127.0.0.1:0".parse().unwrap(), sources([1; 32]).0, limits).unwrap();
         let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let refused = exchange(addr, b"");
         assert!(refused.starts_with("HTTP/1.1 503 "), "{refused}");
