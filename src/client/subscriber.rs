@@ -128,8 +128,8 @@ struct Update {
 #[derive(Debug, Default)]
 pub struct SubscriberCore {
     subs: BTreeMap<RequestId, Subscription>,
-    /// Data stream → (subscription, Subgroup ID).
-    streams: HashMap<u64, (RequestId, u64)>,
+    /// Data stream → (subscription, Subgroup ID, Group ID).
+    streams: HashMap<u64, (RequestId, u64, u64)>,
     updates: BTreeMap<RequestId, Update>,
     namespaces: BTreeMap<RequestId, TrackNamespace>,
     /// `Some(forward)`: PUBLISH is accepted; draft-16 PUBLISH_OK carries FORWARD = `forward`
@@ -249,6 +249,12 @@ impl SubscriberCore {
     }
 
     /// Objects for no subscription we know.
+    /// Whether subscription `request_id` has a subgroup stream of a group before `group` still
+    /// open (objects of it may still come).
+    pub fn has_open_stream_before(&self, request_id: RequestId, group: u64) -> bool {
+        self.streams.values().any(|&(r, _, g)| r == request_id && g < group)
+    }
+
     pub fn stray_objects(&self) -> u64 {
         self.stray_objects
     }
@@ -362,13 +368,13 @@ impl SubscriberCore {
 
     fn on_object(&mut self, stream: u64, request_id: RequestId, object: DataObject, payload: Bytes) {
         let DataObject::Subgroup { header, object } = object else { return };
-        let (_, subgroup) = *self.streams.entry(stream).or_insert_with(|| {
+        let (_, subgroup, _) = *self.streams.entry(stream).or_insert_with(|| {
             let subgroup = match header.subgroup_id {
                 SubgroupId::Zero => 0,
                 SubgroupId::FirstObject => object.object_id,
                 SubgroupId::Explicit(id) => id,
             };
-            (request_id, subgroup)
+            (request_id, subgroup, header.group_id)
         });
         if object.status != ObjectStatus::Normal && payload.is_empty() {
             return;
@@ -395,7 +401,7 @@ impl SessionCore for SubscriberCore {
                 self.on_object(stream, request_id, object, payload)
             }
             Event::DataStreamEnd { stream, reset } => {
-                let Some((request_id, _)) = self.streams.remove(&stream) else { return };
+                let Some((request_id, ..)) = self.streams.remove(&stream) else { return };
                 if let Some(sub) = self.subs.get_mut(&request_id) {
                     match reset {
                         Some(code) => sub.resets.push(code),

@@ -3,17 +3,20 @@
 //! draft-16 "Graceful Subscriber Relay Switchover" describes the same).
 //!
 //! On GOAWAY it connects to the New Session URI (the same relay when the URI is empty) and
-//! SUBSCRIBEs there for every Established subscription, with the Largest Object filter, while
-//! the old relay keeps delivering. Objects of the new subscription are held until the old one
-//! has delivered an object at or past the first of them (or ended): then the old subscription
-//! is cancelled, the held objects it did not deliver are passed on, and the new one continues.
-//! Once every subscription has moved, the old session is closed with NO_ERROR. A location seen
-//! from both relays is delivered once.
+//! SUBSCRIBEs there for every Established subscription while the old relay keeps delivering.
+//! The move is cut at a group boundary, so that it is exact whatever the number of subgroups
+//! per group: the new subscription's SUBSCRIBE_OK names its Largest Object; every group after
+//! that one comes whole from the new relay, and every group up to it from the old one. The
+//! new relay's objects are held until the old one has delivered an object of a group past the
+//! cut and has no stream of an earlier group left open (every subgroup of the groups it owes
+//! has ended), or the old subscription ended: then the old subscription is cancelled, the held
+//! objects of the new relay's groups are passed on, and the new one continues. Once every
+//! subscription has moved, the old session is closed with NO_ERROR. A location seen from both
+//! relays is delivered once.
 //!
-//! The cut assumes a subscription's objects arrive in Location order (one subgroup per
-//! group, the live case): objects of other subgroups at the cut can be missed. A subscription
-//! the new relay refuses stays on the old one (and the old session open) until the old relay
-//! ends it or closes.
+//! A subgroup stream that the publisher opens for a group after a later group's streams have
+//! begun and ended can still be missed. A subscription the new relay refuses stays on the old
+//! one (and the old session open) until the old relay ends it or closes.
 
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -70,7 +73,8 @@ impl Followed {
 #[derive(Debug)]
 struct Moving {
     rid: RequestId,
-    /// Objects from the new relay, held until the old one reaches the first of them.
+    /// Objects from the new relay, held until the old one has delivered the groups before the
+    /// cut.
     held: Vec<Received>,
 }
 
@@ -237,13 +241,22 @@ impl FollowingSubscriber {
                     continue;
                 }
             }
-            let reached = mv.held.first().is_some_and(|first| f.last >= Some(first.location()));
-            if !(old_ended || reached) {
+            // The first group the new relay gives whole: the one after its Largest Object.
+            let largest = m.next.core().subscription(mv.rid).and_then(|s| s.largest);
+            let cut = largest.map_or(0, |l| l.group + 1);
+            let old = self.current.core();
+            let done_before_cut =
+                f.last.is_some_and(|l| l.group >= cut) && !old.has_open_stream_before(f.rid, cut);
+            if !(old_ended || done_before_cut) {
                 continue;
             }
             let _ = self.current.unsubscribe(f.rid);
             for r in mv.held.drain(..) {
-                f.deliver(r);
+                // Groups before the cut came from the old relay (all of them, unless it ended
+                // first: then whatever the new one has of them fills in).
+                if r.group >= cut || old_ended {
+                    f.deliver(r);
+                }
             }
             f.rid = mv.rid;
             *slot = None;
