@@ -106,6 +106,9 @@ struct Track {
     /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
     /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
     new_group: Option<(u64, Option<u64>)>,
+    /// A NEW_GROUP_REQUEST that arrived while the upstream SUBSCRIBE was already on its way
+    /// (the largest such value): sent by the usual rules once the track is Established.
+    new_group_waiting: Option<u64>,
 }
 
 /// Make-before-break (draft-22 §7.4.1, for the relay's own upstream): the groups the old
@@ -168,6 +171,7 @@ impl Track {
             top: None,
             move_from: None,
             new_group: None,
+            new_group_waiting: None,
         }
     }
 
@@ -332,7 +336,14 @@ impl Owner {
         use OwnerMsg as M;
         match msg {
             M::Subscribe { alias, track, from, rendezvous, who, new_group } => {
-                self.subscribe(cx, alias, track, from, rendezvous, who, new_group)
+                // A new upstream SUBSCRIBE carries the value; a track already here gets it by
+                // the rules for later requests.
+                let existed = self.tracks.contains_key(&alias);
+                let first = if existed { None } else { new_group };
+                self.subscribe(cx, alias, track, from, rendezvous, who, first);
+                if let Some(value) = new_group.filter(|_| existed) {
+                    self.new_group(cx, alias, value);
+                }
             }
             M::NewGroup { alias, value } => self.new_group(cx, alias, value),
             M::Largest { alias, from } => {
@@ -499,7 +510,12 @@ impl Owner {
     /// its SUBSCRIBE if it was the first; later ones are covered by that SUBSCRIBE's answer.
     pub(super) fn new_group(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, value: u64) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if matches!(t.source, Source::Pending { .. }) || !dynamic_groups(&t.info.properties) {
+        if matches!(t.source, Source::Pending { .. }) {
+            // Its SUBSCRIBE is already on its way: this one waits for the answer.
+            t.new_group_waiting = Some(t.new_group_waiting.map_or(value, |w| w.max(value)));
+            return;
+        }
+        if !dynamic_groups(&t.info.properties) {
             return;
         }
         let largest = t.info.largest.map(|l| l.group);
@@ -746,10 +762,14 @@ impl Owner {
                 cx.send(core, FanoutMsg::SubscribeOk { alias, info: t.info.clone(), open: Vec::new() });
             }
         }
+        let waiting_new_group = t.new_group_waiting.take();
         self.release_waiting(cx, alias);
         self.set_idle(cx, alias);
         self.answer_waiting_fetches(cx, alias);
         self.announce(cx, alias);
+        if let Some(value) = waiting_new_group {
+            self.new_group(cx, alias, value);
+        }
     }
 
     /// Tells every core that `alias` has an Established upstream (once).

@@ -331,3 +331,45 @@ fn new_group_requests_go_upstream_as_the_spec_says() {
         }
     }
 }
+
+/// NEW_GROUP_REQUESTs that arrive while the upstream SUBSCRIBE is on its way (from another
+/// core than the first subscriber's, so through the owner) go up once it is Established, by
+/// the usual rules: the largest of them, beyond what the SUBSCRIBE carried.
+#[test]
+fn new_group_requests_before_establishment_go_up_after_it() {
+    use moq_edge::wire::model::{KvValue, Properties};
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(3);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let with_ngr = |r: &mut Relay, s, value: u64| {
+            let rid = r.next_request_id(s);
+            let mut m = subscribe_msg(rid, &t, None);
+            if let Message::Subscribe(sub) = &mut m {
+                sub.params.new_group_request = Some(value);
+            }
+            r.send(s, m);
+            r.run_until_quiet();
+        };
+        let s1 = r.connect(1, sv);
+        with_ngr(&mut r, s1, 0);
+        let s2 = r.connect(2, sv);
+        with_ngr(&mut r, s2, 9);
+        let up = r.upstream_subscribe(p, &t);
+        assert_eq!(up.params.new_group_request, Some(0), "{ctx}");
+        let mut props = Properties::new();
+        props.push(0x30, KvValue::Int(1)); // DYNAMIC_GROUPS
+        r.accept_with(p, &up, PUB_ALIAS, Some(Location::new(3, 4)), props);
+        let sent: Vec<u64> = messages(&r.take_events(p))
+            .iter()
+            .filter_map(|m| match m {
+                Message::RequestUpdate(u) => u.params.new_group_request,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, [9], "{ctx}");
+        r.assert_no_closes();
+    }
+}
