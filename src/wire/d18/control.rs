@@ -27,14 +27,17 @@ use crate::wire::common::{
     write_control, write_full_track_name, write_location, write_namespace, write_properties, write_reason,
     write_track_name,
 };
+// Identical in draft-18 and draft-22 (the same REQUEST_ERROR layout, REDIRECT code point and
+// request-stream rules): written once, in the draft-22 codec.
+use crate::wire::d22::control::{read_full_track_name, read_request_error, response_id, write_request_error};
 use crate::wire::d22::params::ParamSet;
 use crate::wire::error::{DecodeError, EncodeError};
 use crate::wire::model::limits::MAX_GOAWAY_URI;
 use crate::wire::model::{
-    DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Location, LocationFilter,
-    Message, Parameters, Properties, Publish, PublishDone, PublishNamespace, PublishOk, PublishSkipped,
-    Redirect, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace,
-    SubscribeOk, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
+    DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, GoAway, Location, LocationFilter, Message,
+    Parameters, Properties, Publish, PublishDone, PublishNamespace, PublishOk, PublishSkipped, RequestId,
+    RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace, SubscribeOk, SubscribeOptions,
+    SubscribeTracks, TrackAlias, TrackNamespace,
 };
 use crate::wire::varint::{VarInt, Vi64};
 
@@ -178,24 +181,6 @@ fn write_goaway(w: &mut W<'_>, m: &GoAway) -> Result<(), EncodeError> {
         Some(id) => w.int(id.0),
         None => Ok(()),
     }
-}
-
-/// REQUEST_ERROR (§10.6.2); the Redirect is present exactly for code REDIRECT.
-fn write_request_error(w: &mut W<'_>, m: &RequestError) -> Result<(), EncodeError> {
-    if (m.error_code == REDIRECT) != m.redirect.is_some() {
-        return Err(EncodeError::OutOfRange("Redirect present exactly when the error code is REDIRECT"));
-    }
-    w.int(m.error_code)?;
-    w.int(m.retry_interval)?;
-    write_reason(w, &m.reason)?;
-    if let Some(r) = &m.redirect {
-        if r.connect_uri.len() > MAX_GOAWAY_URI {
-            return Err(EncodeError::OutOfRange("Redirect Connect URI longer than 8192 bytes"));
-        }
-        w.len_prefixed(&r.connect_uri)?;
-        write_full_track_name(w, &r.track)?;
-    }
-    Ok(())
 }
 
 /// SUBSCRIBE (§10.7) and TRACK_STATUS (§10.14): Request ID, Full Track Name, Parameters.
@@ -439,19 +424,6 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
     })
 }
 
-/// The Request ID of the stream a response (or NAMESPACE, or REQUEST_UPDATE) arrived on. On
-/// the control stream there is none: those messages belong on a request stream (§10).
-fn response_id(ctx: &DecodeContext) -> Result<RequestId, DecodeError> {
-    ctx.request_id.ok_or(DecodeError::violation("request-stream message on the control stream"))
-}
-
-/// Track Namespace (0 to 32 fields, §2.4.1), Track Name; 4096 bytes in all.
-fn read_full_track_name(r: &mut R<'_>) -> Result<FullTrackName, DecodeError> {
-    let namespace = read_namespace(r, 0)?;
-    let name = read_track_name(r, namespace.byte_len())?;
-    Ok(FullTrackName { namespace, name })
-}
-
 /// GOAWAY (§10.4): the Request ID is there exactly on the control stream.
 fn read_goaway(r: &mut R<'_>, ctx: &DecodeContext) -> Result<GoAway, DecodeError> {
     let uri = r.len_prefixed(MAX_GOAWAY_URI, "GOAWAY URI longer than 8192 bytes")?;
@@ -528,24 +500,4 @@ fn read_prefixed_request(
     let request_id = RequestId(r.int()?);
     let prefix = read_namespace(r, 0)?;
     Ok((request_id, prefix, read_params(r, allowed)?))
-}
-
-/// REQUEST_ERROR (§10.6.2), with a Redirect (§10.6.1) exactly for code REDIRECT.
-fn read_request_error(r: &mut R<'_>, ctx: &DecodeContext) -> Result<RequestError, DecodeError> {
-    let request_id = response_id(ctx)?;
-    let error_code = r.int()?;
-    let retry_interval = r.int()?;
-    let reason = read_reason(r)?;
-    let redirect = if error_code == REDIRECT {
-        // The Connect URI shares GOAWAY's 8192-byte limit (model::limits).
-        let uri = r.len_prefixed(MAX_GOAWAY_URI, "Redirect Connect URI longer than 8192 bytes")?;
-        if ctx.sender == Role::Client && !uri.is_empty() {
-            return Err(DecodeError::violation("Redirect with a Connect URI from a client"));
-        }
-        let connect_uri = Bytes::copy_from_slice(uri);
-        Some(Redirect { connect_uri, track: read_full_track_name(r)? })
-    } else {
-        None
-    };
-    Ok(RequestError { request_id, error_code, retry_interval, reason, redirect })
 }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use crate::wire::codec::{Reader, Writer};
 use crate::wire::common::{read_kv, read_location, read_namespace, read_token, write_kv, write_location};
 use crate::wire::common::{write_namespace, write_token};
-use crate::wire::d22::params::{present, ParamSet};
+use crate::wire::d22::params::{length_prefixed, present, set_once, ParamSet};
 use crate::wire::error::{DecodeError, EncodeError};
 use crate::wire::model::param_type as pt;
 use crate::wire::model::setup_type as st;
@@ -232,12 +232,6 @@ fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeEr
     Ok(())
 }
 
-/// A vi64 length and a sub-reader over that many bytes.
-fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
-    let len = usize::try_from(r.int()?).map_err(|_| DecodeError::violation("length exceeds the message"))?;
-    r.sub(len)
-}
-
 /// A Subscription Filter (§5.1.2): Filter Type, [Start Location], [End Group Delta].
 /// Next Group Start is `RelativeStart { groups_back: 0 }`, Largest Object is `NextObject`,
 /// AbsoluteStart is `AbsoluteStart`, AbsoluteRange is `AbsoluteStartGroupEnd` with the absolute
@@ -426,16 +420,6 @@ pub fn read_setup_options(r: &mut R<'_>, from_client: bool) -> Result<SetupOptio
         }
     }
     Ok(o)
-}
-
-/// Stores a non-repeatable option; a second instance is a PROTOCOL_VIOLATION (§10.3: senders
-/// "MUST NOT repeat the same Option Type").
-fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), DecodeError> {
-    if slot.is_some() {
-        return Err(DecodeError::violation("duplicate setup option"));
-    }
-    *slot = Some(v);
-    Ok(())
 }
 
 /// Writes the Setup Options in ascending type order (unknown options merged in by type,

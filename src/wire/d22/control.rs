@@ -164,7 +164,7 @@ fn write_goaway(w: &mut W<'_>, m: &GoAway) -> Result<(), EncodeError> {
 }
 
 /// REQUEST_ERROR (§9.4.2); the Redirect is present exactly for code REDIRECT.
-fn write_request_error(w: &mut W<'_>, m: &RequestError) -> Result<(), EncodeError> {
+pub(crate) fn write_request_error(w: &mut W<'_>, m: &RequestError) -> Result<(), EncodeError> {
     if (m.error_code == REDIRECT) != m.redirect.is_some() {
         return Err(EncodeError::OutOfRange("Redirect present exactly when the error code is REDIRECT"));
     }
@@ -398,12 +398,12 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
 
 /// The Request ID of the stream a response (or NAMESPACE, or REQUEST_UPDATE) arrived on. On
 /// the control stream there is none: those messages belong on a request stream (§9, Table 5).
-fn response_id(ctx: &DecodeContext) -> Result<RequestId, DecodeError> {
+pub(crate) fn response_id(ctx: &DecodeContext) -> Result<RequestId, DecodeError> {
     ctx.request_id.ok_or(DecodeError::violation("request-stream message on the control stream"))
 }
 
 /// Track Namespace (0 to 32 fields, §2.4.1), Track Name; 4096 bytes in all (§8.7).
-fn read_full_track_name(r: &mut R<'_>) -> Result<FullTrackName, DecodeError> {
+pub(crate) fn read_full_track_name(r: &mut R<'_>) -> Result<FullTrackName, DecodeError> {
     let namespace = read_namespace(r, 0)?;
     let name = read_track_name(r, namespace.byte_len())?;
     Ok(FullTrackName { namespace, name })
@@ -445,7 +445,7 @@ fn read_prefixed_request(
     Ok((request_id, prefix, read_params(r, allowed)?))
 }
 
-fn read_request_error(r: &mut R<'_>, ctx: &DecodeContext) -> Result<RequestError, DecodeError> {
+pub(crate) fn read_request_error(r: &mut R<'_>, ctx: &DecodeContext) -> Result<RequestError, DecodeError> {
     let request_id = response_id(ctx)?;
     let error_code = r.int()?;
     let retry_interval = r.int()?;

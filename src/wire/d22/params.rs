@@ -385,7 +385,7 @@ fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeEr
 }
 
 /// A vi64 length and a sub-reader over that many bytes.
-fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
+pub(crate) fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
     let len = usize::try_from(r.int()?).map_err(|_| DecodeError::violation("length exceeds the message"))?;
     r.sub(len)
 }
@@ -668,7 +668,7 @@ pub fn read_setup_options(r: &mut R<'_>, from_client: bool) -> Result<SetupOptio
 }
 
 /// Stores a non-repeatable option; a second instance is a PROTOCOL_VIOLATION (§9.1).
-fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), DecodeError> {
+pub(crate) fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), DecodeError> {
     if slot.is_some() {
         return Err(DecodeError::violation("duplicate setup option"));
     }
