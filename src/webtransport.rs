@@ -372,6 +372,12 @@ impl WebTransport {
         if self.is_local(quic) && quic & 2 != 0 {
             return None; // our unidirectional streams cannot receive
         }
+        // The data path: more bytes of a session stream whose header was read.
+        if let (Some(PeerStream::Session(stream)), false, Some(_)) =
+            (self.peer.get(&quic), fin, self.accepted.as_ref())
+        {
+            return Some(Deliver { stream: *stream, offset: 0 });
+        }
         let state = match self.peer.remove(&quic) {
             Some(s) => s,
             None if self.is_local(quic) => {

@@ -375,10 +375,18 @@ impl Pump {
         // effort by nature: a full queue drops the datagram.
         self.dgrams.sort_by_key(|(urgency, _)| *urgency);
         let prefix = self.wt.as_ref().map(|wt| wt.datagram_prefix());
+        let mut framed = Vec::new();
         for (_, data) in self.dgrams.drain(..) {
             let _ = match &prefix {
                 None => conn.dgram_send(&data),
-                Some(p) => conn.dgram_send(&[&p[..], &data[..]].concat()),
+                // One buffer for the whole batch: the HTTP datagram's quarter stream ID, then
+                // the object datagram.
+                Some(p) => {
+                    framed.clear();
+                    framed.extend_from_slice(p);
+                    framed.extend_from_slice(&data);
+                    conn.dgram_send(&framed)
+                }
             };
         }
         // The session's close (and anything else the WebTransport layer queued meanwhile).
