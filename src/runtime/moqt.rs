@@ -271,21 +271,7 @@ impl Pump {
     /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors).
     fn write_webtransport(&mut self, conn: &mut quiche::Connection) {
         let Some(wt) = self.wt.as_mut() else { return };
-        while let Some(o) = wt.poll_output() {
-            match o {
-                Output::Stream { quic, data, fin } => self.h3.push_back((quic, data, fin)),
-                Output::StopSending { quic, code } => {
-                    let _ = conn.stream_shutdown(quic, quiche::Shutdown::Read, code);
-                }
-                Output::Reset { quic, code } => {
-                    let _ = conn.stream_shutdown(quic, quiche::Shutdown::Write, code);
-                }
-                Output::Close { code, reason } => {
-                    let _ = conn.close(true, code, reason.as_bytes());
-                }
-            }
-        }
-        write_h3(conn, &mut self.h3);
+        write_webtransport_output(conn, wt, &mut self.h3);
         if let Some(sent) = self.wt_closing {
             if conn.stats().sent > sent {
                 let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
@@ -561,6 +547,16 @@ pub fn webtransport_handshake(
             }
         }
     }
+    write_webtransport_output(conn, wt, h3);
+}
+
+/// Carries out what the WebTransport layer asked for: HTTP/3 bytes join `h3` (written in
+/// order as quiche takes them), stream errors and connection closes go to quiche at once.
+fn write_webtransport_output(
+    conn: &mut quiche::Connection,
+    wt: &mut WebTransport,
+    h3: &mut VecDeque<(u64, Bytes, bool)>,
+) {
     while let Some(o) = wt.poll_output() {
         match o {
             Output::Stream { quic, data, fin } => h3.push_back((quic, data, fin)),
