@@ -204,12 +204,7 @@ impl WebTransport {
         request.encode(&mut buf).map_err(|e| format!("CONNECT: {e}"))?;
         wt.connect = Some(0);
         wt.peer.insert(0, PeerStream::Request(Vec::new()));
-        let path = match url.query() {
-            Some(q) => format!("{}?{q}", url.path()),
-            None => url.path().to_string(),
-        };
-        wt.accepted = None;
-        wt.default_protocol = String::new();
+        let path = path_and_query(&url);
         wt.protocols = protocols.to_vec();
         wt.out.push_back(Output::Stream { quic: 0, data: buf.freeze(), fin: false });
         // Remembered for the Accepted event.
@@ -469,7 +464,8 @@ impl WebTransport {
                     }
                     Classified::Is(next, used) if used >= before => {
                         let offset = used - before;
-                        self.advance(quic, next, &data[offset..], fin).map_offset(offset)
+                        let (next, deliver) = self.advance(quic, next, &data[offset..], fin);
+                        (next, deliver.map(|d| Deliver { stream: d.stream, offset: d.offset + offset }))
                     }
                     // A state that parses from its first byte (control, request): it gets the
                     // bytes buffered so far, then the new ones.
@@ -762,10 +758,7 @@ impl WebTransport {
                     self.respond(quic, 400, None);
                     return (Some(PeerStream::Discard), None);
                 }
-                let path = match request.url.query() {
-                    Some(q) => format!("{}?{q}", request.url.path()),
-                    None => request.url.path().to_string(),
-                };
+                let path = path_and_query(&request.url);
                 self.connect = Some(quic);
                 let offered = !request.protocols.is_empty();
                 self.respond(quic, 200, offered.then_some(protocol.as_str()));
@@ -949,13 +942,11 @@ enum Classified {
     Is(PeerStream, usize),
 }
 
-trait MapOffset {
-    fn map_offset(self, offset: usize) -> Self;
-}
-
-impl MapOffset for (Option<PeerStream>, Option<Deliver>) {
-    fn map_offset(self, offset: usize) -> Self {
-        (self.0, self.1.map(|d| Deliver { stream: d.stream, offset: d.offset + offset }))
+/// A URL's `:path`: its path and query.
+fn path_and_query(url: &url::Url) -> String {
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
     }
 }
 
