@@ -148,6 +148,12 @@ pub const UPSTREAM_LOST_GRACE: Duration = Duration::from_secs(30);
 const UPSTREAM_RETRY: Duration = Duration::from_millis(500);
 
 impl Track {
+    /// Whether its PUBLISH is to forward: someone is subscribed or waiting, or the policy
+    /// takes every PUBLISH at once (`publish_forward = always`).
+    fn wants_publish(&self, cx: &Cx<'_>) -> bool {
+        !self.cores.is_empty() || !self.waiting.is_empty() || always_forward(cx)
+    }
+
     fn new(name: FullTrackName, source: Source, waiting: Vec<usize>, info: TrackInfo) -> Self {
         Track {
             name,
@@ -616,7 +622,7 @@ impl Owner {
         }
         let wanted = t.cores.iter().chain(&t.waiting).any(|c| !t.paused.contains(c));
         // A PUBLISH under the `always` policy keeps forwarding: the relay caches the track.
-        let always = cx.config.publish_forward == PublishForward::Always;
+        let always = always_forward(cx);
         let wanted = wanted || (always && matches!(t.source, Source::Published { .. }));
         let epoch = t.source.epoch();
         let publisher = t.source.publisher();
@@ -716,9 +722,7 @@ impl Owner {
         t.move_from = None;
         t.source = match (m.publish, m.ok) {
             (true, _) => {
-                let forward = !t.cores.is_empty()
-                    || !t.waiting.is_empty()
-                    || cx.config.publish_forward == PublishForward::Always;
+                let forward = t.wants_publish(cx);
                 Source::Published { publisher, epoch, forward }
             }
             (false, true) => Source::Subscribed { publisher, epoch },
@@ -1039,9 +1043,7 @@ impl Owner {
                 if let Some(l) = info.largest {
                     t.info.largest = Some(max_location(t.info.largest, l));
                 }
-                let forward = !t.cores.is_empty()
-                    || !t.waiting.is_empty()
-                    || cx.config.publish_forward == PublishForward::Always;
+                let forward = t.wants_publish(cx);
                 cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
             }
             Some((true, old)) => {
@@ -1054,9 +1056,7 @@ impl Owner {
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
                 let newer = !t.fetches.is_empty();
                 let cores = t.cores.clone();
-                let wants = !t.cores.is_empty()
-                    || !t.waiting.is_empty()
-                    || cx.config.publish_forward == PublishForward::Always;
+                let wants = t.wants_publish(cx);
                 t.source = Source::Published { publisher, epoch, forward: wants };
                 // The old publisher's stream-level promises end with its streams (the cache,
                 // and with it one payload per object, stays).
@@ -1099,7 +1099,7 @@ impl Owner {
                     Some(h) if h.name == track => h.waiting,
                     _ => Vec::new(),
                 };
-                let forward = !waiting.is_empty() || cx.config.publish_forward == PublishForward::Always;
+                let forward = !waiting.is_empty() || always_forward(cx);
                 let source = Source::Published { publisher, epoch, forward };
                 self.tracks.insert(alias, Track::new(track, source, waiting, info));
                 cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
@@ -1207,7 +1207,7 @@ impl Owner {
             t.idle_since = None;
             match t.source {
                 Source::Published { publisher, epoch, forward } => {
-                    if forward && cx.config.publish_forward == PublishForward::OnDemand {
+                    if forward && !always_forward(cx) {
                         t.source = Source::Published { publisher, epoch, forward: false };
                         cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
                     }
@@ -1539,6 +1539,11 @@ fn new_group_seen(outstanding: &mut Option<(u64, Option<u64>)>, largest: Option<
             *outstanding = None;
         }
     }
+}
+
+/// `publish_forward = always`: a PUBLISH forwards whether or not anyone is subscribed.
+fn always_forward(cx: &Cx<'_>) -> bool {
+    cx.config.publish_forward == PublishForward::Always
 }
 
 /// The track's DYNAMIC_GROUPS property is 1 (draft-22 §13: its publisher starts a new group
