@@ -176,11 +176,6 @@ impl Pump {
         self
     }
 
-    /// The WebTransport session, when the MoQT session runs in one.
-    pub fn webtransport(&self) -> Option<&WebTransport> {
-        self.wt.as_deref()
-    }
-
     /// Whether the WebTransport peer asked to drain the session (DRAIN_WEBTRANSPORT_SESSION).
     pub fn webtransport_draining(&self) -> bool {
         self.wt_draining
