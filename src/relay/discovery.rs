@@ -19,8 +19,10 @@ use std::time::Instant;
 
 use tracing::debug;
 
+use super::fanout::Fanout;
 use super::msg::OwnerMsg;
-use super::{session, update_allows, RelayShard, UpdateError};
+use super::sessions::{Role, Sessions};
+use super::{update_allows, Cx, UpdateError};
 use crate::session::SessionError;
 use crate::wire::model::{
     FullTrackName, Location, Message, Parameters, Properties, Publish, PublishSkipped, RequestId,
@@ -42,6 +44,15 @@ struct Via {
     prefix: TrackNamespace,
     /// A draft-22 SUBSCRIBE_TRACKS (PUBLISH_SKIPPED exists there only).
     tracks: bool,
+}
+
+/// A PUBLISH to offer session `conn` for its namespace subscription `via`, with FORWARD
+/// `forward`.
+#[derive(Debug, Clone)]
+struct Offer {
+    conn: u64,
+    forward: bool,
+    via: Via,
 }
 
 /// One namespace subscription of a session on this core.
@@ -69,17 +80,7 @@ pub struct Discovery {
     pushes: HashMap<(u64, RequestId), Push>,
     /// Offers waiting for the owner's Largest Object (a PUBLISH must carry it, draft-22
     /// §9.8): (session, FORWARD, namespace subscription) per track.
-    offering: HashMap<TrackAlias, Vec<(u64, bool, Via)>>,
-}
-
-impl Discovery {
-    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
-        self.subs.contains_key(&(conn, rid))
-    }
-
-    pub fn is_push(&self, conn: u64, rid: RequestId) -> bool {
-        self.pushes.contains_key(&(conn, rid))
-    }
+    offering: HashMap<TrackAlias, Vec<Offer>>,
 }
 
 /// One of our PUBLISHes waiting for its answer.
@@ -94,6 +95,13 @@ struct Push {
 
 /// Two prefixes overlap when one is a prefix of the other (draft-16 §9.28, draft-22 §4.2:
 /// "shares a common prefix with an established namespace subscription").
+/// A namespace subscriber's PUBLISH_OK: the subscription it makes.
+pub(super) struct Accepted {
+    pub track: FullTrackName,
+    pub params: Parameters,
+    pub until: Option<Instant>,
+}
+
 fn overlaps(a: &TrackNamespace, b: &TrackNamespace) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
@@ -102,8 +110,16 @@ fn suffix(namespace: &TrackNamespace, prefix: &TrackNamespace) -> TrackNamespace
     TrackNamespace(namespace.fields()[prefix.fields().len()..].to_vec())
 }
 
-impl RelayShard {
-    pub(super) fn discovery_subscribe(&mut self, conn: u64, m: SubscribeNamespace, until: Option<Instant>) {
+impl Discovery {
+    pub(super) fn subscribe(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        fanout: &Fanout,
+        conn: u64,
+        m: SubscribeNamespace,
+        until: Option<Instant>,
+    ) {
         let (namespaces, publishes) = match m.options {
             SubscribeOptions::Namespace => (true, false),
             SubscribeOptions::Publish => (false, true),
@@ -111,29 +127,39 @@ impl RelayShard {
         };
         let publishes = publishes.then_some(m.params.forward.unwrap_or(true));
         let sub = NsSub { prefix: m.prefix, kind: Kind::Namespace, namespaces, publishes, until };
-        self.discovery_add(conn, m.request_id, sub);
+        self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
     /// draft-22 SUBSCRIBE_TRACKS (§9.16): PUBLISH for the tracks under the prefix.
-    pub(super) fn discovery_subscribe_tracks(
+    pub(super) fn subscribe_tracks(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        fanout: &Fanout,
         conn: u64,
         m: SubscribeTracks,
         until: Option<Instant>,
     ) {
         let publishes = Some(m.params.forward.unwrap_or(true));
         let sub = NsSub { prefix: m.prefix, kind: Kind::Tracks, namespaces: false, publishes, until };
-        self.discovery_add(conn, m.request_id, sub);
+        self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
-    fn discovery_add(&mut self, conn: u64, rid: RequestId, sub: NsSub) {
+    fn add(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        fanout: &Fanout,
+        conn: u64,
+        rid: RequestId,
+        sub: NsSub,
+    ) {
         let overlap = self
-            .discovery
             .subs
             .iter()
             .any(|((c, _), s)| *c == conn && s.kind == sub.kind && overlaps(&s.prefix, &sub.prefix));
         if overlap {
-            return self.answer_error(
+            return sessions.answer_error(
                 conn,
                 rid,
                 RequestErrorCode::PrefixOverlap,
@@ -141,20 +167,18 @@ impl RelayShard {
                 true,
             );
         }
-        let namespaces = if sub.namespaces { self.namespaces.distinct_under(&sub.prefix).len() } else { 0 };
+        let namespaces = if sub.namespaces { cx.namespaces.distinct_under(&sub.prefix).len() } else { 0 };
         let tracks = match sub.publishes {
-            Some(_) => {
-                self.discovery.tracks.values().filter(|(t, _)| t.namespace.starts_with(&sub.prefix)).count()
-            }
+            Some(_) => self.tracks.values().filter(|(t, _)| t.namespace.starts_with(&sub.prefix)).count(),
             None => 0,
         };
-        if namespaces.max(tracks) > self.config.max_namespace_matches {
+        if namespaces.max(tracks) > cx.config.max_namespace_matches {
             let code = RequestErrorCode::NamespaceTooLarge;
-            return self.answer_error(conn, rid, code, "the prefix matches too much", true);
+            return sessions.answer_error(conn, rid, code, "the prefix matches too much", true);
         }
-        let count = self.discovery.per_session.entry(conn).or_default();
-        if *count >= self.config.max_namespaces_per_session {
-            return self.answer_error(
+        let count = self.per_session.entry(conn).or_default();
+        if *count >= cx.config.max_namespaces_per_session {
+            return sessions.answer_error(
                 conn,
                 rid,
                 RequestErrorCode::ExcessiveLoad,
@@ -163,12 +187,13 @@ impl RelayShard {
             );
         }
         *count += 1;
-        if !self.answer_ok(conn, rid, Parameters::default()) {
+        if !sessions.answer_ok(conn, rid, Parameters::default()) {
             return;
         }
+        sessions.register(conn, rid, Role::NamespaceSub);
         if sub.namespaces {
-            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-            for namespace in self.namespaces.distinct_under(&sub.prefix) {
+            let Some(s) = sessions.get_mut(conn) else { return };
+            for namespace in cx.namespaces.distinct_under(&sub.prefix) {
                 if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &sub.prefix))) {
                     debug!(conn, error = %e, "NAMESPACE not sent");
                     break;
@@ -177,7 +202,6 @@ impl RelayShard {
         }
         let offers: Vec<TrackAlias> = match sub.publishes {
             Some(_) => self
-                .discovery
                 .tracks
                 .iter()
                 .filter(|(_, (t, _))| t.namespace.starts_with(&sub.prefix))
@@ -187,79 +211,90 @@ impl RelayShard {
         };
         let forward = sub.publishes.unwrap_or(true);
         let via = Via { rid, prefix: sub.prefix.clone(), tracks: sub.kind == Kind::Tracks };
-        self.discovery.subs.insert((conn, rid), sub);
+        self.subs.insert((conn, rid), sub);
         for alias in offers {
-            self.discovery_offer(conn, alias, forward, &via);
+            self.offer(cx, fanout, alias, Offer { conn, forward, via: via.clone() });
         }
     }
 
     /// A track became available somewhere in the relay: offered to the matching namespace
     /// subscribers on this core.
-    pub(super) fn discovery_track(
+    pub(super) fn track(
         &mut self,
+        cx: &mut Cx<'_>,
+        fanout: &Fanout,
         alias: TrackAlias,
         track: FullTrackName,
         properties: Properties,
     ) {
-        let offers: Vec<(u64, bool, Via)> = self
-            .discovery
+        let offers: Vec<Offer> = self
             .subs
             .iter()
             .filter_map(|((conn, rid), s)| {
                 let forward = s.publishes?;
                 let via = Via { rid: *rid, prefix: s.prefix.clone(), tracks: s.kind == Kind::Tracks };
-                track.namespace.starts_with(&s.prefix).then_some((*conn, forward, via))
+                track.namespace.starts_with(&s.prefix).then_some(Offer { conn: *conn, forward, via })
             })
             .collect();
-        self.discovery.tracks.insert(alias, (track, properties));
-        for (conn, forward, via) in offers {
-            self.discovery_offer(conn, alias, forward, &via);
+        self.tracks.insert(alias, (track, properties));
+        for offer in offers {
+            self.offer(cx, fanout, alias, offer);
         }
     }
 
-    pub(super) fn discovery_track_gone(&mut self, alias: TrackAlias) {
-        self.discovery.tracks.remove(&alias);
+    pub(super) fn track_gone(&mut self, alias: TrackAlias) {
+        self.tracks.remove(&alias);
     }
 
-    /// Sends PUBLISH of `alias` to session `conn` for its namespace subscription `via`,
-    /// unless it already subscribes to it or has an offer of it outstanding. One that cannot
+    /// Sends PUBLISH of `alias` as `offer` says, unless its session already subscribes to it
+    /// or has an offer of it outstanding. One that cannot
     /// be made (the session's subscription limit, no Request ID left) is PUBLISH_SKIPPED on a
     /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
-    fn discovery_offer(&mut self, conn: u64, alias: TrackAlias, forward: bool, via: &Via) {
-        let offered = self.discovery.pushes.iter().any(|((c, _), p)| *c == conn && p.alias == alias);
-        let waiting = self.discovery.offering.get(&alias).is_some_and(|w| w.iter().any(|(c, ..)| *c == conn));
-        if offered || waiting || self.fanout_session_has(conn, alias) {
+    fn offer(&mut self, cx: &mut Cx<'_>, fanout: &Fanout, alias: TrackAlias, offer: Offer) {
+        let conn = offer.conn;
+        let offered = self.pushes.iter().any(|((c, _), p)| *c == conn && p.alias == alias);
+        let waiting = self.offering.get(&alias).is_some_and(|w| w.iter().any(|o| o.conn == conn));
+        if offered || waiting || fanout.session_has(conn, alias) {
             return;
         }
-        let asks = self.discovery.offering.entry(alias).or_default();
-        asks.push((conn, forward, via.clone()));
+        let asks = self.offering.entry(alias).or_default();
+        asks.push(offer);
         if asks.len() == 1 {
-            self.send(self.owner_of(alias), OwnerMsg::Largest { alias, from: self.core });
+            cx.send(cx.owner_of(alias), OwnerMsg::Largest { alias, from: cx.core });
         }
     }
 
     /// The owner's Largest Object of `alias`: the offers waiting for it go out.
-    pub(super) fn discovery_largest(&mut self, alias: TrackAlias, largest: Option<Location>) {
-        for (conn, forward, via) in self.discovery.offering.remove(&alias).unwrap_or_default() {
-            if self.fanout_session_has(conn, alias) || !self.discovery.subs.contains_key(&(conn, via.rid)) {
+    pub(super) fn largest(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        fanout: &Fanout,
+        alias: TrackAlias,
+        largest: Option<Location>,
+    ) {
+        for offer in self.offering.remove(&alias).unwrap_or_default() {
+            if fanout.session_has(offer.conn, alias) || !self.subs.contains_key(&(offer.conn, offer.via.rid))
+            {
                 continue; // subscribed meanwhile, or the namespace subscription is gone
             }
-            self.discovery_send_offer(conn, alias, forward, &via, largest);
+            self.send_offer(cx, sessions, alias, &offer, largest);
         }
     }
 
-    fn discovery_send_offer(
+    fn send_offer(
         &mut self,
-        conn: u64,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         alias: TrackAlias,
-        forward: bool,
-        via: &Via,
+        offer: &Offer,
         largest: Option<Location>,
     ) {
-        let Some((track, properties)) = self.discovery.tracks.get(&alias).cloned() else { return };
-        let pending = self.discovery.pushes.keys().filter(|(c, _)| *c == conn).count();
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        let sent = if pending >= self.config.max_subscriptions_per_session {
+        let Offer { conn, forward, ref via } = *offer;
+        let Some((track, properties)) = self.tracks.get(&alias).cloned() else { return };
+        let pending = self.pushes.keys().filter(|(c, _)| *c == conn).count();
+        let Some(s) = sessions.get_mut(conn) else { return };
+        let sent = if pending >= cx.config.max_subscriptions_per_session {
             Err(SessionError::Misrouted("too many subscriptions"))
         } else {
             s.next_request_id().and_then(|request_id| {
@@ -279,8 +314,9 @@ impl RelayShard {
         };
         match sent {
             Ok(rid) => {
-                let until = self.discovery.subs.get(&(conn, via.rid)).and_then(|s| s.until);
-                self.discovery.pushes.insert((conn, rid), Push { alias, forward, until });
+                let until = self.subs.get(&(conn, via.rid)).and_then(|s| s.until);
+                self.pushes.insert((conn, rid), Push { alias, forward, until });
+                sessions.register(conn, rid, Role::Offer);
             }
             Err(e) => {
                 debug!(conn, error = %e, "PUBLISH not offered");
@@ -296,30 +332,40 @@ impl RelayShard {
         }
     }
 
-    /// PUBLISH_OK for one of our PUBLISHes: it becomes a subscription.
-    pub(super) fn discovery_publish_ok(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
-        let Some(Push { alias, forward, until }) = self.discovery.pushes.remove(&(conn, rid)) else { return };
-        let Some((track, _)) = self.discovery.tracks.get(&alias).cloned() else {
+    /// PUBLISH_OK for one of our PUBLISHes: it becomes a subscription (the caller gives it to
+    /// the fan-out), unless its track ended meanwhile.
+    pub(super) fn publish_ok(
+        &mut self,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        params: &Parameters,
+    ) -> Option<Accepted> {
+        let Push { alias, forward, until } = self.pushes.remove(&(conn, rid))?;
+        sessions.forget(conn, rid);
+        let Some((track, _)) = self.tracks.get(&alias).cloned() else {
             // The track ended before the answer: nothing to deliver.
-            return self.discovery_ended_before_ok(conn, rid);
+            Self::ended_before_ok(sessions, conn, rid);
+            return None;
         };
         // The PUBLISH's FORWARD stands unless the answer changes it (draft-22 §9.8: FORWARD=0
         // in the PUBLISH, and an answer without FORWARD, is a paused subscription).
         let params = Parameters { forward: params.forward.or(Some(forward)), ..params.clone() };
-        self.fanout_accepted_publish(conn, rid, track, &params, until);
+        Some(Accepted { track, params, until })
     }
 
-    fn discovery_ended_before_ok(&mut self, conn: u64, rid: RequestId) {
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+    fn ended_before_ok(sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        let Some(s) = sessions.get_mut(conn) else { return };
         let _ = s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended"));
     }
 
     /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes: the request
     /// is over, so our side of its stream ends too (draft-22: FIN), and the peer's stream
     /// credit comes back.
-    pub(super) fn discovery_publish_refused(&mut self, conn: u64, rid: RequestId) {
-        if self.discovery.pushes.remove(&(conn, rid)).is_some() {
-            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+    pub(super) fn publish_refused(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        if self.pushes.remove(&(conn, rid)).is_some() {
+            sessions.forget(conn, rid);
+            if let Some(s) = sessions.get_mut(conn) {
                 let _ = s.end_request(rid);
             }
         }
@@ -327,9 +373,10 @@ impl RelayShard {
 
     /// The subscriber cancelled (draft-16: FIN or reset of the stream; draft-22: reset or
     /// STOP_SENDING).
-    pub(super) fn discovery_cancelled(&mut self, conn: u64, rid: RequestId) {
-        if self.discovery.subs.remove(&(conn, rid)).is_some() {
-            if let Some(c) = self.discovery.per_session.get_mut(&conn) {
+    pub(super) fn cancelled(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        if self.subs.remove(&(conn, rid)).is_some() {
+            sessions.forget(conn, rid);
+            if let Some(c) = self.per_session.get_mut(&conn) {
                 *c = c.saturating_sub(1);
             }
         }
@@ -337,8 +384,8 @@ impl RelayShard {
 
     /// REQUEST_UPDATE of a namespace subscription (draft-22 §9.5.2): a new
     /// TRACK_NAMESPACE_PREFIX, not overlapping the session's others. Returns the old prefix
-    /// (for [`Self::discovery_updated`], once REQUEST_OK is sent).
-    pub(super) fn discovery_update(
+    /// (for [`Self::updated`], once REQUEST_OK is sent).
+    pub(super) fn update(
         &mut self,
         conn: u64,
         rid: RequestId,
@@ -346,31 +393,35 @@ impl RelayShard {
     ) -> Result<Option<TrackNamespace>, UpdateError> {
         update_allows(params, &["AUTHORIZATION_TOKEN", "TRACK_NAMESPACE_PREFIX"])?;
         let Some(prefix) = params.track_namespace_prefix.clone() else { return Ok(None) };
-        let overlap = self
-            .discovery
-            .subs
-            .iter()
-            .any(|((c, r), s)| *c == conn && *r != rid && overlaps(&s.prefix, &prefix));
+        let overlap =
+            self.subs.iter().any(|((c, r), s)| *c == conn && *r != rid && overlaps(&s.prefix, &prefix));
         if overlap {
             return Err(UpdateError::Refused(
                 RequestErrorCode::PrefixOverlap,
                 "overlaps a namespace subscription",
             ));
         }
-        let Some(sub) = self.discovery.subs.get_mut(&(conn, rid)) else { return Ok(None) };
+        let Some(sub) = self.subs.get_mut(&(conn, rid)) else { return Ok(None) };
         Ok(Some(std::mem::replace(&mut sub.prefix, prefix)))
     }
 
     /// After an accepted prefix update: NAMESPACE for what the new prefix adds (suffixes
     /// relative to it).
-    pub(super) fn discovery_updated(&mut self, conn: u64, rid: RequestId, old: &TrackNamespace) {
-        let Some(sub) = self.discovery.subs.get(&(conn, rid)) else { return };
+    pub(super) fn updated(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        old: &TrackNamespace,
+    ) {
+        let Some(sub) = self.subs.get(&(conn, rid)) else { return };
         if !sub.namespaces {
             return;
         }
         let prefix = sub.prefix.clone();
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        for namespace in self.namespaces.distinct_under(&prefix) {
+        let Some(s) = sessions.get_mut(conn) else { return };
+        for namespace in cx.namespaces.distinct_under(&prefix) {
             if namespace.starts_with(old) {
                 continue;
             }
@@ -381,23 +432,23 @@ impl RelayShard {
         }
     }
 
-    pub(super) fn discovery_session_closed(&mut self, conn: u64) {
-        self.discovery.subs.retain(|(c, _), _| *c != conn);
-        for asks in self.discovery.offering.values_mut() {
-            asks.retain(|(c, ..)| *c != conn);
+    pub(super) fn session_closed(&mut self, conn: u64) {
+        self.subs.retain(|(c, _), _| *c != conn);
+        for asks in self.offering.values_mut() {
+            asks.retain(|o| o.conn != conn);
         }
-        self.discovery.pushes.retain(|(c, _), _| *c != conn);
-        self.discovery.per_session.remove(&conn);
+        self.pushes.retain(|(c, _), _| *c != conn);
+        self.per_session.remove(&conn);
     }
 
     /// `namespace` became known on this core (`appeared`) or was withdrawn by its last
     /// publisher: tell the matching namespace subscriptions.
-    pub(super) fn discovery_changed(&mut self, namespace: &TrackNamespace, appeared: bool) {
-        for ((conn, rid), sub) in &self.discovery.subs {
+    pub(super) fn changed(&mut self, sessions: &mut Sessions, namespace: &TrackNamespace, appeared: bool) {
+        for ((conn, rid), sub) in &self.subs {
             if !sub.namespaces || !namespace.starts_with(&sub.prefix) {
                 continue;
             }
-            let Some(s) = session(&mut self.sessions, &mut self.woken, *conn) else { continue };
+            let Some(s) = sessions.get_mut(*conn) else { continue };
             let suffix = suffix(namespace, &sub.prefix);
             let msg = if appeared { Message::Namespace(suffix) } else { Message::NamespaceDone(suffix) };
             if let Err(e) = s.send_on(*rid, msg) {

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::fetch::fetch_range;
-use super::msg::{Data, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo};
-use super::{session, update_allows, RelayShard, UpdateError};
+use super::discovery::Accepted;
+use super::fetch::{fetch_range, Fetches};
+use super::msg::{Data, FanoutMsg, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo};
+use super::sessions::{Role, Sessions};
+use super::{update_allows, Cx, UpdateError};
 use crate::auth::{Denied, Right};
 use crate::session::{data_urgency, SessionCode};
 use crate::wire::model::property_type as pt;
@@ -131,12 +133,51 @@ const TIMED_OUT: u64 = u64::MAX;
 
 /// A draft-16 Joining FETCH (§9.16 "Joining Fetch Range Calculation").
 #[derive(Debug, Clone, Copy)]
-struct Join {
-    rid: RequestId,
+pub(super) struct Join {
+    pub rid: RequestId,
     /// Relative (Joining Start groups before the Largest) or absolute (from that group).
-    relative: bool,
-    start: u64,
-    descending: bool,
+    pub relative: bool,
+    pub start: u64,
+    pub descending: bool,
+}
+
+/// How a subscription came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// The peer's SUBSCRIBE (answered with SUBSCRIBE_OK).
+    Subscribe,
+    /// The peer accepted the relay's PUBLISH (nothing more to answer).
+    AcceptedPublish,
+}
+
+/// A subscription asked for: of `track`, with `params`, authorized until `until`.
+struct Asked<'a> {
+    track: FullTrackName,
+    params: &'a Parameters,
+    until: Option<Instant>,
+    by: By,
+}
+
+/// Why the relay ends a subscription ([`Fanout::end_sub`]): the reset code of its open
+/// streams, the PUBLISH_DONE status and reason.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    /// Its authorization ran out.
+    Expired,
+    /// A REQUEST_UPDATE of it failed.
+    UpdateFailed,
+    /// It kept losing streams to its session's backlog.
+    TooFarBehind,
+}
+
+impl Ending {
+    fn codes(self) -> (ResetCode, DoneStatus, &'static [u8]) {
+        match self {
+            Ending::Expired => (ResetCode::ExpiredAuthToken, DoneStatus::Expired, b"authorization expired"),
+            Ending::UpdateFailed => (ResetCode::Cancelled, DoneStatus::UpdateFailed, b"update failed"),
+            Ending::TooFarBehind => (ResetCode::TooFarBehind, DoneStatus::TooFarBehind, b"too far behind"),
+        }
+    }
 }
 
 /// A joining FETCH's range: from its Joining Start through the subscription's Largest
@@ -275,6 +316,8 @@ pub struct Fanout {
     /// Subscriptions' `until`, soonest first; an entry whose subscription is gone or was
     /// extended is skipped when it comes due.
     expiries: BinaryHeap<Reverse<(Instant, u64, RequestId)>>,
+    /// FETCHes waiting for their owner's answer (`fetch.rs`).
+    pub(super) fetches: Fetches,
 }
 
 impl Fanout {
@@ -286,8 +329,45 @@ impl Fanout {
         self.expiries.peek().map(|Reverse((t, _, _))| *t)
     }
 
-    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
-        self.by_req.contains_key(&(conn, rid))
+    /// FETCHes (and fill streams) waiting for their answer.
+    pub fn fetches_len(&self) -> usize {
+        self.fetches.len()
+    }
+
+    /// A message for the subscriber side of this core.
+    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: FanoutMsg) {
+        use FanoutMsg as M;
+        match msg {
+            M::Downstream { alias, data } => self.data(cx, sessions, alias, data),
+            M::SubscribeOk { alias, info, open } => self.subscribe_ok(cx, sessions, alias, info, open),
+            M::SubscribeError { alias, code, reason } => self.subscribe_error(sessions, alias, code, reason),
+            M::UpstreamLost { alias } => self.upstream_lost(alias),
+            M::TrackDone { alias, status, reason } => self.track_done(sessions, alias, status, reason),
+            M::StatusAnswer { conn, rid, answer } => status_answer(sessions, conn, rid, answer),
+            M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
+                self.fetch_answer(sessions, conn, rid, fill, answer)
+            }
+        }
+    }
+}
+
+/// The owner's answer to TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (and the Track
+/// Properties where the draft carries them); the request then ends.
+fn status_answer(
+    sessions: &mut Sessions,
+    conn: u64,
+    rid: RequestId,
+    answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
+) {
+    let info = match answer {
+        Ok(info) => info,
+        Err((code, reason)) => {
+            return sessions.answer_error(conn, rid, code, &String::from_utf8_lossy(&reason), true)
+        }
+    };
+    let Some(s) = sessions.get_mut(conn) else { return };
+    if let Err(e) = s.track_status_ok(rid, info.largest, info.properties) {
+        debug!(conn, error = %e, "TRACK_STATUS answer not sent");
     }
 }
 
@@ -314,42 +394,44 @@ fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Locatio
     }
 }
 
-impl RelayShard {
+impl Fanout {
     /// SUBSCRIBE `m`, authorized `until` (token mode).
-    pub(super) fn fanout_subscribe(&mut self, conn: u64, m: Subscribe, until: Option<Instant>) {
-        self.fanout_add(conn, m.request_id, m.track, &m.params, false, until);
+    pub(super) fn subscribe(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: Subscribe,
+        until: Option<Instant>,
+    ) {
+        let asked = Asked { track: m.track, params: &m.params, until, by: By::Subscribe };
+        self.add(cx, sessions, conn, m.request_id, asked);
     }
 
     /// A namespace subscriber accepted the relay's PUBLISH `rid` of `track` (PUBLISH_OK): a
     /// subscription like a SUBSCRIBE's, with no SUBSCRIBE_OK.
-    pub(super) fn fanout_accepted_publish(
+    pub(super) fn accepted_publish(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         conn: u64,
         rid: RequestId,
-        track: FullTrackName,
-        params: &Parameters,
-        until: Option<Instant>,
+        a: Accepted,
     ) {
-        self.fanout_add(conn, rid, track, params, true, until);
+        let asked = Asked { track: a.track, params: &a.params, until: a.until, by: By::AcceptedPublish };
+        self.add(cx, sessions, conn, rid, asked);
     }
 
     /// Whether session `conn` has a subscription of `alias` on this core.
-    pub(super) fn fanout_session_has(&self, conn: u64, alias: TrackAlias) -> bool {
-        self.fanout.tracks.get(&alias).is_some_and(|st| st.subs.iter().any(|s| s.conn == conn))
+    pub(super) fn session_has(&self, conn: u64, alias: TrackAlias) -> bool {
+        self.tracks.get(&alias).is_some_and(|st| st.subs.iter().any(|s| s.conn == conn))
     }
 
-    fn fanout_add(
-        &mut self,
-        conn: u64,
-        rid: RequestId,
-        track: FullTrackName,
-        params: &Parameters,
-        pushed: bool,
-        until: Option<Instant>,
-    ) {
-        let count = self.fanout.per_session.entry(conn).or_default();
-        if *count >= self.config.max_subscriptions_per_session {
-            return self.answer_error(
+    fn add(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId, asked: Asked<'_>) {
+        let Asked { track, params, until, by } = asked;
+        let count = self.per_session.entry(conn).or_default();
+        if *count >= cx.config.max_subscriptions_per_session {
+            return sessions.answer_error(
                 conn,
                 rid,
                 RequestErrorCode::InternalError,
@@ -358,12 +440,13 @@ impl RelayShard {
             );
         }
         *count += 1;
-        let alias = self.key.alias(&track);
-        self.fanout.by_req.insert((conn, rid), alias);
+        let alias = cx.key.alias(&track);
+        self.by_req.insert((conn, rid), alias);
+        sessions.register(conn, rid, Role::Subscription);
         let sub = LocalSub {
             conn,
             rid,
-            pushed,
+            pushed: by == By::AcceptedPublish,
             priority: params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
             descending: params.group_order == Some(crate::wire::model::GroupOrder::Descending),
             order_asked: params.group_order.is_some(),
@@ -384,17 +467,17 @@ impl RelayShard {
             until,
         };
         if let Some(t) = until {
-            self.fanout.expiries.push(Reverse((t, conn, rid)));
+            self.expiries.push(Reverse((t, conn, rid)));
         }
-        match self.fanout.tracks.get_mut(&alias) {
+        match self.tracks.get_mut(&alias) {
             Some(st) => {
                 st.subs.push(sub);
                 if st.live && !st.lost {
-                    self.establish(alias);
+                    self.establish(cx, sessions, alias);
                 }
-                self.fanout_sync_forward(alias);
+                self.sync_forward(cx, alias);
                 if let Some(value) = params.new_group_request {
-                    self.send(self.owner_of(alias), OwnerMsg::NewGroup { alias, value });
+                    cx.send(cx.owner_of(alias), OwnerMsg::NewGroup { alias, value });
                 }
             }
             None => {
@@ -408,20 +491,20 @@ impl RelayShard {
                     subs: vec![sub],
                     streams: HashMap::default(),
                 };
-                self.fanout.tracks.insert(alias, st);
-                let (from, who) = (self.core, self.requester(conn));
+                self.tracks.insert(alias, st);
+                let (from, who) = (cx.core, sessions.requester(conn));
                 let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
                 let new_group = params.new_group_request;
                 let msg = OwnerMsg::Subscribe { alias, track, from, rendezvous, who, new_group };
-                self.send(self.owner_of(alias), msg);
+                cx.send(cx.owner_of(alias), msg);
             }
         }
     }
 
     /// Sends SUBSCRIBE_OK to every subscription of `alias` not yet Established, then asks
     /// for their joining FETCHes and fill streams.
-    fn establish(&mut self, alias: TrackAlias) {
-        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+    fn establish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias) {
+        let Some(st) = self.tracks.get_mut(&alias) else { return };
         let mut asks: Vec<(u64, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
         let track_descending = track_descending(&st.info);
         for sub in st.subs.iter_mut().filter(|s| !s.established) {
@@ -431,11 +514,11 @@ impl RelayShard {
                 sub.descending = track_descending;
             }
             for j in sub.joins.drain(..) {
-                let ask = join_ask(self.core, sub.conn, j, st.info.largest, sub.priority);
+                let ask = join_ask(cx.core, sub.conn, j, st.info.largest, sub.priority);
                 asks.push((sub.conn, j.rid, ask));
             }
             if let Some(ask) =
-                sub.fill.as_deref().and_then(|f| fill_ask(self.core, sub, f, sub.rid, st.info.largest))
+                sub.fill.as_deref().and_then(|f| fill_ask(cx.core, sub, f, sub.rid, st.info.largest))
             {
                 asks.push((sub.conn, sub.rid, Ok(ask)));
             }
@@ -443,7 +526,7 @@ impl RelayShard {
             if sub.pushed {
                 continue;
             }
-            let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+            let Some(s) = sessions.get_mut(sub.conn) else { continue };
             let ok = Message::SubscribeOk(SubscribeOk {
                 request_id: sub.rid,
                 track_alias: alias,
@@ -451,7 +534,7 @@ impl RelayShard {
                 // refuse the whole message.
                 params: Parameters {
                     largest_object: st.info.largest,
-                    expires: expires_ms(sub.until, self.now),
+                    expires: expires_ms(sub.until, cx.now),
                     ..Parameters::default()
                 },
                 track_properties: st.info.properties.clone(),
@@ -463,77 +546,80 @@ impl RelayShard {
         let track = st.track.clone();
         for (conn, rid, ask) in asks {
             match ask {
-                Ok(ask) => self.fetch_ask(alias, track.clone(), ask),
-                Err(reason) => self.fetch_fail(conn, rid, false, RequestErrorCode::InvalidRange, reason),
+                Ok(ask) => self.fetch_ask(cx, sessions, alias, track.clone(), ask),
+                Err(reason) => {
+                    self.fetch_fail(sessions, conn, rid, false, RequestErrorCode::InvalidRange, reason)
+                }
             }
         }
-        self.fanout_sync_forward(alias);
+        self.sync_forward(cx, alias);
     }
 
     /// Tells the owner when this core's subscriptions of `alias` become all paused, or one of
     /// them forwards again (the owner pauses or resumes the upstream accordingly).
-    fn fanout_sync_forward(&mut self, alias: TrackAlias) {
-        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+    fn sync_forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+        let Some(st) = self.tracks.get_mut(&alias) else { return };
         let forwarding = st.subs.iter().any(|s| s.forward);
         if !st.live || st.subs.is_empty() || forwarding == st.forwarding {
             return;
         }
         st.forwarding = forwarding;
-        let from = self.core;
-        self.send(self.owner_of(alias), OwnerMsg::Forward { alias, from, forward: forwarding });
+        let from = cx.core;
+        cx.send(cx.owner_of(alias), OwnerMsg::Forward { alias, from, forward: forwarding });
     }
 
     /// A draft-16 Joining FETCH `rid` of subscription `joined`: answered once the
     /// subscription is Established (its Largest Location fixes the range).
-    pub(super) fn fanout_join(
+    pub(super) fn join(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         conn: u64,
-        rid: RequestId,
         joined: RequestId,
-        relative: bool,
-        start: u64,
-        descending: bool,
+        join: Join,
     ) {
-        let sub = self.fanout.by_req.get(&(conn, joined)).and_then(|alias| {
-            let st = self.fanout.tracks.get_mut(alias)?;
+        let rid = join.rid;
+        let sub = self.by_req.get(&(conn, joined)).and_then(|alias| {
+            let st = self.tracks.get_mut(alias)?;
             let i = st.subs.iter().position(|s| s.conn == conn && s.rid == joined)?;
             Some((*alias, st.track.clone(), &mut st.subs[i]))
         });
         let Some((alias, track, sub)) = sub else {
             let reason = "no subscription with that Request ID";
-            return self.answer_error(conn, rid, RequestErrorCode::InvalidJoiningRequestId, reason, true);
+            return sessions.answer_error(conn, rid, RequestErrorCode::InvalidJoiningRequestId, reason, true);
         };
         if !matches!(sub.filter, None | Some(LocationFilter::NextObject)) {
             // draft-16 §9.16: only a subscription with the Largest Object filter can be joined.
-            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            if let Some(s) = sessions.get_mut(conn) {
                 s.close(SessionCode::ProtocolViolation, "joining FETCH of a subscription with a filter");
             }
             return;
         }
-        let join = Join { rid, relative, start, descending };
         if !sub.established {
             sub.joins.push(join);
-            return self.fetch_hold(conn, rid);
+            return self.fetch_hold(sessions, conn, rid);
         }
-        match join_ask(self.core, conn, join, sub.largest_at_start, sub.priority) {
-            Ok(ask) => self.fetch_ask(alias, track, ask),
-            Err(reason) => self.answer_error(conn, rid, RequestErrorCode::InvalidRange, reason, true),
+        match join_ask(cx.core, conn, join, sub.largest_at_start, sub.priority) {
+            Ok(ask) => self.fetch_ask(cx, sessions, alias, track, ask),
+            Err(reason) => sessions.answer_error(conn, rid, RequestErrorCode::InvalidRange, reason, true),
         }
     }
 
-    pub(super) fn fanout_subscribe_ok(
+    pub(super) fn subscribe_ok(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         alias: TrackAlias,
         info: TrackInfo,
         open: Vec<(StreamKey, SubgroupHeader)>,
     ) {
-        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+        let Some(st) = self.tracks.get_mut(&alias) else { return };
         if st.subs.is_empty() {
             // Every subscriber left while this core's SUBSCRIBE was unanswered (see
             // `fanout_unsubscribe`): now it can end.
-            self.fanout.tracks.remove(&alias);
-            let from = self.core;
-            return self.send(self.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
+            self.tracks.remove(&alias);
+            let from = cx.core;
+            return cx.send(cx.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
         }
         st.live = true;
         st.lost = false;
@@ -544,51 +630,58 @@ impl RelayShard {
             // Joined mid-stream: the next object is not the stream's first.
             st.streams.insert(key, FanStream { header, objects: 1, timeouts });
         }
-        self.establish(alias);
+        self.establish(cx, sessions, alias);
     }
 
     /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
-    pub(super) fn fanout_upstream_lost(&mut self, alias: TrackAlias) {
-        if let Some(st) = self.fanout.tracks.get_mut(&alias).filter(|st| st.live) {
+    pub(super) fn upstream_lost(&mut self, alias: TrackAlias) {
+        if let Some(st) = self.tracks.get_mut(&alias).filter(|st| st.live) {
             st.lost = true;
         }
     }
 
-    pub(super) fn fanout_subscribe_error(
+    pub(super) fn subscribe_error(
         &mut self,
+        sessions: &mut Sessions,
         alias: TrackAlias,
         code: RequestErrorCode,
         reason: Bytes,
     ) {
-        let Some(st) = self.fanout.tracks.remove(&alias) else { return };
+        let Some(st) = self.tracks.remove(&alias) else { return };
         let reason = String::from_utf8_lossy(&reason).into_owned();
         for sub in st.subs {
-            self.forget_sub(sub.conn, sub.rid);
-            self.answer_error(sub.conn, sub.rid, code, &reason, true);
+            self.forget_sub(sessions, sub.conn, sub.rid);
+            sessions.answer_error(sub.conn, sub.rid, code, &reason, true);
             for j in sub.joins {
-                self.fetch_fail(sub.conn, j.rid, false, code, &reason);
+                self.fetch_fail(sessions, sub.conn, j.rid, false, code, &reason);
             }
         }
     }
 
     /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
-    pub(super) fn fanout_track_done(&mut self, alias: TrackAlias, status: DoneStatus, reason: Bytes) {
-        if !self.fanout.tracks.get(&alias).is_some_and(|st| st.live) {
+    pub(super) fn track_done(
+        &mut self,
+        sessions: &mut Sessions,
+        alias: TrackAlias,
+        status: DoneStatus,
+        reason: Bytes,
+    ) {
+        if !self.tracks.get(&alias).is_some_and(|st| st.live) {
             // Not for this core's current SUBSCRIBE (still unanswered): it was sent to an
             // earlier one that has since unsubscribed; the owner answers the current one.
             return;
         }
-        let Some(st) = self.fanout.tracks.remove(&alias) else { return };
+        let Some(st) = self.tracks.remove(&alias) else { return };
         for sub in st.subs {
-            self.forget_sub(sub.conn, sub.rid);
+            self.forget_sub(sessions, sub.conn, sub.rid);
             if !sub.established {
                 // Waiting while the upstream was lost (`SubTrack::lost`): never answered, so
                 // refused rather than ended.
                 let why = String::from_utf8_lossy(&reason).into_owned();
-                self.answer_error(sub.conn, sub.rid, RequestErrorCode::InternalError, &why, true);
+                sessions.answer_error(sub.conn, sub.rid, RequestErrorCode::InternalError, &why, true);
                 continue;
             }
-            let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+            let Some(s) = sessions.get_mut(sub.conn) else { continue };
             // A malformed track's streams are reset with that code too (draft-22 §12.1).
             let reset = if status == DoneStatus::MalformedTrack {
                 ResetCode::MalformedTrack
@@ -605,31 +698,44 @@ impl RelayShard {
     }
 
     /// How many subscriptions session `conn` has here.
-    pub(super) fn fanout_subscriptions(&self, conn: u64) -> usize {
-        self.fanout.per_session.get(&conn).copied().unwrap_or(0)
+    pub(super) fn subscriptions(&self, conn: u64) -> usize {
+        self.per_session.get(&conn).copied().unwrap_or(0)
     }
 
-    fn forget_sub(&mut self, conn: u64, rid: RequestId) {
-        self.fanout.by_req.remove(&(conn, rid));
-        if let Some(c) = self.fanout.per_session.get_mut(&conn) {
+    fn forget_sub(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        self.by_req.remove(&(conn, rid));
+        sessions.forget_role(conn, rid, Role::Subscription);
+        if let Some(c) = self.per_session.get_mut(&conn) {
             *c = c.saturating_sub(1);
         }
     }
 
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
     /// open streams are reset; the last subscription of a track on this core tells the owner.
-    pub(super) fn fanout_unsubscribe(&mut self, conn: u64, rid: RequestId) {
-        self.remove_sub(conn, rid, ResetCode::Cancelled);
+    pub(super) fn unsubscribe(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
     }
 
     /// Data streams of session `conn` that its backlog shed (already reset): they are no
     /// longer open; a subscription that lost `too_far_behind_streams` within [`SHED_WINDOW`]
     /// ends with PUBLISH_DONE TOO_FAR_BEHIND.
-    pub(super) fn fanout_streams_shed(&mut self, conn: u64, streams: &[u64]) {
-        let limit = self.config.too_far_behind_streams.max(1);
-        let now = self.now;
+    pub(super) fn streams_shed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        streams: &[u64],
+    ) {
+        let limit = cx.config.too_far_behind_streams.max(1);
+        let now = cx.now;
         let mut behind = Vec::new();
-        for st in self.fanout.tracks.values_mut() {
+        for st in self.tracks.values_mut() {
             for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
                 let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
                 if lost == 0 {
@@ -648,22 +754,16 @@ impl RelayShard {
             }
         }
         for rid in behind {
-            self.end_sub(conn, rid, ResetCode::TooFarBehind, DoneStatus::TooFarBehind, b"too far behind");
+            self.end_sub(cx, sessions, conn, rid, Ending::TooFarBehind);
         }
     }
 
     /// Ends subscription `rid` of session `conn` from the relay's side: its open streams are
-    /// reset (`reset`, as in `remove_sub`), then PUBLISH_DONE `status` with its Stream Count.
-    fn end_sub(
-        &mut self,
-        conn: u64,
-        rid: RequestId,
-        reset: ResetCode,
-        status: DoneStatus,
-        reason: &'static [u8],
-    ) {
-        let Some(sub) = self.remove_sub(conn, rid, reset) else { return };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+    /// reset (as in `remove_sub`), then PUBLISH_DONE with its Stream Count, as `why` says.
+    fn end_sub(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId, why: Ending) {
+        let (reset, status, reason) = why.codes();
+        let Some(sub) = self.remove_sub(cx, sessions, conn, rid, reset) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
         if let Err(e) = s.publish_done(rid, status, sub.streams, Bytes::from_static(reason)) {
             debug!(conn, error = %e, "PUBLISH_DONE not sent");
         }
@@ -671,8 +771,14 @@ impl RelayShard {
 
     /// A REQUEST_UPDATE of subscription `rid` failed: it ends with UPDATE_FAILED (draft-16
     /// §9.11, draft-22 §9.5.1).
-    pub(super) fn fanout_update_failed(&mut self, conn: u64, rid: RequestId) {
-        self.end_sub(conn, rid, ResetCode::Cancelled, DoneStatus::UpdateFailed, b"update failed");
+    pub(super) fn update_failed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        self.end_sub(cx, sessions, conn, rid, Ending::UpdateFailed);
     }
 
     /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest
@@ -681,7 +787,13 @@ impl RelayShard {
     /// AUTHORIZATION_TOKEN extends an expiring subscription to the new token's expiry.
     /// Returns the REQUEST_OK's parameters: the Largest Location (the subscriber can FETCH a
     /// gap) and EXPIRES.
-    pub(super) fn fanout_update(&mut self, conn: u64, m: &RequestUpdate) -> Result<Parameters, UpdateError> {
+    pub(super) fn update(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: &RequestUpdate,
+    ) -> Result<Parameters, UpdateError> {
         update_allows(
             &m.params,
             &[
@@ -704,25 +816,24 @@ impl RelayShard {
             ));
         }
         let rid = m.existing_request_id;
-        let alias =
-            *self.fanout.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;
-        let namespace = self.fanout.tracks.get(&alias).map(|st| st.track.namespace.clone());
+        let alias = *self.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;
+        let namespace = self.tracks.get(&alias).map(|st| st.track.namespace.clone());
         let namespace = namespace.ok_or(UpdateError::Invalid("no such subscription"))?;
         // New tokens: the subscription is authorized again, until they expire.
         let mut renewed = None;
         if !m.params.auth_tokens.is_empty() {
-            match self.check_auth(conn, &m.params, &namespace, Right::Subscribe) {
+            match sessions.check_auth(cx, conn, &m.params, &namespace, Right::Subscribe) {
                 Ok(until) => renewed = until,
                 Err(Denied::Request(code, why)) => return Err(UpdateError::Refused(code, why)),
                 Err(Denied::Session(code, why)) => {
-                    if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+                    if let Some(s) = sessions.get_mut(conn) {
                         s.close(code, why);
                     }
                     return Err(UpdateError::Refused(RequestErrorCode::InternalError, why));
                 }
             }
         }
-        let st = self.fanout.tracks.get_mut(&alias).ok_or(UpdateError::Invalid("no such subscription"))?;
+        let st = self.tracks.get_mut(&alias).ok_or(UpdateError::Invalid("no such subscription"))?;
         let sub = st
             .subs
             .iter_mut()
@@ -748,7 +859,7 @@ impl RelayShard {
         if let Some(priority) = m.params.subscriber_priority {
             sub.priority = priority;
             // The streams already open move too (draft-22 §5.1), not only new ones.
-            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+            if let Some(s) = sessions.get_mut(conn) {
                 let default_publisher = default_publisher_priority(&st.info.properties);
                 for (key, id) in sub.open.iter().filter(|(_, id)| *id != TIMED_OUT) {
                     let publisher = st
@@ -770,60 +881,61 @@ impl RelayShard {
         }
         if let Some(t) = renewed {
             sub.until = Some(t);
-            self.fanout.expiries.push(Reverse((t, conn, rid)));
+            self.expiries.push(Reverse((t, conn, rid)));
         }
-        let expires = expires_ms(sub.until, self.now);
+        let expires = expires_ms(sub.until, cx.now);
         let largest = st.info.largest;
         let fill = match (&m.params.fill_parameters, sub.established) {
-            (Some(fill), true) => fill_ask(self.core, sub, fill, m.request_id, largest),
+            (Some(fill), true) => fill_ask(cx.core, sub, fill, m.request_id, largest),
             _ => None,
         };
         let track = st.track.clone();
         if let Some(ask) = fill {
-            self.fetch_ask(alias, track, ask);
+            self.fetch_ask(cx, sessions, alias, track, ask);
         }
-        self.fanout_sync_forward(alias);
+        self.sync_forward(cx, alias);
         if let Some(value) = m.params.new_group_request {
-            self.send(self.owner_of(alias), OwnerMsg::NewGroup { alias, value });
+            cx.send(cx.owner_of(alias), OwnerMsg::NewGroup { alias, value });
         }
         Ok(Parameters { largest_object: largest, expires, ..Parameters::default() })
     }
 
     /// Ends the subscriptions whose authorization ran out: PUBLISH_DONE EXPIRED (draft-22
     /// §12.4; draft-16 §13.1.2), their streams reset (draft-22: EXPIRED_AUTH_TOKEN).
-    pub(super) fn fanout_tick(&mut self) {
-        while let Some(&Reverse((at, conn, rid))) = self.fanout.expiries.peek() {
-            if at > self.now {
+    pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+        while let Some(&Reverse((at, conn, rid))) = self.expiries.peek() {
+            if at > cx.now {
                 break;
             }
-            self.fanout.expiries.pop();
-            let current = self.fanout.by_req.get(&(conn, rid)).and_then(|alias| {
-                let st = self.fanout.tracks.get(alias)?;
+            self.expiries.pop();
+            let current = self.by_req.get(&(conn, rid)).and_then(|alias| {
+                let st = self.tracks.get(alias)?;
                 st.subs.iter().find(|s| s.conn == conn && s.rid == rid).map(|s| s.until)
             });
             if current != Some(Some(at)) {
                 continue; // gone, or extended since
             }
-            self.end_sub(
-                conn,
-                rid,
-                ResetCode::ExpiredAuthToken,
-                DoneStatus::Expired,
-                b"authorization expired",
-            );
+            self.end_sub(cx, sessions, conn, rid, Ending::Expired);
         }
     }
 
     /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
     /// (a draft without that code gets CANCELLED, see `ResetCode`). The last subscription of
     /// a track on this core tells the owner.
-    fn remove_sub(&mut self, conn: u64, rid: RequestId, reset: ResetCode) -> Option<LocalSub> {
-        let &alias = self.fanout.by_req.get(&(conn, rid))?;
-        self.forget_sub(conn, rid);
-        let st = self.fanout.tracks.get_mut(&alias)?;
+    fn remove_sub(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        reset: ResetCode,
+    ) -> Option<LocalSub> {
+        let &alias = self.by_req.get(&(conn, rid))?;
+        self.forget_sub(sessions, conn, rid);
+        let st = self.tracks.get_mut(&alias)?;
         let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
         let sub = st.subs.swap_remove(pos);
-        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+        if let Some(s) = sessions.get_mut(conn) {
             for (_, id) in &sub.open {
                 let _ = s.reset_stream(*id, reset);
             }
@@ -833,12 +945,13 @@ impl RelayShard {
         // than sending a second SUBSCRIBE that the answer to the first would be taken for (the
         // owner drops this core between the two, and objects in that gap would be lost).
         if st.subs.is_empty() && st.live {
-            self.fanout.tracks.remove(&alias);
-            let from = self.core;
-            self.send(self.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
+            self.tracks.remove(&alias);
+            let from = cx.core;
+            cx.send(cx.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
         }
         for j in &sub.joins {
             self.fetch_fail(
+                sessions,
                 conn,
                 j.rid,
                 false,
@@ -846,23 +959,23 @@ impl RelayShard {
                 "the joined subscription ended",
             );
         }
-        self.fanout_sync_forward(alias);
-        self.fetch_cancel(conn, rid); // its fill, if the answer is still on its way
+        self.sync_forward(cx, alias);
+        self.fetch_cancel(sessions, conn, rid); // its fill, if the answer is still on its way
         Some(sub)
     }
 
-    pub(super) fn fanout_session_closed(&mut self, conn: u64) {
-        let rids: Vec<RequestId> =
-            self.fanout.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
+        let rids: Vec<RequestId> = self.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in rids {
-            self.fanout_unsubscribe(conn, rid);
+            self.unsubscribe(cx, sessions, conn, rid);
         }
-        self.fanout.per_session.remove(&conn);
+        self.per_session.remove(&conn);
+        self.fetch_session_closed(conn);
     }
 
     /// Objects and stream events from the owner, written to every subscription they pass.
-    pub(super) fn fanout_data(&mut self, alias: TrackAlias, data: Data) {
-        let Some(st) = self.fanout.tracks.get_mut(&alias) else { return };
+    pub(super) fn data(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias, data: Data) {
+        let Some(st) = self.tracks.get_mut(&alias) else { return };
         if !st.live {
             return;
         }
@@ -881,13 +994,13 @@ impl RelayShard {
                     fs.timeouts = Timeouts::from_properties(&st.info.properties, Some(&object.properties));
                 }
                 fs.objects += 1;
-                let now = self.now;
+                let now = cx.now;
                 let default_publisher = default_publisher_priority(&st.info.properties);
                 for sub in st.subs.iter_mut() {
                     if !sub.wants(at) {
                         continue;
                     }
-                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
                     let expires = sub.timeouts.with(fs.timeouts).object.map(|t| received + t);
                     let open = sub.open.iter().position(|(k, _)| *k == key);
                     if expires.is_some_and(|e| e <= now) {
@@ -897,7 +1010,7 @@ impl RelayShard {
                             Some(i) if sub.open[i].1 != TIMED_OUT => {
                                 let _ = s.reset_stream(sub.open[i].1, ResetCode::DeliveryTimeout);
                                 sub.open[i].1 = TIMED_OUT;
-                                self.stats.delivery_timeouts += 1;
+                                cx.stats.delivery_timeouts += 1;
                             }
                             Some(_) => {}
                             None => sub.open.push((key, TIMED_OUT)),
@@ -934,25 +1047,25 @@ impl RelayShard {
                     };
                     match s.send_object_until(stream, &object, payload.clone(), expires) {
                         Ok(()) => {
-                            self.stats.objects_out += 1;
-                            self.stats.bytes_out += payload.len() as u64;
+                            cx.stats.objects_out += 1;
+                            cx.stats.bytes_out += payload.len() as u64;
                         }
                         Err(e) => debug!(conn = sub.conn, error = %e, "object not sent"),
                     }
                 }
                 let delay = now.saturating_duration_since(received).as_micros();
-                let _ = self.stats.latency.record(u64::try_from(delay).unwrap_or(u64::MAX).max(1));
+                let _ = cx.stats.latency.record(u64::try_from(delay).unwrap_or(u64::MAX).max(1));
             }
             Data::StreamEnd { key, reset } => {
                 let Some(fs) = st.streams.remove(&key) else { return };
-                let now = self.now;
+                let now = cx.now;
                 for sub in st.subs.iter_mut() {
                     let Some(pos) = sub.open.iter().position(|(k, _)| *k == key) else { continue };
                     let (_, id) = sub.open.swap_remove(pos);
                     if id == TIMED_OUT {
                         continue;
                     }
-                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
                     // SUBGROUP_DELIVERY_TIMEOUT runs from the FIN: delivered in full by then,
                     // or reset.
                     let deliver_by = sub.timeouts.with(fs.timeouts).subgroup.map(|t| now + t);
@@ -974,18 +1087,18 @@ impl RelayShard {
                     // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
                     // dropped. (Once in quiche's datagram queue it can no longer be.)
                     let t = sub.timeouts.with(st.timeouts);
-                    if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= self.now) {
-                        self.stats.delivery_timeouts += 1;
+                    if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= cx.now) {
+                        cx.stats.delivery_timeouts += 1;
                         continue;
                     }
-                    let Some(s) = session(&mut self.sessions, &mut self.woken, sub.conn) else { continue };
+                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
                     let publisher =
                         header.publisher_priority.unwrap_or(default_publisher_priority(&st.info.properties));
                     let urgency = data_urgency(sub.priority, publisher);
                     match s.send_datagram_with_urgency(&header, &payload, urgency) {
                         Ok(()) => {
-                            self.stats.objects_out += 1;
-                            self.stats.bytes_out += payload.len() as u64;
+                            cx.stats.objects_out += 1;
+                            cx.stats.bytes_out += payload.len() as u64;
                         }
                         Err(e) => debug!(conn = sub.conn, error = %e, "datagram not sent"),
                     }

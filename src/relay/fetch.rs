@@ -13,9 +13,10 @@ use crate::hash::HashMap;
 use bytes::Bytes;
 use tracing::debug;
 
-use super::fanout::DEFAULT_PRIORITY;
+use super::fanout::{Fanout, Join, DEFAULT_PRIORITY};
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
-use super::{session, RelayShard};
+use super::sessions::{Role, Sessions};
+use super::Cx;
 use crate::session::data_urgency;
 use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
@@ -24,17 +25,13 @@ use crate::wire::{RequestErrorCode, ResetCode};
 
 /// FETCHes of this core's sessions waiting for their owner's answer.
 #[derive(Debug, Default)]
-pub struct Fetches {
+pub(super) struct Fetches {
     /// FETCHes waiting for their answer, with the subscriber priority of their stream.
     pending: HashMap<(u64, RequestId), u8>,
     per_session: HashMap<u64, usize>,
 }
 
 impl Fetches {
-    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
-        self.pending.contains_key(&(conn, rid))
-    }
-
     pub fn len(&self) -> usize {
         self.pending.len()
     }
@@ -61,13 +58,12 @@ pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart,
     })
 }
 
-/// The fetch stream writer of either draft.
-impl RelayShard {
-    pub(super) fn fetch_request(&mut self, conn: u64, m: Fetch) {
+impl Fanout {
+    pub(super) fn fetch_request(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, m: Fetch) {
         let rid = m.request_id;
         let count = self.fetches.per_session.get(&conn).copied().unwrap_or(0);
-        if count >= self.config.max_subscriptions_per_session {
-            return self.answer_error(
+        if count >= cx.config.max_subscriptions_per_session {
+            return sessions.answer_error(
                 conn,
                 rid,
                 RequestErrorCode::ExcessiveLoad,
@@ -79,7 +75,7 @@ impl RelayShard {
         match m.kind {
             FetchKind::Standalone { track } => {
                 let Some((start, end)) = fetch_range(m.params.location_filter) else {
-                    return self.answer_error(
+                    return sessions.answer_error(
                         conn,
                         rid,
                         RequestErrorCode::InvalidRange,
@@ -87,10 +83,10 @@ impl RelayShard {
                         true,
                     );
                 };
-                let alias = self.key.alias(&track);
+                let alias = cx.key.alias(&track);
                 let fill_timeout = m.params.fill_timeout.map(std::time::Duration::from_millis);
                 let ask = FetchAsk {
-                    from: self.core,
+                    from: cx.core,
                     conn,
                     rid,
                     start,
@@ -101,20 +97,30 @@ impl RelayShard {
                     fill_timeout,
                     priority: m.params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
                 };
-                self.fetch_ask(alias, track, ask);
+                self.fetch_ask(cx, sessions, alias, track, ask);
             }
-            FetchKind::RelativeJoining { joining_request_id, joining_start } => {
-                self.fanout_join(conn, rid, joining_request_id, true, joining_start, descending)
-            }
-            FetchKind::AbsoluteJoining { joining_request_id, joining_start } => {
-                self.fanout_join(conn, rid, joining_request_id, false, joining_start, descending)
-            }
+            FetchKind::RelativeJoining { joining_request_id, joining_start } => self.join(
+                cx,
+                sessions,
+                conn,
+                joining_request_id,
+                Join { rid, relative: true, start: joining_start, descending },
+            ),
+            FetchKind::AbsoluteJoining { joining_request_id, joining_start } => self.join(
+                cx,
+                sessions,
+                conn,
+                joining_request_id,
+                Join { rid, relative: false, start: joining_start, descending },
+            ),
         }
     }
 
     /// Sends `ask` to the owner of `alias` and remembers it as pending.
     pub(super) fn fetch_ask(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         alias: TrackAlias,
         track: crate::wire::model::FullTrackName,
         ask: FetchAsk,
@@ -122,21 +128,24 @@ impl RelayShard {
         if self.fetches.pending.insert((ask.conn, ask.rid), ask.priority).is_none() {
             *self.fetches.per_session.entry(ask.conn).or_default() += 1;
         }
-        let who = self.requester(ask.conn);
-        self.send(self.owner_of(alias), OwnerMsg::Fetch { alias, track, ask, who });
+        sessions.register_also(ask.conn, ask.rid, Role::Fetch);
+        let who = sessions.requester(ask.conn);
+        cx.send(cx.owner_of(alias), OwnerMsg::Fetch { alias, track, ask, who });
     }
 
     /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).
-    pub(super) fn fetch_hold(&mut self, conn: u64, rid: RequestId) {
+    pub(super) fn fetch_hold(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
         if self.fetches.pending.insert((conn, rid), DEFAULT_PRIORITY).is_none() {
             *self.fetches.per_session.entry(conn).or_default() += 1;
         }
+        sessions.register_also(conn, rid, Role::Fetch);
     }
 
     /// Forgets a pending FETCH; its stream's subscriber priority, or `None` if it was not
     /// pending (answered or cancelled already).
-    fn fetch_forget(&mut self, conn: u64, rid: RequestId) -> Option<u8> {
+    fn fetch_forget(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) -> Option<u8> {
         let priority = self.fetches.pending.remove(&(conn, rid))?;
+        sessions.forget_role(conn, rid, Role::Fetch);
         if let Some(c) = self.fetches.per_session.get_mut(&conn) {
             *c = c.saturating_sub(1);
         }
@@ -145,27 +154,28 @@ impl RelayShard {
 
     /// FETCH_CANCEL (draft-16) or a cancelled request stream (draft-22) before the answer:
     /// the answer is dropped when it comes.
-    pub(super) fn fetch_cancel(&mut self, conn: u64, rid: RequestId) {
-        self.fetch_forget(conn, rid);
+    pub(super) fn fetch_cancel(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        self.fetch_forget(sessions, conn, rid);
     }
 
     /// A pending FETCH fails with REQUEST_ERROR `code` (a fill stream is opened and reset).
     pub(super) fn fetch_fail(
         &mut self,
+        sessions: &mut Sessions,
         conn: u64,
         rid: RequestId,
         fill: bool,
         code: RequestErrorCode,
         reason: &str,
     ) {
-        if self.fetch_forget(conn, rid).is_none() {
+        if self.fetch_forget(sessions, conn, rid).is_none() {
             return;
         }
         if !fill {
-            return self.answer_error(conn, rid, code, reason, true);
+            return sessions.answer_error(conn, rid, code, reason, true);
         }
         // draft-22 §3.4.1: a fill failure is a fill fetch stream reset right after its header.
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
         if let Ok(stream) = s.open_fetch_stream(rid) {
             let _ = s.reset_stream(stream, ResetCode::InternalError);
         }
@@ -179,6 +189,7 @@ impl RelayShard {
     /// The owner's answer to a FETCH of session `conn`.
     pub(super) fn fetch_answer(
         &mut self,
+        sessions: &mut Sessions,
         conn: u64,
         rid: RequestId,
         fill: bool,
@@ -187,13 +198,13 @@ impl RelayShard {
         let data = match answer {
             Ok(data) => data,
             Err((code, reason)) => {
-                return self.fetch_fail(conn, rid, fill, code, &String::from_utf8_lossy(&reason));
+                return self.fetch_fail(sessions, conn, rid, fill, code, &String::from_utf8_lossy(&reason));
             }
         };
-        let Some(priority) = self.fetch_forget(conn, rid) else {
+        let Some(priority) = self.fetch_forget(sessions, conn, rid) else {
             return; // cancelled
         };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
         if !fill {
             if let Err(e) = s.fetch_ok(rid, data.end, data.whole_group, data.properties.clone()) {
                 debug!(conn, error = %e, "FETCH_OK not sent");

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{Data, Epoch, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo};
+use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo};
 use super::namespaces::Via;
-use super::{session, RelayShard};
+use super::sessions::{Role, Sessions};
+use super::Cx;
 use crate::session::SessionError;
 use crate::wire::model::{
     DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
@@ -80,10 +81,6 @@ impl Ingest {
         self.ups.len()
     }
 
-    pub fn has_namespace(&self, conn: u64, rid: RequestId) -> bool {
-        self.namespaces.contains_key(&(conn, rid))
-    }
-
     /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
     pub fn published(&self, conn: u64, rid: RequestId) -> Option<&TrackNamespace> {
         self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref())
@@ -105,11 +102,34 @@ fn renew_after(left: Duration) -> Duration {
     (left * 3 / 4).min(left.saturating_sub(Duration::from_secs(1)))
 }
 
-impl RelayShard {
-    pub(super) fn ingest_publish_namespace(&mut self, conn: u64, m: PublishNamespace) {
-        let count = self.ingest.per_session.entry(conn).or_default();
-        if count.0 >= self.config.max_namespaces_per_session {
-            return self.answer_error(
+impl Ingest {
+    /// A message for the publisher side of this core.
+    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: IngestMsg) {
+        use IngestMsg as M;
+        match msg {
+            M::UpstreamSubscribe { alias, track, publisher, epoch, new_group } => {
+                self.upstream_subscribe(cx, sessions, alias, track, publisher, epoch, new_group)
+            }
+            M::NewGroup { alias: _, epoch, value } => self.new_group(sessions, epoch, value),
+            M::UpstreamStop { alias: _, epoch } => self.upstream_stop(sessions, epoch),
+            M::PublishForward { alias: _, epoch, forward } => self.publish_forward(sessions, epoch, forward),
+            M::PublishRefused { alias: _, epoch, code, reason } => {
+                self.publish_refused(sessions, epoch, code, reason)
+            }
+            M::NamespaceKnown { conn, rid } => self.namespace_known(sessions, conn, rid),
+        }
+    }
+
+    pub(super) fn publish_namespace(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: PublishNamespace,
+    ) {
+        let count = self.per_session.entry(conn).or_default();
+        if count.0 >= cx.config.max_namespaces_per_session {
+            return sessions.answer_error(
                 conn,
                 m.request_id,
                 RequestErrorCode::InternalError,
@@ -119,56 +139,74 @@ impl RelayShard {
         }
         count.0 += 1;
         let rid = m.request_id;
-        self.ingest.namespaces.insert((conn, rid), m.namespace.clone());
+        self.namespaces.insert((conn, rid), m.namespace.clone());
+        sessions.register(conn, rid, Role::Namespace);
         // REQUEST_OK once every core has the namespace (`ingest_namespace_known`).
-        self.ingest.announcing.insert((conn, rid), self.cores);
-        let publisher = self.me(conn);
-        let via = Via::Announced { node: self.requester(conn).node };
-        for core in 0..self.cores {
+        self.announcing.insert((conn, rid), cx.cores);
+        let publisher = cx.me(conn);
+        let via = Via::Announced { node: sessions.requester(conn).node };
+        for core in 0..cx.cores {
             let namespace = m.namespace.clone();
-            self.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
+            cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
         }
     }
 
     /// Link `conn` serves `namespace` (a route): withdrawn with the link's other namespaces
     /// when its session closes.
-    pub(super) fn ingest_add_route(&mut self, conn: u64, rid: RequestId, namespace: TrackNamespace) {
-        self.ingest.namespaces.insert((conn, rid), namespace);
+    pub(super) fn add_route(
+        &mut self,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        namespace: TrackNamespace,
+    ) {
+        self.namespaces.insert((conn, rid), namespace);
+        sessions.register(conn, rid, Role::Namespace);
     }
 
     /// One more core applied announcement `rid` of session `conn`.
-    pub(super) fn ingest_namespace_known(&mut self, conn: u64, rid: RequestId) {
-        let Some(left) = self.ingest.announcing.get_mut(&(conn, rid)) else { return };
+    pub(super) fn namespace_known(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        let Some(left) = self.announcing.get_mut(&(conn, rid)) else { return };
         *left -= 1;
         if *left > 0 {
             return;
         }
-        self.ingest.announcing.remove(&(conn, rid));
-        self.answer_ok(conn, rid, Parameters::default());
+        self.announcing.remove(&(conn, rid));
+        sessions.answer_ok(conn, rid, Parameters::default());
     }
 
-    pub(super) fn ingest_withdraw_namespace(&mut self, conn: u64, rid: RequestId) {
-        let Some(namespace) = self.ingest.namespaces.remove(&(conn, rid)) else { return };
-        self.ingest.announcing.remove(&(conn, rid));
-        if let Some(c) = self.ingest.per_session.get_mut(&conn) {
+    pub(super) fn withdraw_namespace(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        let Some(namespace) = self.namespaces.remove(&(conn, rid)) else { return };
+        sessions.forget(conn, rid);
+        self.announcing.remove(&(conn, rid));
+        if let Some(c) = self.per_session.get_mut(&conn) {
             c.0 = c.0.saturating_sub(1);
         }
-        let publisher = self.me(conn);
-        for core in 0..self.cores {
-            self.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+        let publisher = cx.me(conn);
+        for core in 0..cx.cores {
+            cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
         }
     }
 
     /// The owner wants `track` from session `publisher` (on this core).
-    pub(super) fn ingest_upstream_subscribe(
+    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
+    pub(super) fn upstream_subscribe(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         alias: TrackAlias,
         track: FullTrackName,
         publisher: SessionRef,
         epoch: Epoch,
         new_group: Option<u64>,
     ) {
-        let owner = self.owner_of(alias);
+        let owner = cx.owner_of(alias);
         let conn = publisher.conn;
         let refuse = |code: RequestErrorCode, why: &'static str| OwnerMsg::UpstreamError {
             alias,
@@ -176,13 +214,13 @@ impl RelayShard {
             code,
             reason: Bytes::from_static(why.as_bytes()),
         };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else {
-            return self.send(owner, refuse(RequestErrorCode::DoesNotExist, "the publisher went away"));
+        let Some(s) = sessions.get_mut(conn) else {
+            return cx.send(owner, refuse(RequestErrorCode::DoesNotExist, "the publisher went away"));
         };
         let rid = match s.next_request_id() {
             Ok(r) => r,
             Err(_) => {
-                return self.send(
+                return cx.send(
                     owner,
                     refuse(RequestErrorCode::InternalError, "publisher allows no more requests"),
                 )
@@ -197,7 +235,7 @@ impl RelayShard {
         let namespace = track.namespace.clone();
         if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
             debug!(conn, error = %e, "upstream SUBSCRIBE not sent");
-            return self.send(owner, refuse(RequestErrorCode::InternalError, "upstream SUBSCRIBE failed"));
+            return cx.send(owner, refuse(RequestErrorCode::InternalError, "upstream SUBSCRIBE failed"));
         }
         let up = Upstream {
             alias,
@@ -211,12 +249,19 @@ impl RelayShard {
             subscribed: Some(namespace),
             renew: None,
         };
-        self.ingest.ups.insert((conn, rid), up);
-        self.ingest.by_epoch.insert(epoch, (conn, rid));
+        self.ups.insert((conn, rid), up);
+        self.by_epoch.insert(epoch, (conn, rid));
+        sessions.register(conn, rid, Role::Upstream);
     }
 
-    pub(super) fn ingest_subscribe_ok(&mut self, conn: u64, m: SubscribeOk) {
-        let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
+    pub(super) fn subscribe_ok(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: SubscribeOk,
+    ) {
+        let Some(up) = self.ups.get_mut(&(conn, m.request_id)) else { return };
         let Kind::Subscribe { established, .. } = &mut up.kind else { return };
         if *established {
             return;
@@ -231,36 +276,42 @@ impl RelayShard {
         // An upstream link's subscription that EXPIRES is renewed before it does (with a token
         // this relay mints: it shares its keys with its parents), so viewers are not ended
         // with PUBLISH_DONE EXPIRED when the link's token runs out.
-        let renewable = self.is_link(conn) && self.config.auth.is_some();
+        let renewable = sessions.is_link(conn) && cx.config.auth.is_some();
         if let Some(ms) = m.params.expires.filter(|&ms| ms > 0 && renewable) {
-            let at = self.now + renew_after(Duration::from_millis(ms));
-            if let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) {
+            let at = cx.now + renew_after(Duration::from_millis(ms));
+            if let Some(up) = self.ups.get_mut(&(conn, m.request_id)) {
                 up.renew = Some(at);
             }
         }
-        self.send(self.owner_of(alias), OwnerMsg::UpstreamOk { alias, epoch, info });
+        cx.send(cx.owner_of(alias), OwnerMsg::UpstreamOk { alias, epoch, info });
     }
 
-    pub(super) fn ingest_request_error(&mut self, conn: u64, m: RequestError) {
+    pub(super) fn request_error(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: RequestError,
+    ) {
         let key = (conn, m.request_id);
         if !matches!(
-            self.ingest.ups.get(&key),
+            self.ups.get(&key),
             Some(Upstream { kind: Kind::Subscribe { established: false, .. }, .. })
         ) {
             // An answer to one of our REQUEST_UPDATEs (draft-22 sends it on the SUBSCRIBE's
             // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
-            return self.ingest_update_answered(conn, m.request_id);
+            return self.update_answered(sessions, conn, m.request_id);
         }
-        let Some(code) = self.sessions.get(&conn).map(|s| s.peer_request_error(m.error_code)) else { return };
-        let Some((up, _)) = self.remove_upstream(key) else { return };
+        let Some(code) = sessions.get(conn).map(|s| s.peer_request_error(m.error_code)) else { return };
+        let Some((up, _)) = self.remove_upstream(sessions, key) else { return };
         let msg = OwnerMsg::UpstreamError { alias: up.alias, epoch: up.epoch, code, reason: m.reason };
-        self.send(self.owner_of(up.alias), msg);
+        cx.send(cx.owner_of(up.alias), msg);
     }
 
-    pub(super) fn ingest_publish(&mut self, conn: u64, m: Publish) {
-        let count = self.ingest.per_session.entry(conn).or_default();
-        if count.1 >= self.config.max_subscriptions_per_session {
-            return self.answer_error(
+    pub(super) fn publish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, m: Publish) {
+        let count = self.per_session.entry(conn).or_default();
+        if count.1 >= cx.config.max_subscriptions_per_session {
+            return sessions.answer_error(
                 conn,
                 m.request_id,
                 RequestErrorCode::InternalError,
@@ -269,8 +320,8 @@ impl RelayShard {
             );
         }
         count.1 += 1;
-        let alias = self.key.alias(&m.track);
-        let epoch = self.new_epoch();
+        let alias = cx.key.alias(&m.track);
+        let epoch = cx.new_epoch();
         let up = Upstream {
             alias,
             epoch,
@@ -285,25 +336,23 @@ impl RelayShard {
             subscribed: None,
             renew: None,
         };
-        self.ingest.ups.insert((conn, m.request_id), up);
-        self.ingest.by_epoch.insert(epoch, (conn, m.request_id));
+        self.ups.insert((conn, m.request_id), up);
+        self.by_epoch.insert(epoch, (conn, m.request_id));
+        sessions.register(conn, m.request_id, Role::Upstream);
         let info = TrackInfo {
             largest: m.params.largest_object,
             properties: m.track_properties,
             group_order: m.params.group_order,
         };
-        let publisher = self.me(conn);
-        self.send(
-            self.owner_of(alias),
-            OwnerMsg::Published { alias, track: m.track, publisher, epoch, info },
-        );
+        let publisher = cx.me(conn);
+        cx.send(cx.owner_of(alias), OwnerMsg::Published { alias, track: m.track, publisher, epoch, info });
     }
 
     /// The owner's answer to a PUBLISH (PUBLISH_OK), or a later change of its Forward State
     /// (REQUEST_UPDATE).
-    pub(super) fn ingest_publish_forward(&mut self, epoch: Epoch, forward: bool) {
-        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
-        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+    pub(super) fn publish_forward(&mut self, sessions: &mut Sessions, epoch: Epoch, forward: bool) {
+        let Some(&(conn, rid)) = self.by_epoch.get(&epoch) else { return };
+        let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
         let (answered, current) = match &mut up.kind {
             Kind::Publish { answered, forward } => (answered, forward),
@@ -312,11 +361,11 @@ impl RelayShard {
                     return;
                 }
                 *current = forward;
-                return self.ingest_send_update(conn, rid, forward);
+                return self.send_update(sessions, conn, rid, forward);
             }
             Kind::Subscribe { established: false, .. } => return,
         };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
         let result = if !*answered && s.publish_ok_has_forward() {
             *answered = true;
             s.send(Message::PublishOk(PublishOk { request_id: rid, params }))
@@ -329,12 +378,12 @@ impl RelayShard {
             *current = forward;
             let sent = s.send(Message::PublishOk(PublishOk { request_id: rid, params: ok }));
             if sent.is_ok() && changed {
-                return self.ingest_send_update(conn, rid, forward);
+                return self.send_update(sessions, conn, rid, forward);
             }
             sent
         } else if *current != forward {
             *current = forward;
-            return self.ingest_send_update(conn, rid, forward);
+            return self.send_update(sessions, conn, rid, forward);
         } else {
             Ok(())
         };
@@ -347,8 +396,8 @@ impl RelayShard {
     /// REQUEST_UPDATE FORWARD `forward` of upstream request `rid`; while the publisher's
     /// MAX_REQUEST_UPDATES are all outstanding it waits, and the latest Forward State goes
     /// out when one is answered (`ingest_update_answered`).
-    fn ingest_send_update(&mut self, conn: u64, rid: RequestId, forward: bool) {
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+    fn send_update(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId, forward: bool) {
+        let Some(s) = sessions.get_mut(conn) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
         let sent = s.next_request_id().and_then(|request_id| {
             s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
@@ -356,7 +405,7 @@ impl RelayShard {
         match sent {
             Ok(()) => {}
             Err(SessionError::UpdatesBlocked { .. }) => {
-                if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+                if let Some(up) = self.ups.get_mut(&(conn, rid)) {
                     up.update_blocked = true;
                 }
             }
@@ -366,9 +415,9 @@ impl RelayShard {
 
     /// REQUEST_UPDATE NEW_GROUP_REQUEST `value` of upstream `epoch` (draft-22 §9.20.19: the
     /// owner decided it goes).
-    pub(super) fn ingest_new_group(&mut self, epoch: Epoch, value: u64) {
-        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+    pub(super) fn new_group(&mut self, sessions: &mut Sessions, epoch: Epoch, value: u64) {
+        let Some(&(conn, rid)) = self.by_epoch.get(&epoch) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
         let params = Parameters { new_group_request: Some(value), ..Parameters::default() };
         let sent = s.next_request_id().and_then(|request_id| {
             s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
@@ -380,91 +429,108 @@ impl RelayShard {
 
     /// The publisher answered one of our REQUEST_UPDATEs of `rid` (REQUEST_OK or
     /// REQUEST_ERROR): a waiting one goes now.
-    pub(super) fn ingest_update_answered(&mut self, conn: u64, rid: RequestId) {
-        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+    pub(super) fn update_answered(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         if !std::mem::take(&mut up.update_blocked) {
             return;
         }
         let forward = match up.kind {
             Kind::Subscribe { forward, .. } | Kind::Publish { forward, .. } => forward,
         };
-        self.ingest_send_update(conn, rid, forward);
+        self.send_update(sessions, conn, rid, forward);
     }
 
-    pub(super) fn ingest_publish_refused(&mut self, epoch: Epoch, code: RequestErrorCode, reason: Bytes) {
-        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
-        self.remove_upstream((conn, rid));
+    pub(super) fn publish_refused(
+        &mut self,
+        sessions: &mut Sessions,
+        epoch: Epoch,
+        code: RequestErrorCode,
+        reason: Bytes,
+    ) {
+        let Some(&(conn, rid)) = self.by_epoch.get(&epoch) else { return };
+        self.remove_upstream(sessions, (conn, rid));
         let reason = String::from_utf8_lossy(&reason).into_owned();
-        self.answer_error(conn, rid, code, &reason, true);
+        sessions.answer_error(conn, rid, code, &reason, true);
     }
 
     /// The owner no longer wants upstream `epoch`: UNSUBSCRIBE (draft-16) or cancel its
     /// request stream (draft-22).
-    pub(super) fn ingest_upstream_stop(&mut self, epoch: Epoch) {
-        let Some(&(conn, rid)) = self.ingest.by_epoch.get(&epoch) else { return };
-        self.remove_upstream((conn, rid));
-        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+    pub(super) fn upstream_stop(&mut self, sessions: &mut Sessions, epoch: Epoch) {
+        let Some(&(conn, rid)) = self.by_epoch.get(&epoch) else { return };
+        self.remove_upstream(sessions, (conn, rid));
+        if let Some(s) = sessions.get_mut(conn) {
             if let Err(e) = s.send(Message::Unsubscribe(rid)) {
                 debug!(conn, error = %e, "upstream UNSUBSCRIBE not sent");
             }
         }
     }
 
-    pub(super) fn ingest_publish_done(&mut self, conn: u64, m: PublishDone) {
-        let deadline = self.now + self.config.done_wait;
-        let Some(status) = self.sessions.get(&conn).map(|s| s.peer_done_status(m.status_code)) else {
+    pub(super) fn publish_done(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        m: PublishDone,
+    ) {
+        let deadline = cx.now + cx.config.done_wait;
+        let Some(status) = sessions.get(conn).map(|s| s.peer_done_status(m.status_code)) else {
             return;
         };
-        let Some(up) = self.ingest.ups.get_mut(&(conn, m.request_id)) else { return };
+        let Some(up) = self.ups.get_mut(&(conn, m.request_id)) else { return };
         up.done = Some((status, m.reason, m.stream_count, deadline));
-        self.try_finish((conn, m.request_id), false);
+        self.try_finish(cx, sessions, (conn, m.request_id), false);
     }
 
     /// The publisher cancelled one of its requests (draft-22 reset / STOP_SENDING).
-    pub(super) fn ingest_cancelled(&mut self, conn: u64, rid: RequestId) {
-        if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+    pub(super) fn cancelled(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        if let Some(up) = self.ups.get_mut(&(conn, rid)) {
             let reason = Bytes::from_static(b"the publisher cancelled the subscription");
-            up.done = Some((DoneStatus::InternalError, reason, 0, self.now));
-            self.try_finish((conn, rid), true);
+            up.done = Some((DoneStatus::InternalError, reason, 0, cx.now));
+            self.try_finish(cx, sessions, (conn, rid), true);
         }
     }
 
     /// Passes a held PUBLISH_DONE on once its streams have all ended (or `force`).
-    fn try_finish(&mut self, key: (u64, RequestId), force: bool) {
-        let Some(up) = self.ingest.ups.get(&key) else { return };
+    fn try_finish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, key: (u64, RequestId), force: bool) {
+        let Some(up) = self.ups.get(&key) else { return };
         let Some((_, _, count, _)) = &up.done else { return };
         let complete = up.open_streams == 0 && (count_unknown(*count) || up.streams_seen >= *count);
         if !complete && !force {
             return;
         }
-        let Some((up, open)) = self.remove_upstream(key) else { return };
+        let Some((up, open)) = self.remove_upstream(sessions, key) else { return };
         let Some((status, reason, _, _)) = up.done else { return };
-        let owner = self.owner_of(up.alias);
+        let owner = cx.owner_of(up.alias);
         let (alias, epoch) = (up.alias, up.epoch);
         // Streams still open upstream end here (reset: their objects will not come).
         for k in open {
             let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-            self.send(owner, OwnerMsg::Upstream { alias, epoch, data });
+            cx.send(owner, OwnerMsg::Upstream { alias, epoch, data });
         }
-        self.send(owner, OwnerMsg::UpstreamDone { alias, epoch, status, reason });
-        if let Some(s) = self.sessions.get_mut(&key.0) {
+        cx.send(owner, OwnerMsg::UpstreamDone { alias, epoch, status, reason });
+        if let Some(s) = sessions.get_mut(key.0) {
             let _ = s.end_request(key.1); // our side of the request's stream ends too
-            self.woken.add(key.0);
+                                          //WOKEN (key.0);
         }
     }
 
     /// Forgets upstream `key` (session, request) and its open streams, whose keys it returns
     /// with it (the session discards their later bytes once the request is gone).
-    fn remove_upstream(&mut self, key: (u64, RequestId)) -> Option<(Upstream, Vec<StreamKey>)> {
-        let up = self.ingest.ups.remove(&key)?;
-        self.ingest.by_epoch.remove(&up.epoch);
+    fn remove_upstream(
+        &mut self,
+        sessions: &mut Sessions,
+        key: (u64, RequestId),
+    ) -> Option<(Upstream, Vec<StreamKey>)> {
+        let up = self.ups.remove(&key)?;
+        self.by_epoch.remove(&up.epoch);
+        sessions.forget(key.0, key.1);
         if let Kind::Publish { .. } = up.kind {
-            if let Some(c) = self.ingest.per_session.get_mut(&key.0) {
+            if let Some(c) = self.per_session.get_mut(&key.0) {
                 c.1 = c.1.saturating_sub(1);
             }
         }
         let mut open = Vec::new();
-        self.ingest.streams.retain(|k, v| {
+        self.streams.retain(|k, v| {
             let mine = k.0 == key.0 && v.0 == key.1;
             if mine {
                 open.push(v.1);
@@ -474,8 +540,10 @@ impl RelayShard {
         Some((up, open))
     }
 
-    pub(super) fn ingest_object(
+    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
+    pub(super) fn object(
         &mut self,
+        cx: &mut Cx<'_>,
         conn: u64,
         stream: u64,
         rid: RequestId,
@@ -483,66 +551,74 @@ impl RelayShard {
         object: SubgroupObject,
         payload: Bytes,
     ) {
-        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+        let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         let (alias, epoch) = (up.alias, up.epoch);
-        let owner = super::alias::owner(alias, self.cores);
-        let key = match self.ingest.streams.get(&(conn, stream)) {
+        let owner = super::alias::owner(alias, cx.cores);
+        let key = match self.streams.get(&(conn, stream)) {
             Some(&(_, key)) => key,
             None => {
                 up.open_streams += 1;
                 up.streams_seen += 1;
-                self.ingest.next_stream += 1;
-                let key = StreamKey { core: self.core, seq: self.ingest.next_stream };
-                self.ingest.streams.insert((conn, stream), (rid, key));
+                self.next_stream += 1;
+                let key = StreamKey { core: cx.core, seq: self.next_stream };
+                self.streams.insert((conn, stream), (rid, key));
                 let mut header = header;
                 header.track_alias = alias;
                 if header.subgroup_id == SubgroupId::FirstObject {
                     header.subgroup_id = SubgroupId::Explicit(object.object_id);
                 }
-                self.send(owner, OwnerMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
+                cx.send(owner, OwnerMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
                 key
             }
         };
-        self.stats.objects_in += 1;
-        self.stats.bytes_in += payload.len() as u64;
-        self.send(
+        cx.stats.objects_in += 1;
+        cx.stats.bytes_in += payload.len() as u64;
+        cx.send(
             owner,
             OwnerMsg::Upstream {
                 alias,
                 epoch,
-                data: Data::Object { key, object, payload, received: self.now },
+                data: Data::Object { key, object, payload, received: cx.now },
             },
         );
     }
 
-    pub(super) fn ingest_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) {
-        let Some((rid, key)) = self.ingest.streams.remove(&(conn, stream)) else { return };
-        let reset = reset.map(|c| self.sessions.get(&conn).map_or(ResetCode::Other(c), |s| s.peer_reset(c)));
-        let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { return };
+    pub(super) fn stream_end(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        stream: u64,
+        reset: Option<u64>,
+    ) {
+        let Some((rid, key)) = self.streams.remove(&(conn, stream)) else { return };
+        let reset = reset.map(|c| sessions.get(conn).map_or(ResetCode::Other(c), |s| s.peer_reset(c)));
+        let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         up.open_streams = up.open_streams.saturating_sub(1);
         let (alias, epoch) = (up.alias, up.epoch);
-        self.send(
-            self.owner_of(alias),
+        cx.send(
+            cx.owner_of(alias),
             OwnerMsg::Upstream { alias, epoch, data: Data::StreamEnd { key, reset } },
         );
-        self.try_finish((conn, rid), false);
+        self.try_finish(cx, sessions, (conn, rid), false);
     }
 
-    pub(super) fn ingest_datagram(
+    pub(super) fn datagram(
         &mut self,
+        cx: &mut Cx<'_>,
         conn: u64,
         rid: RequestId,
         mut header: DatagramHeader,
         payload: Bytes,
     ) {
-        let Some(up) = self.ingest.ups.get(&(conn, rid)) else { return };
+        let Some(up) = self.ups.get(&(conn, rid)) else { return };
         let (alias, epoch) = (up.alias, up.epoch);
         header.track_alias = alias;
-        self.stats.objects_in += 1;
-        self.stats.bytes_in += payload.len() as u64;
-        self.send(
-            self.owner_of(alias),
-            OwnerMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: self.now } },
+        cx.stats.objects_in += 1;
+        cx.stats.bytes_in += payload.len() as u64;
+        cx.send(
+            cx.owner_of(alias),
+            OwnerMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: cx.now } },
         );
     }
 
@@ -550,19 +626,14 @@ impl RelayShard {
     /// Renews the upstream subscriptions whose time has come: REQUEST_UPDATE with a freshly
     /// minted token for the track's namespace (the parent extends EXPIRES to its expiry), and
     /// the next renewal before that.
-    fn ingest_renew(&mut self) {
-        let now = self.now;
-        let due: Vec<(u64, RequestId)> = self
-            .ingest
-            .ups
-            .iter()
-            .filter(|(_, u)| u.renew.is_some_and(|t| t <= now))
-            .map(|(k, _)| *k)
-            .collect();
+    fn renew(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+        let now = cx.now;
+        let due: Vec<(u64, RequestId)> =
+            self.ups.iter().filter(|(_, u)| u.renew.is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
         for (conn, rid) in due {
-            let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) else { continue };
+            let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
             up.renew = Some(now + renew_after(RENEWED_TOKEN_TTL));
-            let (Some(keys), Some(ns)) = (self.config.auth.clone(), up.subscribed.clone()) else { continue };
+            let (Some(keys), Some(ns)) = (cx.config.auth.clone(), up.subscribed.clone()) else { continue };
             let claims = crate::auth::Claims {
                 ns: ns.fields().iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
                 publish: false,
@@ -571,7 +642,7 @@ impl RelayShard {
             };
             let Some(token) = keys.mint(&claims) else { continue };
             let token = crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(token) };
-            let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { continue };
+            let Some(s) = sessions.get_mut(conn) else { continue };
             let params = Parameters { auth_tokens: vec![token], ..Parameters::default() };
             let sent = s.next_request_id().and_then(|request_id| {
                 s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
@@ -582,58 +653,56 @@ impl RelayShard {
         }
     }
 
-    pub(super) fn ingest_tick(&mut self) {
-        self.ingest_renew();
+    pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+        self.renew(cx, sessions);
         let due: Vec<(u64, RequestId)> = self
-            .ingest
             .ups
             .iter()
-            .filter(|(_, u)| u.done.as_ref().is_some_and(|d| d.3 <= self.now))
+            .filter(|(_, u)| u.done.as_ref().is_some_and(|d| d.3 <= cx.now))
             .map(|(k, _)| *k)
             .collect();
         for key in due {
-            self.try_finish(key, true);
+            self.try_finish(cx, sessions, key, true);
         }
     }
 
     /// Whether the relay has an upstream subscription on session `conn`.
-    pub(super) fn ingest_has_upstreams(&self, conn: u64) -> bool {
-        self.ingest.ups.keys().any(|(c, _)| *c == conn)
+    pub(super) fn has_upstreams(&self, conn: u64) -> bool {
+        self.ups.keys().any(|(c, _)| *c == conn)
     }
 
     /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
-    pub(super) fn ingest_session_closed(&mut self, conn: u64) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
         let namespaces: Vec<RequestId> =
-            self.ingest.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+            self.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in namespaces {
-            self.ingest_withdraw_namespace(conn, rid);
+            self.withdraw_namespace(cx, sessions, conn, rid);
         }
-        let ups: Vec<RequestId> =
-            self.ingest.ups.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
-        if self.is_link(conn) {
+        let ups: Vec<RequestId> = self.ups.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        if sessions.is_link(conn) {
             // An upstream link: its tracks wait for it (or another route) to come back.
             for rid in ups {
-                let Some((up, open)) = self.remove_upstream((conn, rid)) else { continue };
+                let Some((up, open)) = self.remove_upstream(sessions, (conn, rid)) else { continue };
                 let (alias, epoch) = (up.alias, up.epoch);
-                let owner = self.owner_of(alias);
+                let owner = cx.owner_of(alias);
                 for k in open {
                     let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-                    self.send(owner, OwnerMsg::Upstream { alias, epoch, data });
+                    cx.send(owner, OwnerMsg::Upstream { alias, epoch, data });
                 }
-                self.send(owner, OwnerMsg::UpstreamLost { alias, epoch });
+                cx.send(owner, OwnerMsg::UpstreamLost { alias, epoch });
             }
-            self.ingest.streams.retain(|k, _| k.0 != conn);
-            self.ingest.per_session.remove(&conn);
+            self.streams.retain(|k, _| k.0 != conn);
+            self.per_session.remove(&conn);
             return;
         }
         for rid in ups {
-            if let Some(up) = self.ingest.ups.get_mut(&(conn, rid)) {
+            if let Some(up) = self.ups.get_mut(&(conn, rid)) {
                 let reason = Bytes::from_static(b"the publisher's session closed");
-                up.done = Some((DoneStatus::InternalError, reason, 0, self.now));
+                up.done = Some((DoneStatus::InternalError, reason, 0, cx.now));
             }
-            self.try_finish((conn, rid), true);
+            self.try_finish(cx, sessions, (conn, rid), true);
         }
-        self.ingest.streams.retain(|k, _| k.0 != conn);
-        self.ingest.per_session.remove(&conn);
+        self.streams.retain(|k, _| k.0 != conn);
+        self.per_session.remove(&conn);
     }
 }

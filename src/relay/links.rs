@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::msg::{IngestMsg, NamespaceMsg, OwnerMsg, SessionRef};
-use super::namespaces::{Requester, Via};
-use super::{session, RelayShard};
+use super::msg::{IngestMsg, NamespaceMsg, SessionRef};
+use super::namespaces::Via;
+use super::sessions::{Role, Sessions};
+use super::Cx;
 use crate::hash::{HashMap, HashSet};
-use crate::session::{Session, SessionCode};
+use crate::session::SessionCode;
 use crate::wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
 
 /// The MOQT_IMPLEMENTATION every moq-edge sends: `moq-edge/<version> node=<16 hex digits>`.
@@ -74,8 +75,6 @@ const FORWARD_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub struct Links {
     on_core: HashMap<u64, Link>,
-    /// Relay node IDs of this core's sessions whose peer is a moq-edge.
-    peer_nodes: HashMap<u64, u64>,
     /// Forwarded announcements not yet answered, oldest first: (forwarded at, link, namespace);
     /// their held confirmations are released [`FORWARD_WAIT`] later at the latest.
     waits: std::collections::VecDeque<(Instant, u64, TrackNamespace)>,
@@ -84,146 +83,112 @@ pub struct Links {
     goaways: Vec<(u64, Bytes)>,
 }
 
-impl Links {
-    pub fn is_link(&self, conn: u64) -> bool {
-        self.on_core.contains_key(&conn)
-    }
+/// A link whose SETUP exchange completed ([`Links::ready`]): the routes to enter as its
+/// namespaces (each with its route's request ID), and the link it replaces.
+pub(super) struct LinkUp {
+    pub routes: Vec<(RequestId, TrackNamespace)>,
+    pub replaces: Option<u64>,
 }
 
-impl RelayShard {
+impl Links {
     /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
     /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
     /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
     /// move to this one once it is up.
-    pub fn add_link(
-        &mut self,
-        conn: u64,
-        session: Session,
-        routes: Vec<TrackNamespace>,
-        replaces: Option<u64>,
-    ) {
+    pub(super) fn add(&mut self, conn: u64, routes: Vec<TrackNamespace>, replaces: Option<u64>) {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
         let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
         let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false };
-        self.links.on_core.insert(conn, link);
-        self.add_session(conn, session);
-    }
-
-    /// Whether session `conn` is an upstream link of this core.
-    pub fn is_link(&self, conn: u64) -> bool {
-        self.links.on_core.contains_key(&conn)
+        self.on_core.insert(conn, link);
     }
 
     /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
     /// the same parent).
-    pub fn take_link_goaways(&mut self) -> Vec<(u64, Bytes)> {
-        std::mem::take(&mut self.links.goaways)
+    pub(super) fn take_goaways(&mut self) -> Vec<(u64, Bytes)> {
+        std::mem::take(&mut self.goaways)
     }
 
-    /// Whether link `conn` was replaced and carries no subscription any more, neither ours
-    /// nor the parent's (its subscribers move too, and it ends them on the old link): time to
-    /// close it.
-    pub fn link_moved_out(&self, conn: u64) -> bool {
-        self.links.on_core.get(&conn).is_some_and(|l| l.moved)
-            && !self.ingest_has_upstreams(conn)
-            && self.fanout_subscriptions(conn) == 0
-    }
-
-    /// Closes link `conn` (its tracks moved to its replacement); false when it was closed
-    /// already.
-    pub fn close_link(&mut self, conn: u64) -> bool {
-        match session(&mut self.sessions, &mut self.woken, conn) {
-            Some(s) if !s.is_closed() => {
-                s.close(SessionCode::NoError, "moved to the new session");
-                true
-            }
-            _ => false,
-        }
+    /// Whether link `conn` was replaced (its tracks are moving to its replacement).
+    pub(super) fn moved(&self, conn: u64) -> bool {
+        self.on_core.get(&conn).is_some_and(|l| l.moved)
     }
 
     /// GOAWAY from a link's parent: its replacement is opened by the runtime.
-    pub(super) fn links_goaway(&mut self, conn: u64, new_session_uri: Bytes) {
+    pub(super) fn goaway(&mut self, conn: u64, new_session_uri: Bytes) {
         tracing::info!(conn, uri = %String::from_utf8_lossy(&new_session_uri), "upstream parent going away");
-        self.links.goaways.push((conn, new_session_uri));
+        self.goaways.push((conn, new_session_uri));
     }
 
     /// Upstream links of this core whose session is set up.
-    pub fn links_up(&self) -> usize {
-        self.links.on_core.values().filter(|l| l.peer.is_some()).count()
-    }
-
-    /// Who session `conn` is, for the loop rules of routing.
-    pub(super) fn requester(&self, conn: u64) -> Requester {
-        Requester { from_upstream: self.is_link(conn), node: self.links.peer_nodes.get(&conn).copied() }
+    pub(super) fn up(&self) -> usize {
+        self.on_core.values().filter(|l| l.peer.is_some()).count()
     }
 
     /// Session `conn` finished its SETUP exchange; `peer` is what the peer sent. For a link:
-    /// refuse a parent that is this node, else publish its routes to every core and forward
-    /// the announcements they cover.
-    pub(super) fn links_ready(&mut self, conn: u64, peer: &SetupOptions) {
+    /// refuse a parent that is this node, else publish its routes to every core; the caller
+    /// enters the routes it returns as the link's namespaces, and moves the link it replaces.
+    pub(super) fn ready(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        peer: &SetupOptions,
+    ) -> Option<LinkUp> {
         let node = node_of(peer);
         if let Some(n) = node {
-            self.links.peer_nodes.insert(conn, n);
+            sessions.set_node(conn, n);
         }
-        let Some(link) = self.links.on_core.get_mut(&conn) else { return };
+        let link = self.on_core.get_mut(&conn)?;
         // A parent that is not a moq-edge has no node ID: it still gets one (never ours).
-        let parent = node.unwrap_or(u64::MAX ^ self.config.node_id);
-        if parent == self.config.node_id {
+        let parent = node.unwrap_or(u64::MAX ^ cx.config.node_id);
+        if parent == cx.config.node_id {
             tracing::warn!(conn, "upstream link leads back to this relay: closed (routing loop)");
-            if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-                s.close(SessionCode::ProtocolViolation, "routing loop: the upstream is this relay");
-            }
-            return;
+            sessions.close(conn, SessionCode::ProtocolViolation, "routing loop: the upstream is this relay");
+            return None;
         }
         link.peer = Some(parent);
-        let routes = link.routes.clone();
-        tracing::info!(conn, parent = format!("{parent:016x}"), routes = routes.len(), "upstream link up");
-        let publisher = self.me(conn);
-        for (i, namespace) in routes.into_iter().enumerate() {
+        tracing::info!(
+            conn,
+            parent = format!("{parent:016x}"),
+            routes = link.routes.len(),
+            "upstream link up"
+        );
+        let publisher = cx.me(conn);
+        let mut routes = Vec::with_capacity(link.routes.len());
+        for (i, namespace) in link.routes.iter().enumerate() {
             let rid = RequestId(ROUTE_RID_BASE + i as u64);
-            self.ingest_add_route(conn, rid, namespace.clone());
             let via = Via::Upstream { node: parent };
-            for core in 0..self.cores {
-                self.send(
+            for core in 0..cx.cores {
+                cx.send(
                     core,
                     NamespaceMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
                 );
             }
+            routes.push((rid, namespace.clone()));
         }
-        if let Some(old) = self.links.on_core.get(&conn).and_then(|l| l.replaces) {
-            self.links_replaced(old);
-        }
+        Some(LinkUp { routes, replaces: link.replaces })
     }
 
-    /// Link `old`'s replacement is up (its routes announced to every core before this): the
-    /// old routes are withdrawn, and every owner moves the old link's tracks (make before
-    /// break: the old link closes once none is left on it, `link_moved_out`). Again when a
-    /// replacement that failed is itself replaced.
-    fn links_replaced(&mut self, old: u64) {
-        let Some(link) = self.links.on_core.get_mut(&old) else { return };
-        if !link.moved {
-            link.moved = true;
-            let n = link.routes.len();
-            for i in 0..n {
-                self.ingest_withdraw_namespace(old, RequestId(ROUTE_RID_BASE + i as u64));
-            }
+    /// Link `old`'s replacement is up: it is marked moved, and the first time, the request
+    /// IDs of its routes are returned (to withdraw). `None`: no such link here.
+    pub(super) fn mark_moved(&mut self, old: u64) -> Option<Vec<RequestId>> {
+        let link = self.on_core.get_mut(&old)?;
+        if std::mem::replace(&mut link.moved, true) {
+            return Some(Vec::new());
         }
-        let from = self.me(old);
-        for core in 0..self.cores {
-            self.send(core, OwnerMsg::UpstreamMoved { from });
-        }
+        Some((0..link.routes.len()).map(|i| RequestId(ROUTE_RID_BASE + i as u64)).collect())
     }
 
     /// The namespace table of this core changed: a link on this core whose route now covers
     /// announcements it has not forwarded yet forwards them (called after routes and
     /// announcements are applied).
-    pub(super) fn links_forward_all(&mut self, link_conn: u64) {
+    pub(super) fn forward_all(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, link_conn: u64) {
         let all: Vec<(TrackNamespace, SessionRef, Option<u64>)> =
-            self.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
+            cx.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
         for (namespace, publisher, node) in all {
-            if self.namespaces.upstream_for(&namespace) == Some(self.me(link_conn)) {
-                self.links_announced(&namespace, publisher, node, None);
+            if cx.namespaces.upstream_for(&namespace) == Some(cx.me(link_conn)) {
+                self.announced(cx, sessions, &namespace, publisher, node, None);
             }
         }
     }
@@ -232,19 +197,21 @@ impl RelayShard {
     /// it up the link that routes it, when that link lives on this core. True when this
     /// core's confirmation of the announcement (`NamespaceKnown`) is held until the parent
     /// answers.
-    pub(super) fn links_announced(
+    pub(super) fn announced(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         namespace: &TrackNamespace,
         publisher: SessionRef,
         node: Option<u64>,
         rid: Option<RequestId>,
     ) -> bool {
-        let Some(up) = self.namespaces.upstream_for(namespace) else { return false };
-        if up.core != self.core || up == publisher {
+        let Some(up) = cx.namespaces.upstream_for(namespace) else { return false };
+        if up.core != cx.core || up == publisher {
             return false;
         }
-        let now = self.now;
-        let Some(link) = self.links.on_core.get_mut(&up.conn) else { return false };
+        let now = cx.now;
+        let Some(link) = self.on_core.get_mut(&up.conn) else { return false };
         let Some(parent) = link.peer else { return false };
         if node == Some(parent) {
             return false; // it came from the parent itself
@@ -253,12 +220,12 @@ impl RelayShard {
             f.who.insert(publisher);
             let (Some(rid), false) = (rid, f.answered) else { return false };
             if f.held.is_empty() {
-                self.links.waits.push_back((now, up.conn, namespace.clone()));
+                self.waits.push_back((now, up.conn, namespace.clone()));
             }
             f.held.push((publisher, rid));
             return true;
         }
-        let Some(s) = session(&mut self.sessions, &mut self.woken, up.conn) else { return false };
+        let Some(s) = sessions.get_mut(up.conn) else { return false };
         let Ok(up_rid) = s.next_request_id() else {
             tracing::warn!(conn = up.conn, "upstream allows no more requests: announcement not forwarded");
             return false;
@@ -276,43 +243,50 @@ impl RelayShard {
         let f = Forwarded { rid: up_rid, who, held, answered: false };
         link.forwarded.insert(namespace.clone(), f);
         link.by_rid.insert(up_rid, namespace.clone());
+        sessions.register(up.conn, up_rid, Role::Forwarded);
         if hold {
-            self.links.waits.push_back((now, up.conn, namespace.clone()));
+            self.waits.push_back((now, up.conn, namespace.clone()));
         }
         hold
     }
 
     /// Releases held confirmations of announcements (the parent answered, the link went
     /// away, or [`FORWARD_WAIT`] passed).
-    fn links_release(&mut self, held: Vec<(SessionRef, RequestId)>) {
+    fn release(&mut self, cx: &mut Cx<'_>, held: Vec<(SessionRef, RequestId)>) {
         for (p, rid) in held {
-            self.send(p.core, IngestMsg::NamespaceKnown { conn: p.conn, rid });
+            cx.send(p.core, IngestMsg::NamespaceKnown { conn: p.conn, rid });
         }
     }
 
     /// Held confirmations whose parent has not answered in time.
-    pub(super) fn links_tick(&mut self) -> Option<Instant> {
+    pub(super) fn tick(&mut self, cx: &mut Cx<'_>) -> Option<Instant> {
         let mut due = Vec::new();
-        while let Some((since, conn, namespace)) = self.links.waits.front() {
-            if *since + FORWARD_WAIT > self.now {
+        while let Some((since, conn, namespace)) = self.waits.front() {
+            if *since + FORWARD_WAIT > cx.now {
                 break;
             }
             // Releases what is held then (a hold added later had its own entry pushed only if
             // none was pending, so it never waits longer than FORWARD_WAIT; it may wait less).
-            if let Some(f) = self.links.on_core.get_mut(conn).and_then(|l| l.forwarded.get_mut(namespace)) {
+            if let Some(f) = self.on_core.get_mut(conn).and_then(|l| l.forwarded.get_mut(namespace)) {
                 due.append(&mut f.held);
             }
-            self.links.waits.pop_front();
+            self.waits.pop_front();
         }
-        self.links_release(due);
-        self.links.waits.front().map(|(since, _, _)| *since + FORWARD_WAIT)
+        self.release(cx, due);
+        self.waits.front().map(|(since, _, _)| *since + FORWARD_WAIT)
     }
 
     /// `publisher` withdrew `namespace`: once nobody here announces it, withdraw it upstream.
-    pub(super) fn links_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
+    pub(super) fn withdrawn(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        namespace: &TrackNamespace,
+        publisher: SessionRef,
+    ) {
         let mut done = None;
         let mut held = Vec::new();
-        for (conn, link) in self.links.on_core.iter_mut() {
+        for (conn, link) in self.on_core.iter_mut() {
             if let Some(f) = link.forwarded.get_mut(namespace) {
                 if f.who.remove(&publisher) && f.who.is_empty() {
                     done = Some((*conn, f.rid));
@@ -323,9 +297,10 @@ impl RelayShard {
                 }
             }
         }
-        self.links_release(held);
+        self.release(cx, held);
         let Some((conn, rid)) = done else { return };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        sessions.forget(conn, rid);
+        let Some(s) = sessions.get_mut(conn) else { return };
         // draft-22 sessions send this as the request stream's cancellation (§3.3.2).
         let sent = s.send(Message::PublishNamespaceDone(rid));
         if let Err(e) = sent {
@@ -333,28 +308,26 @@ impl RelayShard {
         }
     }
 
-    /// Whether `rid` of link `conn` is a forwarded announcement (its answers need nothing
-    /// more; a refusal is logged).
-    pub(super) fn links_answer(&mut self, conn: u64, rid: RequestId, refused: Option<&Bytes>) -> bool {
-        let Some(link) = self.links.on_core.get_mut(&conn) else { return false };
-        let Some(namespace) = link.by_rid.get(&rid) else { return false };
-        let Some(f) = link.forwarded.get_mut(namespace) else { return false };
+    /// The parent answered forwarded announcement `rid` of link `conn` (REQUEST_OK, or
+    /// REQUEST_ERROR with `refused`, which is logged): its held confirmations go out.
+    pub(super) fn answer(&mut self, cx: &mut Cx<'_>, conn: u64, rid: RequestId, refused: Option<&Bytes>) {
+        let Some(link) = self.on_core.get_mut(&conn) else { return };
+        let Some(namespace) = link.by_rid.get(&rid) else { return };
+        let Some(f) = link.forwarded.get_mut(namespace) else { return };
         if let Some(reason) = refused {
             tracing::warn!(conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
         }
         f.answered = true;
         let held = std::mem::take(&mut f.held);
-        self.links_release(held);
-        true
+        self.release(cx, held);
     }
 
     /// Session `conn` is gone.
-    pub(super) fn links_session_closed(&mut self, conn: u64) {
-        self.links.peer_nodes.remove(&conn);
-        if let Some(link) = self.links.on_core.remove(&conn) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: u64) {
+        if let Some(link) = self.on_core.remove(&conn) {
             tracing::info!(conn, "upstream link down");
             let held = link.forwarded.into_values().flat_map(|f| f.held).collect();
-            self.links_release(held);
+            self.release(cx, held);
         }
     }
 }

@@ -1,19 +1,32 @@
 //! `relay`: per-shard relay state (ARCHITECTURE.md, "The relay layer"). One [`RelayShard`]
-//! per core holds that core's sessions and the roles, each in its own file, each receiving
-//! its own message enum (`msg.rs`):
+//! per core holds that core's sessions and one value of each role type. Each role has its
+//! own state, its own message enum (`msg.rs`) and its own file, and is called with a [`Cx`]
+//! (core, clock, configuration, namespace table, mail, counters); the roles that talk to
+//! peers also get the core's [`Sessions`](sessions::Sessions). A role never touches another
+//! role's state: it sends it a message (`Cx::send`), or the shard passes one role a read-only
+//! view of another (discovery asks the fan-out whether a session already subscribes).
 //!
-//! - `ingest.rs` (publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay sends,
-//!   PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track Alias
-//!   to the relay's.
-//! - `owner.rs` (track owner, `alias % cores`): one entry per track with its single upstream
-//!   subscription, the set of cores that have subscribers, the open upstream streams and the
-//!   largest location; it aggregates subscriptions and forwards each object once per core.
-//!   A type of its own (`owner::Owner`), called with a `Cx`.
-//! - `fanout.rs` (subscriber side): downstream subscriptions, their filters, and one
-//!   downstream subgroup stream per upstream stream per subscription.
+//! - `ingest.rs` (`Ingest`, publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay
+//!   sends, PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track
+//!   Alias to the relay's.
+//! - `upfetch.rs` (`UpFetches`): the relay's FETCHes to a publisher for what its cache lacks.
+//! - `owner.rs` (`Owner`, track owner, `alias % cores`): one entry per track with its single
+//!   upstream subscription, the set of cores that have subscribers, the open upstream streams
+//!   and the largest location; it aggregates subscriptions and forwards each object once per
+//!   core. It never sees a session.
+//! - `fanout.rs` and `fetch.rs` (`Fanout`, subscriber side): downstream subscriptions, their
+//!   filters, one downstream subgroup stream per upstream stream per subscription, and the
+//!   FETCHes of this core's sessions.
+//! - `discovery.rs` (`Discovery`): SUBSCRIBE_NAMESPACE / SUBSCRIBE_TRACKS and the relay's
+//!   PUBLISHes to namespace subscribers.
+//! - `links.rs` (`Links`): the upstream links on this core, their routes and the
+//!   announcements forwarded up them (`link_slot.rs` is the runtime's per-link state machine).
 //!
-//! The shard never does I/O and takes no lock: it writes into sans-IO [`Session`]s, names the
-//! sessions it wrote to ([`RelayShard::take_woken`]), and returns messages for other cores
+//! The shard only routes: a peer's event goes to the role that holds its request (one lookup
+//! in the request registry of `sessions.rs`), a message to the role it names. An object
+//! crosses each role once: ingest → owner → fan-out. The shard never does I/O, reads no clock
+//! and takes no lock: it writes into sans-IO [`Session`]s, names the sessions it wrote to
+//! ([`RelayShard::take_woken`]), and returns messages for other cores
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
 
 pub mod alias;
@@ -28,9 +41,9 @@ mod malformed;
 pub mod msg;
 pub mod namespaces;
 mod owner;
+mod sessions;
 mod upfetch;
 
-use crate::hash::{HashMap, HashSet};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -38,12 +51,13 @@ use bytes::Bytes;
 use tracing::debug;
 
 use self::alias::AliasKey;
-use self::msg::{DiscoveryMsg, Epoch, FanoutMsg, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
+use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
-use crate::auth::{self, Denied, Right, SessionAuth};
+use self::sessions::{Role, Sessions};
+use crate::auth::{Denied, Right};
 use crate::session::SessionCode;
 use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate};
+use crate::wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
 use crate::wire::RequestErrorCode;
 
 /// The right a request needs, on which namespace (a joining FETCH has the right of the
@@ -158,7 +172,7 @@ pub struct RelayConfig {
     pub max_rendezvous: Duration,
     /// Token keys: `Some` requires a token for every request (`crate::auth`); `None` is open
     /// mode (tokens are ignored).
-    pub auth: Option<std::sync::Arc<auth::Keys>>,
+    pub auth: Option<std::sync::Arc<crate::auth::Keys>>,
     /// MAX_AUTH_TOKEN_CACHE_SIZE the relay offers when tokens are required (bytes per session).
     pub auth_cache: usize,
     /// This relay's node ID (random per process), named in every SETUP to detect routing
@@ -275,21 +289,6 @@ fn random_node_id() -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Sessions the shard wrote to outside their own turn.
-#[derive(Debug, Default)]
-struct Woken {
-    list: Vec<u64>,
-    set: HashSet<u64>,
-}
-
-impl Woken {
-    fn add(&mut self, conn: u64) {
-        if self.set.insert(conn) {
-            self.list.push(conn);
-        }
-    }
-}
-
 /// Messages this shard sends: to itself (handled in the same turn) or to other cores.
 #[derive(Debug)]
 struct Mail {
@@ -320,9 +319,19 @@ pub(super) struct Cx<'a> {
     pub draining: bool,
     pub config: &'a RelayConfig,
     pub namespaces: &'a NamespaceTable,
+    pub key: &'a AliasKey,
     pub stats: &'a mut RelayStats,
     mail: &'a mut Mail,
     next_epoch: &'a mut u64,
+    wall: WallClock,
+}
+
+/// The wall clock as the runtime last told it: Unix seconds at one instant of the shard's
+/// clock. The relay reads no clock; token expiry (Unix seconds) is measured against this.
+#[derive(Debug, Clone, Copy)]
+struct WallClock {
+    at: Instant,
+    unix_secs: u64,
 }
 
 impl Cx<'_> {
@@ -335,22 +344,48 @@ impl Cx<'_> {
         *self.next_epoch += 1;
         epoch(self.core, *self.next_epoch)
     }
+
+    /// The core that owns track `alias`.
+    pub fn owner_of(&self, alias: crate::wire::model::TrackAlias) -> usize {
+        alias::owner(alias, self.cores)
+    }
+
+    /// Session `conn` of this core, as other cores name it.
+    pub fn me(&self, conn: u64) -> SessionRef {
+        SessionRef { core: self.core, conn }
+    }
+
+    /// Unix seconds now (from the wall clock the runtime gave the shard and the shard's
+    /// clock since).
+    pub fn unix_secs(&self) -> u64 {
+        let since = self.now.saturating_duration_since(self.wall.at).as_secs();
+        self.wall.unix_secs.saturating_add(since)
+    }
+}
+
+/// The shared context of the shard's roles, built from disjoint fields of the shard so that a
+/// role and the sessions can be borrowed beside it.
+macro_rules! cx {
+    ($shard:ident) => {
+        Cx {
+            core: $shard.core,
+            cores: $shard.cores,
+            now: $shard.now,
+            draining: $shard.goaway.is_some(),
+            config: &$shard.config,
+            namespaces: &$shard.namespaces,
+            key: &$shard.key,
+            stats: &mut $shard.stats,
+            mail: &mut $shard.mail,
+            next_epoch: &mut $shard.next_epoch,
+            wall: $shard.wall,
+        }
+    };
 }
 
 /// Upstream subscription `seq` of core `core` (the core in the top bits).
 fn epoch(core: usize, seq: u64) -> Epoch {
     (core as u64) << 48 | seq
-}
-
-/// Looks up session `conn` and notes that it has output.
-fn session<'a>(
-    sessions: &'a mut HashMap<u64, Session>,
-    woken: &mut Woken,
-    conn: u64,
-) -> Option<&'a mut Session> {
-    let s = sessions.get_mut(&conn)?;
-    woken.add(conn);
-    Some(s)
 }
 
 /// One core's relay state (see the module header).
@@ -360,52 +395,62 @@ pub struct RelayShard {
     cores: usize,
     config: RelayConfig,
     key: AliasKey,
-    sessions: HashMap<u64, Session>,
+    sessions: Sessions,
     namespaces: NamespaceTable,
     owner: owner::Owner,
     ingest: ingest::Ingest,
     fanout: fanout::Fanout,
     discovery: discovery::Discovery,
-    fetches: fetch::Fetches,
     upfetch: upfetch::UpFetches,
+    links: links::Links,
     mail: Mail,
-    woken: Woken,
     next_epoch: u64,
     now: Instant,
+    wall: WallClock,
     /// Set once the relay drains: the GOAWAY every session gets (sessions set up later too).
     goaway: Option<GoAway>,
-    /// Sessions' tokens (when tokens are required).
-    auth: HashMap<u64, SessionAuth>,
-    links: links::Links,
     /// Counters for the metrics endpoint.
     pub stats: RelayStats,
 }
 
 impl RelayShard {
-    pub fn new(core: usize, cores: usize, config: RelayConfig, key: AliasKey, now: Instant) -> Self {
+    /// The shard of core `core` of `cores`, starting at `now` of its clock, when the wall
+    /// clock reads `unix_secs` (Unix seconds; see [`RelayShard::set_wall_clock`]).
+    pub fn new(
+        core: usize,
+        cores: usize,
+        config: RelayConfig,
+        key: AliasKey,
+        now: Instant,
+        unix_secs: u64,
+    ) -> Self {
         let cache_budget = config.cache_budget;
         RelayShard {
             core,
             cores,
             config,
             key,
-            sessions: HashMap::default(),
+            sessions: Sessions::default(),
             namespaces: NamespaceTable::default(),
             owner: owner::Owner::new(cache_budget),
             ingest: ingest::Ingest::default(),
             fanout: fanout::Fanout::default(),
             discovery: discovery::Discovery::default(),
-            fetches: fetch::Fetches::default(),
             upfetch: upfetch::UpFetches::default(),
+            links: links::Links::default(),
             mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
-            woken: Woken::default(),
             next_epoch: 0,
             now,
+            wall: WallClock { at: now, unix_secs },
             goaway: None,
-            auth: HashMap::default(),
-            links: links::Links::default(),
             stats: RelayStats::default(),
         }
+    }
+
+    /// The wall clock reads `unix_secs` (Unix seconds) at `now` of the shard's clock: the
+    /// runtime says so from time to time, so that token expiry follows the wall clock.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
+        self.wall = WallClock { at: now, unix_secs };
     }
 
     /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
@@ -417,12 +462,7 @@ impl RelayShard {
             return;
         }
         let goaway = GoAway { new_session_uri: self.config.goaway_uri.clone(), timeout_ms, request_id: None };
-        let ready: Vec<u64> = self
-            .sessions
-            .iter()
-            .filter(|(c, s)| s.is_ready() && !self.links.is_link(**c))
-            .map(|(c, _)| *c)
-            .collect();
+        let ready = self.sessions.downstream_ready();
         self.goaway = Some(goaway);
         for conn in ready {
             self.send_goaway(conn);
@@ -431,10 +471,10 @@ impl RelayShard {
 
     fn send_goaway(&mut self, conn: u64) {
         let Some(goaway) = self.goaway.clone() else { return };
-        if self.is_link(conn) {
+        if self.sessions.is_link(conn) {
             return; // GOAWAY goes from server to client; a link's parent is our server
         }
-        if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
+        if let Some(s) = self.sessions.get_mut(conn) {
             if let Err(e) = s.go_away(goaway) {
                 debug!(conn, error = %e, "GOAWAY not sent");
             }
@@ -446,7 +486,7 @@ impl RelayShard {
     /// with TOO_FAR_BEHIND.
     pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
         self.now = now;
-        self.fanout_streams_shed(conn, streams);
+        self.fanout.streams_shed(&mut cx!(self), &mut self.sessions, conn, streams);
         self.run_local();
     }
 
@@ -455,13 +495,65 @@ impl RelayShard {
         self.sessions.insert(conn, session);
     }
 
+    /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
+    /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
+    /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
+    /// move to this one once it is up.
+    pub fn add_link(
+        &mut self,
+        conn: u64,
+        session: Session,
+        routes: Vec<TrackNamespace>,
+        replaces: Option<u64>,
+    ) {
+        self.links.add(conn, routes, replaces);
+        self.sessions.insert(conn, session);
+        self.sessions.mark_link(conn);
+    }
+
+    /// Whether session `conn` is an upstream link of this core.
+    pub fn is_link(&self, conn: u64) -> bool {
+        self.sessions.is_link(conn)
+    }
+
+    /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
+    /// the same parent).
+    pub fn take_link_goaways(&mut self) -> Vec<(u64, Bytes)> {
+        self.links.take_goaways()
+    }
+
+    /// Whether link `conn` was replaced and carries no subscription any more, neither ours
+    /// nor the parent's (its subscribers move too, and it ends them on the old link): time to
+    /// close it.
+    pub fn link_moved_out(&self, conn: u64) -> bool {
+        self.links.moved(conn) && !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
+    }
+
+    /// Closes link `conn` (its tracks moved to its replacement); false when it was closed
+    /// already.
+    pub fn close_link(&mut self, conn: u64) -> bool {
+        match self.sessions.get_mut(conn) {
+            Some(s) if !s.is_closed() => {
+                s.close(SessionCode::NoError, "moved to the new session");
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Upstream links of this core whose session is set up.
+    pub fn links_up(&self) -> usize {
+        self.links.up()
+    }
+
     /// The shard's configuration.
     pub fn config(&self) -> &RelayConfig {
         &self.config
     }
 
+    /// Session `conn`, in its own turn (the runtime flushes it afterwards).
     pub fn session_mut(&mut self, conn: u64) -> Option<&mut Session> {
-        self.sessions.get_mut(&conn)
+        self.sessions.in_turn(conn)
     }
 
     /// Sessions on this core.
@@ -473,7 +565,11 @@ impl RelayShard {
     /// upstream subscriptions and FETCHes on it (for tests and metrics: all zero when nothing
     /// is relayed).
     pub fn state_counts(&self) -> (usize, usize, usize) {
-        (self.owner.len(), self.fanout.len() + self.fetches.len(), self.ingest.len() + self.upfetch.len())
+        (
+            self.owner.len(),
+            self.fanout.len() + self.fanout.fetches_len(),
+            self.ingest.len() + self.upfetch.len(),
+        )
     }
 
     /// Bytes of objects this shard caches.
@@ -486,7 +582,7 @@ impl RelayShard {
     pub fn handle_events(&mut self, conn: u64, now: Instant) {
         self.now = now;
         loop {
-            let Some(event) = self.sessions.get_mut(&conn).and_then(Session::poll_event) else { break };
+            let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
             self.on_event(conn, event);
         }
         self.run_local();
@@ -496,16 +592,16 @@ impl RelayShard {
     /// had (subscriptions end upstream, its tracks end downstream).
     pub fn remove_session(&mut self, conn: u64, now: Instant) {
         self.now = now;
-        if self.sessions.remove(&conn).is_none() {
+        if !self.sessions.remove(conn) {
             return;
         }
-        self.fanout_session_closed(conn);
-        self.discovery_session_closed(conn);
-        self.fetch_session_closed(conn);
-        self.upfetch_session_closed(conn);
-        self.auth.remove(&conn);
-        self.ingest_session_closed(conn);
-        self.links_session_closed(conn);
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        self.fanout.session_closed(cx, sessions, conn);
+        self.discovery.session_closed(conn);
+        self.upfetch.session_closed(cx, conn);
+        self.ingest.session_closed(cx, sessions, conn);
+        self.links.session_closed(cx, conn);
+        self.sessions.forget_peer(conn);
         self.run_local();
     }
 
@@ -519,10 +615,11 @@ impl RelayShard {
     /// Timers (linger, held PUBLISH_DONE). Returns the next deadline.
     pub fn tick(&mut self, now: Instant) -> Option<Instant> {
         self.now = now;
-        self.with_owner(|owner, cx| owner.tick(cx));
-        self.ingest_tick();
-        self.fanout_tick();
-        let links = self.links_tick();
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        self.owner.tick(cx);
+        self.ingest.tick(cx, sessions);
+        self.fanout.tick(cx, sessions);
+        let links = self.links.tick(cx);
         self.run_local();
         [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline(), links]
             .into_iter()
@@ -537,43 +634,7 @@ impl RelayShard {
 
     /// Sessions written to since the last call.
     pub fn take_woken(&mut self, out: &mut Vec<u64>) {
-        self.woken.set.clear();
-        out.append(&mut self.woken.list);
-    }
-
-    // -----------------------------------------------------------------------------------------
-
-    fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
-        self.mail.send(dst, msg);
-    }
-
-    fn owner_of(&self, alias: crate::wire::model::TrackAlias) -> usize {
-        alias::owner(alias, self.cores)
-    }
-
-    fn new_epoch(&mut self) -> Epoch {
-        self.next_epoch += 1;
-        epoch(self.core, self.next_epoch)
-    }
-
-    /// Runs `f` on the owner role with the shard's shared context.
-    fn with_owner<T>(&mut self, f: impl FnOnce(&mut owner::Owner, &mut Cx<'_>) -> T) -> T {
-        let mut cx = Cx {
-            core: self.core,
-            cores: self.cores,
-            now: self.now,
-            draining: self.goaway.is_some(),
-            config: &self.config,
-            namespaces: &self.namespaces,
-            stats: &mut self.stats,
-            mail: &mut self.mail,
-            next_epoch: &mut self.next_epoch,
-        };
-        f(&mut self.owner, &mut cx)
-    }
-
-    fn me(&self, conn: u64) -> SessionRef {
-        SessionRef { core: self.core, conn }
+        self.sessions.take_woken(out);
     }
 
     fn run_local(&mut self) {
@@ -584,51 +645,22 @@ impl RelayShard {
 
     /// Routes a message to the role it is for.
     fn dispatch(&mut self, msg: RelayMsg) {
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match msg {
-            RelayMsg::Owner(m) => self.on_owner_msg(m),
-            RelayMsg::Fanout(m) => self.on_fanout_msg(m),
-            RelayMsg::Ingest(m) => self.on_ingest_msg(m),
+            RelayMsg::Owner(m) => self.owner.on_msg(cx, m),
+            RelayMsg::Fanout(m) => self.fanout.on_msg(cx, sessions, m),
+            RelayMsg::Ingest(m) => self.ingest.on_msg(cx, sessions, m),
+            RelayMsg::UpFetch(m) => self.upfetch.on_msg(cx, sessions, m),
             RelayMsg::Namespace(m) => self.on_namespace_msg(m),
-            RelayMsg::Discovery(m) => self.on_discovery_msg(m),
-        }
-    }
-
-    fn on_owner_msg(&mut self, msg: OwnerMsg) {
-        self.with_owner(|owner, cx| owner.on_msg(cx, msg));
-    }
-
-    fn on_fanout_msg(&mut self, msg: FanoutMsg) {
-        use FanoutMsg as M;
-        match msg {
-            M::Downstream { alias, data } => self.fanout_data(alias, data),
-            M::SubscribeOk { alias, info, open } => self.fanout_subscribe_ok(alias, info, open),
-            M::SubscribeError { alias, code, reason } => self.fanout_subscribe_error(alias, code, reason),
-            M::UpstreamLost { alias } => self.fanout_upstream_lost(alias),
-            M::TrackDone { alias, status, reason } => self.fanout_track_done(alias, status, reason),
-            M::StatusAnswer { conn, rid, answer } => self.status_answer(conn, rid, answer),
-            M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
-                self.fetch_answer(conn, rid, fill, answer)
-            }
-        }
-    }
-
-    fn on_ingest_msg(&mut self, msg: IngestMsg) {
-        use IngestMsg as M;
-        match msg {
-            M::UpstreamSubscribe { alias, track, publisher, epoch, new_group } => {
-                self.ingest_upstream_subscribe(alias, track, publisher, epoch, new_group)
-            }
-            M::NewGroup { alias: _, epoch, value } => self.ingest_new_group(epoch, value),
-            M::UpstreamStop { alias: _, epoch } => self.ingest_upstream_stop(epoch),
-            M::PublishForward { alias: _, epoch, forward } => self.ingest_publish_forward(epoch, forward),
-            M::PublishRefused { alias: _, epoch, code, reason } => {
-                self.ingest_publish_refused(epoch, code, reason)
-            }
-            M::NamespaceKnown { conn, rid } => self.ingest_namespace_known(conn, rid),
-            M::UpstreamFetch { alias, id, track, publisher, start, end } => {
-                self.upfetch_start(alias, id, track, publisher, start, end)
-            }
-            M::UpstreamFetchCancel { id, publisher } => self.upfetch_cancel(publisher.conn, id),
+            RelayMsg::Discovery(m) => match m {
+                DiscoveryMsg::TrackAvailable { alias, track, properties } => {
+                    self.discovery.track(cx, &self.fanout, alias, track, properties)
+                }
+                DiscoveryMsg::TrackGone { alias } => self.discovery.track_gone(alias),
+                DiscoveryMsg::Largest { alias, largest } => {
+                    self.discovery.largest(cx, sessions, &self.fanout, alias, largest)
+                }
+            },
         }
     }
 
@@ -637,48 +669,52 @@ impl RelayShard {
     fn on_namespace_msg(&mut self, msg: NamespaceMsg) {
         match msg {
             NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via } => {
-                if self.namespaces.insert(namespace.clone(), publisher, via) {
-                    self.discovery_changed(&namespace, true);
+                let known = self.namespaces.insert(namespace.clone(), publisher, via);
+                let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+                if known {
+                    self.discovery.changed(sessions, &namespace, true);
                 }
                 let held = match via {
-                    Via::Announced { node } => self.links_announced(&namespace, publisher, node, Some(rid)),
-                    Via::Upstream { .. } if publisher.core == self.core => {
-                        self.links_forward_all(publisher.conn);
+                    Via::Announced { node } => {
+                        self.links.announced(cx, sessions, &namespace, publisher, node, Some(rid))
+                    }
+                    Via::Upstream { .. } if publisher.core == cx.core => {
+                        self.links.forward_all(cx, sessions, publisher.conn);
                         false
                     }
                     Via::Upstream { .. } => false,
                 };
-                self.with_owner(|owner, cx| owner.rendezvous(cx, &namespace));
+                self.owner.rendezvous(cx, &namespace);
                 if !held {
-                    self.send(publisher.core, IngestMsg::NamespaceKnown { conn: publisher.conn, rid });
+                    cx.send(publisher.core, IngestMsg::NamespaceKnown { conn: publisher.conn, rid });
                 }
             }
             NamespaceMsg::NamespaceWithdrawn { namespace, publisher } => {
-                if self.namespaces.remove(&namespace, publisher) {
-                    self.discovery_changed(&namespace, false);
+                let gone = self.namespaces.remove(&namespace, publisher);
+                let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+                if gone {
+                    self.discovery.changed(sessions, &namespace, false);
                 }
-                self.links_withdrawn(&namespace, publisher);
+                self.links.withdrawn(cx, sessions, &namespace, publisher);
             }
-        }
-    }
-
-    fn on_discovery_msg(&mut self, msg: DiscoveryMsg) {
-        match msg {
-            DiscoveryMsg::TrackAvailable { alias, track, properties } => {
-                self.discovery_track(alias, track, properties)
-            }
-            DiscoveryMsg::TrackGone { alias } => self.discovery_track_gone(alias),
-            DiscoveryMsg::Largest { alias, largest } => self.discovery_largest(alias, largest),
         }
     }
 
     fn on_event(&mut self, conn: u64, event: Event) {
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match event {
             Event::Ready { peer } => {
-                if !self.is_link(conn) {
-                    self.auth_setup(conn, &peer.auth_tokens);
+                if !sessions.is_link(conn) {
+                    sessions.auth_setup(cx, conn, &peer.auth_tokens);
                 }
-                self.links_ready(conn, &peer);
+                if let Some(up) = self.links.ready(cx, sessions, conn, &peer) {
+                    for (rid, namespace) in up.routes {
+                        self.ingest.add_route(sessions, conn, rid, namespace);
+                    }
+                    if let Some(old) = up.replaces {
+                        self.link_replaced(old);
+                    }
+                }
                 self.send_goaway(conn)
             }
             Event::RequestMessage { .. } => {}
@@ -689,18 +725,18 @@ impl RelayShard {
                 request_id,
                 object: DataObject::Subgroup { header, object },
                 payload,
-            } => self.ingest_object(conn, stream, request_id, header, object, payload),
+            } => self.ingest.object(cx, conn, stream, request_id, header, object, payload),
             // Fetch streams: answers to the relay's upstream FETCHes.
             Event::Object { stream, request_id, object, payload } => {
-                self.upfetch_item(conn, stream, request_id, object, payload)
+                self.upfetch.item(cx, conn, stream, request_id, object, payload)
             }
             Event::DataStreamEnd { stream, reset } => {
-                if !self.upfetch_stream_end(conn, stream, reset) {
-                    self.ingest_stream_end(conn, stream, reset)
+                if !self.upfetch.stream_end(cx, sessions, conn, stream, reset) {
+                    self.ingest.stream_end(cx, sessions, conn, stream, reset)
                 }
             }
             Event::Datagram { request_id, header, payload } => {
-                self.ingest_datagram(conn, request_id, header, payload)
+                self.ingest.datagram(cx, conn, request_id, header, payload)
             }
             Event::Closed { code, reason } => {
                 debug!(conn, code, %reason, "session closed");
@@ -708,17 +744,28 @@ impl RelayShard {
         }
     }
 
+    /// Link `old`'s replacement is up (its routes announced to every core before this): the
+    /// old routes are withdrawn, and every owner moves the old link's tracks (make before
+    /// break: the old link closes once none is left on it, [`RelayShard::link_moved_out`]).
+    /// Again when a replacement that failed is itself replaced.
+    fn link_replaced(&mut self, old: u64) {
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let Some(routes) = self.links.mark_moved(old) else { return };
+        for rid in routes {
+            self.ingest.withdraw_namespace(cx, sessions, old, rid);
+        }
+        let from = cx.me(old);
+        for core in 0..cx.cores {
+            cx.send(core, OwnerMsg::UpstreamMoved { from });
+        }
+    }
+
     fn on_control(&mut self, conn: u64, msg: Message) {
         // Range filters (draft-22 §3.3.2) are allowed only up to our MAX_FILTER_RANGES, which
         // this relay does not offer (0): refused INVALID_FILTER, never accepted and ignored.
         if let Some(rid) = range_filtered(&msg) {
-            return self.answer_error(
-                conn,
-                rid,
-                RequestErrorCode::InvalidFilter,
-                "range filters are not supported",
-                true,
-            );
+            let reason = "range filters are not supported";
+            return self.sessions.answer_error(conn, rid, RequestErrorCode::InvalidFilter, reason, true);
         }
         // Until when the request is authorized (token mode): a subscription ends then.
         let mut until = None;
@@ -728,59 +775,69 @@ impl RelayShard {
                 Err(Refused) => return,
             }
         }
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match msg {
-            Message::PublishNamespace(m) => self.ingest_publish_namespace(conn, m),
-            Message::PublishNamespaceDone(rid) => self.ingest_withdraw_namespace(conn, rid),
-            Message::Subscribe(m) => self.fanout_subscribe(conn, m, until),
-            Message::Unsubscribe(rid) => self.fanout_unsubscribe(conn, rid),
-            Message::SubscribeOk(m) => self.ingest_subscribe_ok(conn, m),
-            Message::RequestError(m) if self.discovery.is_push(conn, m.request_id) => {
-                self.discovery_publish_refused(conn, m.request_id)
-            }
-            Message::RequestError(m) if self.links_answer(conn, m.request_id, Some(&m.reason)) => {}
-            Message::RequestOk(m) if self.links_answer(conn, m.request_id, None) => {}
-            Message::RequestError(m) if self.upfetch.has(conn, m.request_id) => {
-                self.upfetch_refused(conn, m.request_id)
-            }
-            Message::RequestError(m) => self.ingest_request_error(conn, m),
-            Message::Publish(m) => self.ingest_publish(conn, m),
-            Message::PublishDone(m) => self.ingest_publish_done(conn, m),
+            Message::PublishNamespace(m) => self.ingest.publish_namespace(cx, sessions, conn, m),
+            Message::PublishNamespaceDone(rid) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
+            Message::Subscribe(m) => self.fanout.subscribe(cx, sessions, conn, m, until),
+            Message::Unsubscribe(rid) => self.fanout.unsubscribe(cx, sessions, conn, rid),
+            Message::SubscribeOk(m) => self.ingest.subscribe_ok(cx, sessions, conn, m),
+            // Answers to the relay's own requests go to the role that made the request.
+            Message::RequestError(m) => match sessions.role(conn, m.request_id) {
+                Some(Role::Offer) => self.discovery.publish_refused(sessions, conn, m.request_id),
+                Some(Role::Forwarded) => self.links.answer(cx, conn, m.request_id, Some(&m.reason)),
+                Some(Role::UpFetch) => self.upfetch.refused(cx, sessions, conn, m.request_id),
+                _ => self.ingest.request_error(cx, sessions, conn, m),
+            },
+            Message::RequestOk(m) => match sessions.role(conn, m.request_id) {
+                Some(Role::Forwarded) => self.links.answer(cx, conn, m.request_id, None),
+                Some(Role::Offer) => self.publish_accepted(conn, m.request_id, &m.params),
+                // An answer to one of the relay's REQUEST_UPDATEs upstream.
+                _ => self.ingest.update_answered(sessions, conn, m.request_id),
+            },
+            Message::Publish(m) => self.ingest.publish(cx, sessions, conn, m),
+            Message::PublishDone(m) => self.ingest.publish_done(cx, sessions, conn, m),
             Message::TrackStatus(m) => {
-                let alias = self.key.alias(&m.track);
-                let (from, rid, who) = (self.core, m.request_id, self.requester(conn));
+                let alias = cx.key.alias(&m.track);
+                let (from, rid, who) = (cx.core, m.request_id, sessions.requester(conn));
                 let msg = OwnerMsg::Status { alias, track: m.track, from, conn, rid, who };
-                self.send(self.owner_of(alias), msg);
+                cx.send(cx.owner_of(alias), msg);
             }
-            Message::Fetch(m) => self.fetch_request(conn, m),
-            Message::FetchCancel(rid) => self.fetch_cancel(conn, rid),
-            Message::SubscribeNamespace(m) => self.discovery_subscribe(conn, m, until),
-            Message::SubscribeTracks(m) => self.discovery_subscribe_tracks(conn, m, until),
-            Message::PublishOk(m) => self.discovery_publish_ok(conn, m.request_id, &m.params),
-            Message::RequestOk(m) if self.discovery.is_push(conn, m.request_id) => {
-                self.discovery_publish_ok(conn, m.request_id, &m.params)
+            Message::Fetch(m) => self.fanout.fetch_request(cx, sessions, conn, m),
+            Message::FetchCancel(rid) => self.fanout.fetch_cancel(sessions, conn, rid),
+            Message::SubscribeNamespace(m) => {
+                self.discovery.subscribe(cx, sessions, &self.fanout, conn, m, until)
             }
-            // An answer to one of the relay's REQUEST_UPDATEs upstream.
-            Message::RequestOk(m) => self.ingest_update_answered(conn, m.request_id),
+            Message::SubscribeTracks(m) => {
+                self.discovery.subscribe_tracks(cx, sessions, &self.fanout, conn, m, until)
+            }
+            Message::PublishOk(m) => self.publish_accepted(conn, m.request_id, &m.params),
             Message::RequestUpdate(m) => self.on_request_update(conn, m),
-            Message::GoAway(m) if self.is_link(conn) => self.links_goaway(conn, m.new_session_uri),
+            Message::GoAway(m) if sessions.is_link(conn) => self.links.goaway(conn, m.new_session_uri),
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
             _ => {}
         }
     }
 
+    /// A namespace subscriber accepted the relay's PUBLISH `rid`: it becomes a subscription.
+    fn publish_accepted(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        if let Some(a) = self.discovery.publish_ok(sessions, conn, rid, params) {
+            self.fanout.accepted_publish(cx, sessions, conn, rid, a);
+        }
+    }
+
+    /// The peer cancelled request `rid` (draft-16: UNSUBSCRIBE-like stream ends; draft-22: a
+    /// reset or STOP_SENDING of its request stream).
     fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
-        if self.fanout.has(conn, rid) {
-            self.fanout_unsubscribe(conn, rid);
-        } else if self.discovery.has(conn, rid) {
-            self.discovery_cancelled(conn, rid);
-        } else if self.discovery.is_push(conn, rid) {
-            self.discovery_publish_refused(conn, rid);
-        } else if self.fetches.has(conn, rid) {
-            self.fetch_cancel(conn, rid);
-        } else if self.ingest.has_namespace(conn, rid) {
-            self.ingest_withdraw_namespace(conn, rid);
-        } else {
-            self.ingest_cancelled(conn, rid);
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        match sessions.role(conn, rid) {
+            Some(Role::Subscription) => self.fanout.unsubscribe(cx, sessions, conn, rid),
+            Some(Role::NamespaceSub) => self.discovery.cancelled(sessions, conn, rid),
+            Some(Role::Offer) => self.discovery.publish_refused(sessions, conn, rid),
+            Some(Role::Fetch) => self.fanout.fetch_cancel(sessions, conn, rid),
+            Some(Role::Namespace) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
+            _ => self.ingest.cancelled(cx, sessions, conn, rid),
         }
     }
 
@@ -789,98 +846,60 @@ impl RelayShard {
     /// ever outstanding here (draft-22 MAX_REQUEST_UPDATES cannot be exceeded).
     fn on_request_update(&mut self, conn: u64, m: RequestUpdate) {
         let existing = m.existing_request_id;
-        let Some(answer_rid) = self.sessions.get(&conn).map(|s| s.update_answer_id(&m)) else { return };
+        let Some(answer_rid) = self.sessions.get(conn).map(|s| s.update_answer_id(&m)) else { return };
+        let role = self.sessions.role(conn, existing);
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         let mut old_prefix = None;
-        let result = if self.fanout.has(conn, existing) {
-            self.fanout_update(conn, &m)
-        } else if self.discovery.has(conn, existing) {
-            self.discovery_update(conn, existing, &m.params).map(|old| {
+        let result = match role {
+            Some(Role::Subscription) => self.fanout.update(cx, sessions, conn, &m),
+            Some(Role::NamespaceSub) => self.discovery.update(conn, existing, &m.params).map(|old| {
                 old_prefix = old;
                 Parameters::default()
-            })
-        } else if let Some(ns) = self.ingest.published(conn, existing).cloned() {
-            // The publisher updating its own PUBLISH (draft-22 §9.5, draft-16 §9.11): a new
-            // token, which must grant what the PUBLISH does.
-            update_allows(&m.params, &["AUTHORIZATION_TOKEN"]).and_then(|_| {
-                match self.check_auth(conn, &m.params, &ns, Right::Publish) {
-                    Ok(_) => Ok(Parameters::default()),
-                    Err(Denied::Request(code, _)) => {
-                        Err(UpdateError::Refused(code, "the token does not grant it"))
+            }),
+            Some(Role::Upstream) => match self.ingest.published(conn, existing).cloned() {
+                // The publisher updating its own PUBLISH (draft-22 §9.5, draft-16 §9.11): a new
+                // token, which must grant what the PUBLISH does.
+                Some(ns) => update_allows(&m.params, &["AUTHORIZATION_TOKEN"]).and_then(|_| {
+                    match sessions.check_auth(cx, conn, &m.params, &ns, Right::Publish) {
+                        Ok(_) => Ok(Parameters::default()),
+                        Err(Denied::Request(code, _)) => {
+                            Err(UpdateError::Refused(code, "the token does not grant it"))
+                        }
+                        Err(Denied::Session(..)) => Err(UpdateError::Invalid("a token that cannot be used")),
                     }
-                    Err(Denied::Session(..)) => Err(UpdateError::Invalid("a token that cannot be used")),
-                }
-            })
-        } else if self.fetches.has(conn, existing) || self.ingest.has_namespace(conn, existing) {
-            update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
-                .map(|_| Parameters::default())
-        } else {
+                }),
+                None => Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "no such request")),
+            },
+            Some(Role::Fetch | Role::Namespace) => {
+                update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
+                    .map(|_| Parameters::default())
+            }
             // A request the session knows (it checked) that is over, or one this relay took
             // no state for: nothing to update.
-            Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "the request is no longer active"))
+            _ => Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "the request is no longer active")),
         };
         match result {
             Ok(params) => {
-                self.answer_ok(conn, answer_rid, params);
+                sessions.answer_ok(conn, answer_rid, params);
                 if let Some(old) = old_prefix {
-                    self.discovery_updated(conn, existing, &old);
+                    self.discovery.updated(cx, sessions, conn, existing, &old);
                 }
             }
             Err(UpdateError::Invalid(what)) => {
-                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-                    s.close(SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
-                }
+                sessions.close(conn, SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
             }
-            Err(UpdateError::Refused(code, reason)) => {
-                if self.fanout.has(conn, existing) {
-                    self.answer_error(conn, answer_rid, code, reason, false);
-                    self.fanout_update_failed(conn, existing);
-                } else if self.discovery.has(conn, existing) {
+            Err(UpdateError::Refused(code, reason)) => match role {
+                Some(Role::Subscription) => {
+                    sessions.answer_error(conn, answer_rid, code, reason, false);
+                    self.fanout.update_failed(cx, sessions, conn, existing);
+                }
+                Some(Role::NamespaceSub) => {
                     // draft-22 §9.5.1: a failed namespace update closes the request stream.
-                    self.answer_error(conn, answer_rid, code, reason, true);
-                    self.discovery_cancelled(conn, existing);
-                } else {
-                    self.answer_error(conn, answer_rid, code, reason, false);
+                    sessions.answer_error(conn, answer_rid, code, reason, true);
+                    self.discovery.cancelled(sessions, conn, existing);
                 }
-            }
-        }
-    }
-
-    /// The owner's answer to TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (and the Track
-    /// Properties where the draft carries them); the request then ends.
-    fn status_answer(
-        &mut self,
-        conn: u64,
-        rid: RequestId,
-        answer: Result<msg::TrackInfo, (RequestErrorCode, Bytes)>,
-    ) {
-        let info = match answer {
-            Ok(info) => info,
-            Err((code, reason)) => {
-                return self.answer_error(conn, rid, code, &String::from_utf8_lossy(&reason), true)
-            }
-        };
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        if let Err(e) = s.track_status_ok(rid, info.largest, info.properties) {
-            debug!(conn, error = %e, "TRACK_STATUS answer not sent");
-        }
-    }
-
-    /// The SETUP's tokens authorize the whole session; a bad one closes it.
-    fn auth_setup(&mut self, conn: u64, tokens: &[crate::wire::model::AuthToken]) {
-        let Some(keys) = self.config.auth.clone() else { return };
-        match SessionAuth::from_setup(&keys, tokens, self.config.auth_cache, auth::unix_now()) {
-            Ok(a) => {
-                self.auth.insert(conn, a);
-            }
-            Err(denied) => {
-                let (code, why) = match denied {
-                    Denied::Session(code, why) => (code, why),
-                    Denied::Request(_, why) => (SessionCode::MalformedAuthToken, why),
-                };
-                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-                    s.close(code, why);
-                }
-            }
+                _ => sessions.answer_error(conn, answer_rid, code, reason, false),
+            },
         }
     }
 
@@ -897,65 +916,19 @@ impl RelayShard {
         namespace: &crate::wire::model::TrackNamespace,
         right: Right,
     ) -> Result<Option<Instant>, Refused> {
-        if self.is_link(conn) {
+        if self.sessions.is_link(conn) {
             return Ok(None); // our configured parent: trusted like the configuration
         }
-        match self.check_auth(conn, params, namespace, right) {
+        match self.sessions.check_auth(&cx!(self), conn, params, namespace, right) {
             Ok(until) => Ok(until),
             Err(Denied::Request(code, why)) => {
-                self.answer_error(conn, rid, code, why, true);
+                self.sessions.answer_error(conn, rid, code, why, true);
                 Err(Refused)
             }
             Err(Denied::Session(code, why)) => {
-                if let Some(s) = session(&mut self.sessions, &mut self.woken, conn) {
-                    s.close(code, why);
-                }
+                self.sessions.close(conn, code, why);
                 Err(Refused)
             }
-        }
-    }
-
-    /// [`RelayShard::authorized`] without the answer.
-    fn check_auth(
-        &mut self,
-        conn: u64,
-        params: &Parameters,
-        namespace: &crate::wire::model::TrackNamespace,
-        right: Right,
-    ) -> Result<Option<Instant>, Denied> {
-        let Some(keys) = self.config.auth.clone() else { return Ok(None) };
-        let a = self.auth.entry(conn).or_default();
-        let now = auth::unix_now();
-        let until = a.authorize(&keys, &params.auth_tokens, namespace, right, self.config.auth_cache, now)?;
-        Ok(Some(self.now + Duration::from_secs(until.saturating_sub(now))))
-    }
-
-    /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
-    fn answer_ok(&mut self, conn: u64, rid: RequestId, params: Parameters) -> bool {
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return false };
-        let ok = Message::RequestOk(crate::wire::model::RequestOk {
-            request_id: rid,
-            params,
-            track_properties: Default::default(),
-        });
-        match s.send(ok) {
-            Ok(()) => true,
-            Err(e) => {
-                debug!(conn, error = %e, "REQUEST_OK not sent");
-                false
-            }
-        }
-    }
-
-    /// REQUEST_ERROR `code` for request `rid` of session `conn`; `end`: the request is over
-    /// (its stream ends where it has one).
-    fn answer_error(&mut self, conn: u64, rid: RequestId, code: RequestErrorCode, reason: &str, end: bool) {
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
-        if let Err(e) = s.request_error(rid, code, reason) {
-            debug!(conn, error = %e, "REQUEST_ERROR not sent");
-        }
-        if end {
-            let _ = s.end_request(rid);
         }
     }
 }

@@ -47,6 +47,7 @@ pub enum RelayMsg {
     Owner(OwnerMsg),
     Fanout(FanoutMsg),
     Ingest(IngestMsg),
+    UpFetch(UpFetchMsg),
     Namespace(NamespaceMsg),
     Discovery(DiscoveryMsg),
 }
@@ -66,6 +67,12 @@ impl From<FanoutMsg> for RelayMsg {
 impl From<IngestMsg> for RelayMsg {
     fn from(m: IngestMsg) -> Self {
         RelayMsg::Ingest(m)
+    }
+}
+
+impl From<UpFetchMsg> for RelayMsg {
+    fn from(m: UpFetchMsg) -> Self {
+        RelayMsg::UpFetch(m)
     }
 }
 
@@ -241,7 +248,8 @@ pub enum FanoutMsg {
     },
 }
 
-/// Messages to the core of a publisher or upstream link session: what to ask upstream, and the answers to its announcements and PUBLISHes.
+/// Messages to the core of a publisher or upstream link session: what to ask upstream, and
+/// the answers to its announcements and PUBLISHes.
 #[derive(Debug)]
 pub enum IngestMsg {
     /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
@@ -267,9 +275,14 @@ pub enum IngestMsg {
     PublishForward { alias: TrackAlias, epoch: Epoch, forward: bool },
     /// The owner cannot take this PUBLISH.
     PublishRefused { alias: TrackAlias, epoch: Epoch, code: RequestErrorCode, reason: Bytes },
-    /// Owner → the publisher's core: FETCH `start..=end` of `track` upstream on session
-    /// `publisher`, for the owner's pending fetch `id`.
-    UpstreamFetch {
+}
+
+/// Messages to the upstream fetch role on the core of a publisher or upstream link session.
+#[derive(Debug)]
+pub enum UpFetchMsg {
+    /// FETCH `start..=end` of `track` upstream on session `publisher`, for the owner's
+    /// pending fetch `id`.
+    Start {
         alias: TrackAlias,
         id: u64,
         track: FullTrackName,
@@ -277,8 +290,8 @@ pub enum IngestMsg {
         start: Location,
         end: Location,
     },
-    /// Owner → the publisher's core: upstream fetch `id` is no longer wanted (FILL_TIMEOUT).
-    UpstreamFetchCancel { id: u64, publisher: SessionRef },
+    /// Upstream fetch `id` is no longer wanted (FILL_TIMEOUT).
+    Cancel { id: u64, publisher: SessionRef },
 }
 
 /// The namespace table, replicated to every core.

@@ -18,7 +18,7 @@ use super::cache::{Cache, CachedObject};
 use super::malformed::Shape;
 use super::msg::{
     Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
-    Piece, SessionRef, StreamKey, TrackInfo,
+    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg,
 };
 use super::namespaces::Requester;
 use super::Cx;
@@ -1446,7 +1446,7 @@ impl Owner {
         let pending =
             UpstreamFetch { alias, publisher, ask, data, gap, cached, upstream: Vec::new(), bytes: 0 };
         self.fetching.insert(id, pending);
-        let msg = IngestMsg::UpstreamFetch { alias, id, track, publisher, start, end: gap };
+        let msg = UpFetchMsg::Start { alias, id, track, publisher, start, end: gap };
         cx.send(publisher.core, msg);
     }
 
@@ -1473,7 +1473,7 @@ impl Owner {
         }
         if f.bytes > MAX_UPSTREAM_FETCH_BYTES {
             let publisher = f.publisher;
-            cx.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
+            cx.send(publisher.core, UpFetchMsg::Cancel { id, publisher });
             self.upstream_fetch_done(cx, id, Some(RangeEnd::Unknown));
         }
     }
@@ -1500,7 +1500,7 @@ impl Owner {
     fn fetch_timeouts(&mut self, cx: &mut Cx<'_>) {
         while let Some(id) = pop_due(&mut self.fetch_deadlines, cx.now) {
             let Some(publisher) = self.fetching.get(&id).map(|f| f.publisher) else { continue };
-            cx.send(publisher.core, IngestMsg::UpstreamFetchCancel { id, publisher });
+            cx.send(publisher.core, UpFetchMsg::Cancel { id, publisher });
             self.upstream_fetch_done(cx, id, Some(RangeEnd::TimedOut));
         }
     }

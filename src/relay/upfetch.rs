@@ -10,8 +10,9 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::cache::CachedObject;
-use super::msg::{OwnerMsg, Piece, SessionRef};
-use super::{session, RelayShard};
+use super::msg::{OwnerMsg, Piece, SessionRef, UpFetchMsg};
+use super::sessions::{Role, Sessions};
+use super::Cx;
 use crate::session::DataObject;
 use crate::wire::model::{
     Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
@@ -31,16 +32,25 @@ impl UpFetches {
     pub fn len(&self) -> usize {
         self.by_req.len()
     }
-
-    pub fn has(&self, conn: u64, rid: RequestId) -> bool {
-        self.by_req.contains_key(&(conn, rid))
-    }
 }
 
-impl RelayShard {
+impl UpFetches {
+    /// A message for the upstream fetch role of this core.
+    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: UpFetchMsg) {
+        match msg {
+            UpFetchMsg::Start { alias, id, track, publisher, start, end } => {
+                self.start(cx, sessions, alias, id, track, publisher, start, end)
+            }
+            UpFetchMsg::Cancel { id, publisher } => self.cancel(sessions, publisher.conn, id),
+        }
+    }
+
     /// The owner's request: FETCH `start..=end` of `track` on `publisher`'s session.
-    pub(super) fn upfetch_start(
+    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
+    pub(super) fn start(
         &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
         alias: TrackAlias,
         id: u64,
         track: FullTrackName,
@@ -49,7 +59,7 @@ impl RelayShard {
         end: Location,
     ) {
         let conn = publisher.conn;
-        let sent = session(&mut self.sessions, &mut self.woken, conn).and_then(|s| {
+        let sent = sessions.get_mut(conn).and_then(|s| {
             let rid = s.next_request_id().ok()?;
             let params = Parameters {
                 location_filter: Some(LocationFilter::AbsoluteRange { start, end }),
@@ -66,38 +76,40 @@ impl RelayShard {
         });
         match sent {
             Some(rid) => {
-                self.upfetch.by_req.insert((conn, rid), (alias, id));
+                self.by_req.insert((conn, rid), (alias, id));
+                sessions.register(conn, rid, Role::UpFetch);
             }
-            None => self.upfetch_done(alias, id, false),
+            None => self.done(cx, alias, id, false),
         }
     }
 
-    fn upfetch_done(&mut self, alias: TrackAlias, id: u64, complete: bool) {
-        self.send(self.owner_of(alias), OwnerMsg::UpstreamFetchDone { alias, id, complete });
+    fn done(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, id: u64, complete: bool) {
+        cx.send(cx.owner_of(alias), OwnerMsg::UpstreamFetchDone { alias, id, complete });
     }
 
     /// REQUEST_ERROR for upstream FETCH `rid` of session `conn`: nothing comes.
-    pub(super) fn upfetch_refused(&mut self, conn: u64, rid: RequestId) {
-        if let Some((alias, id)) = self.upfetch.by_req.remove(&(conn, rid)) {
-            self.upfetch.streams.retain(|_, r| *r != rid);
-            self.upfetch_done(alias, id, false);
+    pub(super) fn refused(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        if let Some((alias, id)) = self.by_req.remove(&(conn, rid)) {
+            sessions.forget(conn, rid);
+            self.streams.retain(|_, r| *r != rid);
+            self.done(cx, alias, id, false);
         }
     }
 
     /// An item of an upstream fetch stream, on its way to the owner.
-    pub(super) fn upfetch_item(
+    pub(super) fn item(
         &mut self,
+        cx: &mut Cx<'_>,
         conn: u64,
         stream: u64,
         rid: RequestId,
         object: DataObject,
         payload: Bytes,
     ) {
-        let (DataObject::Fetch(item), Some(&(alias, id))) = (object, self.upfetch.by_req.get(&(conn, rid)))
-        else {
+        let (DataObject::Fetch(item), Some(&(alias, id))) = (object, self.by_req.get(&(conn, rid))) else {
             return;
         };
-        self.upfetch.streams.insert((conn, stream), rid);
+        self.streams.insert((conn, stream), rid);
         let piece = match item {
             FetchItem::Object(o) => Piece::Object(
                 o.location,
@@ -111,41 +123,50 @@ impl RelayShard {
             ),
             FetchItem::EndOfRange { kind, location } => Piece::Gap(kind, location),
         };
-        self.send(self.owner_of(alias), OwnerMsg::UpstreamFetchItem { alias, id, piece });
+        cx.send(cx.owner_of(alias), OwnerMsg::UpstreamFetchItem { alias, id, piece });
     }
 
     /// The owner gave up on upstream fetch `id` (FILL_TIMEOUT): FETCH_CANCEL (draft-16), or
     /// the request stream cancelled (draft-22).
-    pub(super) fn upfetch_cancel(&mut self, conn: u64, id: u64) {
+    pub(super) fn cancel(&mut self, sessions: &mut Sessions, conn: u64, id: u64) {
         let Some(rid) =
-            self.upfetch.by_req.iter().find(|((c, _), (_, i))| *c == conn && *i == id).map(|((_, r), _)| *r)
+            self.by_req.iter().find(|((c, _), (_, i))| *c == conn && *i == id).map(|((_, r), _)| *r)
         else {
             return;
         };
-        self.upfetch.by_req.remove(&(conn, rid));
-        self.upfetch.streams.retain(|_, r| *r != rid);
-        let Some(s) = session(&mut self.sessions, &mut self.woken, conn) else { return };
+        self.by_req.remove(&(conn, rid));
+        sessions.forget(conn, rid);
+        self.streams.retain(|_, r| *r != rid);
+        let Some(s) = sessions.get_mut(conn) else { return };
         // draft-22 sessions send this as the request stream's cancellation.
         let _ = s.send(Message::FetchCancel(rid));
     }
 
     /// The end of a data stream of session `conn`; true when it was an upstream fetch stream.
-    pub(super) fn upfetch_stream_end(&mut self, conn: u64, stream: u64, reset: Option<u64>) -> bool {
-        let Some(rid) = self.upfetch.streams.remove(&(conn, stream)) else { return false };
-        if let Some((alias, id)) = self.upfetch.by_req.remove(&(conn, rid)) {
-            self.upfetch_done(alias, id, reset.is_none());
+    pub(super) fn stream_end(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        stream: u64,
+        reset: Option<u64>,
+    ) -> bool {
+        let Some(rid) = self.streams.remove(&(conn, stream)) else { return false };
+        if let Some((alias, id)) = self.by_req.remove(&(conn, rid)) {
+            sessions.forget(conn, rid);
+            self.done(cx, alias, id, reset.is_none());
         }
         true
     }
 
     /// The publisher's session is gone: its upstream fetches end incomplete.
-    pub(super) fn upfetch_session_closed(&mut self, conn: u64) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: u64) {
         let gone: Vec<(RequestId, (TrackAlias, u64))> =
-            self.upfetch.by_req.iter().filter(|((c, _), _)| *c == conn).map(|((_, r), v)| (*r, *v)).collect();
+            self.by_req.iter().filter(|((c, _), _)| *c == conn).map(|((_, r), v)| (*r, *v)).collect();
         for (rid, (alias, id)) in gone {
-            self.upfetch.by_req.remove(&(conn, rid));
-            self.upfetch_done(alias, id, false);
+            self.by_req.remove(&(conn, rid));
+            self.done(cx, alias, id, false);
         }
-        self.upfetch.streams.retain(|(c, _), _| *c != conn);
+        self.streams.retain(|(c, _), _| *c != conn);
     }
 }

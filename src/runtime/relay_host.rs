@@ -76,6 +76,10 @@ const RESOLVE_POLL: Duration = Duration::from_millis(10);
 /// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
 const LINK_KEEPALIVE: Duration = Duration::from_secs(1);
 
+/// How often the relay shard is told the wall clock (`RelayShard::set_wall_clock`), so that a
+/// step of the system clock reaches token expiry within this.
+const WALL_CLOCK_EVERY: Duration = Duration::from_secs(10);
+
 /// Serves the relay on every connection.
 #[derive(Debug, Clone)]
 pub struct RelayFactory {
@@ -131,7 +135,14 @@ impl AppFactory for RelayFactory {
 
     fn shard_app(&self, shard: ShardId, cores: usize) -> Option<Box<dyn ShardApp>> {
         let now = Instant::now();
-        let relay = RelayShard::new(shard.index(), cores, self.relay.clone(), self.key.clone(), now);
+        let relay = RelayShard::new(
+            shard.index(),
+            cores,
+            self.relay.clone(),
+            self.key.clone(),
+            now,
+            crate::auth::unix_now(),
+        );
         let host = Host {
             relay,
             backlog: self.relay.max_backlog,
@@ -150,6 +161,7 @@ impl AppFactory for RelayFactory {
             ping_at: now + LINK_KEEPALIVE,
             backlog_resets: 0,
             latency_at: now,
+            wall_at: now + WALL_CLOCK_EVERY,
         };
         Some(Box::new(RelayHost(Rc::new(RefCell::new(host)))))
     }
@@ -182,6 +194,8 @@ struct Host {
     backlog_resets: u64,
     /// When the latency samples are next merged into the shared histogram.
     latency_at: Instant,
+    /// When the relay is next told the wall clock.
+    wall_at: Instant,
 }
 
 impl Host {
@@ -363,6 +377,11 @@ impl ShardApp for RelayHost {
     fn poll(&mut self, now: Instant, out: &mut ShardOutput) {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
+        if now >= host.wall_at {
+            // The relay reads no clock: it measures token expiry against this.
+            host.wall_at = now + WALL_CLOCK_EVERY;
+            host.relay.set_wall_clock(now, crate::auth::unix_now());
+        }
         out.deadline = host.relay.tick(now);
         if !host.links.is_empty() {
             host.run_links(out);

@@ -71,7 +71,16 @@ impl Relay {
     pub fn with_config(cores: usize, config: RelayConfig) -> Relay {
         let now = Instant::now();
         let shards = (0..cores)
-            .map(|core| RelayShard::new(core, cores, config.clone(), AliasKey::new(&SECRET), now))
+            .map(|core| {
+                RelayShard::new(
+                    core,
+                    cores,
+                    config.clone(),
+                    AliasKey::new(&SECRET),
+                    now,
+                    moq_edge::auth::unix_now(),
+                )
+            })
             .collect();
         Relay {
             now,

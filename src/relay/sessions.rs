@@ -1,0 +1,242 @@
+//! The sessions of one core, as the session-side roles (fan-out, ingest, discovery, upstream
+//! fetch, links) see them: each session, who its peer is (an upstream link, a relay's node
+//! ID), its tokens, and the registry of its requests, `(session, Request ID) → role`, that
+//! the shard dispatches answers, cancellations and updates by (ARCHITECTURE.md, "The relay
+//! layer"). Looking a session up to write to it notes that it has output for the runtime.
+
+use crate::hash::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use tracing::debug;
+
+use super::namespaces::Requester;
+use super::Cx;
+use crate::auth::{Denied, Right, SessionAuth};
+use crate::session::{Session, SessionCode};
+use crate::wire::model::{AuthToken, Message, Parameters, RequestId, RequestOk, TrackNamespace};
+use crate::wire::RequestErrorCode;
+
+/// Which role holds a request of a session: the one its answers, cancellation and
+/// REQUEST_UPDATE go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// The peer's SUBSCRIBE, or the relay's PUBLISH the peer accepted (fan-out).
+    Subscription,
+    /// The peer's FETCH, until it is answered (fan-out).
+    Fetch,
+    /// The peer's SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS (discovery).
+    NamespaceSub,
+    /// The relay's PUBLISH to a namespace subscriber, not yet accepted (discovery).
+    Offer,
+    /// The peer's PUBLISH_NAMESPACE, or a route of an upstream link (ingest).
+    Namespace,
+    /// The relay's SUBSCRIBE upstream, or the peer's PUBLISH (ingest).
+    Upstream,
+    /// The relay's FETCH upstream (upstream fetch).
+    UpFetch,
+    /// An announcement the relay forwarded up a link (links).
+    Forwarded,
+}
+
+/// What the shard knows of one session's peer.
+#[derive(Debug, Default)]
+struct Peer {
+    /// One of this core's upstream links (its peer is our parent).
+    link: bool,
+    /// The peer's relay node ID, when it is a moq-edge relay.
+    node: Option<u64>,
+    /// Its tokens (when tokens are required).
+    auth: Option<SessionAuth>,
+}
+
+/// Sessions written to outside their own turn, each once.
+#[derive(Debug, Default)]
+struct Woken {
+    list: Vec<u64>,
+    set: HashSet<u64>,
+}
+
+/// One core's sessions (see the module header).
+#[derive(Debug, Default)]
+pub(super) struct Sessions {
+    map: HashMap<u64, Session>,
+    peers: HashMap<u64, Peer>,
+    requests: HashMap<(u64, RequestId), Role>,
+    woken: Woken,
+}
+
+impl Sessions {
+    pub fn insert(&mut self, conn: u64, session: Session) {
+        self.map.insert(conn, session);
+    }
+
+    /// Removes session `conn` (its connection is gone); false when it was not here. Who its
+    /// peer was stays known until [`Sessions::forget_peer`], while the roles clean up.
+    pub fn remove(&mut self, conn: u64) -> bool {
+        self.map.remove(&conn).is_some()
+    }
+
+    /// Forgets the peer of a removed session, and its requests.
+    pub fn forget_peer(&mut self, conn: u64) {
+        self.peers.remove(&conn);
+        self.requests.retain(|(c, _), _| *c != conn);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Session `conn`, to read.
+    pub fn get(&self, conn: u64) -> Option<&Session> {
+        self.map.get(&conn)
+    }
+
+    /// Session `conn`, to write to: noted as having output.
+    pub fn get_mut(&mut self, conn: u64) -> Option<&mut Session> {
+        let s = self.map.get_mut(&conn)?;
+        if self.woken.set.insert(conn) {
+            self.woken.list.push(conn);
+        }
+        Some(s)
+    }
+
+    /// Session `conn` without noting it (its own turn: the runtime flushes it anyway).
+    pub fn in_turn(&mut self, conn: u64) -> Option<&mut Session> {
+        self.map.get_mut(&conn)
+    }
+
+    /// The sessions that are set up and are not upstream links.
+    pub fn downstream_ready(&self) -> Vec<u64> {
+        self.map.iter().filter(|(c, s)| s.is_ready() && !self.is_link(**c)).map(|(c, _)| *c).collect()
+    }
+
+    /// Sessions written to since the last call.
+    pub fn take_woken(&mut self, out: &mut Vec<u64>) {
+        self.woken.set.clear();
+        out.append(&mut self.woken.list);
+    }
+
+    // --- who the peer is -------------------------------------------------------------------
+
+    /// Session `conn` is one of this core's upstream links.
+    pub fn mark_link(&mut self, conn: u64) {
+        self.peers.entry(conn).or_default().link = true;
+    }
+
+    pub fn is_link(&self, conn: u64) -> bool {
+        self.peers.get(&conn).is_some_and(|p| p.link)
+    }
+
+    /// The peer of `conn` named its relay node ID in SETUP.
+    pub fn set_node(&mut self, conn: u64, node: u64) {
+        self.peers.entry(conn).or_default().node = Some(node);
+    }
+
+    /// Who session `conn` is, for the loop rules of routing.
+    pub fn requester(&self, conn: u64) -> Requester {
+        let peer = self.peers.get(&conn);
+        Requester { from_upstream: peer.is_some_and(|p| p.link), node: peer.and_then(|p| p.node) }
+    }
+
+    // --- the request registry --------------------------------------------------------------
+
+    /// Request `rid` of session `conn` is now `role`'s.
+    pub fn register(&mut self, conn: u64, rid: RequestId, role: Role) {
+        self.requests.insert((conn, rid), role);
+    }
+
+    /// Request `rid` of session `conn` is `role`'s too, unless another role holds it (a fill
+    /// fetch stream has its subscription's Request ID).
+    pub fn register_also(&mut self, conn: u64, rid: RequestId, role: Role) {
+        self.requests.entry((conn, rid)).or_insert(role);
+    }
+
+    /// Request `rid` of session `conn` is over.
+    pub fn forget(&mut self, conn: u64, rid: RequestId) {
+        self.requests.remove(&(conn, rid));
+    }
+
+    /// Request `rid` of session `conn` is over for `role`, if it held it.
+    pub fn forget_role(&mut self, conn: u64, rid: RequestId, role: Role) {
+        if self.role(conn, rid) == Some(role) {
+            self.forget(conn, rid);
+        }
+    }
+
+    /// The role that holds request `rid` of session `conn`.
+    pub fn role(&self, conn: u64, rid: RequestId) -> Option<Role> {
+        self.requests.get(&(conn, rid)).copied()
+    }
+
+    // --- answers ---------------------------------------------------------------------------
+
+    /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
+    pub fn answer_ok(&mut self, conn: u64, rid: RequestId, params: Parameters) -> bool {
+        let Some(s) = self.get_mut(conn) else { return false };
+        let ok =
+            Message::RequestOk(RequestOk { request_id: rid, params, track_properties: Default::default() });
+        match s.send(ok) {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(conn, error = %e, "REQUEST_OK not sent");
+                false
+            }
+        }
+    }
+
+    /// REQUEST_ERROR `code` for request `rid` of session `conn`; `end`: the request is over
+    /// (its stream ends where it has one).
+    pub fn answer_error(
+        &mut self,
+        conn: u64,
+        rid: RequestId,
+        code: RequestErrorCode,
+        reason: &str,
+        end: bool,
+    ) {
+        let Some(s) = self.get_mut(conn) else { return };
+        if let Err(e) = s.request_error(rid, code, reason) {
+            debug!(conn, error = %e, "REQUEST_ERROR not sent");
+        }
+        if end {
+            let _ = s.end_request(rid);
+        }
+    }
+
+    /// Closes session `conn` with `code`.
+    pub fn close(&mut self, conn: u64, code: SessionCode, why: impl Into<String>) {
+        if let Some(s) = self.get_mut(conn) {
+            s.close(code, why.into());
+        }
+    }
+
+    // --- tokens ----------------------------------------------------------------------------
+
+    /// The SETUP's tokens authorize the whole session; a bad one closes it.
+    pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: u64, tokens: &[AuthToken]) {
+        let Some(keys) = cx.config.auth.as_deref() else { return };
+        match SessionAuth::from_setup(keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
+            Ok(a) => self.peers.entry(conn).or_default().auth = Some(a),
+            Err(Denied::Session(code, why)) => self.close(conn, code, why),
+            Err(Denied::Request(_, why)) => self.close(conn, SessionCode::MalformedAuthToken, why),
+        }
+    }
+
+    /// Whether session `conn` may do `right` on `namespace` with the tokens of `params` (and
+    /// its SETUP's): always in open mode (`Ok(None)`); otherwise `Ok(Some(t))` says until
+    /// when (the shard's clock).
+    pub fn check_auth(
+        &mut self,
+        cx: &Cx<'_>,
+        conn: u64,
+        params: &Parameters,
+        namespace: &TrackNamespace,
+        right: Right,
+    ) -> Result<Option<Instant>, Denied> {
+        let Some(keys) = cx.config.auth.as_deref() else { return Ok(None) };
+        let a = self.peers.entry(conn).or_default().auth.get_or_insert_with(SessionAuth::default);
+        let now = cx.unix_secs();
+        let until = a.authorize(keys, &params.auth_tokens, namespace, right, cx.config.auth_cache, now)?;
+        Ok(Some(cx.now + Duration::from_secs(until.saturating_sub(now))))
+    }
+}
