@@ -62,6 +62,24 @@ fn the_relay_names_no_draft() {
     assert!(found.is_empty(), "src/relay names a draft (map it in wire/ or session/):\n{}", found.join("\n"));
 }
 
+/// ARCHITECTURE.md: the relay reads no clock. The runtime gives it the time (`now`) and the
+/// wall clock (`RelayShard::set_wall_clock`); its unit tests (after `#[cfg(test)]`) may.
+#[test]
+fn the_relay_reads_no_clock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/relay");
+    let mut found = Vec::new();
+    for file in sources(&root) {
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        for (i, line) in text.lines().enumerate().take_while(|(_, l)| !l.contains("#[cfg(test)]")) {
+            let code = line.split("//").next().unwrap_or_default();
+            if ["Instant::now", "SystemTime", "unix_now"].iter().any(|w| code.contains(w)) {
+                found.push(format!("{}:{}: {}", file.display(), i + 1, code.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "src/relay reads a clock:\n{}", found.join("\n"));
+}
+
 #[test]
 fn the_relay_never_imports_the_runtime() {
     let found: Vec<String> = code_lines("src/relay")

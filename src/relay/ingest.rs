@@ -638,7 +638,7 @@ impl Ingest {
                 ns: ns.fields().iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
                 publish: false,
                 subscribe: true,
-                exp: crate::auth::unix_now() + RENEWED_TOKEN_TTL.as_secs(),
+                exp: cx.unix_secs() + RENEWED_TOKEN_TTL.as_secs(),
             };
             let Some(token) = keys.mint(&claims) else { continue };
             let token = crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(token) };

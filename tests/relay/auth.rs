@@ -332,3 +332,35 @@ fn upstream_subscriptions_through_a_link_are_renewed_before_they_expire() {
         r.assert_no_closes();
     }
 }
+
+/// Token expiry follows the shard's clock, not a clock the relay reads itself (it reads
+/// none): a SETUP token good for 10 s authorizes a SUBSCRIBE at once, and 11 s later by the
+/// harness's simulated clock the next SUBSCRIBE gets EXPIRED_AUTH_TOKEN. (The relay used to
+/// read the wall clock here, so the second SUBSCRIBE passed.)
+#[test]
+fn token_expiry_follows_the_shards_clock() {
+    const EXPIRED: u64 = 0x5;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let p = r.connect_with_token(0, pv, token(&["live"], true, false, 600));
+        r.announce(p, &["live"]);
+        let t = r.track_owned_by(&["live"], 0);
+        let s = r.connect_with_token(1, sv, token(&["live"], false, true, 10));
+        let first = r.subscribe_with(s, &t, vec![]);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), first);
+
+        r.advance(Duration::from_secs(11));
+        let other = r.track_owned_by(&["live"], 1);
+        let second = r.subscribe_with(s, &other, vec![]);
+        let e = request_error(
+            &messages(&r.take_events(s))
+                .into_iter()
+                .filter(|m| matches!(m, Message::RequestError(_)))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!((e.request_id, e.error_code), (second, EXPIRED), "{ctx}");
+    }
+}
