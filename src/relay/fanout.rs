@@ -49,8 +49,8 @@ struct LocalSub {
     established: bool,
     /// Data streams opened for this subscription (PUBLISH_DONE Stream Count).
     streams: u64,
-    /// Open downstream streams: upstream key → our stream id.
-    open: Vec<(StreamKey, u64)>,
+    /// The upstream subgroups it is being sent, and their downstream streams.
+    open: Vec<(StreamKey, Down)>,
     /// Streams shed from the session's backlog in the window that started at `shed_since`.
     shed_count: u32,
     shed_since: Option<Instant>,
@@ -127,9 +127,23 @@ fn smaller(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-/// A subscription's entry in `open` for a subgroup whose delivery timed out: no stream is
-/// (re)opened for the rest of it (draft-22 §5.2). Stream IDs are below 2^62, never this.
-const TIMED_OUT: u64 = u64::MAX;
+/// What a subscription has for one upstream subgroup it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Down {
+    /// Our downstream stream, open.
+    Open(u64),
+    /// Its delivery timed out: no stream is (re)opened for the rest of it (draft-22 §5.2).
+    TimedOut,
+}
+
+impl Down {
+    fn stream(self) -> Option<u64> {
+        match self {
+            Down::Open(id) => Some(id),
+            Down::TimedOut => None,
+        }
+    }
+}
 
 /// A draft-16 Joining FETCH (§9.16 "Joining Fetch Range Calculation").
 #[derive(Debug, Clone, Copy)]
@@ -688,8 +702,8 @@ impl Fanout {
             } else {
                 ResetCode::InternalError
             };
-            for (_, id) in &sub.open {
-                let _ = s.reset_stream(*id, reset);
+            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
+                let _ = s.reset_stream(id, reset);
             }
             if let Err(e) = s.publish_done(sub.rid, status, sub.streams, reason.clone()) {
                 debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
@@ -742,7 +756,7 @@ impl Fanout {
                     continue;
                 }
                 sub.recent.retain(|id| !streams.contains(id));
-                sub.open.retain(|(_, id)| !streams.contains(id));
+                sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
                     sub.shed_since = Some(now);
                     sub.shed_count = 0;
@@ -861,13 +875,13 @@ impl Fanout {
             // The streams already open move too (draft-22 §5.1), not only new ones.
             if let Some(s) = sessions.get_mut(conn) {
                 let default_publisher = default_publisher_priority(&st.info.properties);
-                for (key, id) in sub.open.iter().filter(|(_, id)| *id != TIMED_OUT) {
+                for (key, id) in sub.open.iter().filter_map(|(k, d)| Some((k, d.stream()?))) {
                     let publisher = st
                         .streams
                         .get(key)
                         .and_then(|fs| fs.header.publisher_priority)
                         .unwrap_or(default_publisher);
-                    let _ = s.set_priority_ordered(*id, data_urgency(priority, publisher), sub.descending);
+                    let _ = s.set_priority_ordered(id, data_urgency(priority, publisher), sub.descending);
                 }
             }
         }
@@ -936,8 +950,8 @@ impl Fanout {
         let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
         let sub = st.subs.swap_remove(pos);
         if let Some(s) = sessions.get_mut(conn) {
-            for (_, id) in &sub.open {
-                let _ = s.reset_stream(*id, reset);
+            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
+                let _ = s.reset_stream(id, reset);
             }
         }
         // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
@@ -1007,19 +1021,20 @@ impl Fanout {
                         // Late already (the mesh or this core was slow): the subgroup is over
                         // for this subscriber, its stream reset if it had one.
                         match open {
-                            Some(i) if sub.open[i].1 != TIMED_OUT => {
-                                let _ = s.reset_stream(sub.open[i].1, ResetCode::DeliveryTimeout);
-                                sub.open[i].1 = TIMED_OUT;
-                                cx.stats.delivery_timeouts += 1;
+                            Some(i) => {
+                                if let Down::Open(id) = std::mem::replace(&mut sub.open[i].1, Down::TimedOut)
+                                {
+                                    let _ = s.reset_stream(id, ResetCode::DeliveryTimeout);
+                                    cx.stats.delivery_timeouts += 1;
+                                }
                             }
-                            Some(_) => {}
-                            None => sub.open.push((key, TIMED_OUT)),
+                            None => sub.open.push((key, Down::TimedOut)),
                         }
                         continue;
                     }
                     let stream = match open.map(|i| sub.open[i].1) {
-                        Some(TIMED_OUT) => continue,
-                        Some(id) => id,
+                        Some(Down::TimedOut) => continue,
+                        Some(Down::Open(id)) => id,
                         None => {
                             let mut header = fs.header;
                             // FIRST_OBJECT exists only in draft-22 (a draft-16 header cannot
@@ -1031,7 +1046,7 @@ impl Fanout {
                                     let urgency = data_urgency(sub.priority, publisher);
                                     let _ = s.set_priority_ordered(id, urgency, sub.descending);
                                     sub.streams += 1;
-                                    sub.open.push((key, id));
+                                    sub.open.push((key, Down::Open(id)));
                                     if sub.recent.len() == RECENT_STREAMS {
                                         sub.recent.pop_front();
                                     }
@@ -1061,10 +1076,7 @@ impl Fanout {
                 let now = cx.now;
                 for sub in st.subs.iter_mut() {
                     let Some(pos) = sub.open.iter().position(|(k, _)| *k == key) else { continue };
-                    let (_, id) = sub.open.swap_remove(pos);
-                    if id == TIMED_OUT {
-                        continue;
-                    }
+                    let Down::Open(id) = sub.open.swap_remove(pos).1 else { continue };
                     let Some(s) = sessions.get_mut(sub.conn) else { continue };
                     // SUBGROUP_DELIVERY_TIMEOUT runs from the FIN: delivered in full by then,
                     // or reset.
