@@ -34,6 +34,7 @@ mod cache;
 mod discovery;
 mod fanout;
 mod fetch;
+mod handover;
 mod ingest;
 pub mod link_slot;
 pub mod links;

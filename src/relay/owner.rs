@@ -5,7 +5,7 @@
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ use bytes::Bytes;
 use crate::config::PublishForward;
 
 use super::cache::{Cache, CachedObject};
+use super::handover::{Handover, Move};
 use super::malformed::Shape;
 use super::msg::{
     Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
@@ -89,48 +90,14 @@ struct Track {
     who: Requester,
     /// The upstream link went away: subscribers are kept while the relay subscribes again.
     lost: Option<Lost>,
-    /// The upstream link's parent is going away (GOAWAY): a second subscription through
-    /// its replacement, which the track moves to at a group boundary.
-    moving: Option<Box<Move>>,
-    /// Streams of the current source that are not forwarded (their group is another
-    /// source's), until they end.
-    dropped: HashSet<StreamKey>,
-    /// Groups below this came from an earlier source: the current one's (the epoch) are not
-    /// forwarded.
-    floor: Option<(Epoch, u64)>,
-    /// The largest group forwarded from the current source (the epoch).
-    top: Option<(Epoch, u64)>,
-    /// The link whose replacement the track is moving to (tried again while the new parent
-    /// refuses it).
-    move_from: Option<SessionRef>,
+    /// Moves between sources without a gap (a parent's GOAWAY, a second publisher).
+    handover: Handover,
     /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
     /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
     new_group: Option<(u64, Option<u64>)>,
     /// A NEW_GROUP_REQUEST that arrived while the upstream SUBSCRIBE was already on its way
     /// (the largest such value): sent by the usual rules once the track is Established.
     new_group_waiting: Option<u64>,
-}
-
-/// Make-before-break (draft-22 §7.4.1, for the relay's own upstream): the groups the old
-/// subscription has started are taken from it to their end; the new subscription's first
-/// group that the old one has not started (the cut) and every later group come from the
-/// new one. Once the old subscription's last forwarded stream ends, it is cancelled. No
-/// stream is forwarded twice, none is cut short.
-#[derive(Debug)]
-struct Move {
-    publisher: SessionRef,
-    epoch: Epoch,
-    /// Its SUBSCRIBE_OK came (objects before it are not taken).
-    ok: bool,
-    cut: Option<u64>,
-    /// The largest group taken from it.
-    top: Option<u64>,
-    /// Its streams that are forwarded, and those that are not.
-    streams: HashSet<StreamKey>,
-    dropped: HashSet<StreamKey>,
-    /// A second publisher's PUBLISH of the track (draft-22 §7.3, §7.6.1), not a parent's
-    /// SUBSCRIBE: once the move completes the track is its PUBLISH.
-    publish: bool,
 }
 
 /// A track whose upstream link was lost (`OwnerMsg::UpstreamLost`).
@@ -171,93 +138,16 @@ impl Track {
             shape: Shape::default(),
             who: Requester::default(),
             lost: None,
-            moving: None,
-            dropped: HashSet::default(),
-            floor: None,
-            top: None,
-            move_from: None,
+            handover: Handover::default(),
             new_group: None,
             new_group_waiting: None,
         }
     }
 
     /// The move failed (its subscription refused, ended or lost): the track stays with its
-    /// source. Groups the new subscription had started are not taken from the old one.
+    /// source.
     fn abandon_move(&mut self) {
-        let Some(m) = self.moving.take() else { return };
-        if m.cut.is_some() {
-            let epoch = self.source.epoch();
-            let next = [self.top_group(), m.top].into_iter().flatten().max().map_or(0, |g| g + 1);
-            self.floor = Some((epoch, next));
-            self.top = Some((epoch, next.saturating_sub(1)));
-        }
-    }
-
-    /// The largest group forwarded from the current source.
-    fn top_group(&self) -> Option<u64> {
-        self.top.filter(|(e, _)| *e == self.source.epoch()).map(|(_, g)| g)
-    }
-
-    /// Whether `data`, from the current source or (`from_move`) the moving one, is
-    /// forwarded: each group comes from one source (see [`Move`]); a stream not forwarded
-    /// has none of its objects forwarded.
-    fn admit(&mut self, from_move: bool, data: &Data) -> bool {
-        let epoch = self.source.epoch();
-        let (key, group) = match data {
-            Data::StreamOpen { key, header } => (Some(*key), header.group_id),
-            Data::Datagram { header, .. } => (None, header.group_id),
-            Data::Object { key, .. } | Data::StreamEnd { key, .. } => {
-                if self.moving.is_none() && self.dropped.is_empty() {
-                    return true;
-                }
-                let end = matches!(data, Data::StreamEnd { .. });
-                let dropped = match self.moving.as_mut() {
-                    Some(m) if from_move => {
-                        if end {
-                            m.streams.remove(key);
-                        }
-                        &mut m.dropped
-                    }
-                    _ => &mut self.dropped,
-                };
-                return !if end { dropped.remove(key) } else { dropped.contains(key) };
-            }
-        };
-        let top = self.top_group();
-        let take = match self.moving.as_mut() {
-            Some(m) if from_move => {
-                let take = m.ok
-                    && match m.cut {
-                        Some(cut) => group >= cut,
-                        None if top.is_none_or(|top| top < group) => {
-                            m.cut = Some(group);
-                            true
-                        }
-                        None => false,
-                    };
-                if take {
-                    m.top = Some(m.top.map_or(group, |t| t.max(group)));
-                }
-                if let Some(key) = key {
-                    if take {
-                        m.streams.insert(key)
-                    } else {
-                        m.dropped.insert(key)
-                    };
-                }
-                return take;
-            }
-            m => {
-                let floor = self.floor.filter(|(e, _)| *e == epoch).map_or(0, |(_, f)| f);
-                group >= floor && m.and_then(|m| m.cut).is_none_or(|cut| group < cut)
-            }
-        };
-        if take {
-            self.top = Some((epoch, top.map_or(group, |t| t.max(group))));
-        } else if let Some(key) = key {
-            self.dropped.insert(key);
-        }
-        take
+        self.handover.abandon(self.source.epoch());
     }
 }
 
@@ -632,7 +522,7 @@ impl Owner {
             Source::Subscribed { .. } if t.forward != wanted => t.forward = wanted,
             _ => return,
         }
-        if let Some(m) = t.moving.as_ref().filter(|m| m.ok) {
+        if let Some(m) = t.handover.moving.as_ref().filter(|m| m.ok) {
             let (core, epoch) = (m.publisher.core, m.epoch);
             cx.send(core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
         }
@@ -648,7 +538,7 @@ impl Owner {
         let on_link: Vec<TrackAlias> = self
             .tracks
             .iter()
-            .filter(|(_, t)| t.source.publisher() == from && t.moving.is_none() && t.lost.is_none())
+            .filter(|(_, t)| t.source.publisher() == from && t.handover.moving.is_none() && t.lost.is_none())
             .map(|(a, _)| *a)
             .collect();
         for alias in on_link {
@@ -666,17 +556,8 @@ impl Owner {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         match old {
             Source::Subscribed { .. } => {
-                t.move_from = Some(from);
-                t.moving = Some(Box::new(Move {
-                    publisher,
-                    epoch,
-                    ok: false,
-                    cut: None,
-                    top: None,
-                    streams: HashSet::default(),
-                    dropped: HashSet::default(),
-                    publish: false,
-                }));
+                t.handover.from = Some(from);
+                t.handover.moving = Some(Move::subscription(publisher, epoch));
             }
             Source::Pending { .. } => {
                 t.source = Source::Pending { publisher, epoch };
@@ -696,8 +577,10 @@ impl Owner {
         while let Some(alias) = pop_due(&mut self.moves, cx.now) {
             let alias = TrackAlias(alias);
             let Some(t) = self.tracks.get(&alias) else { continue };
-            match t.move_from {
-                Some(from) if t.moving.is_none() && t.lost.is_none() && t.source.publisher() == from => {
+            match t.handover.from {
+                Some(from)
+                    if t.handover.moving.is_none() && t.lost.is_none() && t.source.publisher() == from =>
+                {
                     self.move_track(cx, alias, from)
                 }
                 _ => {}
@@ -711,15 +594,9 @@ impl Owner {
     /// the first is the one after the last group forwarded.
     fn move_finish(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, stop_old: bool) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        let Some(m) = t.moving.take() else { return };
         let old = t.source;
-        let top = t.top_group();
+        let Some((m, cut)) = t.handover.finish(old.epoch()) else { return };
         let (publisher, epoch) = (m.publisher, m.epoch);
-        let cut = m.cut.or_else(|| top.map(|g| g + 1)).unwrap_or(0);
-        t.floor = Some((epoch, cut));
-        t.top = [top, m.top].into_iter().flatten().max().map(|g| (epoch, g));
-        t.dropped = m.dropped;
-        t.move_from = None;
         t.source = match (m.publish, m.ok) {
             (true, _) => {
                 let forward = t.wants_publish(cx);
@@ -737,7 +614,7 @@ impl Owner {
 
     pub(super) fn upstream_ok(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if let Some(m) = t.moving.as_mut().filter(|m| m.epoch == epoch) {
+        if let Some(m) = t.handover.moving.as_mut().filter(|m| m.epoch == epoch) {
             m.ok = true;
             if let Some(l) = info.largest {
                 t.info.largest = Some(max_location(t.info.largest, l));
@@ -801,7 +678,7 @@ impl Owner {
     ) -> Option<Track> {
         let mut t = self.tracks.remove(&alias)?;
         self.cache.remove_track(alias);
-        if let Some(m) = t.moving.take() {
+        if let Some(m) = t.handover.moving.take() {
             cx.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
         }
         if t.available {
@@ -827,7 +704,7 @@ impl Owner {
         reason: Bytes,
     ) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+        if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             // The new parent does not have the track (yet): it stays with the old one, and
             // tries again soon (or comes back through the lost-link path if that closes).
             t.abandon_move();
@@ -890,13 +767,13 @@ impl Owner {
     /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
     pub(super) fn upstream_lost(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+        if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
         if t.source.epoch() != epoch {
             return;
         }
-        if t.moving.is_some() {
+        if t.handover.moving.is_some() {
             // The old link closed first: the track is the new subscription's from here.
             return self.move_finish(cx, alias, false);
         }
@@ -977,13 +854,13 @@ impl Owner {
         reason: Bytes,
     ) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if t.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
+        if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
         if t.source.epoch() != epoch {
             return;
         }
-        if t.moving.is_some() {
+        if t.handover.moving.is_some() {
             // The old upstream ended it (its relay going away): the new one carries on, and
             // ends the track if it ends too.
             return self.move_finish(cx, alias, false);
@@ -1020,7 +897,7 @@ impl Owner {
                 );
             }
             Some((true, old))
-                if self.tracks.get(&alias).is_some_and(|t| t.moving.is_none())
+                if self.tracks.get(&alias).is_some_and(|t| t.handover.moving.is_none())
                     && !matches!(old, Source::Pending { .. }) =>
             {
                 // Another publisher of a live track (a publisher reconnecting, or moving to this
@@ -1030,16 +907,7 @@ impl Owner {
                 // the old PUBLISH is stopped once its last forwarded stream ends (or when it
                 // goes away). Viewers see no gap and no object twice.
                 let Some(t) = self.tracks.get_mut(&alias) else { return };
-                t.moving = Some(Box::new(Move {
-                    publisher,
-                    epoch,
-                    ok: true,
-                    cut: None,
-                    top: None,
-                    streams: HashSet::default(),
-                    dropped: HashSet::default(),
-                    publish: true,
-                }));
+                t.handover.moving = Some(Move::publish(publisher, epoch));
                 if let Some(l) = info.largest {
                     t.info.largest = Some(max_location(t.info.largest, l));
                 }
@@ -1051,8 +919,7 @@ impl Owner {
                 // newest source wins; the old upstream ends, its open streams end here.
                 cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
                 let Some(t) = self.tracks.get_mut(&alias) else { return };
-                let moving = t.moving.take();
-                t.dropped.clear();
+                let moving = t.handover.replace();
                 let ended: Vec<StreamKey> = t.streams.drain().map(|(k, _)| k).collect();
                 let newer = !t.fetches.is_empty();
                 let cores = t.cores.clone();
@@ -1113,11 +980,11 @@ impl Owner {
     /// to every core with subscribers.
     pub(super) fn data(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        let from_move = t.moving.as_ref().is_some_and(|m| m.epoch == epoch);
+        let from_move = t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch);
         if t.source.epoch() != epoch && !from_move {
             return; // a replaced or stopped upstream
         }
-        if !t.admit(from_move, &data) {
+        if !t.handover.admit(t.source.epoch(), from_move, &data) {
             return;
         }
         if let Err(why) = check_shape(t, &self.cache, alias, &data) {
@@ -1180,10 +1047,7 @@ impl Owner {
             let msg = FanoutMsg::Downstream { alias, data };
             cx.send(core, msg);
         }
-        if t.moving
-            .as_ref()
-            .is_some_and(|m| m.cut.is_some() && t.streams.keys().all(|k| m.streams.contains(k)))
-        {
+        if t.handover.old_source_done(t.streams.keys()) {
             // The old source's last forwarded stream ended: the move is complete.
             self.move_finish(cx, alias, true);
         }
