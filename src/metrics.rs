@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::relay::RelayStats;
 use crate::runtime::relay_host::RelayGauges;
 use crate::runtime::{ShardStats, ShutdownTrigger};
 
@@ -75,10 +76,16 @@ fn answer(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
 /// One metric family: HELP, TYPE, one sample per core (`core` label) and the total.
 fn family(out: &mut String, name: &str, kind: &str, help: &str, values: &[u64]) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    samples(out, name, "", values);
+}
+
+/// A family's samples: one per core (`core` label, and `label` when not empty) and the total.
+fn samples(out: &mut String, name: &str, label: &str, values: &[u64]) {
+    let sep = if label.is_empty() { "" } else { "," };
     for (core, v) in values.iter().enumerate() {
-        let _ = writeln!(out, "{name}{{core=\"{core}\"}} {v}");
+        let _ = writeln!(out, "{name}{{core=\"{core}\"{sep}{label}}} {v}");
     }
-    let _ = writeln!(out, "{name}{{core=\"all\"}} {}", values.iter().sum::<u64>());
+    let _ = writeln!(out, "{name}{{core=\"all\"{sep}{label}}} {}", values.iter().sum::<u64>());
 }
 
 /// Histogram buckets of relay-added delay, in seconds.
@@ -199,82 +206,29 @@ pub fn render(s: &Sources) -> String {
         "Links to parent relays that are set up.",
         &relay(|x| &x.links_up),
     );
-    family(
-        m,
-        "moq_edge_objects_in_total",
-        "counter",
-        "Objects received from publishers and parent relays.",
-        &relay(|x| &x.objects_in),
-    );
-    family(
-        m,
-        "moq_edge_object_bytes_in_total",
-        "counter",
-        "Payload bytes of those objects.",
-        &relay(|x| &x.bytes_in),
-    );
-    family(
-        m,
-        "moq_edge_objects_out_total",
-        "counter",
-        "Objects written to subscribers (one per subscriber).",
-        &relay(|x| &x.objects_out),
-    );
-    family(
-        m,
-        "moq_edge_object_bytes_out_total",
-        "counter",
-        "Payload bytes of those objects.",
-        &relay(|x| &x.bytes_out),
-    );
     family(m, "moq_edge_cache_bytes", "gauge", "Bytes of objects cached.", &relay(|x| &x.cache_bytes));
-    family(
-        m,
-        "moq_edge_fetch_cache_hits_total",
-        "counter",
-        "FETCHes answered wholly from the cache.",
-        &relay(|x| &x.fetch_hits),
-    );
-    family(
-        m,
-        "moq_edge_fetch_cache_misses_total",
-        "counter",
-        "FETCHes that needed the upstream for part of their range.",
-        &relay(|x| &x.fetch_misses),
-    );
-    family(
-        m,
-        "moq_edge_upstream_moves_total",
-        "counter",
-        "Tracks moved to a replacement upstream link after the parent's GOAWAY.",
-        &relay(|x| &x.tracks_moved),
-    );
-    family(
-        m,
-        "moq_edge_malformed_tracks_total",
-        "counter",
-        "Tracks ended as malformed (every subscription got PUBLISH_DONE MALFORMED_TRACK).",
-        &relay(|x| &x.malformed_tracks),
-    );
-    let hits: u64 = relay(|x| &x.fetch_hits).iter().sum();
-    let misses: u64 = relay(|x| &x.fetch_misses).iter().sum();
+    // The relay's counters, from their one table (`relay::RelayStats::COUNTERS`).
+    let per_core: Vec<[u64; RelayStats::N]> = s.relay[..cores].iter().map(RelayGauges::counters).collect();
+    let counter = |i: usize| -> Vec<u64> { per_core.iter().map(|c| c[i]).collect() };
+    for (i, def) in RelayStats::COUNTERS.iter().enumerate() {
+        let first = RelayStats::COUNTERS.iter().position(|d| d.family == def.family) == Some(i);
+        if first {
+            let _ = writeln!(m, "# HELP {} {}\n# TYPE {} counter", def.family, def.help, def.family);
+        }
+        samples(m, def.family, def.label, &counter(i));
+    }
+    let total = |family: &str| -> u64 {
+        let i = RelayStats::COUNTERS.iter().position(|d| d.family == family);
+        i.map_or(0, |i| counter(i).iter().sum())
+    };
+    let (hits, misses) =
+        (total("moq_edge_fetch_cache_hits_total"), total("moq_edge_fetch_cache_misses_total"));
     let ratio = if hits + misses == 0 { 0.0 } else { hits as f64 / (hits + misses) as f64 };
     let _ = writeln!(
         m,
         "# HELP moq_edge_fetch_cache_hit_ratio Share of FETCHes answered wholly from the cache.\n\
          # TYPE moq_edge_fetch_cache_hit_ratio gauge\nmoq_edge_fetch_cache_hit_ratio {ratio}"
     );
-    let _ = writeln!(
-        m,
-        "# HELP moq_edge_resets_total Subscriber streams reset or objects dropped, by reason.\n\
-         # TYPE moq_edge_resets_total counter"
-    );
-    for (reason, v) in [
-        ("delivery_timeout", relay(|x| &x.delivery_timeouts).iter().sum::<u64>()),
-        ("backlog", relay(|x| &x.backlog_resets).iter().sum::<u64>()),
-    ] {
-        let _ = writeln!(m, "moq_edge_resets_total{{reason=\"{reason}\"}} {v}");
-    }
     latency(m, &s.relay[..cores]);
     out
 }
@@ -317,10 +271,14 @@ mod tests {
     fn families_carry_each_core_and_the_total_and_the_histogram_merges() {
         let shards: Arc<[ShardStats]> = (0..2).map(|_| ShardStats::default()).collect();
         let relay: Arc<[RelayGauges]> = (0..2).map(|_| RelayGauges::default()).collect();
-        relay[0].objects_out.store(5, Ordering::Relaxed);
-        relay[1].objects_out.store(7, Ordering::Relaxed);
-        relay[1].fetch_hits.store(3, Ordering::Relaxed);
-        relay[1].fetch_misses.store(1, Ordering::Relaxed);
+        let at = |family: &str, label: &str| {
+            RelayStats::COUNTERS.iter().position(|d| d.family == family && d.label == label).unwrap()
+        };
+        relay[0].counters[at("moq_edge_objects_out_total", "")].store(5, Ordering::Relaxed);
+        relay[1].counters[at("moq_edge_objects_out_total", "")].store(7, Ordering::Relaxed);
+        relay[1].counters[at("moq_edge_fetch_cache_hits_total", "")].store(3, Ordering::Relaxed);
+        relay[1].counters[at("moq_edge_fetch_cache_misses_total", "")].store(1, Ordering::Relaxed);
+        relay[0].counters[at("moq_edge_resets_total", "reason=\"backlog\"")].store(2, Ordering::Relaxed);
         for (g, us) in [(&relay[0], 150u64), (&relay[1], 3000)] {
             let mut h = crate::relay::latency_histogram();
             h.record(us).unwrap();
@@ -332,6 +290,10 @@ mod tests {
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"all\"} 12"), "{text}");
         assert!(text.contains("moq_edge_fetch_cache_hit_ratio 0.75"), "{text}");
+        // Two counters of one family: one HELP, told apart by their label.
+        assert_eq!(text.matches("# HELP moq_edge_resets_total ").count(), 1, "{text}");
+        assert!(text.contains("moq_edge_resets_total{core=\"all\",reason=\"backlog\"} 2"), "{text}");
+        assert!(text.contains("moq_edge_resets_total{core=\"all\",reason=\"delivery_timeout\"} 0"), "{text}");
         assert!(text.contains("moq_edge_relay_delay_seconds_bucket{le=\"0.00025\"} 1"), "{text}");
         assert!(text.contains("moq_edge_relay_delay_seconds_bucket{le=\"0.005\"} 2"), "{text}");
         assert!(text.contains("moq_edge_relay_delay_seconds_count 2"), "{text}");

@@ -43,6 +43,7 @@ pub mod msg;
 pub mod namespaces;
 mod owner;
 mod sessions;
+mod stats;
 mod upfetch;
 
 use std::collections::VecDeque;
@@ -55,6 +56,7 @@ use self::alias::AliasKey;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
 use self::sessions::{Role, Sessions};
+pub use self::stats::{latency_histogram, CounterDef, RelayStats};
 use crate::auth::{Denied, Right};
 use crate::session::SessionCode;
 use crate::session::{DataObject, Event, Session};
@@ -228,57 +230,6 @@ impl Default for RelayConfig {
             node_id: random_node_id(),
         }
     }
-}
-
-/// One core's relay counters: plain integers written by its core only (the host copies them
-/// into the metrics' atomics once per turn; nothing on the data path takes a lock or an
-/// atomic for them).
-#[derive(Debug, Clone)]
-pub struct RelayStats {
-    /// Objects (and datagrams) received from publishers and upstream links, and their
-    /// payload bytes.
-    pub objects_in: u64,
-    pub bytes_in: u64,
-    /// Objects (and datagrams) written to subscriber sessions, and their payload bytes.
-    pub objects_out: u64,
-    pub bytes_out: u64,
-    /// FETCHes answered wholly from the cache, and those that needed the upstream.
-    pub fetch_hits: u64,
-    pub fetch_misses: u64,
-    /// Subscriber streams reset (or objects dropped) for DELIVERY_TIMEOUT.
-    pub delivery_timeouts: u64,
-    /// Tracks this core owns that moved to a replacement upstream link (a parent's GOAWAY).
-    pub tracks_moved: u64,
-    /// Tracks this core owns that ended as malformed (draft-22 §12.1).
-    pub malformed_tracks: u64,
-    /// Relay-added delay: from an object's arrival at its ingest core to its write at a
-    /// subscriber core (before QUIC), in microseconds; one sample per object per core.
-    pub latency: hdrhistogram::Histogram<u64>,
-}
-
-impl Default for RelayStats {
-    fn default() -> Self {
-        RelayStats {
-            objects_in: 0,
-            bytes_in: 0,
-            objects_out: 0,
-            bytes_out: 0,
-            fetch_hits: 0,
-            fetch_misses: 0,
-            delivery_timeouts: 0,
-            tracks_moved: 0,
-            malformed_tracks: 0,
-            latency: latency_histogram(),
-        }
-    }
-}
-
-/// An empty histogram of 1 µs .. 60 s at 3 significant digits (about 40 KiB).
-pub fn latency_histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).unwrap_or_else(|_| {
-        // The bounds above are valid; this branch is unreachable in practice.
-        hdrhistogram::Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits is valid"))
-    })
 }
 
 /// A random node ID (a relay's identity between relays).
@@ -487,6 +438,7 @@ impl RelayShard {
     /// with TOO_FAR_BEHIND.
     pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
         self.now = now;
+        self.stats.backlog_resets += streams.len() as u64;
         self.fanout.streams_shed(&mut cx!(self), &mut self.sessions, conn, streams);
         self.run_local();
     }

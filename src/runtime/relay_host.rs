@@ -27,7 +27,7 @@ use crate::config::{Config, Upstream};
 use crate::relay::alias::AliasKey;
 use crate::relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use crate::relay::msg::RelayMsg;
-use crate::relay::{RelayConfig, RelayShard};
+use crate::relay::{RelayConfig, RelayShard, RelayStats};
 use crate::session::{Session, SessionConfig};
 use crate::wire::model::{Role, SetupOptions};
 use crate::wire::Version;
@@ -45,18 +45,9 @@ pub struct RelayGauges {
     pub upstreams: AtomicU64,
     /// Upstream links of this core that are set up.
     pub links_up: AtomicU64,
-    /// Counters copied from the core's `RelayStats` after every turn.
-    pub objects_in: AtomicU64,
-    pub bytes_in: AtomicU64,
-    pub objects_out: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub fetch_hits: AtomicU64,
-    pub fetch_misses: AtomicU64,
-    pub delivery_timeouts: AtomicU64,
-    pub tracks_moved: AtomicU64,
-    pub malformed_tracks: AtomicU64,
-    /// Subgroup streams reset because a subscriber's backlog was over its limit.
-    pub backlog_resets: AtomicU64,
+    /// The core's `RelayStats` counters, copied after every turn (in the order of
+    /// `RelayStats::COUNTERS`).
+    pub counters: [AtomicU64; RelayStats::N],
     pub cache_bytes: AtomicU64,
     /// Relay-added delay (µs), merged in by the core about once a second (the only lock,
     /// taken off the data path).
@@ -68,6 +59,11 @@ impl RelayGauges {
     pub fn read(&self) -> (u64, u64, u64, u64) {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         (g(&self.sessions), g(&self.tracks), g(&self.subscriptions), g(&self.upstreams))
+    }
+
+    /// The counters, in the order of `RelayStats::COUNTERS`.
+    pub fn counters(&self) -> [u64; RelayStats::N] {
+        std::array::from_fn(|i| self.counters[i].load(Ordering::Relaxed))
     }
 }
 
@@ -159,7 +155,6 @@ impl AppFactory for RelayFactory {
             resolving: Vec::new(),
             link_commands: Vec::new(),
             ping_at: now + LINK_KEEPALIVE,
-            backlog_resets: 0,
             latency_at: now,
             wall_at: now + WALL_CLOCK_EVERY,
         };
@@ -191,7 +186,6 @@ struct Host {
     /// When idle links are next woken for a keep-alive.
     ping_at: Instant,
     /// Streams shed from over-long backlogs.
-    backlog_resets: u64,
     /// When the latency samples are next merged into the shared histogram.
     latency_at: Instant,
     /// When the relay is next told the wall clock.
@@ -405,17 +399,9 @@ impl ShardApp for RelayHost {
             set(&g.subscriptions, subscriptions as u64);
             set(&g.upstreams, upstreams as u64);
             set(&g.links_up, host.relay.links_up() as u64);
-            let st = &host.relay.stats;
-            set(&g.objects_in, st.objects_in);
-            set(&g.bytes_in, st.bytes_in);
-            set(&g.objects_out, st.objects_out);
-            set(&g.bytes_out, st.bytes_out);
-            set(&g.fetch_hits, st.fetch_hits);
-            set(&g.fetch_misses, st.fetch_misses);
-            set(&g.delivery_timeouts, st.delivery_timeouts);
-            set(&g.tracks_moved, st.tracks_moved);
-            set(&g.malformed_tracks, st.malformed_tracks);
-            set(&g.backlog_resets, host.backlog_resets);
+            for (a, v) in g.counters.iter().zip(host.relay.stats.values()) {
+                set(a, v);
+            }
             set(&g.cache_bytes, host.relay.cache_bytes() as u64);
             if now >= host.latency_at && !host.relay.stats.latency.is_empty() {
                 host.latency_at = now + Duration::from_secs(1);
@@ -456,7 +442,6 @@ impl ConnApp for RelayConn {
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             let shed = host.pumps.get_mut(&key).map(Pump::take_shed).unwrap_or_default();
             if !shed.is_empty() {
-                host.backlog_resets += shed.len() as u64;
                 host.relay.streams_shed(key, &shed, now);
                 continue;
             }
