@@ -630,7 +630,7 @@ impl Fanout {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
         if st.subs.is_empty() {
             // Every subscriber left while this core's SUBSCRIBE was unanswered (see
-            // `fanout_unsubscribe`): now it can end.
+            // `Fanout::unsubscribe`): now it can end.
             self.tracks.remove(&alias);
             let from = cx.core;
             return cx.send(cx.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });

@@ -141,7 +141,7 @@ impl Ingest {
         let rid = m.request_id;
         self.namespaces.insert((conn, rid), m.namespace.clone());
         sessions.register(conn, rid, Role::Namespace);
-        // REQUEST_OK once every core has the namespace (`ingest_namespace_known`).
+        // REQUEST_OK once every core has the namespace (`Ingest::namespace_known`).
         self.announcing.insert((conn, rid), cx.cores);
         let publisher = cx.me(conn);
         let via = Via::Announced { node: sessions.requester(conn).node };
@@ -395,7 +395,7 @@ impl Ingest {
 
     /// REQUEST_UPDATE FORWARD `forward` of upstream request `rid`; while the publisher's
     /// MAX_REQUEST_UPDATES are all outstanding it waits, and the latest Forward State goes
-    /// out when one is answered (`ingest_update_answered`).
+    /// out when one is answered (`Ingest::update_answered`).
     fn send_update(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId, forward: bool) {
         let Some(s) = sessions.get_mut(conn) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
