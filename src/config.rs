@@ -81,6 +81,13 @@ pub struct Cli {
     #[arg(long, value_name = "KIB")]
     pub max_backlog_kib: Option<u64>,
 
+    /// Freshness budget of live delivery, in milliseconds: an object a subscriber's connection
+    /// has not taken within this of its arrival is not sent, and its subgroup stream is reset
+    /// (a subscription that keeps losing streams so ends with TOO_FAR_BEHIND); a subscriber's
+    /// smaller delivery timeouts apply as they are; 0 turns it off [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub max_lag_ms: Option<u64>,
+
     /// Object cache for late joiners and FETCH, in MiB for the whole relay (split evenly
     /// between the cores); 0 disables it [default: 1024].
     #[arg(long, value_name = "MIB")]
@@ -196,6 +203,7 @@ struct FileConfig {
     linger_ms: Option<u64>,
     publish_forward: Option<String>,
     max_backlog_kib: Option<u64>,
+    max_lag_ms: Option<u64>,
     cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
@@ -268,6 +276,8 @@ pub struct Config {
     pub publish_forward: PublishForward,
     /// Bytes; see `RelayConfig::max_backlog`.
     pub max_backlog: usize,
+    /// See `RelayConfig::max_lag` (`None`: off).
+    pub max_lag: Option<Duration>,
     /// Bytes for the whole relay; see `RelayConfig::cache_budget` (per core).
     pub cache: usize,
     pub goaway_timeout: Duration,
@@ -430,6 +440,10 @@ impl Config {
         if !(64..=1 << 20).contains(&backlog_kib) {
             bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
         }
+        let lag_ms = cli.max_lag_ms.or(file.max_lag_ms).unwrap_or(2_000);
+        if lag_ms > 600_000 {
+            bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
+        }
         let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
         if cache_mib > 1 << 20 {
             bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
@@ -529,6 +543,7 @@ impl Config {
             linger: Duration::from_millis(linger_ms),
             publish_forward,
             max_backlog: backlog_kib as usize * 1024,
+            max_lag: (lag_ms > 0).then(|| Duration::from_millis(lag_ms)),
             cache: cache_mib as usize * 1024 * 1024,
             goaway_timeout: Duration::from_millis(goaway_ms),
             goaway_uri,
@@ -583,6 +598,13 @@ mod tests {
         assert_eq!(c.relay().linger, Duration::from_millis(250));
         assert!(Config::resolve(&cli(&["--linger-ms", "3600001"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_backlog, 1 << 20);
+        assert_eq!(
+            Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_lag,
+            Some(Duration::from_secs(2))
+        );
+        let off = Config::resolve(&cli(&["--max-lag-ms", "0"]), 8).expect("off");
+        assert_eq!(off.relay().max_lag, None);
+        assert!(Config::resolve(&cli(&["--max-lag-ms", "700000"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
         let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");
         assert_eq!(c.relay().cache_budget, 0);

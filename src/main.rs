@@ -36,6 +36,10 @@ fn main() -> anyhow::Result<()> {
     println!("  tls        {tls}");
     println!("  linger     {} ms", config.linger.as_millis());
     println!("  backlog    {} KiB per session", config.max_backlog / 1024);
+    match config.max_lag {
+        Some(lag) => println!("  max lag    {} ms", lag.as_millis()),
+        None => println!("  max lag    off"),
+    }
     println!(
         "  cache      {} MiB ({} MiB per core)",
         config.cache >> 20,

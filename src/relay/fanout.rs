@@ -51,7 +51,8 @@ struct LocalSub {
     streams: u64,
     /// The upstream subgroups it is being sent, and their downstream streams.
     open: Vec<(StreamKey, Down)>,
-    /// Streams shed from the session's backlog in the window that started at `shed_since`.
+    /// Streams lost to the session's backlog or to lag in the window that started at
+    /// `shed_since`.
     shed_count: u32,
     shed_since: Option<Instant>,
     /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
@@ -125,6 +126,15 @@ fn smaller(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// How a subscriber's streams were lost in its session's transport ([`Fanout::streams_lost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lost {
+    /// Shed from a backlog over its limit.
+    Backlog,
+    /// Reset because an object's time ran out before QUIC took it.
+    Lag,
 }
 
 /// What a subscription has for one upstream subgroup it was sent.
@@ -736,21 +746,32 @@ impl Fanout {
         self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
     }
 
-    /// Data streams of session `conn` that its backlog shed (already reset): they are no
-    /// longer open; a subscription that lost `too_far_behind_streams` within [`SHED_WINDOW`]
-    /// ends with PUBLISH_DONE TOO_FAR_BEHIND.
-    pub(super) fn streams_shed(
+    /// Data streams of session `conn` that its transport reset (shed from its backlog, or
+    /// out of time): they are no longer open; a subscription that lost
+    /// `too_far_behind_streams` within [`SHED_WINDOW`] that way (not counting those lost to
+    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND.
+    pub(super) fn streams_lost(
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         conn: u64,
         streams: &[u64],
+        how: Lost,
     ) {
         let limit = cx.config.too_far_behind_streams.max(1);
         let now = cx.now;
         let mut behind = Vec::new();
         for st in self.tracks.values_mut() {
+            let track_timeouts = st.timeouts;
             for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+                // A stream that ran out of a delivery timeout smaller than the freshness
+                // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
+                let own = sub.timeouts.with(track_timeouts).object;
+                if how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag)) {
+                    sub.recent.retain(|id| !streams.contains(id));
+                    sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
+                    continue;
+                }
                 let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
                 if lost == 0 {
                     continue;
@@ -1015,7 +1036,8 @@ impl Fanout {
                         continue;
                     }
                     let Some(s) = sessions.get_mut(sub.conn) else { continue };
-                    let expires = sub.timeouts.with(fs.timeouts).object.map(|t| received + t);
+                    let budget = smaller(sub.timeouts.with(fs.timeouts).object, cx.config.max_lag);
+                    let expires = budget.map(|t| received + t);
                     let open = sub.open.iter().position(|(k, _)| *k == key);
                     if expires.is_some_and(|e| e <= now) {
                         // Late already (the mesh or this core was slow): the subgroup is over
@@ -1099,7 +1121,8 @@ impl Fanout {
                     // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
                     // dropped. (Once in quiche's datagram queue it can no longer be.)
                     let t = sub.timeouts.with(st.timeouts);
-                    if smaller(t.object, t.subgroup).is_some_and(|t| received + t <= cx.now) {
+                    let budget = smaller(smaller(t.object, t.subgroup), cx.config.max_lag);
+                    if budget.is_some_and(|t| received + t <= cx.now) {
                         cx.stats.delivery_timeouts += 1;
                         continue;
                     }

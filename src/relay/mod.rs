@@ -53,6 +53,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use self::alias::AliasKey;
+use self::fanout::Lost;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
 use self::sessions::{Role, Sessions};
@@ -167,9 +168,14 @@ pub struct RelayConfig {
     /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
     /// they used).
     pub goaway_uri: Bytes,
-    /// A subscription that loses this many subgroup streams to its session's backlog within
-    /// 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
+    /// A subscription that loses this many subgroup streams to its session's backlog (or to
+    /// `max_lag`) within 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
     pub too_far_behind_streams: u32,
+    /// The freshness budget of live delivery: an object not handed to QUIC within this of its
+    /// arrival is not sent, and its subgroup stream is reset (DELIVERY_TIMEOUT), as under a
+    /// delivery timeout (draft-22 §5.2) but for every subscription; a subscriber's own smaller
+    /// timeouts apply as they are. `None`: no budget.
+    pub max_lag: Option<Duration>,
     /// The longest a SUBSCRIBE is held for a publisher to appear (draft-22
     /// RENDEZVOUS_TIMEOUT asks; the relay may shorten it).
     pub max_rendezvous: Duration,
@@ -224,6 +230,7 @@ impl Default for RelayConfig {
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
+            max_lag: Some(Duration::from_secs(2)),
             max_rendezvous: Duration::from_secs(30),
             auth: None,
             auth_cache: 4096,
@@ -439,7 +446,18 @@ impl RelayShard {
     pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
-        self.fanout.streams_shed(&mut cx!(self), &mut self.sessions, conn, streams);
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, Lost::Backlog);
+        self.run_local();
+    }
+
+    /// Session `conn`'s transport reset these data streams of ours because an object's time
+    /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
+    /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward
+    /// TOO_FAR_BEHIND like streams shed from the backlog.
+    pub fn streams_expired(&mut self, conn: u64, streams: &[u64], now: Instant) {
+        self.now = now;
+        self.stats.lag_resets += streams.len() as u64;
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, Lost::Lag);
         self.run_local();
     }
 

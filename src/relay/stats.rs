@@ -83,6 +83,10 @@ counters! {
     /// Subscriber streams reset because the session's backlog was over its limit.
     backlog_resets => "moq_edge_resets_total", "reason=\"backlog\"",
         "Subscriber streams reset or objects dropped, by reason.";
+    /// Subscriber streams reset by the transport because an object's time ran out before
+    /// QUIC took it (the freshness budget or the subscriber's delivery timeout).
+    lag_resets => "moq_edge_resets_total", "reason=\"expired\"",
+        "Subscriber streams reset or objects dropped, by reason.";
 }
 
 /// An empty histogram of 1 µs .. 60 s at 3 significant digits (about 40 KiB).

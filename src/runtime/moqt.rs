@@ -127,6 +127,9 @@ pub struct Pump {
     deliver_by: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
+    /// Those reset because object bytes were still queued here past their time, until the
+    /// application takes them ([`Pump::take_expired`]).
+    expired_ids: Vec<u64>,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
     /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
@@ -343,6 +346,7 @@ impl Pump {
             self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
             let _ = session.reset_data_stream(id, RESET_DELIVERY_TIMEOUT);
             self.timed_out += 1;
+            self.expired_ids.push(id);
         }
         self.expire_finished(conn, now);
         // The session's Reset transmits for those streams: nothing is left to send for them.
@@ -509,6 +513,12 @@ impl Pump {
     /// The streams shed since the last call.
     pub fn take_shed(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.shed_ids)
+    }
+
+    /// The streams reset since the last call because object bytes queued for them were past
+    /// their delivery deadline.
+    pub fn take_expired(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.expired_ids)
     }
 }
 

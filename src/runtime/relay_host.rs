@@ -100,6 +100,7 @@ impl Config {
             linger: self.linger,
             publish_forward: self.publish_forward,
             max_backlog: self.max_backlog,
+            max_lag: self.max_lag,
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             ..RelayConfig::default()
@@ -441,8 +442,14 @@ impl ConnApp for RelayConn {
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             let shed = host.pumps.get_mut(&key).map(Pump::take_shed).unwrap_or_default();
-            if !shed.is_empty() {
-                host.relay.streams_shed(key, &shed, now);
+            let expired = host.pumps.get_mut(&key).map(Pump::take_expired).unwrap_or_default();
+            if !shed.is_empty() || !expired.is_empty() {
+                if !shed.is_empty() {
+                    host.relay.streams_shed(key, &shed, now);
+                }
+                if !expired.is_empty() {
+                    host.relay.streams_expired(key, &expired, now);
+                }
                 continue;
             }
             if !host.relay.session_mut(key).is_some_and(|s| s.has_events()) {

@@ -297,3 +297,123 @@ fn max_cache_duration_expires_cached_objects() {
         r.assert_no_closes();
     }
 }
+
+/// The freshness budget (`max_lag`): with no delivery timeout of its own, every object a
+/// subscriber is sent carries `received + max_lag` as its deadline (the transport resets its
+/// subgroup stream with DELIVERY_TIMEOUT when its bytes are still queued then), a subscriber's
+/// smaller timeout carries its own, and an object that reaches the subscriber's core later than
+/// the budget is not sent (its stream reset). With the budget off, no deadline.
+#[test]
+fn max_lag_bounds_live_delivery() {
+    let ms = Duration::from_millis;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        for lag in [Some(ms(500)), None] {
+            let config = RelayConfig { max_lag: lag, ..RelayConfig::default() };
+            let mut r = Relay::with_config(2, config);
+            let t = r.track_owned_by(&["live"], 0);
+            let p = r.connect(0, pv);
+            r.announce(p, &["live"]);
+            let plain = r.connect(1, sv);
+            let plain_rid = r.subscribe(plain, &t, None);
+            let strict = r.connect(1, sv);
+            let rid = r.next_request_id(strict);
+            let params = Parameters { object_delivery_timeout: Some(100), ..Default::default() };
+            r.send(strict, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
+            r.run_until_quiet();
+            let up = r.upstream_subscribe(p, &t);
+            r.accept(p, &up, None);
+            subscribe_ok(&messages(&r.take_events(plain)), plain_rid);
+            subscribe_ok(&messages(&r.take_events(strict)), rid);
+
+            let g1 = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+            r.put(p, g1, &object(1, 0));
+            let received = r.now;
+            r.run_until_quiet();
+            let seen = streams(&r.take_events(strict));
+            let (objects, _) = r.deadlines(strict, seen[0].stream);
+            assert_eq!(objects[1..], [Some(received + ms(100)); 2], "{ctx} {lag:?}: its own, smaller");
+
+            // Object 1 reaches core 1 600 ms after the relay got it: past the budget.
+            r.put(p, g1, &object(1, 1));
+            r.deliver_pending(p);
+            r.now += ms(600);
+            r.run_until_quiet();
+            let seen = streams(&r.take_events(plain));
+            let [s] = seen.as_slice() else { panic!("{ctx}: {seen:?}") };
+            let (objects, _) = r.deadlines(plain, s.stream);
+            assert_eq!(objects[1..3], [lag.map(|l| received + l); 2], "{ctx} {lag:?}: header and payload");
+            match lag {
+                Some(_) => {
+                    assert_eq!(s.objects.len(), 1, "{ctx}: object 1 not sent late");
+                    assert_eq!(s.end, Some(Some(code::RESET_DELIVERY_TIMEOUT)), "{ctx}");
+                }
+                None => assert_eq!((s.objects.len(), s.end), (2, None), "{ctx}: sent, late or not"),
+            }
+            r.assert_no_closes();
+        }
+    }
+}
+
+/// A subscription that keeps losing subgroup streams in its session's transport ends with
+/// PUBLISH_DONE TOO_FAR_BEHIND (`too_far_behind_streams` within 10 s): streams shed from an
+/// over-long backlog always count; streams that ran out of time count when the freshness
+/// budget was what ran out, not a smaller delivery timeout the subscriber asked for itself.
+#[test]
+fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
+    let ms = Duration::from_millis;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config =
+            RelayConfig { max_lag: Some(ms(500)), too_far_behind_streams: 2, ..RelayConfig::default() };
+        let mut r = Relay::with_config(2, config);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let lagging = r.connect(1, sv);
+        let lagging_rid = r.subscribe(lagging, &t, None);
+        let strict = r.connect(1, sv);
+        let strict_rid = r.next_request_id(strict);
+        let params = Parameters { object_delivery_timeout: Some(100), ..Default::default() };
+        r.send(strict, Message::Subscribe(Subscribe { request_id: strict_rid, track: t.clone(), params }));
+        r.run_until_quiet();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(lagging)), lagging_rid);
+        subscribe_ok(&messages(&r.take_events(strict)), strict_rid);
+        for g in 1..=4 {
+            let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
+            r.put(p, st, &object(g, 0));
+            r.fin(p, st);
+        }
+        r.run_until_quiet();
+        let ids = |r: &mut Relay, c: ClientId| -> Vec<u64> {
+            streams(&r.take_events(c)).iter().map(|s| s.stream).collect()
+        };
+        let (lagging_ids, strict_ids) = (ids(&mut r, lagging), ids(&mut r, strict));
+        assert_eq!((lagging_ids.len(), strict_ids.len()), (4, 4), "{ctx}");
+        let (lagging_conn, strict_conn) = (r.clients[lagging].conn, r.clients[strict].conn);
+
+        // Two streams out of time: the budget ran out for `lagging`, its own 100 ms for `strict`.
+        for i in 0..2 {
+            let now = r.now;
+            r.shards[1].streams_expired(lagging_conn, &lagging_ids[i..=i], now);
+            r.shards[1].streams_expired(strict_conn, &strict_ids[i..=i], now);
+            r.run_until_quiet();
+        }
+        let done = publish_done(&messages(&r.take_events(lagging)));
+        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+        assert_eq!((done.request_id, done.status_code), (lagging_rid, too_far), "{ctx}");
+        assert!(messages(&r.take_events(strict)).is_empty(), "{ctx}: its own timeouts are no lag");
+
+        // Shed from the backlog: counts whatever the subscriber's timeouts.
+        for i in 2..4 {
+            let now = r.now;
+            r.shards[1].streams_shed(strict_conn, &strict_ids[i..=i], now);
+            r.run_until_quiet();
+        }
+        let done = publish_done(&messages(&r.take_events(strict)));
+        assert_eq!((done.request_id, done.status_code), (strict_rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}
