@@ -729,17 +729,23 @@ impl<H: RequestHandler> MoqtApp<H> {
         self.pump.read(conn, &mut self.session, &mut self.buf);
     }
 
-    fn write(&mut self, conn: &mut quiche::Connection) {
-        self.pump.write(conn, &mut self.session, Instant::now());
+    fn write(&mut self, conn: &mut quiche::Connection, now: Instant) {
+        self.pump.write(conn, &mut self.session, now);
     }
 }
 
 impl<H: RequestHandler> ConnApp for MoqtApp<H> {
+    fn set_setup_deadline(&mut self, at: Instant) {
+        self.session.set_setup_deadline(at);
+    }
+
     fn on_io(&mut self, conn: &mut quiche::Connection) {
+        let now = Instant::now();
+        self.session.on_timeout(now);
         self.read(conn);
         loop {
             while self.handle_next_event() {}
-            self.write(conn);
+            self.write(conn, now);
             // Writing can surface events (a STOP_SENDING seen by stream_send); stop when it
             // did not. Every round consumes queued work, so this ends.
             if !self.handle_next_event() {
