@@ -298,3 +298,38 @@ fn session_corpus_replays_through_the_fuzz_driver() {
     assert!(ready >= 30 && busy >= 20, "ready {ready}, with events {busy}");
     assert!(timed_out >= 3, "CONTROL_MESSAGE_TIMEOUT in {timed_out}");
 }
+
+/// A few thousand mutations of the corpus (a fixed xorshift sequence: the same inputs every
+/// run) through the driver: a poor man's fuzzing pass for machines without cargo-fuzz.
+#[test]
+fn mutated_corpus_keeps_the_invariants() {
+    let seeds: Vec<Vec<u8>> =
+        std::fs::read_dir(corpus()).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as usize
+    };
+    for _ in 0..5000 {
+        let mut input = seeds[rnd() % seeds.len()].clone();
+        for _ in 0..1 + rnd() % 8 {
+            let at = rnd() % (input.len() + 1);
+            match rnd() % 4 {
+                0 if at < input.len() => input[at] = rnd() as u8,
+                1 if at < input.len() => input[at] ^= 1 << (rnd() % 8),
+                2 if at < input.len() => {
+                    input.remove(at);
+                }
+                _ => {
+                    // Splice in the tail of another seed (actions of one draft in another's).
+                    let other = &seeds[rnd() % seeds.len()];
+                    let from = 1 + rnd() % other.len().max(1);
+                    input.splice(at..at, other.get(from..).unwrap_or_default().iter().copied());
+                }
+            }
+        }
+        session_driver::run(&input);
+    }
+}
