@@ -127,6 +127,8 @@ pub struct Pump {
     deliver_by: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
+    /// Peer requests dropped because their answers piled up.
+    dropped_requests: u64,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
     /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
@@ -157,6 +159,13 @@ const DEFAULT_URGENCY: u8 = 127;
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
 /// both drafts (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_BACKLOG: u64 = 0x1;
+
+/// Bytes of our answers one peer request stream may have waiting for the peer's flow control
+/// before the request is dropped (`Session::shed_request_stream`: EXCESSIVE_LOAD), and the
+/// most all of them together may have (the longest queues go first). Only a peer that sends
+/// requests or REQUEST_UPDATEs and does not read the answers gets there.
+pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
+pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in both drafts (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
@@ -313,6 +322,8 @@ impl Pump {
         let mut limited = [false; 4];
         let mut queued = 0;
         let mut expired = Vec::new();
+        // Peer request streams with answers waiting: (bytes, stream).
+        let mut requests = Vec::new();
         let urgency = &mut self.urgency;
         let wt = self.wt.as_deref();
         self.pending.retain(|&(_, _, id), queue| {
@@ -328,7 +339,13 @@ impl Pump {
                 Some(quic) => send_queue(conn, session, id, quic, queue, now, &mut limited[kind]),
             };
             match sent {
-                Sent::Waiting => queued += queue_bytes(queue),
+                Sent::Waiting => {
+                    let bytes = queue_bytes(queue);
+                    queued += bytes;
+                    if id & 2 == 0 && session.is_peer_stream(id) {
+                        requests.push((bytes, id));
+                    }
+                }
                 Sent::All if fin => {
                     urgency.remove(&id); // all of it went, FIN included: the stream is done here
                 }
@@ -345,6 +362,7 @@ impl Pump {
             self.timed_out += 1;
         }
         self.expire_finished(conn, now);
+        self.drop_piled_requests(session, requests);
         // The session's Reset transmits for those streams: nothing is left to send for them.
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
@@ -372,6 +390,26 @@ impl Pump {
         }
         // The session's close (and anything else the WebTransport layer queued meanwhile).
         self.write_webtransport(conn);
+    }
+
+    /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
+    /// bytes): every one over [`REQUEST_QUEUE_LIMIT`], then the longest until all together
+    /// are within [`REQUEST_QUEUE_TOTAL`]. The session queues the resets.
+    fn drop_piled_requests(&mut self, session: &mut Session, mut requests: Vec<(usize, u64)>) {
+        let mut total: usize = requests.iter().map(|(b, _)| b).sum();
+        if total <= REQUEST_QUEUE_TOTAL && requests.iter().all(|(b, _)| *b <= REQUEST_QUEUE_LIMIT) {
+            return;
+        }
+        requests.sort_unstable_by(|a, b| b.cmp(a));
+        for (bytes, id) in requests {
+            if bytes <= REQUEST_QUEUE_LIMIT && total <= REQUEST_QUEUE_TOTAL {
+                break;
+            }
+            if session.shed_request_stream(id) {
+                total -= bytes;
+                self.dropped_requests += 1;
+            }
+        }
     }
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
@@ -499,6 +537,11 @@ impl Pump {
     /// Data streams reset so far because the backlog was over its limit.
     pub fn shed_streams(&self) -> u64 {
         self.shed
+    }
+
+    /// Peer requests dropped so far because their answers piled up ([`REQUEST_QUEUE_LIMIT`]).
+    pub fn dropped_requests(&self) -> u64 {
+        self.dropped_requests
     }
 
     /// Data streams reset so far because a delivery timeout passed.
@@ -802,6 +845,76 @@ mod tests {
         }
         assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
         (c, s, cs, ss, cp, sp)
+    }
+
+    /// A peer that keeps sending REQUEST_UPDATEs on its request stream and never reads the
+    /// answers: once more than [`REQUEST_QUEUE_LIMIT`] bytes of them wait beyond QUIC flow
+    /// control, the request is cancelled (the relay hears `Cancelled`) and the stream reset
+    /// and stopped with EXCESSIVE_LOAD (draft-18 §3.3.3, draft-22 §12.5).
+    #[test]
+    fn answers_a_peer_does_not_read_drop_its_request() {
+        use crate::session::Event;
+        use crate::wire::model::{
+            FullTrackName, Message, RequestOk, RequestUpdate, Subscribe, TrackNamespace,
+        };
+        for version in [Version::Draft18, Version::Draft22] {
+            let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
+            let mut buf = vec![0u8; 65_536];
+            let now = Instant::now();
+            let rid = cs.next_request_id().unwrap();
+            let track = FullTrackName {
+                namespace: TrackNamespace::from_strs(&["live"]),
+                name: Bytes::from_static(b"v"),
+            };
+            cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() })).unwrap();
+            let mut cancelled = false;
+            for _ in 0..2000 {
+                for _ in 0..200 {
+                    let id = cs.next_request_id().unwrap();
+                    let update =
+                        RequestUpdate { request_id: id, existing_request_id: rid, ..Default::default() };
+                    if cs.send(Message::RequestUpdate(update)).is_err() {
+                        break;
+                    }
+                }
+                cp.write(&mut c, &mut cs, now);
+                exchange(&mut c, &mut s);
+                sp.read(&mut s, &mut ss, &mut buf);
+                while let Some(e) = ss.poll_event() {
+                    match e {
+                        Event::Message(Message::RequestUpdate(u)) => {
+                            let answer =
+                                RequestOk { request_id: ss.update_answer_id(&u), ..Default::default() };
+                            let _ = ss.send(Message::RequestOk(answer));
+                        }
+                        Event::Cancelled { request_id } => {
+                            assert_eq!(request_id, rid);
+                            cancelled = true;
+                        }
+                        _ => {}
+                    }
+                }
+                sp.write(&mut s, &mut ss, now);
+                if cancelled {
+                    break;
+                }
+            }
+            assert!(cancelled, "{version:?}");
+            assert_eq!(sp.dropped_requests(), 1, "{version:?}");
+            assert!(sp.queued_bytes() <= REQUEST_QUEUE_LIMIT, "{version:?}");
+            // The client hears RESET_STREAM with EXCESSIVE_LOAD on its request stream.
+            exchange(&mut c, &mut s);
+            let mut reset = None;
+            loop {
+                match c.stream_recv(0, &mut buf) {
+                    Ok(_) => continue,
+                    Err(quiche::Error::StreamReset(code)) => reset = Some(code),
+                    Err(_) => {}
+                }
+                break;
+            }
+            assert_eq!(reset, Some(0x9), "{version:?}");
+        }
     }
 
     /// A subscriber that reads nothing: the server's queue grows past QUIC flow control until

@@ -340,13 +340,22 @@ impl Session {
         self.peer_cancelled(id, false);
     }
 
-    /// The peer asked us to stop sending on stream `id`.
     /// Whether `id` is a unidirectional stream of ours other than the draft-22 control
     /// stream, i.e. a data stream we opened (open, or finished and still draining).
     pub fn is_local_data_stream(&self, id: u64) -> bool {
         is_uni(id) && id != self.local_control && id & 1 == first_id(self.role, true) & 1
     }
 
+    /// Whether `id` is an open bidirectional stream the peer opened (a request stream, or a
+    /// draft-16 SUBSCRIBE_NAMESPACE stream), not the draft-16 control stream.
+    pub fn is_peer_stream(&self, id: u64) -> bool {
+        !is_uni(id)
+            && initiator(id) != self.role
+            && self.peer_control != Some(id)
+            && self.streams.contains_key(&id)
+    }
+
+    /// The peer asked us to stop sending on stream `id`.
     pub fn on_stop_sending(&mut self, id: u64, code: u64) {
         if self.closed {
             return;
@@ -455,6 +464,19 @@ impl Session {
             self.request_buffered = self.request_buffered.saturating_sub(st.counted).saturating_add(len);
             st.counted = len;
         }
+    }
+
+    /// The transport gives up on peer request stream `id`: the peer does not read what we
+    /// answer on it and the answers pile up (ARCHITECTURE.md, "Malformed and abusive input").
+    /// As for a stream over `max_request_buffer`: STOP_SENDING and RESET_STREAM with
+    /// EXCESSIVE_LOAD (CANCELLED in draft-16), the request cancelled. False when `id` is not
+    /// an open peer request stream.
+    pub fn shed_request_stream(&mut self, id: u64) -> bool {
+        if self.closed || is_uni(id) || initiator(id) == self.role || !self.streams.contains_key(&id) {
+            return false;
+        }
+        self.overloaded(id);
+        true
     }
 
     /// Peer request stream `id` would take the session past `max_request_buffer`: it is
