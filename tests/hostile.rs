@@ -317,3 +317,76 @@ fn data_streams_beyond_the_limit_are_stopped() {
         assert_eq!(s.usage().streams, max as usize);
     }
 }
+
+/// Already bounded before issue 18: draft-18/22 peer unidirectional streams whose type has
+/// not arrived whole count with the streams waiting for SETUP; one more than
+/// `max_pre_setup_streams` (16) closes the session with PROTOCOL_VIOLATION.
+#[test]
+fn uni_streams_of_unknown_type_are_bounded() {
+    for v in [Version::Draft18, Version::Draft22] {
+        let mut s = ready_server(v, SessionConfig::default());
+        // The first byte of SETUP's two-byte type: not a whole type yet.
+        let first = encode(v, &Message::ClientSetup(Setup::default()))[0];
+        for k in 0..16 {
+            s.on_stream_data(first_uni(v) + 4 * k, &[first], false);
+        }
+        assert!(!s.is_closed(), "{v:?}");
+        s.on_stream_data(first_uni(v) + 64, &[first], false);
+        assert_eq!(closed_with(&events(&mut s)), Some(0x3), "{v:?}: PROTOCOL_VIOLATION");
+    }
+}
+
+/// Already bounded before issue 18: an object header (its properties) still incomplete past
+/// 64 KiB is a local limit: the stream is stopped with the overload code and reported ended;
+/// the session stays open.
+#[test]
+fn object_headers_beyond_64_kib_are_stopped() {
+    use moq_edge::wire::model::{KvValue, Properties, Publish, SubgroupObject};
+    use moq_edge::wire::{d16, d18, d22};
+    for v in Version::ALL {
+        let mut s = ready_server(v, SessionConfig::default());
+        let publish = Message::Publish(Publish {
+            request_id: RequestId(0),
+            track: FullTrackName {
+                namespace: TrackNamespace::from_strs(&["live"]),
+                name: Bytes::from_static(b"v"),
+            },
+            track_alias: TrackAlias(1),
+            ..Default::default()
+        });
+        // draft-16: on the control stream; draft-18/22: on a request stream of its own.
+        s.on_stream_data(0, &encode(v, &publish), false);
+        let ev = events(&mut s);
+        assert!(ev.iter().any(|e| matches!(e, Event::Message(Message::Publish(_)))), "{v:?}: {ev:?}");
+        let h = SubgroupHeader {
+            track_alias: TrackAlias(1),
+            group_id: 0,
+            subgroup_id: SubgroupId::Zero,
+            publisher_priority: None,
+            has_properties: true,
+            end_of_group: false,
+            first_object: false,
+        };
+        let mut props = Properties::new();
+        props.push(0x41, KvValue::Bytes(Bytes::from(vec![1u8; 40_000])));
+        props.push(0x43, KvValue::Bytes(Bytes::from(vec![2u8; 40_000])));
+        let o = SubgroupObject { object_id: 0, properties: props, payload_len: 1, ..Default::default() };
+        let mut bytes = Vec::new();
+        v.encode_subgroup_header(&h, &mut bytes).unwrap();
+        match v {
+            Version::Draft16 => d16::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
+            Version::Draft18 => d18::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
+            Version::Draft22 => d22::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
+        }
+        let id = first_uni(v);
+        s.on_stream_data(id, &bytes[..70_000], false);
+        transmits(&mut s);
+        assert!(!s.is_closed(), "{v:?}: {:?}", events(&mut s));
+        assert_eq!(s.usage().buffered_bytes, 0, "{v:?}");
+        assert_eq!(
+            events(&mut s),
+            vec![Event::DataStreamEnd { stream: id, reset: Some(overload(v)) }],
+            "{v:?}"
+        );
+    }
+}

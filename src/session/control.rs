@@ -506,9 +506,13 @@ impl Session {
         if !self.uni_pending.contains_key(&id) && self.pending_count() >= self.config.max_pre_setup_streams {
             return Err(SessionError::violation("too many streams of unknown type"));
         }
-        let limit = self.config.max_stream_buffer;
         let buf = self.uni_pending.entry(id).or_default();
-        buf.push(data, limit).map_err(|_| SessionError::violation("stream buffer limit exceeded"))?;
+        // No limit needed: the buffer leaves as soon as the type (at most 9 bytes) is whole,
+        // so less than that waits here between calls. A first write larger than a control
+        // stream's buffer (a data stream's first packets) is not a violation.
+        if buf.push(data, usize::MAX).is_err() {
+            return Err(SessionError::violation("stream buffer limit exceeded"));
+        }
         buf.fin |= fin;
         let ty = match Vi64::decode(buf.data()) {
             Ok((ty, _)) => ty,
@@ -533,7 +537,11 @@ impl Session {
         // Never a data stream: lets the data plane's closed-stream watermark pass it.
         self.data.retire(id);
         self.control_recv = buf;
-        self.process_control()
+        self.process_control()?;
+        if self.control_recv.data().len() > self.config.max_stream_buffer {
+            return Err(SessionError::violation("stream buffer limit exceeded"));
+        }
+        Ok(())
     }
 
     fn process_control(&mut self) -> Result<(), SessionError> {
