@@ -56,6 +56,11 @@ pub struct Cli {
     #[arg(long, value_name = "MS")]
     pub idle_timeout_ms: Option<u64>,
 
+    /// A connection that has not completed MoQT SETUP this many milliseconds after it was
+    /// accepted is closed (CONTROL_MESSAGE_TIMEOUT) [default: 5000].
+    #[arg(long, value_name = "MS")]
+    pub setup_timeout_ms: Option<u64>,
+
     /// Connections one core accepts before refusing more [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_connections_per_core: Option<usize>,
@@ -198,6 +203,7 @@ struct FileConfig {
     congestion_control: Option<String>,
     retry: Option<String>,
     idle_timeout_ms: Option<u64>,
+    setup_timeout_ms: Option<u64>,
     max_connections_per_core: Option<usize>,
     gso: Option<bool>,
     linger_ms: Option<u64>,
@@ -270,6 +276,8 @@ pub struct Config {
     pub congestion_control: String,
     pub retry: RetryPolicy,
     pub idle_timeout: Duration,
+    /// MoQT SETUP must complete this long after a connection is accepted.
+    pub setup_timeout: Duration,
     pub max_connections_per_core: usize,
     pub gso: bool,
     pub linger: Duration,
@@ -426,6 +434,10 @@ impl Config {
         if idle_ms == 0 {
             bail!("config key `idle_timeout_ms`: must be greater than 0");
         }
+        let setup_ms = cli.setup_timeout_ms.or(file.setup_timeout_ms).unwrap_or(5_000);
+        if setup_ms == 0 {
+            bail!("config key `setup_timeout_ms`: must be greater than 0");
+        }
         let max_connections_per_core =
             cli.max_connections_per_core.or(file.max_connections_per_core).unwrap_or(10_000);
         if max_connections_per_core == 0 {
@@ -538,6 +550,7 @@ impl Config {
             congestion_control,
             retry,
             idle_timeout: Duration::from_millis(idle_ms),
+            setup_timeout: Duration::from_millis(setup_ms),
             max_connections_per_core,
             gso,
             linger: Duration::from_millis(linger_ms),
@@ -711,6 +724,13 @@ mod tests {
         assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());
+        assert_eq!(
+            Config::resolve(&cli(&[]), 2).expect("defaults").runtime().setup_timeout,
+            Duration::from_secs(5)
+        );
+        let c = Config::resolve(&cli(&["--setup-timeout-ms", "250"]), 2).expect("setup timeout");
+        assert_eq!(c.runtime().setup_timeout, Duration::from_millis(250));
+        assert!(Config::resolve(&cli(&["--setup-timeout-ms", "0"]), 2).is_err());
     }
 
     #[test]

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_edge::client::MoqtClient;
+use moq_edge::client::{ClientError, MoqtClient, QuicConn};
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::relay_host::RelayFactory;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::model::{
-    FullTrackName, Message, Parameters, RequestId, SetupOptions, Subscribe, TrackNamespace,
+    FullTrackName, Message, Parameters, RequestId, Setup, SetupOptions, Subscribe, TrackNamespace,
 };
 use moq_edge::wire::Version;
 
@@ -57,6 +57,34 @@ fn setup_and_requests_over_quic_in_every_draft() {
                 assert_eq!(e.error_code, 0x10, "{version:?}: DOES_NOT_EXIST");
             }
             other => panic!("{version:?}: expected REQUEST_ERROR, got {other:?}"),
+        }
+    }
+    server.shutdown().expect("stops");
+}
+
+/// A connection that completes the QUIC handshake and never sends SETUP is closed with
+/// CONTROL_MESSAGE_TIMEOUT (0x11) once `setup_timeout` passes, in every draft.
+#[test]
+fn a_connection_without_setup_is_closed_with_control_message_timeout() {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    rc.pin = false;
+    rc.setup_timeout = Duration::from_millis(300);
+    let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &[9; 32]);
+    let server = runtime::start(rc, Arc::new(factory)).expect("server starts");
+    for version in Version::ALL {
+        let mut conn = QuicConn::connect(server.local_addr(), version.alpn()).expect("connects");
+        conn.handshake(deadline()).expect("handshake");
+        // Half a CLIENT_SETUP on the control stream, never the rest.
+        let mut setup = Vec::new();
+        version.encode_message(&Message::ClientSetup(Setup::default()), &mut setup).expect("encodes");
+        let control = if version == Version::Draft16 { 0 } else { 2 };
+        conn.conn_mut().stream_send(control, &setup[..setup.len() / 2], false).expect("sends");
+        match conn.drive(deadline(), |_| Ok(false)) {
+            Err(ClientError::PeerClosed(e)) => {
+                assert!(e.is_app, "{version:?}");
+                assert_eq!(e.error_code, 0x11, "{version:?}: CONTROL_MESSAGE_TIMEOUT");
+            }
+            other => panic!("{version:?}: expected the relay to close, got {other:?}"),
         }
     }
     server.shutdown().expect("stops");

@@ -331,6 +331,53 @@ fn connect_is_answered_with_the_offered_protocol() {
     server.shutdown().unwrap();
 }
 
+/// `setup_timeout` over WebTransport: a connection whose CONNECT never comes is closed with
+/// H3_NO_ERROR (0x100, RFC 9114 §5.2: there is no session to carry a MoQT code); a session
+/// whose CONNECT was accepted but whose MoQT SETUP never comes ends with
+/// CLOSE_WEBTRANSPORT_SESSION carrying CONTROL_MESSAGE_TIMEOUT (0x11).
+#[test]
+fn connections_that_never_set_up_are_closed() {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    rc.pin = false;
+    rc.setup_timeout = Duration::from_millis(300);
+    let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &[5; 32]);
+    let server = runtime::start(rc, Arc::new(factory)).expect("relay starts");
+    let addr = server.local_addr();
+    // No CONNECT (not even SETTINGS).
+    let mut conn = QuicConn::connect(addr, webtransport::ALPN).unwrap();
+    conn.handshake(deadline()).unwrap();
+    match conn.drive(deadline(), |_| Ok(false)) {
+        Err(ClientError::PeerClosed(e)) => assert_eq!((e.is_app, e.error_code), (true, 0x100)),
+        other => panic!("expected the relay to close, got {other:?}"),
+    }
+    // CONNECT accepted, no SETUP.
+    for version in Version::ALL {
+        let mut conn = QuicConn::connect(addr, webtransport::ALPN).unwrap();
+        conn.handshake(deadline()).unwrap();
+        let mut wt = WebTransport::client(
+            &format!("https://{addr}/moq"),
+            &[version.alpn().to_string()],
+            webtransport::Limits::default(),
+        )
+        .unwrap();
+        let mut h3 = VecDeque::new();
+        let mut buf = vec![0u8; 65_536];
+        let mut closed = None;
+        let _ = conn.drive(deadline(), |c| {
+            webtransport_handshake(c.conn_mut(), &mut wt, &mut h3, &mut buf);
+            while let Some(e) = wt.poll_event() {
+                if let webtransport::Event::Closed { code, .. } = e {
+                    closed = Some(code);
+                }
+            }
+            Ok(closed.is_some())
+        });
+        assert!(wt.accepted().is_some(), "{version:?}");
+        assert_eq!(closed, Some(0x11), "{version:?}: CONTROL_MESSAGE_TIMEOUT");
+    }
+    server.shutdown().unwrap();
+}
+
 /// Token auth for browsers: the `token` query parameter of the CONNECT URL authorizes the
 /// session like a token in SETUP. With it a subscription is looked up (no publisher: 0x10);
 /// without it, or with a token for another namespace, it is refused UNAUTHORIZED (0x1).

@@ -15,6 +15,12 @@ pub trait ConnApp {
 
     /// The connection closed (by either side or by idle timeout). Default: nothing.
     fn on_closed(&mut self, _conn: &quiche::Connection) {}
+
+    /// An accepted connection's setup deadline (`RuntimeConfig::setup_timeout` after it was
+    /// accepted), given once when the application is made; the core calls `on_io` once more
+    /// when it passes. A MoQT session not ready by then closes with CONTROL_MESSAGE_TIMEOUT.
+    /// Default: ignored.
+    fn set_setup_deadline(&mut self, _at: std::time::Instant) {}
 }
 
 /// Makes one [`ConnApp`] per established connection. Shared by all cores.

@@ -48,6 +48,9 @@ pub struct RuntimeConfig {
     pub tls: TlsSource,
     /// QUIC idle timeout.
     pub idle_timeout: Duration,
+    /// An accepted connection whose application has not completed its own setup (MoQT SETUP,
+    /// over WebTransport the CONNECT first) this long after it was accepted is closed.
+    pub setup_timeout: Duration,
     /// Connections one core accepts before refusing new ones.
     pub max_connections_per_core: usize,
     /// quiche congestion control name: "cubic" (default), "reno", "bbr2", ...
@@ -97,6 +100,7 @@ impl crate::config::Config {
         rc.congestion_control = self.congestion_control.clone();
         rc.retry = self.retry;
         rc.idle_timeout = self.idle_timeout;
+        rc.setup_timeout = self.setup_timeout;
         rc.max_connections_per_core = self.max_connections_per_core;
         rc.gso = self.gso;
         rc.goaway_timeout = self.goaway_timeout;
@@ -115,6 +119,7 @@ impl RuntimeConfig {
             pin: true,
             tls: TlsSource::SelfSigned,
             idle_timeout: Duration::from_secs(30),
+            setup_timeout: Duration::from_secs(5),
             max_connections_per_core: 10_000,
             congestion_control: "cubic".to_string(),
             gso: true,

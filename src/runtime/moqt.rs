@@ -130,6 +130,8 @@ pub struct Pump {
     /// Those reset because object bytes were still queued here past their time, until the
     /// application takes them ([`Pump::take_expired`]).
     expired_ids: Vec<u64>,
+    /// Peer requests dropped because their answers piled up.
+    dropped_requests: u64,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
     /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
@@ -160,6 +162,13 @@ const DEFAULT_URGENCY: u8 = 127;
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
 /// both drafts (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_BACKLOG: u64 = 0x1;
+
+/// Bytes of our answers one peer request stream may have waiting for the peer's flow control
+/// before the request is dropped (`Session::shed_request_stream`: EXCESSIVE_LOAD), and the
+/// most all of them together may have (the longest queues go first). Only a peer that sends
+/// requests or REQUEST_UPDATEs and does not read the answers gets there.
+pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
+pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in both drafts (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
@@ -316,6 +325,8 @@ impl Pump {
         let mut limited = [false; 4];
         let mut queued = 0;
         let mut expired = Vec::new();
+        // Peer request streams with answers waiting: (bytes, stream).
+        let mut requests = Vec::new();
         let urgency = &mut self.urgency;
         let wt = self.wt.as_deref();
         self.pending.retain(|&(_, _, id), queue| {
@@ -331,7 +342,13 @@ impl Pump {
                 Some(quic) => send_queue(conn, session, id, quic, queue, now, &mut limited[kind]),
             };
             match sent {
-                Sent::Waiting => queued += queue_bytes(queue),
+                Sent::Waiting => {
+                    let bytes = queue_bytes(queue);
+                    queued += bytes;
+                    if id & 2 == 0 && session.is_peer_stream(id) {
+                        requests.push((bytes, id));
+                    }
+                }
                 Sent::All if fin => {
                     urgency.remove(&id); // all of it went, FIN included: the stream is done here
                 }
@@ -349,6 +366,7 @@ impl Pump {
             self.expired_ids.push(id);
         }
         self.expire_finished(conn, now);
+        self.drop_piled_requests(session, requests);
         // The session's Reset transmits for those streams: nothing is left to send for them.
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
@@ -376,6 +394,26 @@ impl Pump {
         }
         // The session's close (and anything else the WebTransport layer queued meanwhile).
         self.write_webtransport(conn);
+    }
+
+    /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
+    /// bytes): every one over [`REQUEST_QUEUE_LIMIT`], then the longest until all together
+    /// are within [`REQUEST_QUEUE_TOTAL`]. The session queues the resets.
+    fn drop_piled_requests(&mut self, session: &mut Session, mut requests: Vec<(usize, u64)>) {
+        let mut total: usize = requests.iter().map(|(b, _)| b).sum();
+        if total <= REQUEST_QUEUE_TOTAL && requests.iter().all(|(b, _)| *b <= REQUEST_QUEUE_LIMIT) {
+            return;
+        }
+        requests.sort_unstable_by(|a, b| b.cmp(a));
+        for (bytes, id) in requests {
+            if bytes <= REQUEST_QUEUE_LIMIT && total <= REQUEST_QUEUE_TOTAL {
+                break;
+            }
+            if session.shed_request_stream(id) {
+                total -= bytes;
+                self.dropped_requests += 1;
+            }
+        }
     }
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
@@ -503,6 +541,11 @@ impl Pump {
     /// Data streams reset so far because the backlog was over its limit.
     pub fn shed_streams(&self) -> u64 {
         self.shed
+    }
+
+    /// Peer requests dropped so far because their answers piled up ([`REQUEST_QUEUE_LIMIT`]).
+    pub fn dropped_requests(&self) -> u64 {
+        self.dropped_requests
     }
 
     /// Data streams reset so far because a delivery timeout passed.
@@ -739,17 +782,23 @@ impl<H: RequestHandler> MoqtApp<H> {
         self.pump.read(conn, &mut self.session, &mut self.buf);
     }
 
-    fn write(&mut self, conn: &mut quiche::Connection) {
-        self.pump.write(conn, &mut self.session, Instant::now());
+    fn write(&mut self, conn: &mut quiche::Connection, now: Instant) {
+        self.pump.write(conn, &mut self.session, now);
     }
 }
 
 impl<H: RequestHandler> ConnApp for MoqtApp<H> {
+    fn set_setup_deadline(&mut self, at: Instant) {
+        self.session.set_setup_deadline(at);
+    }
+
     fn on_io(&mut self, conn: &mut quiche::Connection) {
+        let now = Instant::now();
+        self.session.on_timeout(now);
         self.read(conn);
         loop {
             while self.handle_next_event() {}
-            self.write(conn);
+            self.write(conn, now);
             // Writing can surface events (a STOP_SENDING seen by stream_send); stop when it
             // did not. Every round consumes queued work, so this ends.
             if !self.handle_next_event() {
@@ -806,6 +855,76 @@ mod tests {
         }
         assert!(cs.is_ready() && ss.is_ready(), "{version:?}: setup");
         (c, s, cs, ss, cp, sp)
+    }
+
+    /// A peer that keeps sending REQUEST_UPDATEs on its request stream and never reads the
+    /// answers: once more than [`REQUEST_QUEUE_LIMIT`] bytes of them wait beyond QUIC flow
+    /// control, the request is cancelled (the relay hears `Cancelled`) and the stream reset
+    /// and stopped with EXCESSIVE_LOAD (draft-18 §3.3.3, draft-22 §12.5).
+    #[test]
+    fn answers_a_peer_does_not_read_drop_its_request() {
+        use crate::session::Event;
+        use crate::wire::model::{
+            FullTrackName, Message, RequestOk, RequestUpdate, Subscribe, TrackNamespace,
+        };
+        for version in [Version::Draft18, Version::Draft22] {
+            let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
+            let mut buf = vec![0u8; 65_536];
+            let now = Instant::now();
+            let rid = cs.next_request_id().unwrap();
+            let track = FullTrackName {
+                namespace: TrackNamespace::from_strs(&["live"]),
+                name: Bytes::from_static(b"v"),
+            };
+            cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() })).unwrap();
+            let mut cancelled = false;
+            for _ in 0..2000 {
+                for _ in 0..200 {
+                    let id = cs.next_request_id().unwrap();
+                    let update =
+                        RequestUpdate { request_id: id, existing_request_id: rid, ..Default::default() };
+                    if cs.send(Message::RequestUpdate(update)).is_err() {
+                        break;
+                    }
+                }
+                cp.write(&mut c, &mut cs, now);
+                exchange(&mut c, &mut s);
+                sp.read(&mut s, &mut ss, &mut buf);
+                while let Some(e) = ss.poll_event() {
+                    match e {
+                        Event::Message(Message::RequestUpdate(u)) => {
+                            let answer =
+                                RequestOk { request_id: ss.update_answer_id(&u), ..Default::default() };
+                            let _ = ss.send(Message::RequestOk(answer));
+                        }
+                        Event::Cancelled { request_id } => {
+                            assert_eq!(request_id, rid);
+                            cancelled = true;
+                        }
+                        _ => {}
+                    }
+                }
+                sp.write(&mut s, &mut ss, now);
+                if cancelled {
+                    break;
+                }
+            }
+            assert!(cancelled, "{version:?}");
+            assert_eq!(sp.dropped_requests(), 1, "{version:?}");
+            assert!(sp.queued_bytes() <= REQUEST_QUEUE_LIMIT, "{version:?}");
+            // The client hears RESET_STREAM with EXCESSIVE_LOAD on its request stream.
+            exchange(&mut c, &mut s);
+            let mut reset = None;
+            loop {
+                match c.stream_recv(0, &mut buf) {
+                    Ok(_) => continue,
+                    Err(quiche::Error::StreamReset(code)) => reset = Some(code),
+                    Err(_) => {}
+                }
+                break;
+            }
+            assert_eq!(reset, Some(0x9), "{version:?}");
+        }
     }
 
     /// A subscriber that reads nothing: the server's queue grows past QUIC flow control until

@@ -425,10 +425,19 @@ struct RelayConn {
 }
 
 impl ConnApp for RelayConn {
+    fn set_setup_deadline(&mut self, at: Instant) {
+        if let Some(session) = self.host.borrow_mut().relay.session_mut(self.key) {
+            session.set_setup_deadline(at);
+        }
+    }
+
     fn on_io(&mut self, conn: &mut quiche::Connection) {
         let host = &mut *self.host.borrow_mut();
         let key = self.key;
         let now = host.now;
+        if let Some(session) = host.relay.session_mut(key) {
+            session.on_timeout(now);
+        }
         if self.link.is_some_and(|last| now.duration_since(last) >= LINK_KEEPALIVE) {
             let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
             self.link = Some(now);

@@ -110,6 +110,11 @@ struct Conn {
     /// ALPN `h3`: the WebTransport exchange, until its session is accepted and handed to the
     /// application.
     wt: Option<WebTransportConn>,
+    /// An accepted connection: by when its application must have completed its own setup
+    /// (`RuntimeConfig::setup_timeout` after the turn that accepted it); cleared once passed.
+    setup_deadline: Option<Instant>,
+    /// `setup_deadline` was set (or the connection is outbound and has none).
+    setup_armed: bool,
 }
 
 /// Everything one core owns.
@@ -614,6 +619,8 @@ impl Shard {
             dirty: false,
             gen: self.next_gen,
             outbound: None,
+            setup_deadline: None,
+            setup_armed: false,
         };
         let idx = self.insert_conn(conn);
         let stats = self.stats();
@@ -692,6 +699,8 @@ impl Shard {
             dirty: false,
             gen: 0,
             outbound: Some(c.tag),
+            setup_deadline: None,
+            setup_armed: true,
         };
         let idx = self.insert_conn(conn);
         ShardStats::add(&self.stats().connections, 1);
@@ -785,6 +794,10 @@ impl Shard {
         let shard = self.id;
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         conn.dirty = false;
+        if !conn.setup_armed {
+            conn.setup_armed = true;
+            conn.setup_deadline = Some(now + self.rc.setup_timeout);
+        }
         if conn.app.is_none() && conn.quic.is_established() {
             if conn.handshake_counted {
                 conn.handshake_counted = false;
@@ -805,19 +818,27 @@ impl Shard {
                     let version = wt.wt.accepted().and_then(|a| Version::from_alpn(a.protocol.as_bytes()));
                     if let (Some(v), Some(wt)) = (version, version.and_then(|_| conn.wt.take())) {
                         let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
-                        conn.app = Some(match self.shard_app.as_mut() {
+                        let mut app = match self.shard_app.as_mut() {
                             Some(app) => app.new_webtransport(handle, v, wt),
                             None => self.app.new_webtransport(shard, v, wt),
-                        });
+                        };
+                        if let Some(at) = conn.setup_deadline {
+                            app.set_setup_deadline(at);
+                        }
+                        conn.app = Some(app);
                     }
                 }
                 Some(v) => {
                     let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
-                    conn.app = Some(match (self.shard_app.as_mut(), conn.outbound) {
+                    let mut app = match (self.shard_app.as_mut(), conn.outbound) {
                         (Some(app), Some(tag)) => app.new_outbound(handle, v, tag),
                         (Some(app), None) => app.new_connection(handle, v),
                         (None, _) => self.app.new_connection(shard, v),
-                    })
+                    };
+                    if let Some(at) = conn.setup_deadline {
+                        app.set_setup_deadline(at);
+                    }
+                    conn.app = Some(app);
                 }
                 None => {
                     let _ = conn.quic.close(false, 0x178, b"no application protocol");
@@ -833,6 +854,20 @@ impl Shard {
                 conn.cids.push(c);
             }
         }
+        if conn.setup_deadline.is_some_and(|at| at <= now) {
+            // The application closes its own session if its setup is not done (it was given
+            // the deadline); without an application yet (the QUIC handshake or, for `h3`, the
+            // WebTransport CONNECT has not completed) the core closes the connection.
+            conn.setup_deadline = None;
+            if conn.app.is_none() {
+                let reason = b"setup did not complete in time";
+                let _ = match conn.quic.is_established() {
+                    // RFC 9114 §5.2: an HTTP/3 connection closed with no error to signal.
+                    true => conn.quic.close(true, webtransport::code::H3_NO_ERROR, reason),
+                    false => conn.quic.close(false, 0x0, reason),
+                };
+            }
+        }
         if let Some(app) = conn.app.as_mut() {
             app.on_io(&mut conn.quic);
         }
@@ -846,11 +881,9 @@ impl Shard {
             self.close_conn(idx);
             return;
         }
-        // One heap entry per connection at its earliest deadline (timeout or pacing).
-        let deadline = match (conn.quic.timeout_instant(), conn.paced_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // One heap entry per connection at its earliest deadline (timeout, pacing or setup).
+        let deadline =
+            [conn.quic.timeout_instant(), conn.paced_until, conn.setup_deadline].into_iter().flatten().min();
         if let Some(at) = deadline {
             if conn.scheduled.is_none_or(|s| at < s) {
                 conn.scheduled = Some(at);

@@ -29,14 +29,15 @@ mod verbs;
 
 use crate::hash::HashMap;
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use self::data_out::DataOut;
-use super::data::{DataLimits, DataState};
+use super::data::{overload_code, DataLimits, DataState};
 use super::error::{SessionCode, SessionError};
 use super::requests::{consumed_id, opens_stream, parity, referenced_id, RequestIds};
-use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf};
+use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf, CLOSED_BIDI_WINDOW};
 use super::{Event, Transmit};
 use crate::wire::d22::control::message_type::SETUP as D22_SETUP;
 use crate::wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
@@ -59,6 +60,14 @@ pub struct SessionConfig {
     pub max_requests: u64,
     /// MOQT_IMPLEMENTATION sent in our SETUP when the caller's options have none.
     pub implementation: Option<Bytes>,
+    /// Bytes buffered across all peer-opened request streams waiting for whole messages; the
+    /// stream whose bytes would cross it is stopped and reset with EXCESSIVE_LOAD (draft-18
+    /// §3.3.3, draft-22 §12.5; CANCELLED in draft-16), and its request cancelled.
+    pub max_request_buffer: usize,
+    /// Peer-opened bidirectional streams open at once (requests, and streams whose first
+    /// message has not arrived); a new one beyond it is stopped and reset with EXCESSIVE_LOAD
+    /// (CANCELLED in draft-16). The transport's stream limit normally keeps peers below it.
+    pub max_peer_streams: usize,
     /// Data-plane limits (object size, data streams, streams held for an unknown alias).
     pub data: DataLimits,
 }
@@ -68,6 +77,8 @@ impl Default for SessionConfig {
         SessionConfig {
             max_stream_buffer: 65_535 + 32,
             max_pre_setup_streams: 16,
+            max_request_buffer: 2 << 20,
+            max_peer_streams: 1000,
             max_requests: 100,
             implementation: Some(Bytes::from_static(b"moq-edge")),
             data: DataLimits::default(),
@@ -88,6 +99,8 @@ struct ReqStream {
     /// draft-22: our REQUEST_UPDATEs on it not answered yet (the peer's MAX_REQUEST_UPDATES
     /// bounds them).
     updates_out: u64,
+    /// `recv`'s length as last counted into [`Session::request_buffered`] (peer streams).
+    counted: usize,
 }
 
 /// One MoQT session (see the module header).
@@ -130,6 +143,25 @@ pub struct Session {
     /// What the transport already said about the peer's setup (a WebTransport CONNECT's
     /// authority, path and URL token): merged into the peer's SETUP options.
     transport_setup: Option<SetupOptions>,
+    /// Bytes buffered on peer-opened request streams (bounded by `max_request_buffer`).
+    request_buffered: usize,
+    /// Peer-opened bidirectional streams in `streams` (bounded by `max_peer_streams`).
+    peer_streams: usize,
+    /// The session closes with CONTROL_MESSAGE_TIMEOUT if SETUP has not completed by then.
+    setup_deadline: Option<Instant>,
+}
+
+/// What a session holds for its peer, for tests and the fuzz target's memory invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionUsage {
+    /// Bytes buffered waiting for whole messages or objects: the control stream, request
+    /// streams, streams of unknown type and data streams.
+    pub buffered_bytes: usize,
+    /// Peer streams with state: request streams (both sides'), data streams, streams of
+    /// unknown type.
+    pub streams: usize,
+    /// Closed stream ids remembered above their watermarks.
+    pub closed_ids: usize,
 }
 
 impl Session {
@@ -183,16 +215,18 @@ impl Session {
             data_out: DataOut::new(first_id(role, true) + if version.request_streams() { 4 } else { 0 }),
             streams: HashMap::default(),
             // draft-16: the client's stream 0 is the control stream, never a request stream.
-            closed_peer: ClosedStreams::new(if version == Version::Draft16 && peer == Role::Client {
-                4
-            } else {
-                first_id(peer, false)
-            }),
+            closed_peer: ClosedStreams::new(
+                if version == Version::Draft16 && peer == Role::Client { 4 } else { first_id(peer, false) },
+                CLOSED_BIDI_WINDOW,
+            ),
             by_request: HashMap::default(),
             pre_setup: Vec::new(),
             next_local_bidi,
             ids: RequestIds::new(version, role, local_max),
             transport_setup: None,
+            request_buffered: 0,
+            peer_streams: 0,
+            setup_deadline: None,
         };
         if role == Role::Client || version.request_streams() {
             s.send_setup();
@@ -228,6 +262,39 @@ impl Session {
     /// The next thing for the transport to do, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
+    }
+
+    /// What the session holds for its peer (see [`SessionUsage`]).
+    pub fn usage(&self) -> SessionUsage {
+        let (data_bytes, data_streams, data_closed) = self.data.usage();
+        let req_bytes: usize = self.streams.values().map(|s| s.recv.data().len()).sum();
+        let uni_bytes: usize = self.uni_pending.values().map(|b| b.data().len()).sum();
+        SessionUsage {
+            buffered_bytes: self.control_recv.data().len() + req_bytes + uni_bytes + data_bytes,
+            streams: self.streams.len() + self.uni_pending.len() + data_streams,
+            closed_ids: self.closed_peer.tracked() + data_closed,
+        }
+    }
+
+    /// The session closes with CONTROL_MESSAGE_TIMEOUT (draft-16 §13.1.1, draft-18 §3.5,
+    /// draft-22 §12.2: the peer took too long to send a control message) unless the SETUP
+    /// exchange has completed by `at`. The transport sets it from when the connection was
+    /// accepted (`setup_timeout_ms`); see [`Session::on_timeout`].
+    pub fn set_setup_deadline(&mut self, at: Instant) {
+        self.setup_deadline = Some(at);
+    }
+
+    /// The next instant [`Session::on_timeout`] must be called by, if any.
+    pub fn timeout(&self) -> Option<Instant> {
+        self.setup_deadline.filter(|_| !self.ready && !self.closed)
+    }
+
+    /// The clock reached `now`: a setup deadline that passed before SETUP completed closes
+    /// the session with CONTROL_MESSAGE_TIMEOUT.
+    pub fn on_timeout(&mut self, now: Instant) {
+        if self.timeout().is_some_and(|at| at <= now) {
+            self.close(SessionCode::ControlMessageTimeout, "SETUP did not complete in time");
+        }
     }
 
     /// Closes the session with `code` (for example NO_ERROR, or GOAWAY_TIMEOUT).
@@ -273,13 +340,22 @@ impl Session {
         self.peer_cancelled(id, false);
     }
 
-    /// The peer asked us to stop sending on stream `id`.
     /// Whether `id` is a unidirectional stream of ours other than the draft-22 control
     /// stream, i.e. a data stream we opened (open, or finished and still draining).
     pub fn is_local_data_stream(&self, id: u64) -> bool {
         is_uni(id) && id != self.local_control && id & 1 == first_id(self.role, true) & 1
     }
 
+    /// Whether `id` is an open bidirectional stream the peer opened (a request stream, or a
+    /// draft-16 SUBSCRIBE_NAMESPACE stream), not the draft-16 control stream.
+    pub fn is_peer_stream(&self, id: u64) -> bool {
+        !is_uni(id)
+            && initiator(id) != self.role
+            && self.peer_control != Some(id)
+            && self.streams.contains_key(&id)
+    }
+
+    /// The peer asked us to stop sending on stream `id`.
     pub fn on_stop_sending(&mut self, id: u64, code: u64) {
         if self.closed {
             return;
@@ -315,7 +391,8 @@ impl Session {
                 // Our own unidirectional streams cannot receive.
                 return Ok(());
             }
-            if self.version == Version::Draft16 || self.data.owns(id) {
+            if self.version == Version::Draft16 || (!self.uni_pending.contains_key(&id) && self.data.owns(id))
+            {
                 // draft-16: every peer unidirectional stream is a data stream.
                 return self.data_stream_input(id, data, fin);
             }
@@ -327,16 +404,27 @@ impl Session {
             st.recv.push(data, limit).map_err(overflow)?;
             st.recv.fin |= fin;
         } else {
-            if self.closed_peer.contains(id) {
-                return Ok(());
-            }
             if !self.streams.contains_key(&id) {
+                if self.closed_peer.contains(id) {
+                    return Ok(());
+                }
                 if !self.ready {
                     if self.pending_count() >= self.config.max_pre_setup_streams {
                         return Err(SessionError::violation("too many streams before SETUP"));
                     }
+                } else if self.peer_streams >= self.config.max_peer_streams {
+                    // Beyond what we serve at once (ARCHITECTURE.md, "Malformed and abusive
+                    // input"): refused like a data stream over its limit.
+                    let code = overload_code(self.version);
+                    self.transmits.push_back(Transmit::StopSending { id, code });
+                    self.transmits.push_back(Transmit::Reset { id, code });
+                    self.closed_peer.insert(id);
+                    return Ok(());
+                }
+                if !self.ready {
                     self.pre_setup.push(id);
                 }
+                self.peer_streams += 1;
                 self.streams.insert(
                     id,
                     ReqStream {
@@ -345,18 +433,68 @@ impl Session {
                         send_fin: false,
                         publish: false,
                         updates_out: 0,
+                        counted: 0,
                     },
                 );
+            }
+            if self.request_buffered.saturating_add(data.len()) > self.config.max_request_buffer {
+                self.overloaded(id);
+                return Ok(());
             }
             if let Some(st) = self.streams.get_mut(&id) {
                 st.recv.push(data, limit).map_err(overflow)?;
                 st.recv.fin |= fin;
             }
+            self.recount(id);
         }
         if self.ready {
             self.process_stream(id)?;
+            self.recount(id);
         }
         Ok(())
+    }
+
+    /// Brings [`Session::request_buffered`] up to date with peer stream `id`'s buffer.
+    fn recount(&mut self, id: u64) {
+        if initiator(id) == self.role {
+            return;
+        }
+        if let Some(st) = self.streams.get_mut(&id) {
+            let len = st.recv.data().len();
+            self.request_buffered = self.request_buffered.saturating_sub(st.counted).saturating_add(len);
+            st.counted = len;
+        }
+    }
+
+    /// The transport gives up on peer request stream `id`: the peer does not read what we
+    /// answer on it and the answers pile up (ARCHITECTURE.md, "Malformed and abusive input").
+    /// As for a stream over `max_request_buffer`: STOP_SENDING and RESET_STREAM with
+    /// EXCESSIVE_LOAD (CANCELLED in draft-16), the request cancelled. False when `id` is not
+    /// an open peer request stream.
+    pub fn shed_request_stream(&mut self, id: u64) -> bool {
+        if self.closed || is_uni(id) || initiator(id) == self.role || !self.streams.contains_key(&id) {
+            return false;
+        }
+        self.overloaded(id);
+        true
+    }
+
+    /// Peer request stream `id` would take the session past `max_request_buffer`: it is
+    /// stopped and reset with EXCESSIVE_LOAD (CANCELLED in draft-16), its request cancelled.
+    fn overloaded(&mut self, id: u64) {
+        let Some(st) = self.streams.get(&id) else { return };
+        let code = overload_code(self.version);
+        if let Some(rid) = st.request_id {
+            self.events.push_back(Event::Cancelled { request_id: rid });
+            self.data.remove_request(rid);
+        }
+        if !st.recv.fin {
+            self.transmits.push_back(Transmit::StopSending { id, code });
+        }
+        if !st.send_fin {
+            self.transmits.push_back(Transmit::Reset { id, code });
+        }
+        self.drop_stream(id);
     }
 
     fn pending_count(&self) -> usize {
@@ -368,9 +506,13 @@ impl Session {
         if !self.uni_pending.contains_key(&id) && self.pending_count() >= self.config.max_pre_setup_streams {
             return Err(SessionError::violation("too many streams of unknown type"));
         }
-        let limit = self.config.max_stream_buffer;
         let buf = self.uni_pending.entry(id).or_default();
-        buf.push(data, limit).map_err(|_| SessionError::violation("stream buffer limit exceeded"))?;
+        // No limit needed: the buffer leaves as soon as the type (at most 9 bytes) is whole,
+        // so less than that waits here between calls. A first write larger than a control
+        // stream's buffer (a data stream's first packets) is not a violation.
+        if buf.push(data, usize::MAX).is_err() {
+            return Err(SessionError::violation("stream buffer limit exceeded"));
+        }
         buf.fin |= fin;
         let ty = match Vi64::decode(buf.data()) {
             Ok((ty, _)) => ty,
@@ -395,7 +537,11 @@ impl Session {
         // Never a data stream: lets the data plane's closed-stream watermark pass it.
         self.data.retire(id);
         self.control_recv = buf;
-        self.process_control()
+        self.process_control()?;
+        if self.control_recv.data().len() > self.config.max_stream_buffer {
+            return Err(SessionError::violation("stream buffer limit exceeded"));
+        }
+        Ok(())
     }
 
     fn process_control(&mut self) -> Result<(), SessionError> {
@@ -524,6 +670,7 @@ impl Session {
                 break;
             }
             self.process_stream(id)?;
+            self.recount(id);
         }
         Ok(())
     }
@@ -694,6 +841,10 @@ impl Session {
         if let Some(st) = self.streams.remove(&id) {
             if let Some(rid) = st.request_id {
                 self.by_request.remove(&rid);
+            }
+            if initiator(id) != self.role {
+                self.peer_streams = self.peer_streams.saturating_sub(1);
+                self.request_buffered = self.request_buffered.saturating_sub(st.counted);
             }
         }
         if initiator(id) != self.role {

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::error::{SessionCode, SessionError};
-use super::streams::ClosedStreams;
+use super::streams::{ClosedStreams, CLOSED_UNI_WINDOW};
 use super::{Event, Transmit};
 use crate::wire::d16::data as d16;
 use crate::wire::d18::data as d18;
@@ -156,7 +156,7 @@ impl DataState {
             version,
             limits,
             streams: HashMap::default(),
-            closed: ClosedStreams::new(first_peer_uni),
+            closed: ClosedStreams::new(first_peer_uni, CLOSED_UNI_WINDOW),
             aliases: HashMap::default(),
             alias_tracks: HashMap::default(),
             alias_of: HashMap::default(),
@@ -172,6 +172,11 @@ impl DataState {
     /// Datagrams dropped for an unknown Track Alias.
     pub fn dropped_datagrams(&self) -> u64 {
         self.dropped_datagrams
+    }
+
+    /// Bytes buffered, data streams open, and closed stream ids remembered.
+    pub fn usage(&self) -> (usize, usize, usize) {
+        (self.buffered, self.streams.len(), self.closed.tracked())
     }
 
     /// True when `id` is a data stream this state owns or has finished with.
@@ -199,11 +204,7 @@ impl DataState {
 
     /// STOP_SENDING code for a stream we abandon for a local limit.
     fn overload_code(&self) -> u64 {
-        match self.version {
-            Version::Draft16 => 0x1, // CANCELLED
-            // EXCESSIVE_LOAD (draft-18 §3.3.3, draft-22 §12.5)
-            Version::Draft18 | Version::Draft22 => 0x9,
-        }
+        overload_code(self.version)
     }
 
     /// Records that our FETCH `rid` asked for `order` (needed to read draft-22 fetch streams).
@@ -302,10 +303,10 @@ impl DataState {
         fin: bool,
         out: &mut Out<'_>,
     ) -> Result<(), SessionError> {
-        if self.closed.contains(id) {
-            return Ok(());
-        }
         if !self.streams.contains_key(&id) {
+            if self.closed.contains(id) {
+                return Ok(());
+            }
             if data.is_empty() && fin {
                 self.closed.insert(id);
                 return Ok(());
@@ -553,6 +554,15 @@ impl DataState {
         let payload = data.slice(offset.min(data.len())..);
         out.events.push_back(Event::Datagram { request_id, header, payload });
         Ok(())
+    }
+}
+
+/// The stream reset / STOP_SENDING code for a stream dropped for a local limit: EXCESSIVE_LOAD
+/// (draft-18 §3.3.3, draft-22 §12.5); draft-16 has no such code and gets CANCELLED.
+pub fn overload_code(version: Version) -> u64 {
+    match version {
+        Version::Draft16 => 0x1,
+        Version::Draft18 | Version::Draft22 => 0x9,
     }
 }
 

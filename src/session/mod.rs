@@ -20,7 +20,7 @@ mod error;
 mod requests;
 mod streams;
 
-pub use control::{Session, SessionConfig};
+pub use control::{Session, SessionConfig, SessionUsage};
 pub use data::{DataLimits, DataObject};
 pub use error::{SessionCode, SessionError};
 

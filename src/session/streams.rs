@@ -44,19 +44,29 @@ impl RecvBuf {
     }
 }
 
-/// The peer-opened bidirectional streams this session has finished with, so that bytes still in
+/// The peer-opened streams of one kind this session has finished with, so that bytes still in
 /// flight on them (after a cancel) are not mistaken for new streams. Kept compact: a watermark
-/// below which every stream of the kind is closed, plus the closed ids above it.
+/// below which every stream of the kind counts as closed, plus the closed ids above it.
+///
+/// Bounded: one stream the peer keeps open (a long subscription) holds the watermark while
+/// every later stream closes above it, so past `window` ids above it the lowest is dropped and
+/// the watermark passes it (ARCHITECTURE.md, "Malformed and abusive input"). A stream still
+/// open below the watermark is unaffected, since callers look up their open streams first;
+/// a stream whose first byte arrives `window` streams late is taken as closed. The transport
+/// keeps far fewer streams open at once (`INITIAL_MAX_STREAMS_*`), so that only happens to a
+/// peer that skipped stream ids on purpose.
 #[derive(Debug)]
 pub struct ClosedStreams {
     below: u64,
     above: std::collections::BTreeSet<u64>,
+    window: usize,
 }
 
 impl ClosedStreams {
-    /// For the peer-opened streams of the kind that starts at `first` (ids `first + 4k`).
-    pub fn new(first: u64) -> Self {
-        ClosedStreams { below: first, above: Default::default() }
+    /// For the peer-opened streams of the kind that starts at `first` (ids `first + 4k`),
+    /// keeping at most `window` closed ids above the watermark.
+    pub fn new(first: u64, window: usize) -> Self {
+        ClosedStreams { below: first, above: Default::default(), window }
     }
 
     pub fn insert(&mut self, id: u64) {
@@ -64,6 +74,11 @@ impl ClosedStreams {
             return;
         }
         self.above.insert(id);
+        if self.above.len() > self.window {
+            if let Some(lowest) = self.above.pop_first() {
+                self.below = lowest.saturating_add(4);
+            }
+        }
         while self.above.remove(&self.below) {
             self.below = self.below.saturating_add(4);
         }
@@ -72,7 +87,18 @@ impl ClosedStreams {
     pub fn contains(&self, id: u64) -> bool {
         id < self.below || self.above.contains(&id)
     }
+
+    /// Closed ids kept above the watermark.
+    pub fn tracked(&self) -> usize {
+        self.above.len()
+    }
 }
+
+/// Closed peer bidirectional stream ids kept above the watermark: well above the request
+/// streams a peer may have open at once (`runtime::tls::INITIAL_MAX_STREAMS_BIDI`, 1,000).
+pub const CLOSED_BIDI_WINDOW: usize = 4096;
+/// The same for unidirectional (data) streams (`INITIAL_MAX_STREAMS_UNI`, 10,000).
+pub const CLOSED_UNI_WINDOW: usize = 16_384;
 
 /// The endpoint that opened stream `id`.
 pub const fn initiator(id: u64) -> Role {
@@ -114,13 +140,27 @@ mod tests {
 
     #[test]
     fn closed_streams_compact() {
-        let mut c = ClosedStreams::new(1);
+        let mut c = ClosedStreams::new(1, 16);
         c.insert(9);
         assert!(c.contains(9) && !c.contains(1) && !c.contains(5));
         c.insert(1);
         c.insert(5);
         assert!(c.contains(1) && c.contains(5) && c.contains(9) && !c.contains(13));
         assert!(c.above.is_empty());
+    }
+
+    #[test]
+    fn closed_streams_keep_a_bounded_window() {
+        // Stream 0 stays open while 1000 later streams close.
+        let mut c = ClosedStreams::new(0, 8);
+        for k in 1..=1000u64 {
+            c.insert(4 * k);
+        }
+        assert!(c.tracked() <= 8);
+        assert!(c.contains(4 * 1000) && c.contains(4 * 500) && !c.contains(4 * 1001));
+        // A gap above the watermark is still told apart.
+        c.insert(4 * 1003);
+        assert!(c.contains(4 * 1003) && !c.contains(4 * 1002));
     }
 
     #[test]

@@ -185,6 +185,7 @@ impl Session {
                 send_fin: false,
                 publish,
                 updates_out: 0,
+                counted: 0,
             },
         );
         self.by_request.insert(rid, id);
