@@ -328,11 +328,19 @@ fn request_id_violations_close_with_the_right_code() {
     assert_eq!(closed_with(&drain(&mut s)), None, "skipped");
     raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
     assert_eq!(closed_with(&drain(&mut s)), Some(invalid), "out of sequence on the control stream");
+    // With a window of one request (MAX_REQUEST_ID 2), using ID 0 slides it to 4 (one
+    // request more); ID 6 is beyond it.
     let config = SessionConfig { max_requests: 1, ..Default::default() };
     let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
     s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
     raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
-    raw_request(&mut s, v, 0, &subscribe(RequestId(2)));
+    let sent: Vec<Transmit> = std::iter::from_fn(|| s.poll_transmit()).collect();
+    let max_id = encode(v, &Message::MaxRequestId(RequestId(4)));
+    assert!(
+        sent.iter().any(|t| matches!(t, Transmit::Stream { data, .. } if data.ends_with(&max_id))),
+        "MAX_REQUEST_ID 4 sent: {sent:?}"
+    );
+    raw_request(&mut s, v, 0, &subscribe(RequestId(6)));
     let ev = drain(&mut s);
     assert!(ev.contains(&Event::Message(subscribe(RequestId(0)))));
     assert_eq!(closed_with(&ev), Some(SessionCode::TooManyRequests.code()));
@@ -1036,4 +1044,23 @@ fn a_second_publish_of_the_same_track_may_reuse_its_alias() {
         p.pump(Split::Whole);
         assert_eq!(closed_with(&p.s.events), Some(SessionCode::DuplicateTrackAlias.code()), "{v:?}");
     }
+}
+
+/// draft-16: MAX_REQUEST_ID slides as the client goes, so a long session is not limited to
+/// `max_requests` requests in all: with a window of 2, the client makes 20 requests, each once
+/// the previous answer went both ways, and is never blocked.
+#[test]
+fn draft16_request_window_slides() {
+    let v = Version::Draft16;
+    let sc = SessionConfig { max_requests: 2, ..Default::default() };
+    let mut p = Pair::with(v, SessionConfig::default(), sc);
+    p.pump(Split::Whole);
+    for _ in 0..20 {
+        let rid = p.c.s.next_request_id().expect("not blocked");
+        p.c.s.send(subscribe(rid)).unwrap();
+        p.pump(Split::Whole);
+    }
+    assert!(!p.s.s.is_closed() && !p.c.s.is_closed());
+    assert_eq!(p.s.events.iter().filter(|e| matches!(e, Event::Message(Message::Subscribe(_)))).count(), 20);
+    assert!(!p.s.events.iter().any(|e| matches!(e, Event::Message(Message::RequestsBlocked(_)))));
 }

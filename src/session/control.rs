@@ -454,6 +454,18 @@ impl Session {
         Ok(())
     }
 
+    /// draft-16: the peer just used Request ID `used`; when fewer than half of
+    /// `max_requests` are left under our MAX_REQUEST_ID, it is raised by half of them (a
+    /// window that slides as the peer goes, like QUIC's MAX_STREAMS). Without it a peer could
+    /// make `max_requests` requests in a whole session. How many are open at once is bounded
+    /// by the relay's own limits (subscriptions, namespaces, FETCHes per session).
+    fn keep_request_window(&mut self, used: RequestId) {
+        let window = self.config.max_requests;
+        if self.ids.running_low(used, window) {
+            let _ = self.grant_requests(window.div_ceil(2));
+        }
+    }
+
     /// Brings [`Session::request_buffered`] up to date with peer stream `id`'s buffer.
     fn recount(&mut self, id: u64) {
         if initiator(id) == self.role {
@@ -613,6 +625,7 @@ impl Session {
             msg => {
                 if let Some(id) = consumed_id(&msg) {
                     self.ids.on_peer_request(id, true)?;
+                    self.keep_request_window(id);
                 }
                 if let Some(id) = referenced_id(&msg) {
                     if !self.ids.is_known(id) {
@@ -724,6 +737,7 @@ impl Session {
             st.request_id = Some(rid);
             st.publish = matches!(msg, Message::Publish(_));
             self.ids.on_peer_request(rid, false)?;
+            self.keep_request_window(rid);
             self.by_request.insert(rid, id);
             if self.goaway_sent {
                 return self.refuse_going_away(id, rid);

@@ -184,6 +184,12 @@ impl RequestIds {
         self.local_max
     }
 
+    /// draft-16: whether the peer, having just used `id`, has fewer than half of `window`
+    /// requests left under our MAX_REQUEST_ID (time to raise it).
+    pub fn running_low(&self, id: RequestId, window: u64) -> bool {
+        self.version == Version::Draft16 && self.local_max.saturating_sub(id.0 + 1) / 2 < window.div_ceil(2)
+    }
+
     /// Records a MAX_REQUEST_ID the relay sent itself.
     pub fn set_local_max(&mut self, max: u64) {
         self.local_max = self.local_max.max(max);
