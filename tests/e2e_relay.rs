@@ -249,11 +249,13 @@ fn publisher_gone_mid_group_ends_every_subscription() {
         let addr = relay.local_addr();
         let (go_tx, go) = mpsc::channel::<()>();
         let (kill_tx, kill) = mpsc::channel::<()>();
+        let (announced_tx, announced) = mpsc::channel::<()>();
         let publisher = thread::spawn(move || {
             let mut p = Publisher::connect(addr, pub_v, deadline()).unwrap();
             let t = tracks().remove(0);
             p.add_track(t.clone());
             p.announce(TrackNamespace::from_strs(&["e2e"]), deadline()).unwrap();
+            announced_tx.send(()).unwrap();
             while go.try_recv().is_err() {
                 let _ = p.pump(Instant::now() + Duration::from_millis(20));
             }
@@ -265,6 +267,8 @@ fn publisher_gone_mid_group_ends_every_subscription() {
             }
             p.close().unwrap();
         });
+        // Subscribe once the namespace is known (otherwise: DOES_NOT_EXIST, as it should be).
+        announced.recv_timeout(Duration::from_secs(10)).unwrap();
         let mut fleet = Fleet::<SubscriberCore>::subscribers(addr, sub_v, 20, deadline()).unwrap();
         let ids = fleet.subscribe_all(&tracks()[0], None, deadline()).unwrap();
         go_tx.send(()).unwrap();
