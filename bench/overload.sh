@@ -26,13 +26,14 @@ if [[ -z ${BIN:-} ]]; then
 fi
 mkdir "$CG"
 echo 100000 >"$CG/cpu.cfs_period_us"
-python3 -c "print(int($QUOTA * 100000))" >"$CG/cpu.cfs_quota_us"
+quota_us=$(awk "BEGIN { printf \"%d\", $QUOTA * 100000 }")
+echo "$quota_us" >"$CG/cpu.cfs_quota_us"
 out=$(mktemp -d)
 relay=
 cleanup() {
     [[ -n $relay ]] && kill "$relay" 2>/dev/null && wait "$relay" 2>/dev/null
     rmdir "$CG" 2>/dev/null || true
-    rm -rf "$out"
+    [[ -n ${KEEP:-} ]] && cp -r "$out" "$KEEP"; rm -rf "$out"
 }
 trap cleanup EXIT
 PORT=4479
@@ -52,8 +53,9 @@ run() { # name rate relay-flags...
 }
 BENCH_ARGS=("$@")
 run capacity "$RATE"
-run overload "$(python3 -c "print($RATE * 2)")"
-run overload-no-budget "$(python3 -c "print($RATE * 2)")" --max-lag-ms 0
+double=$(awk "BEGIN { print $RATE * 2 }")
+run overload "$double"
+run overload-no-budget "$double" --max-lag-ms 0
 python3 - "$out" "$QUOTA" <<'PY'
 import json, sys
 out, quota = sys.argv[1], sys.argv[2]

@@ -86,6 +86,12 @@ pub struct Cli {
     #[arg(long, value_name = "KIB")]
     pub max_backlog_kib: Option<u64>,
 
+    /// Subgroup data (in KiB) a subscriber connection's QUIC stack may hold not yet sent;
+    /// beyond it the data waits in the session's queue, where --max-backlog-kib and
+    /// --max-lag-ms apply [default: 256].
+    #[arg(long, value_name = "KIB")]
+    pub max_unsent_kib: Option<u64>,
+
     /// Freshness budget of live delivery, in milliseconds: an object a subscriber's connection
     /// has not taken within this of its arrival is not sent, and its subgroup stream is reset
     /// (a subscription that keeps losing streams so ends with TOO_FAR_BEHIND); a subscriber's
@@ -210,6 +216,7 @@ struct FileConfig {
     publish_forward: Option<String>,
     max_backlog_kib: Option<u64>,
     max_lag_ms: Option<u64>,
+    max_unsent_kib: Option<u64>,
     cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
@@ -286,6 +293,8 @@ pub struct Config {
     pub max_backlog: usize,
     /// See `RelayConfig::max_lag` (`None`: off).
     pub max_lag: Option<Duration>,
+    /// Bytes; see `RelayConfig::max_unsent`.
+    pub max_unsent: usize,
     /// Bytes for the whole relay; see `RelayConfig::cache_budget` (per core).
     pub cache: usize,
     pub goaway_timeout: Duration,
@@ -456,6 +465,10 @@ impl Config {
         if lag_ms > 600_000 {
             bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
         }
+        let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(256);
+        if !(16..=1 << 16).contains(&unsent_kib) {
+            bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
+        }
         let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
         if cache_mib > 1 << 20 {
             bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
@@ -557,6 +570,7 @@ impl Config {
             publish_forward,
             max_backlog: backlog_kib as usize * 1024,
             max_lag: (lag_ms > 0).then(|| Duration::from_millis(lag_ms)),
+            max_unsent: unsent_kib as usize * 1024,
             cache: cache_mib as usize * 1024 * 1024,
             goaway_timeout: Duration::from_millis(goaway_ms),
             goaway_uri,
@@ -618,6 +632,8 @@ mod tests {
         let off = Config::resolve(&cli(&["--max-lag-ms", "0"]), 8).expect("off");
         assert_eq!(off.relay().max_lag, None);
         assert!(Config::resolve(&cli(&["--max-lag-ms", "700000"]), 8).is_err());
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 256 << 10);
+        assert!(Config::resolve(&cli(&["--max-unsent-kib", "8"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
         let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");
         assert_eq!(c.relay().cache_budget, 0);

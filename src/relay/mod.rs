@@ -163,6 +163,10 @@ pub struct RelayConfig {
     /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
     /// subgroup streams are reset (CANCELLED) until half of it remains.
     pub max_backlog: usize,
+    /// Subgroup bytes a connection's QUIC stack may hold not yet sent; beyond it they wait in
+    /// the session's queue (where `max_backlog` and `max_lag` apply) rather than in QUIC's,
+    /// which on a loss-free path grows to the subscriber's whole flow-control window.
+    pub max_unsent: usize,
     /// Bytes of objects this shard caches for late joiners and FETCH (0: none).
     pub cache_budget: usize,
     /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
@@ -227,6 +231,7 @@ impl Default for RelayConfig {
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
+            max_unsent: 256 << 10,
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,

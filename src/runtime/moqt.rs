@@ -118,6 +118,17 @@ pub struct Pump {
     backlog_limit: Option<usize>,
     /// Bytes in `pending` after the last write.
     queued: usize,
+    /// Subgroup data handed to quiche and not yet sent by it, at most (`None`: no bound).
+    /// quiche takes stream data up to its congestion window's free part whenever it gets an
+    /// ACK, whatever it still holds unsent, so on a loss-free path it would hold as much as the
+    /// peer's flow-control window allows, where neither `backlog_limit` nor a delivery
+    /// deadline reaches it. Beyond this the bytes wait in `pending`.
+    unsent_limit: Option<usize>,
+    /// How much more may be handed to quiche now: refilled by what it sent since the last
+    /// write, up to `unsent_limit`.
+    unsent_credit: usize,
+    /// quiche's `sent_bytes` at the last write.
+    sent_mark: u64,
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
@@ -177,6 +188,14 @@ impl Pump {
     /// A pump whose queue above flow control holds at most `bytes` (see `backlog_limit`).
     pub fn with_backlog_limit(bytes: usize) -> Self {
         Pump { backlog_limit: Some(bytes), ..Pump::default() }
+    }
+
+    /// The same pump handing quiche at most `bytes` of subgroup data it has not sent yet
+    /// (see `unsent_limit`).
+    pub fn with_unsent_limit(mut self, bytes: usize) -> Self {
+        self.unsent_limit = Some(bytes);
+        self.unsent_credit = bytes;
+        self
     }
 
     /// The same pump carrying its session inside WebTransport session `wt` (accepted), with
@@ -327,6 +346,17 @@ impl Pump {
         let mut expired = Vec::new();
         // Peer request streams with answers waiting: (bytes, stream).
         let mut requests = Vec::new();
+        // What subgroup data quiche may take now: the credit, refilled by what it sent.
+        let mut budget = match self.unsent_limit {
+            Some(limit) => {
+                let sent = conn.stats().sent_bytes;
+                let refill = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
+                self.sent_mark = sent;
+                self.unsent_credit = self.unsent_credit.saturating_add(refill).min(limit);
+                self.unsent_credit
+            }
+            None => usize::MAX,
+        };
         let urgency = &mut self.urgency;
         let wt = self.wt.as_deref();
         self.pending.retain(|&(_, _, id), queue| {
@@ -339,7 +369,11 @@ impl Pump {
             let sent = match quic {
                 _ if limited[kind] => Sent::Waiting,
                 None => Sent::Gone,
-                Some(quic) => send_queue(conn, session, id, quic, queue, now, &mut limited[kind]),
+                Some(quic) => {
+                    // Control and request streams are not held back: only subgroup data.
+                    let budget = if session.is_local_data_stream(id) { Some(&mut budget) } else { None };
+                    send_queue(conn, session, (id, quic), queue, now, &mut limited[kind], budget)
+                }
             };
             match sent {
                 Sent::Waiting => {
@@ -358,6 +392,9 @@ impl Pump {
             sent == Sent::Waiting
         });
         self.queued = queued;
+        if self.unsent_limit.is_some() {
+            self.unsent_credit = budget;
+        }
         for id in expired {
             self.urgency.remove(&id);
             self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
@@ -672,17 +709,18 @@ enum Sent {
     Expired,
 }
 
-/// Hands stream `id`'s queued bytes to quiche in order, as far as it takes them, checking
-/// each object's delivery timeout before passing it on (draft-22 §5.2). A stream that hits
-/// the peer's stream limit sets `limited`, since every later stream of its type would too.
+/// Hands stream `id`'s queued bytes to quiche (on QUIC stream `quic`) in order, as far as it
+/// takes them and, when given, `budget` allows (it is spent), checking each object's delivery
+/// timeout before passing it on (draft-22 §5.2). A stream that hits the peer's stream limit
+/// sets `limited`, since every later stream of its type would too.
 fn send_queue(
     conn: &mut quiche::Connection,
     session: &mut Session,
-    id: u64,
-    quic: u64,
+    (id, quic): (u64, u64),
     queue: &mut VecDeque<Chunk>,
     now: Instant,
     limited: &mut bool,
+    mut budget: Option<&mut usize>,
 ) -> Sent {
     while let Some(Chunk { data, fin, expires }) = queue.front_mut() {
         if expires.is_some_and(|at| at <= now) {
@@ -695,14 +733,21 @@ fn send_queue(
                 _ => Sent::Expired,
             };
         }
-        match conn.stream_send(quic, data, *fin) {
-            Ok(n) if n == data.len() => {
-                queue.pop_front();
-            }
-            // Flow control took part of it: the rest waits for the next call.
+        let take = budget.as_deref().map_or(data.len(), |b| data.len().min(*b));
+        if take == 0 && !data.is_empty() {
+            return Sent::Waiting; // quiche holds enough unsent: the rest waits for its sends
+        }
+        match conn.stream_send(quic, &data[..take], *fin && take == data.len()) {
             Ok(n) => {
-                let _ = data.split_to(n);
-                return Sent::Waiting;
+                if let Some(b) = budget.as_deref_mut() {
+                    *b -= n;
+                }
+                if n < data.len() {
+                    // Flow control or the budget took part of it: the rest waits.
+                    let _ = data.split_to(n);
+                    return Sent::Waiting;
+                }
+                queue.pop_front();
             }
             // No credit yet: the bytes wait here, in order, for MAX_DATA or MAX_STREAM_DATA.
             Err(quiche::Error::Done) => return Sent::Waiting,
@@ -969,6 +1014,51 @@ mod tests {
                     break;
                 }
                 assert_eq!(reset, Some(RESET_BACKLOG), "{version:?}: stream {id}");
+            }
+        }
+    }
+
+    /// quiche holds at most `unsent_limit` of subgroup data it has not sent: the rest waits in
+    /// the pump (where the backlog bound and delivery deadlines reach it), and what quiche
+    /// sends makes room for as much again. Without the limit quiche takes what its congestion
+    /// window allows at each ACK, whatever it still holds (here, before any ACK, its initial
+    /// window of about 13 KB; on a loss-free path, up to the client's flow-control window).
+    #[test]
+    fn quiche_holds_at_most_the_unsent_limit_of_subgroup_data() {
+        for version in Version::ALL {
+            for limit in [Some(4096), None] {
+                let pump = Pump::with_backlog_limit(64 << 20);
+                let pump = match limit {
+                    Some(l) => pump.with_unsent_limit(l),
+                    None => pump,
+                };
+                let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, pump);
+                let id = subgroup(&mut ss, 0);
+                for object_id in 0..32 {
+                    let (o, p) = object(object_id, 32 * 1024);
+                    ss.send_object(id, &o, p).unwrap();
+                }
+                // About 1 MiB written; nothing sent yet.
+                let mut total = 0;
+                while let Some(t) = ss.poll_transmit() {
+                    if let Transmit::Stream { data, .. } = &t {
+                        total += data.len();
+                    }
+                    sp.pending_transmit(&mut s, t);
+                }
+                sp.write(&mut s, &mut ss, Instant::now());
+                let handed = total - sp.queued_bytes();
+                match limit {
+                    Some(l) => assert!(handed <= l, "{version:?}: quiche took {handed} bytes"),
+                    None => assert!(handed > 8192, "{version:?}: quiche took {handed} bytes"),
+                }
+                // quiche sends, the client acknowledges: the pump hands more.
+                let before = sp.queued_bytes();
+                exchange(&mut c, &mut s);
+                sp.write(&mut s, &mut ss, Instant::now());
+                if limit.is_some() {
+                    assert!(sp.queued_bytes() < before, "{version:?}: nothing more was handed");
+                }
             }
         }
     }

@@ -101,6 +101,7 @@ impl Config {
             publish_forward: self.publish_forward,
             max_backlog: self.max_backlog,
             max_lag: self.max_lag,
+            max_unsent: self.max_unsent,
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             ..RelayConfig::default()
@@ -143,6 +144,7 @@ impl AppFactory for RelayFactory {
         let host = Host {
             relay,
             backlog: self.relay.max_backlog,
+            unsent: self.relay.max_unsent,
             session: self.session.clone(),
             setup: self.relay.server_setup(),
             pumps: HashMap::default(),
@@ -169,6 +171,8 @@ struct Host {
     setup: SetupOptions,
     /// Bytes a session may queue beyond QUIC flow control (see `Pump::with_backlog_limit`).
     backlog: usize,
+    /// Subgroup bytes a connection's quiche may hold unsent (see `Pump::with_unsent_limit`).
+    unsent: usize,
     session: SessionConfig,
     pumps: HashMap<u64, Pump>,
     /// Receive scratch buffer shared by the core's connections.
@@ -303,7 +307,7 @@ impl ShardApp for RelayHost {
         let mut host = self.0.borrow_mut();
         let session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
         host.relay.add_session(conn.0, session);
-        let pump = Pump::with_backlog_limit(host.backlog);
+        let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
         host.pumps.insert(conn.0, pump);
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
     }
@@ -320,7 +324,8 @@ impl ShardApp for RelayHost {
             session.set_transport_setup(super::moqt::setup_from_url(accepted));
         }
         host.relay.add_session(conn.0, session);
-        let pump = Pump::with_backlog_limit(host.backlog).with_webtransport(wt);
+        let pump =
+            Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent).with_webtransport(wt);
         host.pumps.insert(conn.0, pump);
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
     }
@@ -337,7 +342,7 @@ impl ShardApp for RelayHost {
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
         let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
         host.relay.add_link(conn.0, session, routes, replaces);
-        host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog));
+        host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent));
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
     }
 
