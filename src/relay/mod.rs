@@ -844,7 +844,9 @@ impl RelayShard {
                         Err(Denied::Session(..)) => Err(UpdateError::Invalid("a token that cannot be used")),
                     }
                 }),
-                None => Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "no such request")),
+                None => {
+                    Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "not a request it may update"))
+                }
             },
             Some(Role::Fetch | Role::Namespace) => {
                 update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
