@@ -1,8 +1,7 @@
-//! How the owner moves a track from one source to another without a gap or a duplicate
-//! (make-before-break, draft-22 §7.4.1 for the relay's own upstream, §7.6.1 for a second
-//! publisher): a parent's GOAWAY moves the track to the replacement link, a publisher that
-//! reconnects or moves here takes over from the old one. Each group comes from one source,
-//! whole: the groups the old source has started are taken from it to their end; the new
+//! How the owner moves a track from one upstream link to its replacement without a gap or a
+//! duplicate (make-before-break, draft-22 §7.4.1 for the relay's own upstream) when the
+//! parent sends GOAWAY. (Several publishers of a track are merged instead: `merge.rs`.) Each
+//! group comes from one source, whole: the groups the old source has started are taken from it to their end; the new
 //! source's first group that the old one has not started (the cut) and every later group come
 //! from the new one. Once the old source's last forwarded stream ends, it is stopped.
 //!
@@ -26,25 +25,13 @@ pub(super) struct Move {
     /// Its streams that are forwarded, and those that are not.
     pub streams: HashSet<StreamKey>,
     dropped: HashSet<StreamKey>,
-    /// A second publisher's PUBLISH of the track (draft-22 §7.3, §7.6.1), not a parent's
-    /// SUBSCRIBE: once the move completes the track is its PUBLISH.
-    pub publish: bool,
 }
 
 impl Move {
     /// A move to a new upstream subscription (`epoch`, on `publisher`), answered later.
     pub fn subscription(publisher: SessionRef, epoch: Epoch) -> Box<Move> {
-        Box::new(Move::new(publisher, epoch, false, false))
-    }
-
-    /// A move to a second publisher's accepted PUBLISH.
-    pub fn publish(publisher: SessionRef, epoch: Epoch) -> Box<Move> {
-        Box::new(Move::new(publisher, epoch, true, true))
-    }
-
-    fn new(publisher: SessionRef, epoch: Epoch, ok: bool, publish: bool) -> Move {
         let (streams, dropped) = (HashSet::default(), HashSet::default());
-        Move { publisher, epoch, ok, cut: None, top: None, streams, dropped, publish }
+        Box::new(Move { publisher, epoch, ok: false, cut: None, top: None, streams, dropped })
     }
 }
 

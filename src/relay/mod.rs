@@ -39,6 +39,7 @@ mod ingest;
 pub mod link_slot;
 pub mod links;
 mod malformed;
+mod merge;
 pub mod msg;
 pub mod namespaces;
 mod owner;

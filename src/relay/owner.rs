@@ -1,6 +1,7 @@
 //! The track owner: the shard `alias % cores` keeps one entry per track with
-//! its single upstream subscription, the cores that have subscribers, the upstream streams
-//! that are open and the largest location seen. It aggregates: the first subscriber anywhere
+//! its upstream (one subscription, or the PUBLISHes of its publishers, merged: `merge.rs`),
+//! the cores that have subscribers, the upstream streams that are open and the largest
+//! location seen. It aggregates: the first subscriber anywhere
 //! makes it subscribe upstream; later ones are answered from its state; the upstream ends a
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
@@ -17,6 +18,7 @@ use crate::config::PublishForward;
 use super::cache::{Cache, CachedObject};
 use super::handover::{Handover, Move};
 use super::malformed::Shape;
+use super::merge::Merge;
 use super::msg::{
     Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
     Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg,
@@ -27,6 +29,10 @@ use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
 use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
+
+/// Publishers of one track kept at once (draft-22 §7.3 lets a relay refuse more); one more
+/// is refused with EXCESSIVE_LOAD.
+const MAX_PUBLISHERS: usize = 8;
 
 /// Publisher priority of an object whose header says DEFAULT_PRIORITY (draft-22 §5.1: the
 /// track's; the relay does not track it yet) when it is cached for a fetch stream.
@@ -70,7 +76,8 @@ struct Track {
     waiting: Vec<usize>,
     /// Upstream subgroup streams open now, with their headers (for cores that join) and
     /// Subgroup IDs (known at the first object when the header says "first object").
-    streams: HashMap<StreamKey, (SubgroupHeader, Option<u64>)>,
+    /// With the last Object ID forwarded on each (where several publishers' streams merge).
+    streams: HashMap<StreamKey, (SubgroupHeader, Option<u64>, Option<u64>)>,
     info: TrackInfo,
     /// Since when nobody wants the track (linger).
     idle_since: Option<Instant>,
@@ -90,8 +97,13 @@ struct Track {
     who: Requester,
     /// The upstream link went away: subscribers are kept while the relay subscribes again.
     lost: Option<Lost>,
-    /// Moves between sources without a gap (a parent's GOAWAY, a second publisher).
+    /// Moves between sources without a gap (a parent's GOAWAY).
     handover: Handover,
+    /// Further accepted PUBLISHes of the track (draft-22 §7.3): their objects are merged with
+    /// the source's (`merge`); when the source ends, the first of them takes its place.
+    extra: Vec<Source>,
+    /// While several publishers feed the track (and until their last merged subgroup ends).
+    merge: Option<Box<Merge>>,
     /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
     /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
     new_group: Option<(u64, Option<u64>)>,
@@ -139,6 +151,8 @@ impl Track {
             who: Requester::default(),
             lost: None,
             handover: Handover::default(),
+            extra: Vec::new(),
+            merge: None,
             new_group: None,
             new_group_waiting: None,
         }
@@ -148,6 +162,23 @@ impl Track {
     /// source.
     fn abandon_move(&mut self) {
         self.handover.abandon(self.source.epoch());
+    }
+
+    /// Forgets further publisher `epoch` (it ended or went away); false when it is not one.
+    fn drop_extra(&mut self, epoch: Epoch) -> bool {
+        let Some(i) = self.extra.iter().position(|s| s.epoch() == epoch) else { return false };
+        self.extra.remove(i);
+        true
+    }
+
+    /// The source ended: the first further publisher takes its place (false when there is
+    /// none). Its streams were merged all along, so nothing is cut.
+    fn promote(&mut self) -> bool {
+        if self.extra.is_empty() {
+            return false;
+        }
+        self.source = self.extra.remove(0);
+        true
     }
 }
 
@@ -296,7 +327,7 @@ impl Owner {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let waiting = std::mem::take(&mut t.waiting);
         let info = t.info.clone();
-        let open: Vec<_> = t.streams.iter().map(|(k, (h, _))| (*k, *h)).collect();
+        let open: Vec<_> = t.streams.iter().map(|(k, (h, _, _))| (*k, *h)).collect();
         for core in waiting {
             if !t.cores.contains(&core) {
                 t.cores.push(core);
@@ -350,6 +381,7 @@ impl Owner {
                         cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: true });
                     }
                     self.release_waiting(cx, alias);
+                    self.sync_forward(cx, alias); // further publishers resume too
                 }
             }
             return;
@@ -513,6 +545,16 @@ impl Owner {
         let wanted = t.cores.iter().chain(&t.waiting).any(|c| !t.paused.contains(c));
         // A PUBLISH under the `always` policy keeps forwarding: the relay caches the track.
         let always = always_forward(cx);
+        // Further publishers (all PUBLISHes) follow the same rule as a PUBLISH source.
+        for s in &mut t.extra {
+            if let Source::Published { publisher, epoch, forward } = s {
+                if *forward != (wanted || always) {
+                    *forward = wanted || always;
+                    let msg = IngestMsg::PublishForward { alias, epoch: *epoch, forward: *forward };
+                    cx.send(publisher.core, msg);
+                }
+            }
+        }
         let wanted = wanted || (always && matches!(t.source, Source::Published { .. }));
         let epoch = t.source.epoch();
         let publisher = t.source.publisher();
@@ -597,15 +639,11 @@ impl Owner {
         let old = t.source;
         let Some((m, cut)) = t.handover.finish(old.epoch()) else { return };
         let (publisher, epoch) = (m.publisher, m.epoch);
-        t.source = match (m.publish, m.ok) {
-            (true, _) => {
-                let forward = t.wants_publish(cx);
-                Source::Published { publisher, epoch, forward }
-            }
-            (false, true) => Source::Subscribed { publisher, epoch },
-            (false, false) => Source::Pending { publisher, epoch },
+        t.source = match m.ok {
+            true => Source::Subscribed { publisher, epoch },
+            false => Source::Pending { publisher, epoch },
         };
-        tracing::debug!(alias = alias.0, cut, publish = m.publish, "track moved to its new upstream");
+        tracing::debug!(alias = alias.0, cut, "track moved to its new upstream");
         cx.stats.tracks_moved += 1;
         if stop_old {
             cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
@@ -681,6 +719,9 @@ impl Owner {
         if let Some(m) = t.handover.moving.take() {
             cx.send(m.publisher.core, IngestMsg::UpstreamStop { alias, epoch: m.epoch });
         }
+        for s in std::mem::take(&mut t.extra) {
+            cx.send(s.publisher().core, IngestMsg::UpstreamStop { alias, epoch: s.epoch() });
+        }
         if t.available {
             for core in 0..cx.cores {
                 cx.send(core, DiscoveryMsg::TrackGone { alias });
@@ -704,6 +745,9 @@ impl Owner {
         reason: Bytes,
     ) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
+        if t.drop_extra(epoch) {
+            return;
+        }
         if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             // The new parent does not have the track (yet): it stays with the old one, and
             // tries again soon (or comes back through the lost-link path if that closes).
@@ -767,6 +811,9 @@ impl Owner {
     /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
     pub(super) fn upstream_lost(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
+        if t.drop_extra(epoch) {
+            return;
+        }
         if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
@@ -776,6 +823,9 @@ impl Owner {
         if t.handover.moving.is_some() {
             // The old link closed first: the track is the new subscription's from here.
             return self.move_finish(cx, alias, false);
+        }
+        if t.promote() {
+            return; // another publisher of the track carries on
         }
         if t.cores.is_empty() && t.waiting.is_empty() {
             let reason = Bytes::from_static(b"the upstream relay went away");
@@ -854,6 +904,9 @@ impl Owner {
         reason: Bytes,
     ) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
+        if t.drop_extra(epoch) {
+            return; // one of several publishers: the others go on
+        }
         if t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch) {
             return t.abandon_move();
         }
@@ -864,6 +917,9 @@ impl Owner {
             // The old upstream ended it (its relay going away): the new one carries on, and
             // ends the track if it ends too.
             return self.move_finish(cx, alias, false);
+        }
+        if t.promote() {
+            return; // another publisher of the track carries on
         }
         let Some(t) = self.remove(cx, alias, RequestErrorCode::DoesNotExist, &reason) else { return };
         for core in t.cores {
@@ -900,18 +956,26 @@ impl Owner {
                 if self.tracks.get(&alias).is_some_and(|t| t.handover.moving.is_none())
                     && !matches!(old, Source::Pending { .. }) =>
             {
-                // Another publisher of a live track (a publisher reconnecting, or moving to this
-                // relay; draft-22 §7.3, §7.6.1): make-before-break at a group boundary, as for
-                // a parent's GOAWAY. Each group comes from one of them, whole: the old one
-                // finishes the groups it has begun, the new one gives every later group, and
-                // the old PUBLISH is stopped once its last forwarded stream ends (or when it
-                // goes away). Viewers see no gap and no object twice.
+                // Another publisher of a live track (draft-22 §7.3: redundant publishers, a
+                // publisher reconnecting or moving to this relay, §7.6.1): both are kept, and
+                // what they send is merged (`merge.rs`): each object once, each subgroup on one
+                // downstream stream. When one ends, the track goes on with the others; viewers
+                // see no gap and no object twice.
                 let Some(t) = self.tracks.get_mut(&alias) else { return };
-                t.handover.moving = Some(Move::publish(publisher, epoch));
+                if t.extra.len() + 1 >= MAX_PUBLISHERS {
+                    let reason = Bytes::from_static(b"too many publishers of this track");
+                    let code = RequestErrorCode::ExcessiveLoad;
+                    return cx.send(publisher.core, IngestMsg::PublishRefused { alias, epoch, code, reason });
+                }
+                if t.merge.is_none() {
+                    let open = t.streams.iter().map(|(k, (h, sub, last))| (*k, h.group_id, *sub, *last));
+                    t.merge = Some(Box::new(Merge::new(open)));
+                }
                 if let Some(l) = info.largest {
                     t.info.largest = Some(max_location(t.info.largest, l));
                 }
                 let forward = t.wants_publish(cx);
+                t.extra.push(Source::Published { publisher, epoch, forward });
                 cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
             }
             Some((true, old)) => {
@@ -981,12 +1045,23 @@ impl Owner {
     pub(super) fn data(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let from_move = t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch);
-        if t.source.epoch() != epoch && !from_move {
+        let from_extra = t.extra.iter().any(|s| s.epoch() == epoch);
+        if t.source.epoch() != epoch && !from_move && !from_extra {
             return; // a replaced or stopped upstream
         }
-        if !t.handover.admit(t.source.epoch(), from_move, &data) {
+        if !from_extra && !t.handover.admit(t.source.epoch(), from_move, &data) {
             return;
         }
+        let data = match t.merge.as_mut() {
+            Some(m) => {
+                let Some(data) = m.admit(data, !t.extra.is_empty()) else { return };
+                if t.extra.is_empty() && m.is_idle() {
+                    t.merge = None; // one publisher again, its merged subgroups all ended
+                }
+                data
+            }
+            None => data,
+        };
         if let Err(why) = check_shape(t, &self.cache, alias, &data) {
             return self.malformed(cx, alias, why);
         }
@@ -997,10 +1072,11 @@ impl Owner {
                     SubgroupId::Explicit(id) => Some(id),
                     SubgroupId::FirstObject => None,
                 };
-                t.streams.insert(*key, (*header, subgroup));
+                t.streams.insert(*key, (*header, subgroup, None));
             }
             Data::Object { key, object, payload, received } => {
-                if let Some((h, subgroup)) = t.streams.get_mut(key) {
+                if let Some((h, subgroup, last)) = t.streams.get_mut(key) {
+                    *last = Some(object.object_id);
                     let at = Location { group: h.group_id, object: object.object_id };
                     t.info.largest = Some(max_location(t.info.largest, at));
                     new_group_seen(&mut t.new_group, t.info.largest);
@@ -1070,10 +1146,14 @@ impl Owner {
             }
             t.idle_since = None;
             match t.source {
-                Source::Published { publisher, epoch, forward } => {
-                    if forward && !always_forward(cx) {
-                        t.source = Source::Published { publisher, epoch, forward: false };
-                        cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
+                Source::Published { .. } if always_forward(cx) => {}
+                Source::Published { .. } => {
+                    for s in std::iter::once(&mut t.source).chain(&mut t.extra) {
+                        if let Source::Published { publisher, epoch, forward: forward @ true } = s {
+                            *forward = false;
+                            let msg = IngestMsg::PublishForward { alias, epoch: *epoch, forward: false };
+                            cx.send(publisher.core, msg);
+                        }
                     }
                 }
                 Source::Pending { publisher, epoch } | Source::Subscribed { publisher, epoch } => {
@@ -1425,9 +1505,9 @@ pub(super) fn max_cache_duration(properties: &crate::wire::model::Properties) ->
 fn check_shape(t: &mut Track, cache: &Cache, alias: TrackAlias, data: &Data) -> Result<(), &'static str> {
     let stream = match data {
         Data::Object { key, object, .. } => {
-            t.streams.get(key).map(|(h, sg)| (*h, sg.unwrap_or(object.object_id)))
+            t.streams.get(key).map(|(h, sg, _)| (*h, sg.unwrap_or(object.object_id)))
         }
-        Data::StreamEnd { key, .. } => t.streams.get(key).map(|(h, sg)| (*h, sg.unwrap_or(0))),
+        Data::StreamEnd { key, .. } => t.streams.get(key).map(|(h, sg, _)| (*h, sg.unwrap_or(0))),
         _ => None,
     };
     let at = match data {

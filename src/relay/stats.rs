@@ -70,10 +70,10 @@ counters! {
     /// FETCHes that needed the upstream.
     fetch_misses => "moq_edge_fetch_cache_misses_total", "",
         "FETCHes that needed the upstream for part of their range.";
-    /// Tracks this core owns that moved to a new source without a gap (a parent's GOAWAY, a
-    /// second publisher).
+    /// Tracks this core owns that moved to a replacement upstream link without a gap (a
+    /// parent's GOAWAY).
     tracks_moved => "moq_edge_upstream_moves_total", "",
-        "Tracks moved to a new upstream (a parent's GOAWAY, a publisher taking over).";
+        "Tracks moved to a replacement upstream link after the parent's GOAWAY.";
     /// Tracks this core owns that ended as malformed (draft-22 §12.1).
     malformed_tracks => "moq_edge_malformed_tracks_total", "",
         "Tracks ended as malformed (every subscription got PUBLISH_DONE MALFORMED_TRACK).";

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use moq_edge::session::Event;
 use moq_edge::wire::code;
-use moq_edge::wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
+use moq_edge::wire::model::{DatagramHeader, FullTrackName, Message, Properties, Subscribe, TrackNamespace};
 use moq_edge::wire::Version;
 
 use crate::common::*;
@@ -221,14 +221,16 @@ fn a_failed_replacement_is_replaced_and_the_move_happens_then() {
     }
 }
 
-/// A second publisher of a live track (draft-22 §7.3 Multiple Publishers, §7.6.1 Graceful
-/// Publisher Relay Switchover: a publisher reconnecting, or arriving from another relay)
-/// takes over at a group boundary: the first finishes the group it has begun (its stream is
-/// not reset), the second's copy of that group is dropped and its next group is taken, then
-/// the first PUBLISH is stopped. The subscriber sees every group whole, once. (The newest
-/// PUBLISH used to win at once, resetting the open stream of every viewer.)
+/// Several publishers of a live track (draft-22 §7.3 Multiple Publishers: redundant encoders,
+/// a publisher reconnecting or arriving from another relay, §7.6.1) are all kept and what they
+/// send is merged: each subgroup reaches the subscriber on one stream, each object once, in
+/// order, whichever publisher delivered it first; a subgroup ends when its last publisher
+/// stream ends. One publisher leaving costs the subscriber nothing; the last one's PUBLISH_DONE
+/// ends the subscription. A publisher beyond the relay's limit is refused EXCESSIVE_LOAD.
+/// (The newest PUBLISH used to win, resetting the open stream of every viewer; then one took
+/// over from the other at a group boundary and stopped it.)
 #[test]
-fn a_second_publisher_takes_over_at_a_group_boundary() {
+fn several_publishers_of_a_track_are_merged() {
     for (pv, sv) in COMBOS {
         let ctx = format!("{pv:?}->{sv:?}");
         let mut r = Relay::new(2);
@@ -246,31 +248,96 @@ fn a_second_publisher_takes_over_at_a_group_boundary() {
         r.put(a, sa, &object(1, 1));
         r.run_until_quiet();
 
+        // B joins while A is in group 1: its copy of objects 0 and 1 is dropped, its object 2
+        // continues A's stream, and the stream ends when A's does too.
         let b = r.connect(0, pv);
         let brid = r.next_request_id(b);
         r.send(b, publish_msg(pv, brid, &t, None));
         r.run_until_quiet();
-        assert!(publish_answer(pv, &messages(&r.take_events(b)), brid), "{ctx}: the new publisher sends");
+        assert!(publish_answer(pv, &messages(&r.take_events(b)), brid), "{ctx}: B is asked to send");
         let sb1 = r.open(b, &header(pv, PUB_ALIAS, 1, 0));
         for o in 0..3 {
             r.put(b, sb1, &object(1, o));
         }
         r.fin(b, sb1);
-        let sb2 = r.open(b, &header(pv, PUB_ALIAS, 2, 0));
-        r.put(b, sb2, &object(2, 0));
-        r.fin(b, sb2);
+        r.run_until_quiet();
         r.put(a, sa, &object(1, 2));
         r.fin(a, sa);
         r.run_until_quiet();
-
+        // Group 2 (objects 0..=4) from both, each ahead in turn: B gives 0..=2, A 3, B 4.
+        let sb2 = r.open(b, &header(pv, PUB_ALIAS, 2, 0));
+        for o in 0..3 {
+            r.put(b, sb2, &object(2, o));
+        }
+        r.run_until_quiet();
+        let sa2 = r.open(a, &header(pv, PUB_ALIAS, 2, 0));
+        for o in 0..4 {
+            r.put(a, sa2, &object(2, o));
+        }
+        r.run_until_quiet();
+        r.put(b, sb2, &object(2, 3));
+        r.put(b, sb2, &object(2, 4));
+        r.fin(b, sb2);
+        r.run_until_quiet();
+        r.put(a, sa2, &object(2, 4));
+        r.fin(a, sa2);
+        r.run_until_quiet();
         let got = groups(&r.take_events(s));
-        assert_eq!(got, vec![(1, vec![0, 1, 2], Some(None)), (2, vec![0], Some(None))], "{ctx}");
-        let ev = r.take_events(a);
-        let stopped = ev.iter().any(|e| {
-            matches!(e, Event::Message(Message::Unsubscribe(x)) if *x == arid)
-                || matches!(e, Event::Cancelled { request_id } if *request_id == arid)
-        });
-        assert!(stopped, "{ctx}: the first PUBLISH is stopped: {ev:?}");
+        let want = vec![(1, vec![0, 1, 2], Some(None)), (2, vec![0, 1, 2, 3, 4], Some(None))];
+        assert_eq!(got, want, "{ctx}");
+        for p in [a, b] {
+            let ev = r.take_events(p);
+            let stopped = ev.iter().any(|e| {
+                matches!(e, Event::Message(Message::Unsubscribe(_))) || matches!(e, Event::Cancelled { .. })
+            });
+            assert!(!stopped, "{ctx}: no publisher is stopped: {ev:?}");
+        }
+
+        // The same datagram from both: delivered once.
+        let dh = DatagramHeader {
+            track_alias: PUB_ALIAS,
+            group_id: 3,
+            object_id: 7,
+            publisher_priority: Some(4),
+            properties: Properties::new(),
+            end_of_group: false,
+            status: None,
+        };
+        for p in [a, b] {
+            r.session(p).send_datagram(&dh, b"twice").unwrap();
+        }
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert_eq!(ev.iter().filter(|e| matches!(e, Event::Datagram { .. })).count(), 1, "{ctx}: {ev:?}");
+
+        // A goes away: B carries on, the subscription too.
+        r.disconnect(a);
+        let sb3 = r.open(b, &header(pv, PUB_ALIAS, 3, 0));
+        r.put(b, sb3, &object(3, 0));
+        r.fin(b, sb3);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{ctx}: no PUBLISH_DONE: {ev:?}");
+        assert_eq!(groups(&ev), vec![(3, vec![0], Some(None))], "{ctx}");
+
+        // Publishers beyond the limit are refused; B's PUBLISH_DONE ends the subscription.
+        let mut refused = None;
+        for _ in 0..8 {
+            let p = r.connect(0, pv);
+            let prid = r.next_request_id(p);
+            r.send(p, publish_msg(pv, prid, &t, None));
+            r.run_until_quiet();
+            let msgs = messages(&r.take_events(p));
+            if let [Message::RequestError(e)] = msgs.as_slice() {
+                refused = Some(e.error_code);
+                break;
+            }
+        }
+        assert_eq!(refused, Some(code::EXCESSIVE_LOAD), "{ctx}: the ninth publisher");
+        r.send(b, done_msg(brid, 3));
+        r.run_until_quiet();
+        let msgs = messages(&r.take_events(s));
+        assert!(msgs.is_empty(), "{ctx}: other publishers remain: {msgs:?}");
         r.assert_no_closes();
     }
 }
