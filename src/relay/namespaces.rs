@@ -75,6 +75,21 @@ impl NamespaceTable {
         })
     }
 
+    /// Every announcer of `namespace` or of a prefix of it other than `first`, each session
+    /// once, newest first: a relay subscribes to every matching publisher (draft-22 §7.6),
+    /// `first` being the one [`NamespaceTable::route`] chose. Routes to upstream links are not
+    /// publishers: they are configuration.
+    pub fn other_announcers(&self, namespace: &TrackNamespace, first: SessionRef) -> Vec<SessionRef> {
+        let mut out: Vec<SessionRef> = Vec::new();
+        for (n, p, via) in self.entries.iter().rev() {
+            let announced = matches!(via, Via::Announced { .. });
+            if announced && *p != first && namespace.starts_with(n) && !out.contains(p) {
+                out.push(*p);
+            }
+        }
+        out
+    }
+
     /// The upstream link that tracks in `namespace` are subscribed from (ignoring
     /// announcements): where an announcement of `namespace` is forwarded.
     pub fn upstream_for(&self, namespace: &TrackNamespace) -> Option<SessionRef> {

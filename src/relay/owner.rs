@@ -427,6 +427,20 @@ impl Owner {
         t.who = who;
         // Outstanding until the Largest Group increases (draft-22 §9.20.19).
         t.new_group = new_group.map(|v| (v, None));
+        // Every other publisher of the namespace too (draft-22 §7.6), merged (`merge.rs`).
+        let others = cx.namespaces.other_announcers(&track.namespace, publisher);
+        for other in others.into_iter().take(MAX_PUBLISHERS - 1) {
+            let epoch = cx.new_epoch();
+            t.extra.push(Source::Pending { publisher: other, epoch });
+            let (track, publisher) = (track.clone(), other);
+            cx.send(
+                other.core,
+                IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+            );
+        }
+        if !t.extra.is_empty() {
+            t.merge = Some(Box::default());
+        }
         self.tracks.insert(alias, t);
         cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group });
     }
@@ -568,6 +582,13 @@ impl Owner {
             let (core, epoch) = (m.publisher.core, m.epoch);
             cx.send(core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
         }
+        if matches!(t.source, Source::Subscribed { .. }) {
+            // The other publishers subscribed to follow the same Forward State.
+            for s in t.extra.iter().filter(|s| matches!(s, Source::Subscribed { .. })) {
+                let msg = IngestMsg::PublishForward { alias, epoch: s.epoch(), forward: wanted };
+                cx.send(s.publisher().core, msg);
+            }
+        }
         cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: wanted });
     }
 
@@ -652,6 +673,23 @@ impl Owner {
 
     pub(super) fn upstream_ok(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
+        if let Some(i) = t.extra.iter().position(|s| s.epoch() == epoch) {
+            let Source::Pending { publisher, epoch } = t.extra[i] else { return };
+            if matches!(t.source, Source::Pending { .. }) {
+                // The first publisher to answer makes the track Established: it becomes the
+                // source, the one asked first waits among the others.
+                t.extra[i] = std::mem::replace(&mut t.source, Source::Pending { publisher, epoch });
+            } else {
+                t.extra[i] = Source::Subscribed { publisher, epoch };
+                if let Some(l) = info.largest {
+                    t.info.largest = Some(max_location(t.info.largest, l));
+                }
+                if !t.forward {
+                    cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward: false });
+                }
+                return;
+            }
+        }
         if let Some(m) = t.handover.moving.as_mut().filter(|m| m.epoch == epoch) {
             m.ok = true;
             if let Some(l) = info.largest {
@@ -756,6 +794,9 @@ impl Owner {
         }
         if !matches!(t.source, Source::Pending { epoch: e, .. } if e == epoch) {
             return;
+        }
+        if t.promote() {
+            return; // another publisher of the namespace may have the track
         }
         if let Some(l) = t.lost.as_mut().filter(|l| l.until > cx.now) {
             // Subscribing again after a lost link: the parent may not know the track yet

@@ -201,10 +201,14 @@ fn subscribe_without_publisher_is_does_not_exist() {
     }
 }
 
-/// Publisher A announces ["a"], B announces ["a","b"]: a track in ["a","b","c"] goes to B, one
-/// in ["a","x"] to A; after B withdraws, ["a","b","c"] goes to A.
+/// Publisher A announces ["a"], B announces ["a","b"]: a track in ["a","b","c"] is subscribed
+/// from both (every matching publisher: draft-16 "Relays MUST send SUBSCRIBE messages to all
+/// matching publishers", draft-22 §7.6), B first (the longest prefix); the first SUBSCRIBE_OK
+/// answers the subscriber, the second adds nothing for it. One in ["a","x"] goes to A alone;
+/// after B withdraws, ["a","b","c"] goes to A alone. (Only the longest prefix used to be
+/// asked.)
 #[test]
-fn namespace_routing_takes_the_longest_prefix() {
+fn namespace_routing_subscribes_every_matching_publisher() {
     for (pv, sv) in COMBOS {
         let mut r = Relay::new(3);
         let a = r.connect(0, pv);
@@ -215,10 +219,12 @@ fn namespace_routing_takes_the_longest_prefix() {
 
         let deep = track(&["a", "b", "c"], "t");
         let rid = r.subscribe(s, &deep, None);
-        assert!(r.take_events(a).is_empty(), "{pv:?}: the shorter prefix got the SUBSCRIBE");
         let up = r.upstream_subscribe(b, &deep);
+        let up_a = r.upstream_subscribe(a, &deep);
         r.accept(b, &up, None);
         subscribe_ok(&messages(&r.take_events(s)), rid);
+        r.accept_as(a, &up_a, TrackAlias(76), None);
+        assert!(messages(&r.take_events(s)).is_empty(), "{pv:?}: answered once");
 
         let shallow = track(&["a", "x"], "t");
         let rid2 = r.subscribe(s, &shallow, None);
@@ -511,4 +517,83 @@ fn live_streams_follow_the_tracks_priorities_and_updates() {
     r.update(s, rid, Parameters { subscriber_priority: Some(0), ..Default::default() });
     assert_eq!(priorities(&mut r), [(data_urgency(0, 10), true)], "the open stream moves");
     r.assert_no_closes();
+}
+
+/// Two publishers announce ["live"] (draft-16 "Relays MUST send SUBSCRIBE messages to all
+/// matching publishers", draft-22 §7.6): a subscriber's SUBSCRIBE goes up to both. One that
+/// refuses costs nothing while the other answers; what both send is merged (each object once,
+/// one stream per subgroup); one ending leaves the subscription to the other; the last one's
+/// PUBLISH_DONE ends it.
+#[test]
+fn every_announcer_is_subscribed_and_their_objects_merged() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let a = r.connect(0, pv);
+        let b = r.connect(1, pv);
+        r.announce(a, &["live"]);
+        r.announce(b, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        let up_a = r.upstream_subscribe(a, &t);
+        let up_b = r.upstream_subscribe(b, &t);
+        // B (asked first: the newest announcement) does not have it; A does.
+        let e = moq_edge::wire::model::RequestError {
+            request_id: up_b.request_id,
+            error_code: code::DOES_NOT_EXIST,
+            retry_interval: 0,
+            reason: Bytes::from_static(b"not here"),
+            redirect: None,
+        };
+        r.send(b, Message::RequestError(e));
+        r.run_until_quiet();
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: waits for A");
+        r.accept(a, &up_a, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        // A third publisher C announces: a new track of the namespace is subscribed from all
+        // three, and all three answer.
+        let c = r.connect(0, pv);
+        r.announce(c, &["live"]);
+        let t2 = r.track_owned_by(&["live"], 0);
+        let rid2 = r.subscribe(s, &t2, None);
+        let up_a2 = r.upstream_subscribe(a, &t2);
+        let up_c2 = r.upstream_subscribe(c, &t2);
+        let up_b2 = r.upstream_subscribe(b, &t2);
+        r.accept_as(a, &up_a2, TrackAlias(76), None);
+        r.accept(c, &up_c2, None);
+        r.accept(b, &up_b2, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid2);
+        for (p, alias) in [(a, TrackAlias(76)), (c, PUB_ALIAS), (b, PUB_ALIAS)] {
+            let st = r.open(p, &header(pv, alias, 1, 0));
+            r.put(p, st, &object(1, 0));
+            r.put(p, st, &object(1, 1));
+            r.fin(p, st);
+            r.run_until_quiet();
+        }
+        let seen = streams(&r.take_events(s));
+        let got: Vec<(u64, Vec<u64>)> = seen
+            .iter()
+            .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect()))
+            .collect();
+        assert_eq!(got, vec![(1, vec![0, 1])], "{ctx}: one stream, each object once");
+        assert_eq!(seen[0].end, Some(None), "{ctx}");
+
+        // A and C end their subscriptions: B carries on; B's end is the track's.
+        r.send(a, done_msg(up_a2.request_id, 1));
+        r.send(c, done_msg(up_c2.request_id, 1));
+        r.run_until_quiet();
+        assert!(
+            messages(&r.take_events(s))
+                .iter()
+                .all(|m| !matches!(m, Message::PublishDone(d) if d.request_id == rid2)),
+            "{ctx}"
+        );
+        r.send(b, done_msg(up_b2.request_id, 1));
+        r.run_until_quiet();
+        let done = publish_done(&messages(&r.take_events(s)));
+        assert_eq!(done.request_id, rid2, "{ctx}");
+        r.assert_no_closes();
+    }
 }
