@@ -189,6 +189,9 @@ struct Held {
     waiting: Vec<usize>,
     until: Instant,
     who: Requester,
+    /// The largest NEW_GROUP_REQUEST of the held SUBSCRIBEs: it goes upstream once a
+    /// publisher appears (draft-22 §9.20.19).
+    new_group: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -354,6 +357,9 @@ impl Owner {
             if h.name == track && !h.waiting.contains(&from) {
                 h.waiting.push(from);
             }
+            if h.name == track {
+                h.new_group = h.new_group.max(new_group);
+            }
             return;
         }
         if let Some(t) = self.tracks.get_mut(&alias) {
@@ -397,7 +403,8 @@ impl Owner {
             if !rendezvous.is_zero() {
                 // Hold it until a publisher appears (PUBLISH_NAMESPACE or PUBLISH) or time is up.
                 let until = cx.now + rendezvous.min(cx.config.max_rendezvous);
-                self.held.insert(alias, Held { name: track, waiting: vec![from], until, who });
+                let held = Held { name: track, waiting: vec![from], until, who, new_group };
+                self.held.insert(alias, held);
                 self.held_until.push(Reverse((until, alias.0)));
                 return;
             }
@@ -451,6 +458,11 @@ impl Owner {
     /// with a greater or equal value is outstanding. One not yet Established got the value in
     /// its SUBSCRIBE if it was the first; later ones are covered by that SUBSCRIBE's answer.
     pub(super) fn new_group(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, value: u64) {
+        if let Some(h) = self.held.get_mut(&alias) {
+            // Held for a publisher: the largest value goes in its upstream SUBSCRIBE.
+            h.new_group = h.new_group.max(Some(value));
+            return;
+        }
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if matches!(t.source, Source::Pending { .. }) {
             // Its SUBSCRIBE is already on its way: this one waits for the answer.
@@ -503,7 +515,7 @@ impl Owner {
                 self.held.insert(alias, h);
                 continue;
             };
-            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, None);
+            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, h.new_group);
         }
     }
 
@@ -1067,9 +1079,9 @@ impl Owner {
                     return cx.send(publisher.core, msg);
                 }
                 // A SUBSCRIBE held for this track is served by the PUBLISH.
-                let waiting = match self.held.remove(&alias) {
-                    Some(h) if h.name == track => h.waiting,
-                    _ => Vec::new(),
+                let (waiting, held_new_group) = match self.held.remove(&alias) {
+                    Some(h) if h.name == track => (h.waiting, h.new_group),
+                    _ => (Vec::new(), None),
                 };
                 let forward = !waiting.is_empty() || always_forward(cx);
                 let source = Source::Published { publisher, epoch, forward };
@@ -1077,6 +1089,10 @@ impl Owner {
                 cx.send(publisher.core, IngestMsg::PublishForward { alias, epoch, forward });
                 self.release_waiting(cx, alias);
                 self.announce(cx, alias);
+                if let Some(value) = held_new_group {
+                    // A held SUBSCRIBE's request, by the rules for an Established track.
+                    self.new_group(cx, alias, value);
+                }
             }
         }
     }

@@ -373,3 +373,53 @@ fn new_group_requests_before_establishment_go_up_after_it() {
         r.assert_no_closes();
     }
 }
+
+/// A SUBSCRIBE with NEW_GROUP_REQUEST held for a publisher to appear (RENDEZVOUS_TIMEOUT;
+/// draft-18 and draft-22 have it) keeps its request: the largest value of the held SUBSCRIBEs
+/// goes in the upstream SUBSCRIBE once a publisher announces the namespace (draft-22
+/// §9.20.19). (It used to be dropped.)
+#[test]
+fn a_held_subscribes_new_group_request_goes_upstream() {
+    for (pv, sv) in COMBOS {
+        if sv == D16 {
+            continue; // draft-16 has no RENDEZVOUS_TIMEOUT
+        }
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let held = |r: &mut Relay, value: u64| {
+            let s = r.connect(1, sv);
+            let rid = r.next_request_id(s);
+            let mut m = subscribe_msg(rid, &t, None);
+            if let Message::Subscribe(sub) = &mut m {
+                sub.params.new_group_request = Some(value);
+                sub.params.rendezvous_timeout = Some(5_000);
+            }
+            r.send(s, m);
+            r.run_until_quiet();
+            assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: held");
+        };
+        held(&mut r, 3);
+        held(&mut r, 7);
+        let p = r.connect(0, pv);
+        let rid = r.next_request_id(p);
+        let ns = moq_edge::wire::model::TrackNamespace::from_strs(&["live"]);
+        let m = moq_edge::wire::model::PublishNamespace {
+            request_id: rid,
+            namespace: ns,
+            params: Default::default(),
+        };
+        r.send(p, Message::PublishNamespace(m));
+        r.run_until_quiet();
+        let up: Vec<_> = messages(&r.take_events(p))
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Subscribe(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        let [up] = up.as_slice() else { panic!("{ctx}: {up:?}") };
+        assert_eq!(up.params.new_group_request, Some(7), "{ctx}");
+        r.assert_no_closes();
+    }
+}
