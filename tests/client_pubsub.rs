@@ -411,3 +411,54 @@ fn absolute_range_filter_bounds_delivery() {
         );
     }
 }
+
+/// The subscriber's switchover cut (`client::switchover`, draft-22 §7.4.1) must wait for every
+/// subgroup of the groups the old relay still owes, not only for an object past the cut:
+/// streams of one group are not ordered with another group's, so an object of group 2 can
+/// arrive while a subgroup stream of group 1 is still open. Here the subscriber has group 2's
+/// first object and group 1's subgroup 1 has not ended: `has_open_stream_before(rid, 2)` says
+/// wait (the rule before, "an object of a group at or past the cut arrived", would have cut
+/// and lost what that stream still carried); once its FIN arrives, it says go.
+#[test]
+fn the_switchover_cut_waits_for_every_subgroup_of_earlier_groups() {
+    for v in BOTH {
+        let mut pair = Pair::new(v, Split::Whole);
+        let video = track("video");
+        pair.pc.add_track(video.clone());
+        pair.announce(&namespace());
+        let rid = pair.subscribe(&video, None);
+        pair.pc.begin_subgroups(&mut pair.p, &video, 1, 2).unwrap();
+        for payload in payloads(1).into_iter().take(2) {
+            pair.pc.send_object(&mut pair.p, &video, payload).unwrap();
+        }
+        pair.pump();
+        // Group 2 begins (group 1's two streams end with FIN): deliver everything but the FIN
+        // of group 1's subgroup 1, which is late.
+        pair.pc.begin_subgroups(&mut pair.p, &video, 2, 2).unwrap();
+        pair.pc.send_object(&mut pair.p, &video, payloads(2).remove(0)).unwrap();
+        let sent: Vec<_> = std::iter::from_fn(|| pair.p.poll_transmit()).collect();
+        let late = |t: &moq_edge::session::Transmit| matches!(t, moq_edge::session::Transmit::Stream { data, fin: true, .. } if data.is_empty());
+        // The FINs of group 1 are the first two empty finishing writes; hold back the second.
+        let mut fins = 0;
+        let mut held = Vec::new();
+        for t in sent {
+            if late(&t) {
+                fins += 1;
+                if fins == 2 {
+                    held.push(t);
+                    continue;
+                }
+            }
+            deliver(&mut pair.s, &t, Split::Whole);
+        }
+        pair.pump();
+        let last = pair.sc.received(rid).iter().map(|r| r.location()).max();
+        assert_eq!(last.map(|l| l.group), Some(2), "{v:?}: an object of group 2 arrived");
+        assert!(pair.sc.has_open_stream_before(rid, 2), "{v:?}: group 1's subgroup 1 is still open");
+        for t in &held {
+            deliver(&mut pair.s, t, Split::Whole);
+        }
+        pair.pump();
+        assert!(!pair.sc.has_open_stream_before(rid, 2), "{v:?}: every stream of group 1 ended");
+    }
+}
