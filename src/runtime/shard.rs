@@ -575,7 +575,7 @@ impl Shard {
         }
         if self.busy {
             // Admission under load: a core over its budget takes no new connection (the
-            // client's Initial goes unanswered; it retries, and may be steered elsewhere).
+            // client's Initial goes unanswered and it retries).
             ShardStats::add(&self.stats().refused, 1);
             ShardStats::add(&self.stats().refused_busy, 1);
             return;
