@@ -65,6 +65,13 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_connections_per_core: Option<usize>,
 
+    /// Admission under load: a core busy more than this percentage of the last second refuses
+    /// new work (new connections; SUBSCRIBE, FETCH and namespace subscriptions get
+    /// REQUEST_ERROR EXCESSIVE_LOAD) while what it serves goes on; 0 or 100 turns it off
+    /// [default: 90].
+    #[arg(long, value_name = "PCT")]
+    pub admission_busy_pct: Option<u8>,
+
     /// Send with UDP GSO (segmentation offload) [default: true].
     #[arg(long, value_name = "BOOL")]
     pub gso: Option<bool>,
@@ -211,6 +218,7 @@ struct FileConfig {
     idle_timeout_ms: Option<u64>,
     setup_timeout_ms: Option<u64>,
     max_connections_per_core: Option<usize>,
+    admission_busy_pct: Option<u8>,
     gso: Option<bool>,
     linger_ms: Option<u64>,
     publish_forward: Option<String>,
@@ -286,6 +294,8 @@ pub struct Config {
     /// MoQT SETUP must complete this long after a connection is accepted.
     pub setup_timeout: Duration,
     pub max_connections_per_core: usize,
+    /// A core busier than this percentage refuses new work; 0 (or 100): never.
+    pub admission_busy_pct: u8,
     pub gso: bool,
     pub linger: Duration,
     pub publish_forward: PublishForward,
@@ -452,6 +462,10 @@ impl Config {
         if max_connections_per_core == 0 {
             bail!("config key `max_connections_per_core`: must be greater than 0");
         }
+        let admission_busy_pct = cli.admission_busy_pct.or(file.admission_busy_pct).unwrap_or(90);
+        if admission_busy_pct > 100 {
+            bail!("config key `admission_busy_pct`: {admission_busy_pct} is more than 100");
+        }
         let gso = cli.gso.or(file.gso).unwrap_or(true);
         let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
         if linger_ms > 3_600_000 {
@@ -565,6 +579,7 @@ impl Config {
             idle_timeout: Duration::from_millis(idle_ms),
             setup_timeout: Duration::from_millis(setup_ms),
             max_connections_per_core,
+            admission_busy_pct: if admission_busy_pct == 100 { 0 } else { admission_busy_pct },
             gso,
             linger: Duration::from_millis(linger_ms),
             publish_forward,
@@ -576,6 +591,13 @@ impl Config {
             goaway_uri,
         })
     }
+}
+
+/// Whether a core busy `busy_pct` percent of the last second is over the admission
+/// threshold `threshold` (0 or 100: admission is off). The runtime refuses new connections
+/// and the relay new requests by it.
+pub fn over_admission_threshold(busy_pct: u8, threshold: u8) -> bool {
+    (1..100).contains(&threshold) && busy_pct > threshold
 }
 
 fn load_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -632,6 +654,20 @@ mod tests {
         let off = Config::resolve(&cli(&["--max-lag-ms", "0"]), 8).expect("off");
         assert_eq!(off.relay().max_lag, None);
         assert!(Config::resolve(&cli(&["--max-lag-ms", "700000"]), 8).is_err());
+    }
+
+    #[test]
+    fn admission_threshold_defaults_to_90_and_0_or_100_turn_it_off() {
+        let c = Config::resolve(&cli(&[]), 8).expect("defaults");
+        assert_eq!(
+            (c.admission_busy_pct, c.relay().admission_busy_pct, c.runtime().admission_busy_pct),
+            (90, 90, 90)
+        );
+        for off in ["0", "100"] {
+            let c = Config::resolve(&cli(&["--admission-busy-pct", off]), 8).expect("off");
+            assert_eq!((c.relay().admission_busy_pct, c.runtime().admission_busy_pct), (0, 0));
+        }
+        assert!(Config::resolve(&cli(&["--admission-busy-pct", "101"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 256 << 10);
         assert!(Config::resolve(&cli(&["--max-unsent-kib", "8"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);

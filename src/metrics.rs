@@ -129,8 +129,28 @@ pub fn render(s: &Sources) -> String {
         m,
         "moq_edge_initials_refused_total",
         "counter",
-        "Initial packets refused (connection cap, bad token, draining).",
+        "Initial packets refused (connection cap, bad token, draining, over the admission threshold).",
         &shard(|x| &x.refused),
+    );
+    family(
+        m,
+        "moq_edge_initials_refused_busy_total",
+        "counter",
+        "Initial packets refused because the core was over its admission threshold (of moq_edge_initials_refused_total).",
+        &shard(|x| &x.refused_busy),
+    );
+    family(
+        m,
+        "moq_edge_core_busy_percent",
+        "gauge",
+        "Share of the last second the core was busy in its turns (not waiting for input), in percent.",
+        &shard(|x| &x.busy_pct),
+    );
+    let threshold = s.shards.first().map_or(0, |st| st.admission_busy_pct.load(Ordering::Relaxed));
+    let _ = writeln!(
+        m,
+        "# HELP moq_edge_admission_busy_threshold_percent A core busier than this refuses new work (0: off).\n\
+         # TYPE moq_edge_admission_busy_threshold_percent gauge\nmoq_edge_admission_busy_threshold_percent {threshold}"
     );
     family(m, "moq_edge_retries_total", "counter", "Stateless Retry packets sent.", &shard(|x| &x.retries));
     family(

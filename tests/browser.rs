@@ -69,6 +69,9 @@ struct Relay {
 fn start_relay(args: &[&str]) -> Relay {
     let mut child = Command::new(env!("CARGO_BIN_EXE_moq-edge"))
         .args(["--listen", "127.0.0.1:0", "--cores", "2"])
+        // Admission under load follows how busy the machine running the tests is; these tests
+        // are about the page (ARCHITECTURE.md, "Admission under load").
+        .args(["--admission-busy-pct", "0"])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

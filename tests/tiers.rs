@@ -38,6 +38,9 @@ fn relay_with(
     let drain = drain_ms.to_string();
     cmd.args(["--listen", &listen.to_string(), "--cores", "1", "--goaway-timeout-ms", &drain])
         .args(["--metrics", &format!("127.0.0.1:{metrics}"), "--cache-mib", "16"])
+        // Admission under load follows how busy the machine running the tests is; these tests
+        // are about relaying (ARCHITECTURE.md, "Admission under load").
+        .args(["--admission-busy-pct", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(up) = upstream {

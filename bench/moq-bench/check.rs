@@ -142,6 +142,8 @@ pub struct Tally {
     pub sessions: u64,
     pub subscribe_errors: u64,
     pub resets: u64,
+    /// Subscriber connections stalled after the warm-up (`--stall`): not counted above.
+    pub stalled: u64,
 }
 
 impl Default for Tally {
@@ -161,6 +163,7 @@ impl Default for Tally {
             joins: 0,
             sessions: 0,
             subscribe_errors: 0,
+            stalled: 0,
             resets: 0,
         }
     }
@@ -194,6 +197,7 @@ impl Tally {
         self.sessions += o.sessions;
         self.subscribe_errors += o.subscribe_errors;
         self.resets += o.resets;
+        self.stalled += o.stalled;
     }
 }
 

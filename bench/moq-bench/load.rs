@@ -207,12 +207,14 @@ pub struct Member {
     pub tracks: Vec<usize>,
     /// When to subscribe, after the start (`None`: before the start).
     pub join_after: Option<Duration>,
+    /// Stops reading its streams after the warm-up (`--stall`).
+    pub stall: bool,
     subs: Vec<Sub>,
 }
 
 impl Member {
     pub fn new(tracks: Vec<usize>, join_after: Option<Duration>) -> Self {
-        Member { tracks, join_after, subs: Vec::new() }
+        Member { tracks, join_after, stall: false, subs: Vec::new() }
     }
 }
 
@@ -363,8 +365,20 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
     joins.sort();
     let mut next_join = 0;
     let mut drained = false;
+    let mut stalled = !members.iter().any(|m| m.stall);
     while !ctl.stopped() {
         let mut slice = Instant::now() + Duration::from_millis(100);
+        if !stalled {
+            if t0 + plan.warmup <= Instant::now() {
+                // These connections stop reading (and so stop granting flow control) now.
+                for (i, _) in members.iter().enumerate().filter(|(_, m)| m.stall) {
+                    fleet.stall(i);
+                }
+                stalled = true;
+            } else {
+                slice = slice.min(t0 + plan.warmup);
+            }
+        }
         if let Some(&(after, i)) = joins.get(next_join) {
             if t0 + after <= Instant::now() {
                 fleet.with(i, |c, s| rec.subscribe(c, s, &mut members[i], Expect::Observed));
@@ -376,7 +390,7 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
         }
         fleet.pump_with(slice, |i, c| rec.take(c, &mut members[i]))?;
         rec.report();
-        let all_done = fleet.cores().iter().zip(&members).all(|(c, m)| {
+        let all_done = fleet.cores().iter().zip(&members).filter(|(_, m)| !m.stall).all(|(c, m)| {
             m.subs.iter().all(|sub| c.subscription(sub.id).is_none_or(|s| s.done.is_some() || !s.is_live()))
         });
         if !drained && next_join == joins.len() && ctl.published.load(Ordering::SeqCst) && all_done {
@@ -385,7 +399,9 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
         }
     }
     for (i, m) in members.iter().enumerate() {
-        if let Some(c) = fleet.core(i) {
+        if m.stall {
+            rec.tally.stalled += 1;
+        } else if let Some(c) = fleet.core(i) {
             rec.close(c, m);
         }
     }

@@ -117,6 +117,12 @@ struct Common {
     /// Subscriber threads of the generator; subscriber connections are split evenly over them.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Subscriber connections that stop reading their streams after the warm-up (no
+    /// stream_recv, so no flow-control credit back to the relay) while QUIC still
+    /// acknowledges; fanout, tracks and late-join. The integrity and latency figures are the
+    /// other connections'.
+    #[arg(long, default_value_t = 0)]
+    stall: usize,
     /// The relay's process id: measure its CPU time, RSS and cycles per delivered byte.
     #[arg(long)]
     relay_pid: Option<u32>,
@@ -144,6 +150,8 @@ struct RelayFigures {
     start: ProcSample,
     window_cpu_s: Option<f64>,
     rss_max: u64,
+    /// (seconds since the start, RSS bytes), about once a second.
+    rss_samples: Vec<(f64, u64)>,
 }
 
 fn main() {
@@ -224,6 +232,13 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         }
     };
     let sessions = members.len();
+    if c.stall > 0 && (name == "churn" || c.stall >= sessions) {
+        bail!("--stall needs a scenario other than churn and fewer than {sessions} subscriber connections");
+    }
+    let mut members = members;
+    for m in members.iter_mut().take(c.stall) {
+        m.stall = true;
+    }
     for (k, m) in members.into_iter().enumerate() {
         shares[k % c.threads].push(m);
     }
@@ -331,6 +346,9 @@ fn supervise(
             }
         }
         if now >= last_tick + Duration::from_secs(1) {
+            if let Some(s) = c.relay_pid.and_then(procfs::sample) {
+                relay.rss_samples.push(((now - t0).as_secs_f64(), s.rss_bytes));
+            }
             let (o, b) = (ctl.objects.load(Ordering::Relaxed), ctl.bytes.load(Ordering::Relaxed));
             let dt = (now - last_tick).as_secs_f64();
             if !c.quiet {
@@ -449,6 +467,12 @@ fn report(
         t.subscribe_errors,
         if intact { "OK" } else { "FAILED" }
     );
+    if t.stalled > 0 {
+        println!(
+            "stalled     {} subscriber connection(s) stopped reading after the warm-up (not counted above)",
+            t.stalled
+        );
+    }
     println!("latency µs  {}", line(&t.latency));
     if name == "churn" || name == "late-join" {
         println!("subscribe→OK µs           {}", line(&t.subscribe_ok));
@@ -497,11 +521,27 @@ fn report(
                 growth as f64 / 1024.0 / sessions as f64
             );
         }
+        // Mean RSS of the first and the last quarter of the samples (a leak shows as growth).
+        let n = relay.rss_samples.len();
+        let mean = |xs: &[(f64, u64)]| xs.iter().map(|x| x.1 as f64).sum::<f64>() / xs.len().max(1) as f64;
+        let quarters =
+            (n >= 4).then(|| (mean(&relay.rss_samples[..n / 4]), mean(&relay.rss_samples[n - n / 4..])));
+        if let Some((first, last)) = quarters {
+            println!(
+                "            RSS mean {:.1} MiB in the first quarter of the run, {:.1} MiB in the last ({:+.1} %)",
+                first / 1048576.0,
+                last / 1048576.0,
+                (last / first - 1.0) * 100.0
+            );
+        }
         relay_json = json!({
             "pid": pid,
             "cpu_s": relay.window_cpu_s,
             "rss_start_bytes": relay.start.rss_bytes,
             "rss_max_bytes": relay.rss_max,
+            "rss_samples": relay.rss_samples.iter().map(|(t, b)| json!([t, b])).collect::<Vec<_>>(),
+            "rss_first_quarter_bytes": quarters.map(|q| q.0),
+            "rss_last_quarter_bytes": quarters.map(|q| q.1),
         });
     }
     if !t.latency.is_empty() {
@@ -537,6 +577,7 @@ fn report(
             "reordered": t.reordered,
             "malformed": t.malformed,
             "streams_reset": t.resets,
+            "stalled": t.stalled,
             "subscribe_errors": t.subscribe_errors,
             "intact": intact,
             "latency_us": percentiles(&t.latency),

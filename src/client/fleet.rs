@@ -30,6 +30,8 @@ pub struct Fleet<C> {
     conns: Vec<QuicConn>,
     apps: Vec<MoqtApp<Collect>>,
     cores: Vec<C>,
+    /// Members that no longer read their streams ([`Fleet::stall`]).
+    stalled: Vec<bool>,
 }
 
 impl<C: SessionCore> Fleet<C> {
@@ -54,7 +56,8 @@ impl<C: SessionCore> Fleet<C> {
                 conns.push(conn);
                 apps.push(app);
             }
-            return Ok(Fleet { conns, apps, cores });
+            let stalled = vec![false; cores.len()];
+            return Ok(Fleet { conns, apps, cores, stalled });
         }
         let peer = relay.addr;
         let mut config = crate::runtime::tls::client_config(&[version.alpn()], false)?;
@@ -66,7 +69,8 @@ impl<C: SessionCore> Fleet<C> {
                 Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
             apps.push(MoqtApp::new(session, Collect::default()));
         }
-        let mut fleet = Fleet { conns, apps, cores };
+        let stalled = vec![false; cores.len()];
+        let mut fleet = Fleet { conns, apps, cores, stalled };
         fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
         Ok(fleet)
     }
@@ -102,6 +106,16 @@ impl<C: SessionCore> Fleet<C> {
         Some(f(core, app.session_mut()))
     }
 
+    /// Member `i` stops reading: from now on its session is never serviced (no `stream_recv`,
+    /// so no flow-control credit goes back to the peer) and its `step` never runs; QUIC still
+    /// acknowledges its packets and answers its timers. A stalled member counts as done in
+    /// [`Fleet::drive`]. For the load generator's stalled-subscriber runs.
+    pub fn stall(&mut self, i: usize) {
+        if let Some(s) = self.stalled.get_mut(i) {
+            *s = true;
+        }
+    }
+
     /// Drives every connection until `step(i, core, session)` has returned `true` once for
     /// each member. `step` runs after each round of I/O and events of a member not done yet
     /// (it may act: what it queues is written out at once). A member whose session or
@@ -112,8 +126,11 @@ impl<C: SessionCore> Fleet<C> {
         deadline: Instant,
         mut step: impl FnMut(usize, &mut C, &mut Session) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
-        let Fleet { conns, apps, cores } = self;
+        let Fleet { conns, apps, cores, stalled } = self;
         drive_many(conns, deadline, |i, c| {
+            if stalled.get(i).copied().unwrap_or(false) {
+                return Ok(true);
+            }
             if !c.conn().is_established() {
                 return Ok(false);
             }

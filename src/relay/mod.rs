@@ -192,6 +192,10 @@ pub struct RelayConfig {
     /// This relay's node ID (random per process), named in every SETUP to detect routing
     /// loops between relays (`links`).
     pub node_id: u64,
+    /// Admission under load: while the runtime says the core was busier than this
+    /// percentage ([`RelayShard::set_load`]), new SUBSCRIBE, FETCH and namespace
+    /// subscriptions are refused with EXCESSIVE_LOAD; 0 (or 100): never.
+    pub admission_busy_pct: u8,
 }
 
 impl RelayConfig {
@@ -241,6 +245,7 @@ impl Default for RelayConfig {
             auth: None,
             auth_cache: 4096,
             node_id: random_node_id(),
+            admission_busy_pct: 0,
         }
     }
 }
@@ -376,6 +381,8 @@ pub struct RelayShard {
     goaway: Option<GoAway>,
     /// Counters for the metrics endpoint.
     pub stats: RelayStats,
+    /// The core's busy share of the last second as the runtime measured it, in percent.
+    busy_pct: u8,
 }
 
 impl RelayShard {
@@ -409,6 +416,7 @@ impl RelayShard {
             wall: WallClock { at: now, unix_secs },
             goaway: None,
             stats: RelayStats::default(),
+            busy_pct: 0,
         }
     }
 
@@ -416,6 +424,18 @@ impl RelayShard {
     /// runtime says so from time to time, so that token expiry follows the wall clock.
     pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         self.wall = WallClock { at: now, unix_secs };
+    }
+
+    /// The core was busy `busy_pct` percent of the last second (the runtime measures it; the
+    /// relay reads no clock). Over `admission_busy_pct`, new downstream requests are refused
+    /// (ARCHITECTURE.md, "Admission under load").
+    pub fn set_load(&mut self, busy_pct: u8) {
+        self.busy_pct = busy_pct;
+    }
+
+    /// Whether the core is over its admission threshold.
+    pub fn over_load(&self) -> bool {
+        crate::config::over_admission_threshold(self.busy_pct, self.config.admission_busy_pct)
     }
 
     /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
@@ -744,6 +764,13 @@ impl RelayShard {
             let reason = "range filters are not supported";
             return self.sessions.answer_error(conn, rid, RequestErrorCode::InvalidFilter, reason, true);
         }
+        // Admission under load: a core over its budget takes no new subscription or FETCH
+        // (REQUEST_ERROR EXCESSIVE_LOAD, draft-22 §15.7.1); what it serves goes on, and so do
+        // publishers' requests and answers, which bring data rather than ask for it.
+        if let Some(rid) = self.admission_refused(&msg) {
+            let reason = "relay over its load budget";
+            return self.sessions.answer_error(conn, rid, RequestErrorCode::ExcessiveLoad, reason, true);
+        }
         // Until when the request is authorized (token mode): a subscription ends then.
         let mut until = None;
         if let Some((rid, params, namespace, right)) = needs_right(&msg) {
@@ -794,6 +821,24 @@ impl RelayShard {
             // Responses to our REQUEST_UPDATE, GOAWAY, and what only a relay sends.
             _ => {}
         }
+    }
+
+    /// The request `msg` makes, when it is new downstream work the core refuses because it is
+    /// over its admission threshold (counted).
+    fn admission_refused(&mut self, msg: &Message) -> Option<RequestId> {
+        if !self.over_load() {
+            return None;
+        }
+        let s = &mut self.stats;
+        let (rid, counter) = match msg {
+            Message::Subscribe(m) => (m.request_id, &mut s.admission_subscribes),
+            Message::Fetch(m) => (m.request_id, &mut s.admission_fetches),
+            Message::SubscribeNamespace(m) => (m.request_id, &mut s.admission_namespaces),
+            Message::SubscribeTracks(m) => (m.request_id, &mut s.admission_namespaces),
+            _ => return None,
+        };
+        *counter += 1;
+        Some(rid)
     }
 
     /// A namespace subscriber accepted the relay's PUBLISH `rid`: it becomes a subscription.

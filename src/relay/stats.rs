@@ -87,6 +87,16 @@ counters! {
     /// QUIC took it (the freshness budget or the subscriber's delivery timeout).
     lag_resets => "moq_edge_resets_total", "reason=\"expired\"",
         "Subscriber streams reset or objects dropped, by reason.";
+    /// SUBSCRIBEs refused with EXCESSIVE_LOAD because the core was over its admission
+    /// threshold.
+    admission_subscribes => "moq_edge_admission_refused_total", "request=\"subscribe\"",
+        "New requests refused with EXCESSIVE_LOAD because the core was over its admission threshold, by request.";
+    /// FETCHes refused so.
+    admission_fetches => "moq_edge_admission_refused_total", "request=\"fetch\"",
+        "New requests refused with EXCESSIVE_LOAD because the core was over its admission threshold, by request.";
+    /// SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS refused so.
+    admission_namespaces => "moq_edge_admission_refused_total", "request=\"namespace\"",
+        "New requests refused with EXCESSIVE_LOAD because the core was over its admission threshold, by request.";
 }
 
 /// An empty histogram of 1 µs .. 60 s at 3 significant digits (about 40 KiB).

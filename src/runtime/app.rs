@@ -99,6 +99,9 @@ pub trait ShardApp {
     }
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
+    /// The core's busy share of the last second, in percent (`load::LoadMeter`); told when
+    /// a window completes, at the start of a turn.
+    fn set_load(&mut self, _busy_pct: u8) {}
     /// A connection this core opened for [`Connect`] `tag` finished its handshake.
     fn new_outbound(&mut self, conn: ConnHandle, version: Version, _tag: u64) -> Box<dyn ConnApp> {
         self.new_connection(conn, version)

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod cid;
+pub mod load;
 pub mod mesh;
 pub mod moqt;
 pub mod relay_host;
@@ -53,6 +54,10 @@ pub struct RuntimeConfig {
     pub setup_timeout: Duration,
     /// Connections one core accepts before refusing new ones.
     pub max_connections_per_core: usize,
+    /// Admission under load: a core busier than this percentage of the last second
+    /// (`load::LoadMeter`) refuses new connections and tells its application
+    /// ([`app::ShardApp::set_load`]); 0 (or 100): never.
+    pub admission_busy_pct: u8,
     /// quiche congestion control name: "cubic" (default), "reno", "bbr2", ...
     pub congestion_control: String,
     /// Batch sends with UDP_SEGMENT (falls back to plain sends when the kernel refuses).
@@ -102,6 +107,7 @@ impl crate::config::Config {
         rc.idle_timeout = self.idle_timeout;
         rc.setup_timeout = self.setup_timeout;
         rc.max_connections_per_core = self.max_connections_per_core;
+        rc.admission_busy_pct = self.admission_busy_pct;
         rc.gso = self.gso;
         rc.goaway_timeout = self.goaway_timeout;
         rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
@@ -121,6 +127,7 @@ impl RuntimeConfig {
             idle_timeout: Duration::from_secs(30),
             setup_timeout: Duration::from_secs(5),
             max_connections_per_core: 10_000,
+            admission_busy_pct: 0,
             congestion_control: "cubic".to_string(),
             gso: true,
             steering: true,

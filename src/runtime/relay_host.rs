@@ -104,6 +104,7 @@ impl Config {
             max_unsent: self.max_unsent,
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
+            admission_busy_pct: self.admission_busy_pct,
             ..RelayConfig::default()
         }
     }
@@ -354,6 +355,10 @@ impl ShardApp for RelayHost {
 
     fn begin_turn(&mut self, now: Instant) {
         self.0.borrow_mut().now = now;
+    }
+
+    fn set_load(&mut self, busy_pct: u8) {
+        self.0.borrow_mut().relay.set_load(busy_pct);
     }
 
     fn on_message(&mut self, from: usize, msg: AppMessage) {

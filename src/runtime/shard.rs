@@ -160,6 +160,11 @@ pub struct Shard {
     retry_tokens: RetryTokens,
     retry: RetryPolicy,
     max_conns: usize,
+    /// How busy this core is (ARCHITECTURE.md, "Admission under load").
+    load: super::load::LoadMeter,
+    /// Over the admission threshold in the last complete window: new connections refused.
+    busy: bool,
+    admission_busy_pct: u8,
     gso: bool,
     stats: Arc<[ShardStats]>,
     recv: RecvBatch,
@@ -230,6 +235,9 @@ impl Shard {
             retry_tokens: RetryTokens::new(&parts.secret),
             retry: rc.retry,
             max_conns: rc.max_connections_per_core,
+            load: super::load::LoadMeter::new(Instant::now(), super::load::LOAD_WINDOW),
+            busy: false,
+            admission_busy_pct: rc.admission_busy_pct,
             gso: rc.gso,
             stats: parts.stats,
             recv: RecvBatch::new(),
@@ -269,10 +277,18 @@ impl Shard {
     /// timeout passed). Returns the core's report.
     pub async fn run(mut self) -> ShardReport {
         let mut phase = Phase::Serving;
+        ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
         loop {
             let now = Instant::now();
             if let Some(app) = self.shard_app.as_mut() {
                 app.begin_turn(now);
+            }
+            if let Some(pct) = self.load.turn(now) {
+                self.busy = crate::config::over_admission_threshold(pct, self.admission_busy_pct);
+                ShardStats::set(&self.stats().busy_pct, u64::from(pct));
+                if let Some(app) = self.shard_app.as_mut() {
+                    app.set_load(pct);
+                }
             }
             self.reload_tls();
             if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
@@ -333,6 +349,8 @@ impl Shard {
                 Phase::Draining { until } => Some(until.min(now + DRAIN_POLL)),
                 other => other.deadline(),
             };
+            // The turn's work ends here: a second clock reading, for the load meter only.
+            self.load.wait(Instant::now());
             self.wait(now, wake_by).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
@@ -553,6 +571,13 @@ impl Shard {
         let draining = self.shutdown.load(Ordering::Relaxed);
         if draining || self.live_connections() >= self.max_conns {
             ShardStats::add(&self.stats().refused, 1);
+            return;
+        }
+        if self.busy {
+            // Admission under load: a core over its budget takes no new connection (the
+            // client's Initial goes unanswered and it retries).
+            ShardStats::add(&self.stats().refused, 1);
+            ShardStats::add(&self.stats().refused_busy, 1);
             return;
         }
         let token = token.unwrap_or_default();

@@ -13,7 +13,8 @@ pub struct ShardStats {
     pub accepted: AtomicU64,
     /// Handshakes in progress.
     pub handshakes: AtomicU64,
-    /// Initials refused (connection cap, bad token, unknown ALPN is counted by quiche).
+    /// Initials refused (connection cap, draining, over the admission threshold, bad token;
+    /// unknown ALPN is counted by quiche).
     pub refused: AtomicU64,
     pub datagrams_in: AtomicU64,
     pub datagrams_out: AtomicU64,
@@ -35,6 +36,12 @@ pub struct ShardStats {
     pub outbound: AtomicU64,
     /// Mesh messages this core drained at its last turn (the budget is 256).
     pub mesh_backlog: AtomicU64,
+    /// Of `refused`, Initials refused because the core was over its admission threshold.
+    pub refused_busy: AtomicU64,
+    /// The share of the last second this core was busy in its turns, in percent.
+    pub busy_pct: AtomicU64,
+    /// The admission threshold in percent (0: off), the same on every core.
+    pub admission_busy_pct: AtomicU64,
 }
 
 impl ShardStats {
@@ -46,6 +53,12 @@ impl ShardStats {
     #[inline]
     pub(crate) fn sub(counter: &AtomicU64, n: u64) {
         counter.fetch_sub(n, Relaxed);
+    }
+
+    /// Sets a gauge.
+    #[inline]
+    pub(crate) fn set(gauge: &AtomicU64, v: u64) {
+        gauge.store(v, Relaxed);
     }
 
     /// A relaxed read of a counter.

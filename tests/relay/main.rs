@@ -17,6 +17,7 @@ mod actions;
 mod common;
 mod harness;
 
+mod admission;
 mod auth;
 mod discovery;
 mod ends;
