@@ -294,6 +294,7 @@ pub(super) struct Cx<'a> {
     mail: &'a mut Mail,
     next_epoch: &'a mut u64,
     wall: WallClock,
+    congested: &'a [bool],
 }
 
 /// The wall clock as the runtime last told it: Unix seconds at one instant of the shard's
@@ -313,6 +314,11 @@ impl Cx<'_> {
     pub fn new_epoch(&mut self) -> Epoch {
         *self.next_epoch += 1;
         epoch(self.core, *self.next_epoch)
+    }
+
+    /// Whether this core's mesh queue to `core` is backed up (see `RelayShard::set_congested`).
+    pub fn congested(&self, core: usize) -> bool {
+        self.congested.get(core).copied().unwrap_or(false)
     }
 
     /// The core that owns track `alias`.
@@ -349,6 +355,7 @@ macro_rules! cx {
             mail: &mut $shard.mail,
             next_epoch: &mut $shard.next_epoch,
             wall: $shard.wall,
+            congested: &$shard.congested,
         }
     };
 }
@@ -383,6 +390,8 @@ pub struct RelayShard {
     pub stats: RelayStats,
     /// The core's busy share of the last second as the runtime measured it, in percent.
     busy_pct: u8,
+    /// Cores this core's mesh queues are backed up to (`set_congested`).
+    congested: Vec<bool>,
 }
 
 impl RelayShard {
@@ -417,6 +426,7 @@ impl RelayShard {
             goaway: None,
             stats: RelayStats::default(),
             busy_pct: 0,
+            congested: Vec::new(),
         }
     }
 
@@ -424,6 +434,14 @@ impl RelayShard {
     /// runtime says so from time to time, so that token expiry follows the wall clock.
     pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         self.wall = WallClock { at: now, unix_secs };
+    }
+
+    /// This core's mesh queues are backed up to the cores marked `true` (index: core): the
+    /// owner opens no new stream to them until they catch up (whole subgroups are shed, never
+    /// an object of a stream already forwarded; control messages always go).
+    pub fn set_congested(&mut self, congested: &[bool]) {
+        self.congested.clear();
+        self.congested.extend_from_slice(congested);
     }
 
     /// The core was busy `busy_pct` percent of the last second (the runtime measures it; the

@@ -74,6 +74,10 @@ counters! {
     /// parent's GOAWAY).
     tracks_moved => "moq_edge_upstream_moves_total", "",
         "Tracks moved to a replacement upstream link after the parent's GOAWAY.";
+    /// Subgroup streams this core (their track's owner) did not forward to a subscriber core
+    /// its mesh queue was backed up to (shed whole, at their start).
+    mesh_shed_streams => "moq_edge_mesh_shed_streams_total", "",
+        "Subgroup streams not forwarded to a subscriber core that was behind (mesh queue backed up), shed whole.";
     /// Tracks this core owns that ended as malformed (draft-22 §12.1).
     malformed_tracks => "moq_edge_malformed_tracks_total", "",
         "Tracks ended as malformed (every subscription got PUBLISH_DONE MALFORMED_TRACK).";

@@ -102,6 +102,9 @@ pub trait ShardApp {
     /// The core's busy share of the last second, in percent (`load::LoadMeter`); told when
     /// a window completes, at the start of a turn.
     fn set_load(&mut self, _busy_pct: u8) {}
+    /// Which cores this core's mesh queues are backed up to (index: core), at the start of
+    /// each turn: their messages wait in this core's memory.
+    fn set_mesh_backlog(&mut self, _congested: &[bool]) {}
     /// A connection this core opened for [`Connect`] `tag` finished its handshake.
     fn new_outbound(&mut self, conn: ConnHandle, version: Version, _tag: u64) -> Box<dyn ConnApp> {
         self.new_connection(conn, version)

@@ -314,6 +314,11 @@ impl<T: Send> MeshEndpoint<T> {
         self.overflow_len
     }
 
+    /// Messages for `dst` waiting in this endpoint's overflow (its queue is full).
+    pub fn overflow_to(&self, dst: usize) -> usize {
+        self.overflow.get(dst).map_or(0, VecDeque::len)
+    }
+
     /// Delivers up to `budget` inbound messages to `f(src, msg)`, in FIFO order per source,
     /// round-robin across sources (at most `min(16, budget / cores)`, but at least one, from one
     /// source before moving to the next; the starting source rotates between calls). Returns how many were delivered.
@@ -630,6 +635,7 @@ mod tests {
             eps[0].send(1, i).unwrap();
         }
         assert_eq!(eps[0].pending_overflow(), 8);
+        assert_eq!((eps[0].overflow_to(1), eps[0].overflow_to(0), eps[0].overflow_to(7)), (8, 0, 0));
         assert_eq!(eps[0].try_send(1, 99), Err(99), "overflow non-empty");
         let mut got = Vec::new();
         while got.len() < 10 {

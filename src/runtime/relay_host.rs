@@ -361,6 +361,10 @@ impl ShardApp for RelayHost {
         self.0.borrow_mut().relay.set_load(busy_pct);
     }
 
+    fn set_mesh_backlog(&mut self, congested: &[bool]) {
+        self.0.borrow_mut().relay.set_congested(congested);
+    }
+
     fn on_message(&mut self, from: usize, msg: AppMessage) {
         let mut host = self.0.borrow_mut();
         let now = host.now;

@@ -81,6 +81,9 @@ pub enum MeshMsg {
 const RECV_BUDGET: usize = 256;
 /// Mesh messages handled per turn.
 const MESH_BUDGET: usize = 256;
+/// Messages waiting in overflow for one destination (beyond its full queue) past which the
+/// destination counts as backed up (`ShardApp::set_mesh_backlog`).
+const MESH_CONGESTED: usize = 1024;
 /// Largest QUIC packet we write (fits a 1500-byte MTU path with IPv6 and UDP headers).
 const MAX_DATAGRAM: usize = 1452;
 /// Trains are sent once this many bytes are queued (or [`udp::SEND_BATCH`] trains, or the
@@ -164,6 +167,9 @@ pub struct Shard {
     load: super::load::LoadMeter,
     /// Over the admission threshold in the last complete window: new connections refused.
     busy: bool,
+    /// Per destination core: this core's queue to it is backed up past [`MESH_CONGESTED`]
+    /// messages in overflow (told to the application every turn it changes).
+    congested: Vec<bool>,
     admission_busy_pct: u8,
     gso: bool,
     stats: Arc<[ShardStats]>,
@@ -237,6 +243,7 @@ impl Shard {
             max_conns: rc.max_connections_per_core,
             load: super::load::LoadMeter::new(Instant::now(), super::load::LOAD_WINDOW),
             busy: false,
+            congested: Vec::new(),
             admission_busy_pct: rc.admission_busy_pct,
             gso: rc.gso,
             stats: parts.stats,
@@ -290,6 +297,7 @@ impl Shard {
                     app.set_load(pct);
                 }
             }
+            self.note_mesh_backlog();
             self.reload_tls();
             if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
                 phase = match self.shard_app.as_mut() {
@@ -474,6 +482,27 @@ impl Shard {
         }
         self.inbound = inbound;
         n >= MESH_BUDGET
+    }
+
+    /// Tells the application which cores this core's mesh queues are backed up to, when that
+    /// changed: past [`MESH_CONGESTED`] messages waiting in overflow (its queue full), the
+    /// relay stops opening new streams to that core (the destination is behind; what waits
+    /// here is memory of this core).
+    fn note_mesh_backlog(&mut self) {
+        let Some(app) = self.shard_app.as_mut() else { return };
+        let cores = self.mesh.cores();
+        if self.congested.len() != cores {
+            self.congested = vec![false; cores];
+        }
+        let mut changed = false;
+        for (dst, c) in self.congested.iter_mut().enumerate() {
+            let now = self.mesh.overflow_to(dst) > MESH_CONGESTED;
+            changed |= now != *c;
+            *c = now;
+        }
+        if changed {
+            app.set_mesh_backlog(&self.congested);
+        }
     }
 
     /// Lets the per-core application act on the turn (its messages to other cores, the

@@ -597,3 +597,69 @@ fn every_announcer_is_subscribed_and_their_objects_merged() {
         r.assert_no_closes();
     }
 }
+
+/// A subscriber core that is behind (the owner core's mesh queue to it backed up: the
+/// runtime says so with `set_congested`) loses whole subgroups, never an object inside a
+/// stream it was given: a stream already forwarded there goes on to its end, a stream that
+/// opens meanwhile is not forwarded there at all (counted), a datagram is dropped, and control
+/// messages still go (a new SUBSCRIBE on that core is answered). Once it catches up, new
+/// streams reach it again.
+#[test]
+fn a_core_that_is_behind_loses_whole_subgroups_not_objects() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let g1 = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(p, g1, &object(1, 0));
+        r.run_until_quiet();
+
+        r.shards[0].set_congested(&[false, true]);
+        r.put(p, g1, &object(1, 1));
+        let g2 = r.open(p, &header(pv, PUB_ALIAS, 2, 0));
+        r.put(p, g2, &object(2, 0));
+        r.fin(p, g1);
+        r.fin(p, g2);
+        let dh = DatagramHeader {
+            track_alias: PUB_ALIAS,
+            group_id: 2,
+            object_id: 5,
+            publisher_priority: Some(4),
+            properties: Properties::new(),
+            end_of_group: false,
+            status: None,
+        };
+        r.session(p).send_datagram(&dh, b"dropped").unwrap();
+        r.run_until_quiet();
+        // Control still crosses: another track owned by core 0, subscribed from core 1.
+        let other = r.track_owned_by(&["live", "x"], 0);
+        let s2 = r.connect(1, sv);
+        let rid2 = r.subscribe(s2, &other, None);
+        let up2 = r.upstream_subscribe(p, &other);
+        r.accept_as(p, &up2, TrackAlias(76), None);
+        subscribe_ok(&messages(&r.take_events(s2)), rid2);
+
+        r.shards[0].set_congested(&[false, false]);
+        let g3 = r.open(p, &header(pv, PUB_ALIAS, 3, 0));
+        r.put(p, g3, &object(3, 0));
+        r.fin(p, g3);
+        r.run_until_quiet();
+
+        let ev = r.take_events(s);
+        let got: Vec<(u64, Vec<u64>, Option<Option<u64>>)> = streams(&ev)
+            .iter()
+            .map(|st| (st.header.group_id, st.objects.iter().map(|(o, _)| o.object_id).collect(), st.end))
+            .collect();
+        assert_eq!(got, vec![(1, vec![0, 1], Some(None)), (3, vec![0], Some(None))], "{ctx}");
+        assert_eq!(ev.iter().filter(|e| matches!(e, Event::Datagram { .. })).count(), 0, "{ctx}");
+        assert_eq!(r.shards[0].stats.mesh_shed_streams, 1, "{ctx}");
+        r.assert_no_closes();
+    }
+}
