@@ -23,7 +23,10 @@
 //! the queue as room appears (and once anything is in overflow, later sends to that destination
 //! queue behind it, so FIFO holds). That overflow is bounded only by what the source itself
 //! produces; the limits on what a peer can make a core buffer live in the layers that create
-//! messages (requests per session, buffered bytes per subscriber, ...), not here. Droppable
+//! messages (requests per session, buffered bytes per subscriber, ...), not here. The core
+//! reads [`MeshEndpoint::overflow_to`] each turn and tells the application which destinations
+//! are backed up; the relay then stops opening new streams to them (ARCHITECTURE.md, the
+//! relay layer). Droppable
 //! traffic (forwarded QUIC datagrams, which QUIC recovers from) uses [`try_send`], which fails
 //! instead of overflowing.
 //!
