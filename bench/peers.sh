@@ -66,8 +66,11 @@ start_relay() { # name → sets relay (pid) and draft
             --tls-key "$work/key.pem" >"$work/relay.log" 2>&1 &
         draft=16 ;;
     moq-relay)
-        taskset -c 0 "$DEV" --server-bind "127.0.0.1:$PORT" --tls-cert "$work/cert.pem" \
-            --tls-key "$work/key.pem" >"$work/relay.log" 2>&1 &
+        # One worker (it would start one per CPU, and it has one); anonymous publish and
+        # subscribe (its default asks an auth server).
+        taskset -c 0 "$DEV" --listen "127.0.0.1:$PORT" --listen-tls-cert "$work/cert.pem" \
+            --listen-tls-key "$work/key.pem" --runtime-workers 1 --auth-public '**' \
+            >"$work/relay.log" 2>&1 &
         draft=22 ;;
     *) echo "bench/peers.sh: unknown relay $1" >&2; exit 2 ;;
     esac
@@ -88,7 +91,7 @@ for load in $LOADS; do
         taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$PORT" --relay-pid "$relay" \
             --draft "$draft" --subscribers "$subs" --rate "$rate" --object-size "$size" \
             --duration "$DURATION" --warmup "$WARMUP" --quiet --json "$work/$r-$load.json" \
-            >/dev/null 2>&1 || echo "bench/peers.sh: $r at $load did not complete" >&2
+            >/dev/null 2>&1 || echo "bench/peers.sh: $r at $load: not every object arrived intact (see lost)" >&2
         kill "$relay" 2>/dev/null || true
         wait "$relay" 2>/dev/null || true
         relay=

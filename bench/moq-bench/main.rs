@@ -330,10 +330,8 @@ fn supervise(
     let (mut last_tick, mut last_objects, mut last_bytes) = (t0, 0u64, 0u64);
     loop {
         let now = Instant::now();
-        let over = ctl.published.load(Ordering::SeqCst) && ctl.drained.load(Ordering::SeqCst) == threads;
-        if (now >= w_end && over) || now >= grace || failed() {
-            break;
-        }
+        // The relay's sample first: the window's end is sampled before the loop can stop there
+        // (a light load drains at once, and the run used to end without its CPU figure).
         if let Some(pid) = c.relay_pid {
             if let Some(s) = procfs::sample(pid) {
                 relay.rss_max = relay.rss_max.max(s.rss_bytes);
@@ -344,6 +342,10 @@ fn supervise(
                     relay.window_cpu_s = at_window_start.map(|a| s.cpu_s - a.cpu_s);
                 }
             }
+        }
+        let over = ctl.published.load(Ordering::SeqCst) && ctl.drained.load(Ordering::SeqCst) == threads;
+        if (now >= w_end && over) || now >= grace || failed() {
+            break;
         }
         if now >= last_tick + Duration::from_secs(1) {
             if let Some(s) = c.relay_pid.and_then(procfs::sample) {
