@@ -764,20 +764,17 @@ impl Fanout {
         for st in self.tracks.values_mut() {
             let track_timeouts = st.timeouts;
             for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
+                sub.recent.retain(|id| !streams.contains(id));
+                sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
                 // A stream that ran out of a delivery timeout smaller than the freshness
                 // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
                 let own = sub.timeouts.with(track_timeouts).object;
-                if how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag)) {
-                    sub.recent.retain(|id| !streams.contains(id));
-                    sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
+                let own_choice =
+                    how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
+                if lost == 0 || own_choice {
                     continue;
                 }
-                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
-                if lost == 0 {
-                    continue;
-                }
-                sub.recent.retain(|id| !streams.contains(id));
-                sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
                     sub.shed_since = Some(now);
                     sub.shed_count = 0;

@@ -464,8 +464,8 @@ impl ConnApp for RelayConn {
             host.flush(key, conn);
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
-            let shed = host.pumps.get_mut(&key).map(Pump::take_shed).unwrap_or_default();
-            let expired = host.pumps.get_mut(&key).map(Pump::take_expired).unwrap_or_default();
+            let (shed, expired) =
+                host.pumps.get_mut(&key).map(|p| (p.take_shed(), p.take_expired())).unwrap_or_default();
             if !shed.is_empty() || !expired.is_empty() {
                 if !shed.is_empty() {
                     host.relay.streams_shed(key, &shed, now);
