@@ -138,6 +138,27 @@ pub struct Cli {
     #[arg(long = "upstream", value_name = "[PREFIX=]URL")]
     pub upstreams: Vec<String>,
 
+    /// A namespace directory shared by the relays of a cluster: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
+    /// Namespaces announced here are registered there; tracks no local publisher and no
+    /// upstream route serves are looked up there and subscribed from the relay that has them
+    /// [default: off]. Needs --advertise.
+    #[arg(long, value_name = "URL")]
+    pub directory: Option<String>,
+
+    /// Key prefix of this cluster's entries in the directory (several clusters may share one
+    /// Redis) [default: moq-edge].
+    #[arg(long, value_name = "PREFIX")]
+    pub directory_prefix: Option<String>,
+
+    /// How long a directory entry outlives the relay that wrote it, in milliseconds (refreshed
+    /// every third of it) [default: 6000].
+    #[arg(long, value_name = "MS")]
+    pub directory_lease_ms: Option<u64>,
+
+    /// The URL other relays reach this one at, `moqt://HOST:PORT`, written in the directory.
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+
     /// Authorization token this relay sends to its upstreams.
     #[arg(long, value_name = "TOKEN")]
     pub upstream_token: Option<String>,
@@ -232,6 +253,10 @@ struct FileConfig {
     auth_keys: Option<Vec<String>>,
     upstream: Option<Vec<String>>,
     upstream_token: Option<String>,
+    directory: Option<String>,
+    directory_prefix: Option<String>,
+    directory_lease_ms: Option<u64>,
+    advertise: Option<String>,
     upstream_ca: Option<PathBuf>,
     upstream_insecure: Option<bool>,
     metrics: Option<String>,
@@ -316,6 +341,8 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     pub upstream_ca: Option<PathBuf>,
     pub upstream_insecure: bool,
+    /// The cluster's namespace directory, when one is configured.
+    pub directory: Option<Directory>,
     pub metrics: Option<SocketAddr>,
     pub web: Web,
     pub log_format: LogFormat,
@@ -332,6 +359,22 @@ pub enum RetryPolicy {
     Always,
     /// Only while a core has more than this many handshakes in progress.
     Auto { pending_handshakes: usize },
+}
+
+/// A namespace directory on Redis (`directory`, ARCHITECTURE.md "Namespace directory").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directory {
+    /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// Every key and the change channel start with it.
+    pub prefix: String,
+    /// What this relay writes as its address (`moqt://HOST:PORT`).
+    pub advertise: String,
+    /// How long an entry lives unless refreshed.
+    pub lease: Duration,
+    /// Authorization token sent on the links this relay opens to relays the directory names
+    /// (`upstream_token`).
+    pub token: Option<String>,
 }
 
 /// A parent relay this relay subscribes from (an upstream link).
@@ -530,6 +573,39 @@ impl Config {
             }
         }
         let upstream_insecure = cli.upstream_insecure.or(file.upstream_insecure).unwrap_or(false);
+        let directory = match cli.directory.clone().or(file.directory).filter(|d| !d.is_empty()) {
+            None => None,
+            Some(url) => {
+                let parsed = url::Url::parse(&url)
+                    .map_err(|e| anyhow!("config key `directory`: {url:?} is not a URL: {e}"))?;
+                if parsed.scheme() != "redis" {
+                    bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] (rediss:// is not supported)");
+                }
+                if parsed.host_str().is_none_or(str::is_empty) {
+                    bail!("config key `directory`: {url:?} names no host");
+                }
+                let advertise = cli.advertise.clone().or(file.advertise).unwrap_or_default();
+                if let Err(why) = moqt_host_port(&advertise) {
+                    bail!(
+                        "config key `advertise`: {advertise:?}: {why} (a directory needs moqt://HOST:PORT)"
+                    );
+                }
+                let prefix = cli.directory_prefix.clone().or(file.directory_prefix);
+                let prefix = prefix.unwrap_or_else(|| "moq-edge".into());
+                if prefix.is_empty()
+                    || prefix.len() > 64
+                    || prefix.contains(|c: char| c.is_whitespace() || "*?[]".contains(c))
+                {
+                    bail!("config key `directory_prefix`: {prefix:?} must be 1 to 64 characters, without spaces or * ? [ ]");
+                }
+                let lease_ms = cli.directory_lease_ms.or(file.directory_lease_ms).unwrap_or(6000);
+                if !(300..=600_000).contains(&lease_ms) {
+                    bail!("config key `directory_lease_ms`: {lease_ms} is not between 300 and 600000");
+                }
+                let lease = Duration::from_millis(lease_ms);
+                Some(Directory { url, prefix, advertise, lease, token: token.clone() })
+            }
+        };
         let metrics = match (cli.metrics, &file.metrics) {
             (Some(a), _) => Some(a),
             (None, Some(s)) if s.is_empty() => None,
@@ -564,6 +640,7 @@ impl Config {
             upstreams,
             upstream_ca,
             upstream_insecure,
+            directory,
             metrics,
             web,
             log_format,

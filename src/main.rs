@@ -94,8 +94,21 @@ fn main() -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
     let mut factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
     factory.upstreams = config.upstreams.clone();
+    let directory = match &config.directory {
+        Some(d) => {
+            let (handle, ports) = runtime::directory::start(d.clone(), config.cores)?;
+            let ports = Arc::new(std::sync::Mutex::new(ports.into_iter().map(Some).collect()));
+            factory.directory = Some((ports, d.token.clone()));
+            Some(handle)
+        }
+        None => None,
+    };
+    let drain_to = factory.drain_to.clone();
     let gauges = factory.gauges();
     let server = runtime::start(config.runtime(), Arc::new(factory))?;
+    if let Some(d) = &directory {
+        d.set_wakers(server.wakers());
+    }
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
     let trigger = server.shutdown_trigger();
@@ -105,6 +118,7 @@ fn main() -> anyhow::Result<()> {
             shards: server.stats_arc(),
             relay: gauges,
             shutdown: trigger.clone(),
+            directory: directory.as_ref().map(|d| d.stats.clone()),
         };
         let bound = metrics::serve(addr, sources).with_context(|| format!("metrics endpoint on {addr}"))?;
         println!("  metrics    serving http://{bound}");
@@ -137,6 +151,13 @@ fn main() -> anyhow::Result<()> {
                 continue;
             }
             info!(signal = sig, "shutting down: GOAWAY to every session, then close");
+            if let Some(d) = &directory {
+                // Out of the directory first, so that no relay sends new subscribers here.
+                let sibling = d.drain(std::time::Duration::from_secs(1));
+                if let Ok(mut to) = drain_to.lock() {
+                    *to = sibling;
+                }
+            }
             trigger.trigger();
             break;
         }

@@ -23,6 +23,8 @@ pub struct Sources {
     pub relay: Arc<[RelayGauges]>,
     /// Readiness turns 503 once shutdown (the GOAWAY drain) has begun.
     pub shutdown: ShutdownTrigger,
+    /// The namespace directory's figures, when one is configured.
+    pub directory: Option<Arc<crate::runtime::directory::DirectoryStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -250,7 +252,35 @@ pub fn render(s: &Sources) -> String {
          # TYPE moq_edge_fetch_cache_hit_ratio gauge\nmoq_edge_fetch_cache_hit_ratio {ratio}"
     );
     latency(m, &s.relay[..cores]);
+    if let Some(d) = &s.directory {
+        directory(m, d);
+    }
     out
+}
+
+/// The namespace directory's families (`runtime::directory`).
+fn directory(out: &mut String, d: &crate::runtime::directory::DirectoryStats) {
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let up = u64::from(d.up.load(Ordering::Relaxed));
+    let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    };
+    gauge(
+        out,
+        "moq_edge_directory_up",
+        "Whether the namespace directory (Redis) answered the last command.",
+        up,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP moq_edge_directory_lookups_total Lookups of namespaces no local publisher or route serves.\n\
+         # TYPE moq_edge_directory_lookups_total counter"
+    );
+    for (result, n) in [("hit", &d.hits), ("miss", &d.misses), ("error", &d.errors)] {
+        let _ = writeln!(out, "moq_edge_directory_lookups_total{{result=\"{result}\"}} {}", get(n));
+    }
+    let registered = get(&d.registered);
+    gauge(out, "moq_edge_directory_registered", "Namespaces this relay holds in the directory.", registered);
 }
 
 /// `moq_edge_relay_delay_seconds`: the cores' histograms merged.
@@ -305,7 +335,7 @@ mod tests {
             *g.latency.lock().unwrap() = Some(h);
         }
         let trigger = crate::runtime::ShutdownTrigger::detached();
-        let text = render(&Sources { cores: 2, shards, relay, shutdown: trigger });
+        let text = render(&Sources { cores: 2, shards, relay, shutdown: trigger, directory: None });
         assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"all\"} 12"), "{text}");

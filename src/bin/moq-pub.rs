@@ -44,6 +44,11 @@ struct Args {
     /// Objects to send before finishing (default: until Ctrl-C).
     #[arg(long)]
     count: Option<u64>,
+    /// Sequence number of the first object, rounded up to the start of a group (object n is
+    /// group n / group-size): a publisher that takes over a track from another, elsewhere,
+    /// carries on its numbering.
+    #[arg(long, default_value_t = 0)]
+    first_seq: u64,
     /// Send each object as a datagram instead of on subgroup streams.
     #[arg(long)]
     datagrams: bool,
@@ -104,10 +109,11 @@ fn main() -> anyhow::Result<()> {
     }
     let interval = Duration::from_secs_f64(1.0 / args.rate);
     let start = Instant::now();
-    let mut seq: u64 = 0;
+    let first_seq = args.first_seq.div_ceil(args.group_size).saturating_mul(args.group_size);
+    let mut seq: u64 = first_seq;
     let mut active = 0;
-    while args.count.is_none_or(|n| seq < n) && !stop.load(Ordering::Relaxed) {
-        let due = start + interval.mul_f64(seq as f64);
+    while args.count.is_none_or(|n| seq - first_seq < n) && !stop.load(Ordering::Relaxed) {
+        let due = start + interval.mul_f64((seq - first_seq) as f64);
         match publisher.pump_until(due, |_| stop.load(Ordering::Relaxed)) {
             Ok(()) | Err(moq_edge::client::ClientError::Deadline) => {}
             Err(e) => return Err(e).context("serving the relay"),
@@ -136,7 +142,10 @@ fn main() -> anyhow::Result<()> {
         seq += 1;
     }
     if let Some(lines) = &lines {
-        eprintln!("moq-pub: sent {seq} objects; waiting for a line on standard input to end the track");
+        eprintln!(
+            "moq-pub: sent {} objects; waiting for a line on standard input to end the track",
+            seq - first_seq
+        );
         serve_until_line(&mut publisher, lines, &stop)?;
     }
     let ended = publisher.done(&track, publish_done::TRACK_ENDED, "moq-pub finished")?;
@@ -144,7 +153,7 @@ fn main() -> anyhow::Result<()> {
     publisher.pump(Instant::now() + Duration::from_secs(1))?;
     publisher.close()?;
     let secs = start.elapsed().as_secs_f64();
-    println!("moq-pub: sent {seq} objects in {secs:.1} s; ended {ended} subscription(s)");
+    println!("moq-pub: sent {} objects in {secs:.1} s; ended {ended} subscription(s)", seq - first_seq);
     Ok(())
 }
 

@@ -81,6 +81,9 @@ pub struct Discovery {
     /// Offers waiting for the owner's Largest Object (a PUBLISH must carry it, draft-22
     /// §9.8): (session, FORWARD, namespace subscription) per track.
     offering: HashMap<TrackAlias, Vec<Offer>>,
+    /// Prefixes of namespace subscriptions that began (true) or ended, for the namespace
+    /// directory (`RelayShard::take_directory`).
+    watches: Vec<(TrackNamespace, bool)>,
 }
 
 /// One of our PUBLISHes waiting for its answer.
@@ -111,6 +114,11 @@ fn suffix(namespace: &TrackNamespace, prefix: &TrackNamespace) -> TrackNamespace
 }
 
 impl Discovery {
+    /// Namespace subscriptions' prefixes that began or ended since the last call.
+    pub(super) fn take_watches(&mut self) -> Vec<(TrackNamespace, bool)> {
+        std::mem::take(&mut self.watches)
+    }
+
     pub(super) fn subscribe(
         &mut self,
         cx: &mut Cx<'_>,
@@ -211,6 +219,9 @@ impl Discovery {
         };
         let forward = sub.publishes.unwrap_or(true);
         let via = Via { rid, prefix: sub.prefix.clone(), tracks: sub.kind == Kind::Tracks };
+        if sub.namespaces {
+            self.watches.push((sub.prefix.clone(), true));
+        }
         self.subs.insert((conn, rid), sub);
         for alias in offers {
             self.offer(cx, fanout, alias, Offer { conn, forward, via: via.clone() });
@@ -374,7 +385,10 @@ impl Discovery {
     /// The subscriber cancelled (draft-16: FIN or reset of the stream; draft-22: reset or
     /// STOP_SENDING).
     pub(super) fn cancelled(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
-        if self.subs.remove(&(conn, rid)).is_some() {
+        if let Some(sub) = self.subs.remove(&(conn, rid)) {
+            if sub.namespaces {
+                self.watches.push((sub.prefix, false));
+            }
             sessions.forget(conn, rid);
             if let Some(c) = self.per_session.get_mut(&conn) {
                 *c = c.saturating_sub(1);
@@ -402,6 +416,10 @@ impl Discovery {
             ));
         }
         let Some(sub) = self.subs.get_mut(&(conn, rid)) else { return Ok(None) };
+        if sub.namespaces {
+            self.watches.push((sub.prefix.clone(), false));
+            self.watches.push((prefix.clone(), true));
+        }
         Ok(Some(std::mem::replace(&mut sub.prefix, prefix)))
     }
 
@@ -433,7 +451,13 @@ impl Discovery {
     }
 
     pub(super) fn session_closed(&mut self, conn: u64) {
-        self.subs.retain(|(c, _), _| *c != conn);
+        let watches = &mut self.watches;
+        self.subs.retain(|(c, _), s| {
+            if *c == conn && s.namespaces {
+                watches.push((s.prefix.clone(), false));
+            }
+            *c != conn
+        });
         for asks in self.offering.values_mut() {
             asks.retain(|o| o.conn != conn);
         }

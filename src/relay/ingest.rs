@@ -57,6 +57,9 @@ struct Upstream {
     published: Option<TrackNamespace>,
     /// Our SUBSCRIBE: its track's namespace (what a token renewing it must grant).
     subscribed: Option<TrackNamespace>,
+    /// A PUBLISH whose namespace was registered in the namespace directory (one not from a
+    /// link): unregistered when it ends.
+    registered: bool,
     /// Our SUBSCRIBE through an upstream link whose SUBSCRIBE_OK said when it EXPIRES: when
     /// to renew it.
     renew: Option<Instant>,
@@ -74,9 +77,17 @@ pub struct Ingest {
     announcing: HashMap<(u64, RequestId), usize>,
     /// Sessions' counts of namespaces and upstream subscriptions (limits).
     per_session: HashMap<u64, (usize, usize)>,
+    /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
+    /// (`RelayShard::take_directory`).
+    published_log: Vec<(TrackNamespace, bool)>,
 }
 
 impl Ingest {
+    /// PUBLISHes begun and ended since the last call (see `published_log`).
+    pub(super) fn take_published(&mut self) -> Vec<(TrackNamespace, bool)> {
+        std::mem::take(&mut self.published_log)
+    }
+
     pub fn len(&self) -> usize {
         self.ups.len()
     }
@@ -246,6 +257,7 @@ impl Ingest {
             done: None,
             update_blocked: false,
             published: None,
+            registered: false,
             subscribed: Some(namespace),
             renew: None,
         };
@@ -333,9 +345,13 @@ impl Ingest {
             update_blocked: false,
             done: None,
             published: Some(m.track.namespace.clone()),
+            registered: !sessions.is_link(conn),
             subscribed: None,
             renew: None,
         };
+        if up.registered {
+            self.published_log.push((m.track.namespace.clone(), true));
+        }
         self.ups.insert((conn, m.request_id), up);
         self.by_epoch.insert(epoch, (conn, m.request_id));
         sessions.register(conn, m.request_id, Role::Upstream);
@@ -523,6 +539,9 @@ impl Ingest {
     ) -> Option<(Upstream, Vec<StreamKey>)> {
         let up = self.ups.remove(&key)?;
         self.by_epoch.remove(&up.epoch);
+        if let (true, Some(namespace)) = (up.registered, &up.published) {
+            self.published_log.push((namespace.clone(), false));
+        }
         sessions.forget(key.0, key.1);
         if let Kind::Publish { .. } = up.kind {
             if let Some(c) = self.per_session.get_mut(&key.0) {

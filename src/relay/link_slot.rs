@@ -65,13 +65,16 @@ pub struct LinkSlot {
     /// Where the next connection goes instead of the configured parent (a GOAWAY's New
     /// Session URI).
     target: Option<(String, u16)>,
+    /// A link to a relay the namespace directory named (not configured): its routes come
+    /// and go with the directory, and it closes once it has none and carries nothing.
+    directory: bool,
 }
 
 impl LinkSlot {
     /// A slot that connects at `now`; `tag` names it in commands.
     pub fn new(tag: u64, upstream: Upstream, now: Instant) -> Self {
         let state = State::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
-        LinkSlot { tag, upstream, state, old: Vec::new(), target: None }
+        LinkSlot { tag, upstream, state, old: Vec::new(), target: None, directory: false }
     }
 
     pub fn upstream(&self) -> &Upstream {
@@ -214,7 +217,13 @@ impl LinkSlot {
 #[derive(Debug, Default)]
 pub struct LinkSlots {
     slots: Vec<LinkSlot>,
+    /// The next directory slot's tag (after [`DIRECTORY_TAGS`]).
+    next_tag: u64,
 }
+
+/// Tags of the slots of links the namespace directory asks for (configured parents' tags are
+/// their index).
+const DIRECTORY_TAGS: u64 = 1 << 32;
 
 impl LinkSlots {
     /// The slots of core `core` of `cores`: parent `i` is slot `i` on core `i % cores`; each
@@ -226,7 +235,62 @@ impl LinkSlots {
             .filter(|(i, _)| i % cores.max(1) == core)
             .map(|(i, u)| LinkSlot::new(i as u64, u.clone(), now))
             .collect();
-        LinkSlots { slots }
+        LinkSlots { slots, next_tag: DIRECTORY_TAGS }
+    }
+
+    /// The namespace directory routes `prefix` to the relay at `url` (`on`), or no longer: the
+    /// slot of the link to `url` (made the first time, connecting at `now`, sending `token`)
+    /// takes or drops the route. Returns the link's connection when it is up (the relay
+    /// then takes or drops the route at once); a new route of a link not up yet is given to
+    /// it when it is (`upstream().routes`).
+    pub fn directory_route(
+        &mut self,
+        url: &str,
+        prefix: &crate::wire::model::TrackNamespace,
+        on: bool,
+        token: Option<&str>,
+        now: Instant,
+    ) -> Result<Option<u64>, &'static str> {
+        let i = match self.slots.iter().position(|s| s.directory && s.upstream.url == url) {
+            Some(i) => i,
+            None if !on => return Ok(None),
+            None => {
+                let (host, port) = moqt_host_port(url)?;
+                let token = token.map(str::to_string);
+                let upstream = Upstream { url: url.to_string(), host, port, routes: Vec::new(), token };
+                let mut slot = LinkSlot::new(self.next_tag, upstream, now);
+                self.next_tag += 1;
+                slot.directory = true;
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        };
+        let s = &mut self.slots[i];
+        if on && !s.upstream.routes.contains(prefix) {
+            s.upstream.routes.push(prefix.clone());
+        } else if !on {
+            s.upstream.routes.retain(|r| r != prefix);
+        }
+        Ok(s.conn())
+    }
+
+    /// Directory slots with no route left: the connection each has up (to close once it
+    /// carries nothing). One with none (and no replaced links) is removed at once.
+    pub fn unrouted(&mut self) -> Vec<u64> {
+        self.slots.retain(|s| {
+            !s.directory || !s.upstream.routes.is_empty() || s.conn().is_some() || !s.old.is_empty()
+        });
+        self.slots
+            .iter()
+            .filter(|s| s.directory && s.upstream.routes.is_empty())
+            .filter_map(LinkSlot::conn)
+            .collect()
+    }
+
+    /// The directory slot whose link is `conn` is closed by the relay: it is removed (it is
+    /// not connected again).
+    pub fn retire(&mut self, conn: u64) {
+        self.slots.retain(|s| !(s.directory && s.conn() == Some(conn)));
     }
 
     pub fn is_empty(&self) -> bool {

@@ -44,7 +44,9 @@ const ROUTE_RID_BASE: u64 = u64::MAX - crate::config::MAX_ROUTES_PER_UPSTREAM as
 
 #[derive(Debug)]
 struct Link {
-    routes: Vec<TrackNamespace>,
+    /// Its routes; route `i` is request ID `ROUTE_RID_BASE + i` in the namespace table (a
+    /// route the namespace directory took away leaves a hole, filled by the next one).
+    routes: Vec<Option<TrackNamespace>>,
     /// The parent's node ID, once its SETUP arrived.
     peer: Option<u64>,
     /// Announcements forwarded up this link, and their requests on it.
@@ -83,6 +85,22 @@ pub struct Links {
     goaways: Vec<(u64, Bytes)>,
 }
 
+/// Tells every core that tracks under `namespace` come from link `publisher`, whose parent
+/// is relay `parent`.
+fn announce_route(
+    cx: &mut Cx<'_>,
+    publisher: SessionRef,
+    rid: RequestId,
+    parent: u64,
+    namespace: &TrackNamespace,
+) {
+    let via = Via::Upstream { node: parent };
+    for core in 0..cx.cores {
+        let namespace = namespace.clone();
+        cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
+    }
+}
+
 /// A link whose SETUP exchange completed ([`Links::ready`]): the routes to enter as its
 /// namespaces (each with its route's request ID), and the link it replaces.
 pub(super) struct LinkUp {
@@ -97,7 +115,7 @@ impl Links {
     /// move to this one once it is up.
     pub(super) fn add(&mut self, conn: u64, routes: Vec<TrackNamespace>, replaces: Option<u64>) {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
-        let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).collect();
+        let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
         let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false };
         self.on_core.insert(conn, link);
@@ -157,17 +175,56 @@ impl Links {
         let publisher = cx.me(conn);
         let mut routes = Vec::with_capacity(link.routes.len());
         for (i, namespace) in link.routes.iter().enumerate() {
+            let Some(namespace) = namespace else { continue };
             let rid = RequestId(ROUTE_RID_BASE + i as u64);
-            let via = Via::Upstream { node: parent };
-            for core in 0..cx.cores {
-                cx.send(
-                    core,
-                    NamespaceMsg::NamespaceAnnounced { namespace: namespace.clone(), publisher, rid, via },
-                );
-            }
+            announce_route(cx, publisher, rid, parent, namespace);
             routes.push((rid, namespace.clone()));
         }
         Some(LinkUp { routes, replaces: link.replaces })
+    }
+
+    /// Link `conn` takes one more route, `prefix` (the namespace directory names its parent
+    /// as the relay serving it). Returns the route's request ID when the link is set up and
+    /// the route is announced to every core now; otherwise it is announced when the link is
+    /// (`ready`), or it was there already, or the link is full or gone.
+    pub(super) fn add_route(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: u64,
+        prefix: TrackNamespace,
+    ) -> Option<RequestId> {
+        let link = self.on_core.get_mut(&conn)?;
+        if link.routes.iter().flatten().any(|r| *r == prefix) {
+            return None;
+        }
+        let i = match link.routes.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if link.routes.len() < crate::config::MAX_ROUTES_PER_UPSTREAM => {
+                link.routes.push(None);
+                link.routes.len() - 1
+            }
+            None => {
+                tracing::warn!(conn, "upstream link has no room for another route");
+                return None;
+            }
+        };
+        link.routes[i] = Some(prefix.clone());
+        let (parent, moved) = (link.peer?, link.moved);
+        if moved {
+            return None; // its replacement takes the routes
+        }
+        let rid = RequestId(ROUTE_RID_BASE + i as u64);
+        announce_route(cx, cx.me(conn), rid, parent, &prefix);
+        Some(rid)
+    }
+
+    /// Link `conn` drops route `prefix`. Returns its request ID when it had been announced
+    /// (the caller withdraws it).
+    pub(super) fn remove_route(&mut self, conn: u64, prefix: &TrackNamespace) -> Option<RequestId> {
+        let link = self.on_core.get_mut(&conn)?;
+        let i = link.routes.iter().position(|r| r.as_ref() == Some(prefix))?;
+        link.routes[i] = None;
+        link.peer.map(|_| RequestId(ROUTE_RID_BASE + i as u64))
     }
 
     /// Link `old`'s replacement is up: it is marked moved, and the first time, the request
@@ -177,7 +234,8 @@ impl Links {
         if std::mem::replace(&mut link.moved, true) {
             return Some(Vec::new());
         }
-        Some((0..link.routes.len()).map(|i| RequestId(ROUTE_RID_BASE + i as u64)).collect())
+        let announced = link.routes.iter().enumerate().filter(|(_, r)| r.is_some());
+        Some(announced.map(|(i, _)| RequestId(ROUTE_RID_BASE + i as u64)).collect())
     }
 
     /// The namespace table of this core changed: a link on this core whose route now covers

@@ -31,6 +31,7 @@
 
 pub mod alias;
 mod cache;
+pub mod directory;
 mod discovery;
 mod fanout;
 mod fetch;
@@ -196,6 +197,9 @@ pub struct RelayConfig {
     /// percentage ([`RelayShard::set_load`]), new SUBSCRIBE, FETCH and namespace
     /// subscriptions are refused with EXCESSIVE_LOAD; 0 (or 100): never.
     pub admission_busy_pct: u8,
+    /// A namespace directory is configured (`directory.rs`): announcements are registered
+    /// there, and tracks nothing here serves are looked up there.
+    pub directory: bool,
 }
 
 impl RelayConfig {
@@ -246,6 +250,7 @@ impl Default for RelayConfig {
             auth_cache: 4096,
             node_id: random_node_id(),
             admission_busy_pct: 0,
+            directory: false,
         }
     }
 }
@@ -291,6 +296,8 @@ pub(super) struct Cx<'a> {
     pub namespaces: &'a NamespaceTable,
     pub key: &'a AliasKey,
     pub stats: &'a mut RelayStats,
+    /// What this core asks of the namespace directory.
+    pub directory: &'a mut directory::Directory,
     mail: &'a mut Mail,
     next_epoch: &'a mut u64,
     wall: WallClock,
@@ -352,6 +359,7 @@ macro_rules! cx {
             namespaces: &$shard.namespaces,
             key: &$shard.key,
             stats: &mut $shard.stats,
+            directory: &mut $shard.directory,
             mail: &mut $shard.mail,
             next_epoch: &mut $shard.next_epoch,
             wall: $shard.wall,
@@ -380,6 +388,7 @@ pub struct RelayShard {
     discovery: discovery::Discovery,
     upfetch: upfetch::UpFetches,
     links: links::Links,
+    directory: directory::Directory,
     mail: Mail,
     next_epoch: u64,
     now: Instant,
@@ -406,6 +415,7 @@ impl RelayShard {
         unix_secs: u64,
     ) -> Self {
         let cache_budget = config.cache_budget;
+        let directory = directory::Directory::new(config.directory);
         RelayShard {
             core,
             cores,
@@ -419,6 +429,7 @@ impl RelayShard {
             discovery: discovery::Discovery::default(),
             upfetch: upfetch::UpFetches::default(),
             links: links::Links::default(),
+            directory,
             mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
             next_epoch: 0,
             now,
@@ -461,10 +472,20 @@ impl RelayShard {
     /// no timeout field), and so does every session set up from now on. Nothing else changes:
     /// subscriptions keep flowing until the sessions close or the core's time is up.
     pub fn go_away(&mut self, timeout_ms: u64) {
+        self.go_away_to(timeout_ms, None)
+    }
+
+    /// [`RelayShard::go_away`], naming `sibling` (a relay the namespace directory says is
+    /// the least loaded) as the New Session URI when no `goaway_uri` is configured.
+    pub fn go_away_to(&mut self, timeout_ms: u64, sibling: Option<&str>) {
         if self.goaway.is_some() {
             return;
         }
-        let goaway = GoAway { new_session_uri: self.config.goaway_uri.clone(), timeout_ms, request_id: None };
+        let uri = match (self.config.goaway_uri.is_empty(), sibling) {
+            (true, Some(s)) => Bytes::from(s.to_string()),
+            _ => self.config.goaway_uri.clone(),
+        };
+        let goaway = GoAway { new_session_uri: uri, timeout_ms, request_id: None };
         let ready = self.sessions.downstream_ready();
         self.goaway = Some(goaway);
         for conn in ready {
@@ -554,6 +575,67 @@ impl RelayShard {
             }
             _ => false,
         }
+    }
+
+    /// What this core asks of the namespace directory since the last call (`directory.rs`).
+    pub fn take_directory(&mut self) -> Vec<directory::DirectoryAsk> {
+        for (namespace, on) in self.ingest.take_published() {
+            self.directory.published(namespace, on);
+        }
+        for (prefix, on) in self.discovery.take_watches() {
+            self.directory.watch(&prefix, on);
+        }
+        self.directory.take()
+    }
+
+    /// The directory answered this core's lookup of `namespace`: on a miss, the requests
+    /// held for it get the answer they would have had without a directory; on a hit they
+    /// wait for the route (the link to the relay named comes up) until their time is up.
+    pub fn directory_answer(&mut self, namespace: &TrackNamespace, found: bool, now: Instant) {
+        self.now = now;
+        self.directory.answered(namespace);
+        if !found {
+            let cx = &mut cx!(self);
+            self.owner.directory_miss(cx, namespace);
+        }
+        self.run_local();
+    }
+
+    /// A namespace registered by another relay of the cluster appeared (`on`) or went away:
+    /// namespace subscriptions hear of it like of a local announcement (it routes nothing:
+    /// a SUBSCRIBE to it is looked up).
+    pub fn directory_namespace(&mut self, namespace: TrackNamespace, on: bool, now: Instant) {
+        self.now = now;
+        let changed = if on {
+            self.namespaces.insert(namespace.clone(), SessionRef::REMOTE, Via::Remote)
+        } else {
+            self.namespaces.remove(&namespace, SessionRef::REMOTE)
+        };
+        if changed {
+            self.discovery.changed(&mut self.sessions, &namespace, on);
+        }
+        self.run_local();
+    }
+
+    /// Link `conn` (on this core) takes namespace prefix `prefix` as a route (`on`) or drops
+    /// it: the directory names the relay it leads to as the one serving `prefix`. A link not
+    /// set up yet takes the routes its slot gives when it is (`add_link`).
+    pub fn link_route(&mut self, conn: u64, prefix: TrackNamespace, on: bool, now: Instant) {
+        self.now = now;
+        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        if on {
+            if let Some(rid) = self.links.add_route(cx, conn, prefix.clone()) {
+                self.ingest.add_route(sessions, conn, rid, prefix);
+            }
+        } else if let Some(rid) = self.links.remove_route(conn, &prefix) {
+            self.ingest.withdraw_namespace(cx, sessions, conn, rid);
+        }
+        self.run_local();
+    }
+
+    /// Whether link `conn` carries nothing: no subscription of ours, none of the parent's.
+    pub fn link_idle(&self, conn: u64) -> bool {
+        !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
     }
 
     /// Upstream links of this core whose session is set up.
@@ -691,15 +773,23 @@ impl RelayShard {
                 }
                 let held = match via {
                     Via::Announced { node } => {
+                        if publisher.core == cx.core && !sessions.is_link(publisher.conn) {
+                            cx.directory.announced(&namespace, publisher.conn);
+                        }
                         self.links.announced(cx, sessions, &namespace, publisher, node, Some(rid))
                     }
                     Via::Upstream { .. } if publisher.core == cx.core => {
                         self.links.forward_all(cx, sessions, publisher.conn);
                         false
                     }
-                    Via::Upstream { .. } => false,
+                    Via::Upstream { .. } | Via::Remote => false,
                 };
                 self.owner.rendezvous(cx, &namespace);
+                if matches!(via, Via::Upstream { .. }) {
+                    // A route now better than what some tracks come from (a namespace that
+                    // moved to another relay): they move to it, make before break.
+                    self.owner.route_added(cx, &namespace, publisher);
+                }
                 if !held {
                     cx.send(publisher.core, IngestMsg::NamespaceKnown { conn: publisher.conn, rid });
                 }
@@ -707,6 +797,9 @@ impl RelayShard {
             NamespaceMsg::NamespaceWithdrawn { namespace, publisher } => {
                 let gone = self.namespaces.remove(&namespace, publisher);
                 let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+                if publisher.core == cx.core {
+                    cx.directory.withdrawn(&namespace, publisher.conn);
+                }
                 if gone {
                     self.discovery.changed(sessions, &namespace, false);
                 }

@@ -21,6 +21,12 @@ pub struct SessionRef {
     pub conn: u64,
 }
 
+impl SessionRef {
+    /// Who "announced" a namespace that another relay of the cluster registered in the
+    /// namespace directory (`namespaces::Via::Remote`): no session.
+    pub const REMOTE: SessionRef = SessionRef { core: usize::MAX, conn: u64::MAX };
+}
+
 /// One upstream data stream, named by the ingest core and a per-core sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey {

@@ -15,6 +15,14 @@ pub enum Via {
     /// A route of an upstream link (configuration): tracks under it are subscribed from the
     /// parent relay `node`.
     Upstream { node: u64 },
+    /// Registered in the namespace directory by another relay of the cluster: discovery
+    /// reports it, but it routes nothing (a request for it is looked up in the directory).
+    Remote,
+}
+
+/// Whether namespace discovery reports entries that came this way.
+fn discovered(via: &Via) -> bool {
+    matches!(via, Via::Announced { .. } | Via::Remote)
 }
 
 /// Who asks for a track, for the loop rules of [`NamespaceTable::route`].
@@ -34,24 +42,27 @@ pub struct NamespaceTable {
 }
 
 impl NamespaceTable {
-    /// Adds an entry; true when it is an announcement and no one had announced `namespace`
-    /// before (upstream routes are not announcements: discovery does not see them).
+    /// Adds an entry; true when it is an announcement (here or, `Via::Remote`, at another
+    /// relay of the cluster) and `namespace` was not known that way before (upstream routes
+    /// are not announcements: discovery does not see them). A remote entry is kept once.
     pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef, via: Via) -> bool {
-        let announced = |v: &Via| matches!(v, Via::Announced { .. });
-        let first = announced(&via) && !self.entries.iter().any(|(n, _, v)| *n == namespace && announced(v));
+        if via == Via::Remote && self.entries.iter().any(|(n, _, v)| *n == namespace && *v == Via::Remote) {
+            return false;
+        }
+        let first =
+            discovered(&via) && !self.entries.iter().any(|(n, _, v)| *n == namespace && discovered(v));
         self.entries.push((namespace, publisher, via));
         first
     }
 
     /// Removes one entry of `namespace` by `publisher`; true when it was the last
-    /// announcement of `namespace`.
+    /// announcement of `namespace` (here or remote).
     pub fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) -> bool {
         let Some(i) = self.entries.iter().rposition(|(n, p, _)| n == namespace && *p == publisher) else {
             return false;
         };
         let (_, _, via) = self.entries.remove(i);
-        matches!(via, Via::Announced { .. })
-            && !self.entries.iter().any(|(n, _, v)| n == namespace && matches!(v, Via::Announced { .. }))
+        discovered(&via) && !self.entries.iter().any(|(n, _, v)| n == namespace && discovered(v))
     }
 
     /// Every announced namespace at or below `prefix`, each once, in announcement order.
@@ -59,7 +70,7 @@ impl NamespaceTable {
         let mut seen = crate::hash::HashSet::default();
         self.entries
             .iter()
-            .filter(|(n, _, v)| matches!(v, Via::Announced { .. }) && n.starts_with(prefix) && seen.insert(n))
+            .filter(|(n, _, v)| discovered(v) && n.starts_with(prefix) && seen.insert(n))
             .map(|(n, _, _)| n.clone())
             .collect()
     }
@@ -72,6 +83,7 @@ impl NamespaceTable {
         self.best(namespace, |via| match via {
             Via::Announced { .. } => true,
             Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
+            Via::Remote => false,
         })
     }
 
@@ -114,7 +126,7 @@ impl NamespaceTable {
     pub fn announced(&self) -> impl Iterator<Item = (&TrackNamespace, SessionRef, Option<u64>)> {
         self.entries.iter().filter_map(|(n, p, v)| match v {
             Via::Announced { node } => Some((n, *p, *node)),
-            Via::Upstream { .. } => None,
+            Via::Upstream { .. } | Via::Remote => None,
         })
     }
 

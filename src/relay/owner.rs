@@ -205,16 +205,45 @@ impl Track {
     }
 }
 
-/// A SUBSCRIBE held for a publisher to appear (draft-22 RENDEZVOUS_TIMEOUT).
+/// Requests for a track no publisher serves yet, held for one to appear: SUBSCRIBEs that
+/// asked to wait (draft-22 RENDEZVOUS_TIMEOUT), and while the namespace directory is asked
+/// (`directory.rs`), SUBSCRIBEs, FETCHes and TRACK_STATUSes.
 #[derive(Debug)]
 struct Held {
     name: FullTrackName,
+    /// Cores whose SUBSCRIBEs wait.
     waiting: Vec<usize>,
     until: Instant,
     who: Requester,
     /// The largest NEW_GROUP_REQUEST of the held SUBSCRIBEs: it goes upstream once a
     /// publisher appears (draft-22 §9.20.19).
     new_group: Option<u64>,
+    /// A SUBSCRIBE asked to wait for a publisher: time up is TIMEOUT, and a directory miss
+    /// leaves the SUBSCRIBEs held (otherwise both are DOES_NOT_EXIST, as without a
+    /// directory).
+    rendezvous: bool,
+    /// The directory is being asked about the track's namespace.
+    lookup: bool,
+    fetches: Vec<FetchAsk>,
+    /// TRACK_STATUS requests: (core, session, request).
+    statuses: Vec<(usize, u64, RequestId)>,
+}
+
+impl Held {
+    fn new(name: FullTrackName, until: Instant, who: Requester) -> Self {
+        let (waiting, fetches, statuses) = (Vec::new(), Vec::new(), Vec::new());
+        Held {
+            name,
+            waiting,
+            until,
+            who,
+            new_group: None,
+            rendezvous: false,
+            lookup: false,
+            fetches,
+            statuses,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -382,6 +411,14 @@ impl Owner {
             }
             if h.name == track {
                 h.new_group = h.new_group.max(new_group);
+                if !rendezvous.is_zero() && !h.rendezvous {
+                    h.rendezvous = true;
+                    let until = cx.now + rendezvous.min(cx.config.max_rendezvous);
+                    if until > h.until {
+                        h.until = until;
+                        self.held_until.push(Reverse((until, alias.0)));
+                    }
+                }
             }
             return;
         }
@@ -423,12 +460,21 @@ impl Owner {
             );
         }
         let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
-            if !rendezvous.is_zero() {
-                // Hold it until a publisher appears (PUBLISH_NAMESPACE or PUBLISH) or time is up.
-                let until = cx.now + rendezvous.min(cx.config.max_rendezvous);
-                let held = Held { name: track, waiting: vec![from], until, who, new_group };
+            let lookup = cx.directory.resolves(who) && cx.directory.lookup(&track.namespace);
+            if !rendezvous.is_zero() || lookup {
+                // Hold it until a publisher appears (PUBLISH_NAMESPACE, PUBLISH, or a route
+                // the directory leads to) or time is up.
+                let wait = if rendezvous.is_zero() {
+                    Duration::ZERO
+                } else {
+                    rendezvous.min(cx.config.max_rendezvous)
+                };
+                let wait = if lookup { wait.max(super::directory::DIRECTORY_WAIT) } else { wait };
+                let mut held = Held::new(track, cx.now + wait, who);
+                (held.waiting, held.new_group) = (vec![from], new_group);
+                (held.rendezvous, held.lookup) = (!rendezvous.is_zero(), lookup);
+                self.held_until.push(Reverse((held.until, alias.0)));
                 self.held.insert(alias, held);
-                self.held_until.push(Reverse((until, alias.0)));
                 return;
             }
             let reason = Bytes::from_static(b"no publisher for this track");
@@ -539,6 +585,88 @@ impl Owner {
                 continue;
             };
             self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, h.new_group);
+            if let Some(t) = self.tracks.get_mut(&alias) {
+                t.fetches.extend(h.fetches);
+                t.statuses.extend(h.statuses);
+            }
+        }
+    }
+
+    /// The namespace directory knows no relay serving `namespace`: what was held only for
+    /// that answer gets the answer it would have had without a directory (DOES_NOT_EXIST);
+    /// SUBSCRIBEs that asked to wait for a publisher go on waiting.
+    pub(super) fn directory_miss(&mut self, cx: &mut Cx<'_>, namespace: &crate::wire::model::TrackNamespace) {
+        let missed: Vec<TrackAlias> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.lookup && h.name.namespace == *namespace)
+            .map(|(a, _)| *a)
+            .collect();
+        for alias in missed {
+            let Some(h) = self.held.get_mut(&alias) else { continue };
+            h.lookup = false;
+            let (fetches, statuses) = (std::mem::take(&mut h.fetches), std::mem::take(&mut h.statuses));
+            let waiting = if h.rendezvous { Vec::new() } else { std::mem::take(&mut h.waiting) };
+            if h.waiting.is_empty() {
+                self.held.remove(&alias);
+            }
+            self.held_gone(cx, alias, waiting, fetches, statuses, RequestErrorCode::DoesNotExist);
+        }
+    }
+
+    /// Answers held requests that found no publisher: SUBSCRIBEs of cores `waiting` with
+    /// `code`, FETCHes and TRACK_STATUSes with DOES_NOT_EXIST.
+    fn held_gone(
+        &mut self,
+        cx: &mut Cx<'_>,
+        alias: TrackAlias,
+        waiting: Vec<usize>,
+        fetches: Vec<FetchAsk>,
+        statuses: Vec<(usize, u64, RequestId)>,
+        code: RequestErrorCode,
+    ) {
+        let reason = match code {
+            RequestErrorCode::Timeout => Bytes::from_static(b"no publisher appeared in time"),
+            _ => Bytes::from_static(b"no publisher for this track"),
+        };
+        for core in waiting {
+            cx.send(core, FanoutMsg::SubscribeError { alias, code, reason: reason.clone() });
+        }
+        for ask in fetches {
+            self.fetch_error(cx, alias, &ask, RequestErrorCode::DoesNotExist, reason.clone());
+        }
+        for (core, conn, rid) in statuses {
+            let answer = Err((RequestErrorCode::DoesNotExist, reason.clone()));
+            cx.send(core, FanoutMsg::StatusAnswer { conn, rid, answer });
+        }
+    }
+
+    /// Upstream route `via` (a link) to `prefix` appeared: tracks under it that come from
+    /// another link, and for which it is now the best route (a namespace the directory says
+    /// moved to another relay, or a longer prefix), move to it without a gap (see
+    /// [`Move`]).
+    pub(super) fn route_added(
+        &mut self,
+        cx: &mut Cx<'_>,
+        prefix: &crate::wire::model::TrackNamespace,
+        via: SessionRef,
+    ) {
+        let movable: Vec<(TrackAlias, SessionRef)> = self
+            .tracks
+            .iter()
+            .filter(|(_, t)| {
+                matches!(t.source, Source::Subscribed { .. })
+                    && t.handover.moving.is_none()
+                    && t.lost.is_none()
+                    && t.extra.is_empty()
+                    && t.source.publisher() != via
+                    && t.name.namespace.starts_with(prefix)
+                    && cx.namespaces.route(&t.name.namespace, t.who) == Some(via)
+            })
+            .map(|(a, t)| (*a, t.source.publisher()))
+            .collect();
+        for (alias, from) in movable {
+            self.move_track(cx, alias, from);
         }
     }
 
@@ -550,10 +678,8 @@ impl Owner {
                 continue;
             }
             let Some(h) = self.held.remove(&alias) else { continue };
-            for core in h.waiting {
-                let reason = Bytes::from_static(b"no publisher appeared in time");
-                cx.send(core, FanoutMsg::SubscribeError { alias, code: RequestErrorCode::Timeout, reason });
-            }
+            let code = if h.rendezvous { RequestErrorCode::Timeout } else { RequestErrorCode::DoesNotExist };
+            self.held_gone(cx, alias, h.waiting, h.fetches, h.statuses, code);
         }
     }
 
@@ -966,6 +1092,11 @@ impl Owner {
                 None => {
                     l.retry_at = now + UPSTREAM_RETRY;
                     self.lost.push(Reverse((now + UPSTREAM_RETRY, alias.0)));
+                    // Another relay of the cluster may serve it now: the route the directory
+                    // gives wakes the track (`rendezvous`).
+                    if cx.directory.resolves(who) {
+                        cx.directory.lookup(&name.namespace);
+                    }
                 }
             }
         }
@@ -1300,6 +1431,9 @@ impl Owner {
                 // fetched upstream. The subscription lingers and ends, or serves a
                 // subscriber that follows.
                 let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
+                    if let Some(h) = self.hold_for_directory(cx, alias, &track, who) {
+                        return h.fetches.push(ask);
+                    }
                     let reason = Bytes::from_static(b"no publisher for this track");
                     return self.fetch_error(cx, alias, &ask, RequestErrorCode::DoesNotExist, reason);
                 };
@@ -1315,6 +1449,31 @@ impl Owner {
                 );
             }
         }
+    }
+
+    /// Where a FETCH or TRACK_STATUS for `track`, which nothing here serves, waits: with the
+    /// requests already held for it, or while the namespace directory is asked. `None`:
+    /// it is answered now.
+    fn hold_for_directory(
+        &mut self,
+        cx: &mut Cx<'_>,
+        alias: TrackAlias,
+        track: &FullTrackName,
+        who: Requester,
+    ) -> Option<&mut Held> {
+        if self.held.get(&alias).is_some_and(|h| h.name == *track && h.lookup) {
+            return self.held.get_mut(&alias);
+        }
+        if self.held.contains_key(&alias)
+            || !cx.directory.resolves(who)
+            || !cx.directory.lookup(&track.namespace)
+        {
+            return None;
+        }
+        let mut held = Held::new(track.clone(), cx.now + super::directory::DIRECTORY_WAIT, who);
+        held.lookup = true;
+        self.held_until.push(Reverse((held.until, alias.0)));
+        Some(self.held.entry(alias).or_insert(held))
     }
 
     /// The upstream became Established: answer the FETCHes and TRACK_STATUSes that waited.
@@ -1361,6 +1520,9 @@ impl Owner {
             }
             None => {
                 let Some(publisher) = cx.namespaces.route(&track.namespace, who) else {
+                    if let Some(h) = self.hold_for_directory(cx, alias, &track, who) {
+                        return h.statuses.push((from, conn, rid));
+                    }
                     return cx
                         .send(from, fail(RequestErrorCode::DoesNotExist, b"no publisher for this track"));
                 };

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod cid;
+pub mod directory;
 pub mod load;
 pub mod mesh;
 pub mod moqt;

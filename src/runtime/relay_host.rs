@@ -21,10 +21,12 @@ use tracing::{info, warn};
 use super::app::{
     AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput, WebTransportConn,
 };
+use super::directory::{DirEvent, DirRequest, DirectoryPort};
 use super::moqt::Pump;
 use super::ShardId;
 use crate::config::{Config, Upstream};
 use crate::relay::alias::AliasKey;
+use crate::relay::directory::DirectoryAsk;
 use crate::relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use crate::relay::msg::RelayMsg;
 use crate::relay::{RelayConfig, RelayShard, RelayStats};
@@ -85,6 +87,12 @@ pub struct RelayFactory {
     gauges: Arc<[RelayGauges]>,
     /// Parent relays; link `i` lives on core `i % cores`.
     pub upstreams: Vec<Upstream>,
+    /// The namespace directory's end for each core (each core takes its own), and the token
+    /// sent on the links it leads to.
+    pub directory: Option<(super::directory::Ports, Option<String>)>,
+    /// Where draining sends clients when no `goaway_uri` is configured: the least loaded
+    /// sibling the directory names (set before the drain starts).
+    pub drain_to: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Config {
@@ -105,6 +113,7 @@ impl Config {
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             admission_busy_pct: self.admission_busy_pct,
+            directory: self.directory.is_some(),
             ..RelayConfig::default()
         }
     }
@@ -117,7 +126,15 @@ impl RelayFactory {
     /// `secret` keys the Track Alias hash (the same on every core of this relay).
     pub fn new(relay: RelayConfig, session: SessionConfig, secret: &[u8; 32]) -> Self {
         let gauges: Arc<[RelayGauges]> = (0..MAX_CORES).map(|_| RelayGauges::default()).collect();
-        RelayFactory { relay, session, key: AliasKey::new(secret), gauges, upstreams: Vec::new() }
+        RelayFactory {
+            relay,
+            session,
+            key: AliasKey::new(secret),
+            gauges,
+            upstreams: Vec::new(),
+            directory: None,
+            drain_to: Arc::default(),
+        }
     }
 
     /// Per-core state sizes (index = core; cores beyond the server's stay zero).
@@ -159,6 +176,11 @@ impl AppFactory for RelayFactory {
             resolving: Vec::new(),
             link_commands: Vec::new(),
             ping_at: now + LINK_KEEPALIVE,
+            directory: self.directory.as_ref().and_then(|(ports, token)| {
+                let port = ports.lock().ok()?.get_mut(shard.index())?.take()?;
+                Some((port, token.clone()))
+            }),
+            drain_to: self.drain_to.clone(),
             latency_at: now,
             wall_at: now + WALL_CLOCK_EVERY,
         };
@@ -191,6 +213,9 @@ struct Host {
     link_commands: Vec<LinkCommand>,
     /// When idle links are next woken for a keep-alive.
     ping_at: Instant,
+    /// This core's end of the namespace directory, and the token for the links it leads to.
+    directory: Option<(DirectoryPort, Option<String>)>,
+    drain_to: Arc<std::sync::Mutex<Option<String>>>,
     /// Streams shed from over-long backlogs.
     /// When the latency samples are next merged into the shared histogram.
     latency_at: Instant,
@@ -199,6 +224,43 @@ struct Host {
 }
 
 impl Host {
+    /// Hands the relay what the namespace directory said (answers, routes for this core's
+    /// links, namespaces of other relays) and the directory what the relay asks.
+    fn run_directory(&mut self) {
+        let Some((port, token)) = &self.directory else { return };
+        let now = self.now;
+        while let Ok(event) = port.rx.try_recv() {
+            match event {
+                DirEvent::Answer { namespace, found } => self.relay.directory_answer(&namespace, found, now),
+                DirEvent::Remote { namespace, on } => self.relay.directory_namespace(namespace, on, now),
+                DirEvent::Route { url, prefix, on } => {
+                    match self.links.directory_route(&url, &prefix, on, token.as_deref(), now) {
+                        Ok(Some(conn)) => self.relay.link_route(conn, prefix, on, now),
+                        Ok(None) => {}
+                        Err(why) => {
+                            warn!(relay = %url, why, "directory names a relay URL that is not moqt://HOST:PORT")
+                        }
+                    }
+                }
+            }
+        }
+        for ask in self.relay.take_directory() {
+            let req = match ask {
+                DirectoryAsk::Register(n) => DirRequest::Register(n),
+                DirectoryAsk::Unregister(n) => DirRequest::Unregister(n),
+                DirectoryAsk::Lookup(namespace) => DirRequest::Lookup { core: self.core, namespace },
+                DirectoryAsk::Watch { prefix, on } => DirRequest::Watch { prefix, on },
+            };
+            if port.tx.send(req).is_err() {
+                // The directory thread is gone (it never stops while the relay runs): a
+                // lookup is a miss.
+                warn!("namespace directory thread gone");
+                self.directory = None;
+                return;
+            }
+        }
+    }
+
     /// Feeds the link slots what happened since the last turn (their parents' GOAWAYs, the
     /// answers of host names being resolved) and lets them start what is due.
     fn run_links(&mut self, out: &mut ShardOutput) {
@@ -289,6 +351,13 @@ impl Host {
         for conn in moved_out {
             self.links.carries_nothing(conn, &mut self.link_commands);
         }
+        // Links to relays the directory no longer routes anything to close once idle.
+        for conn in self.links.unrouted() {
+            if self.relay.link_idle(conn) && self.relay.close_link(conn) {
+                info!(conn, "link to a relay the directory no longer names: closed");
+                self.links.retire(conn);
+            }
+        }
         self.link_commands(out);
     }
 
@@ -358,7 +427,12 @@ impl ShardApp for RelayHost {
     }
 
     fn set_load(&mut self, busy_pct: u8) {
-        self.0.borrow_mut().relay.set_load(busy_pct);
+        let host = &mut *self.0.borrow_mut();
+        host.relay.set_load(busy_pct);
+        if let Some((port, _)) = &host.directory {
+            let sessions = host.relay.session_count() as u64;
+            let _ = port.tx.send(DirRequest::Load { core: host.core, busy_pct, sessions });
+        }
     }
 
     fn set_mesh_backlog(&mut self, congested: &[bool]) {
@@ -377,7 +451,8 @@ impl ShardApp for RelayHost {
     fn drain(&mut self, now: Instant, timeout: std::time::Duration) {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
-        host.relay.go_away(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let sibling = host.drain_to.lock().ok().and_then(|s| s.clone());
+        host.relay.go_away_to(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX), sibling.as_deref());
         for pump in host.pumps.values_mut() {
             pump.drain_webtransport();
         }
@@ -391,6 +466,7 @@ impl ShardApp for RelayHost {
             host.wall_at = now + WALL_CLOCK_EVERY;
             host.relay.set_wall_clock(now, crate::auth::unix_now());
         }
+        host.run_directory();
         out.deadline = host.relay.tick(now);
         if !host.links.is_empty() {
             host.run_links(out);

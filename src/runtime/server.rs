@@ -163,6 +163,11 @@ impl ServerHandle {
         self.reloader.clone()
     }
 
+    /// Doorbells of the cores (index: core): a thread that hands a core work rings it.
+    pub fn wakers(&self) -> Vec<Waker> {
+        self.wakers.clone()
+    }
+
     pub fn shutdown_trigger(&self) -> ShutdownTrigger {
         ShutdownTrigger { shutdown: self.shutdown.clone(), wakers: self.wakers.clone() }
     }

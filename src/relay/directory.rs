@@ -1,0 +1,184 @@
+//! The relay's side of the namespace directory (config `directory`; ARCHITECTURE.md
+//! "Namespace directory"). The directory itself is a Redis client off the cores; a core only
+//! says what it needs ([`DirectoryAsk`], taken by the runtime) and hears back answers
+//! ([`RelayShard::directory_answer`](super::RelayShard::directory_answer)), routes (the link
+//! of the relay that has a namespace takes it as a route, `RelayShard::link_route`) and, for
+//! discovery, namespaces announced at other relays
+//! ([`RelayShard::directory_namespace`](super::RelayShard::directory_namespace)).
+//!
+//! - Register: an announcement by a session of this core that is not a link (a publisher, or
+//!   a downstream relay), and a PUBLISH of a track, register the namespace; its withdrawal,
+//!   or the end of that PUBLISH, unregisters it (the directory counts them across cores).
+//! - Resolve: the owner of a track that no local publisher and no route serves asks, once per
+//!   namespace at a time, and holds the request meanwhile ([`DIRECTORY_WAIT`]); a request
+//!   from another relay or down a link is never resolved here (the directory names the relay
+//!   that has the publisher, so one hop is enough, and no request goes round in a loop).
+//! - Discovery: the prefixes of this core's namespace subscriptions are watched.
+
+use crate::hash::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::namespaces::Requester;
+use crate::wire::model::TrackNamespace;
+
+/// How long a request waits for the directory's answer and the link it leads to.
+pub const DIRECTORY_WAIT: Duration = Duration::from_secs(2);
+
+/// What a core asks of the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectoryAsk {
+    Register(TrackNamespace),
+    Unregister(TrackNamespace),
+    /// Which relay serves this namespace (the answer comes back to this core).
+    Lookup(TrackNamespace),
+    /// A namespace subscription's prefix is watched (`on`) or no longer.
+    Watch {
+        prefix: TrackNamespace,
+        on: bool,
+    },
+}
+
+/// Lookups of one core waiting for their answer at most (more are answered as misses).
+const MAX_LOOKUPS: usize = 4096;
+
+#[derive(Debug, Default)]
+pub struct Directory {
+    enabled: bool,
+    out: Vec<DirectoryAsk>,
+    /// Lookups sent and not answered yet.
+    looking: HashSet<TrackNamespace>,
+    /// Announcements of this core's sessions registered: (namespace, session).
+    announced: HashSet<(TrackNamespace, u64)>,
+    /// Prefixes of this core's namespace subscriptions, counted.
+    watched: HashMap<TrackNamespace, u32>,
+}
+
+impl Directory {
+    pub fn new(enabled: bool) -> Self {
+        Directory { enabled, ..Directory::default() }
+    }
+
+    /// Whether a request by `who` is resolved through the directory (see the module header).
+    pub fn resolves(&self, who: Requester) -> bool {
+        self.enabled && !who.from_upstream && who.node.is_none()
+    }
+
+    /// Asks which relay serves `namespace`; false when it cannot be asked (too many lookups
+    /// under way): the request gets its answer as for a miss.
+    pub fn lookup(&mut self, namespace: &TrackNamespace) -> bool {
+        if self.looking.contains(namespace) {
+            return true;
+        }
+        if self.looking.len() >= MAX_LOOKUPS {
+            return false;
+        }
+        self.looking.insert(namespace.clone());
+        self.out.push(DirectoryAsk::Lookup(namespace.clone()));
+        true
+    }
+
+    /// The lookup of `namespace` was answered.
+    pub fn answered(&mut self, namespace: &TrackNamespace) {
+        self.looking.remove(namespace);
+    }
+
+    /// Session `conn` of this core announced `namespace`.
+    pub fn announced(&mut self, namespace: &TrackNamespace, conn: u64) {
+        if self.enabled && self.announced.insert((namespace.clone(), conn)) {
+            self.out.push(DirectoryAsk::Register(namespace.clone()));
+        }
+    }
+
+    /// Session `conn` of this core withdrew `namespace` (or closed).
+    pub fn withdrawn(&mut self, namespace: &TrackNamespace, conn: u64) {
+        if self.announced.remove(&(namespace.clone(), conn)) {
+            self.out.push(DirectoryAsk::Unregister(namespace.clone()));
+        }
+    }
+
+    /// A PUBLISH of a track in `namespace` began (`on`) or ended on this core.
+    pub fn published(&mut self, namespace: TrackNamespace, on: bool) {
+        if self.enabled {
+            self.out.push(if on {
+                DirectoryAsk::Register(namespace)
+            } else {
+                DirectoryAsk::Unregister(namespace)
+            });
+        }
+    }
+
+    /// A namespace subscription of `prefix` began (`on`) or ended on this core.
+    pub fn watch(&mut self, prefix: &TrackNamespace, on: bool) {
+        if !self.enabled {
+            return;
+        }
+        let n = self.watched.entry(prefix.clone()).or_default();
+        let was = *n;
+        *n = if on { n.saturating_add(1) } else { n.saturating_sub(1) };
+        let now = *n;
+        if now == 0 {
+            self.watched.remove(prefix);
+        }
+        if (was == 0) != (now == 0) {
+            self.out.push(DirectoryAsk::Watch { prefix: prefix.clone(), on });
+        }
+    }
+
+    pub fn take(&mut self) -> Vec<DirectoryAsk> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(f: &[&str]) -> TrackNamespace {
+        TrackNamespace::from_strs(f)
+    }
+
+    #[test]
+    fn registrations_and_watches_are_counted_once_per_change() {
+        let mut d = Directory::new(true);
+        d.announced(&ns(&["live"]), 1);
+        d.announced(&ns(&["live"]), 1);
+        d.announced(&ns(&["live"]), 2);
+        d.withdrawn(&ns(&["live"]), 3);
+        d.withdrawn(&ns(&["live"]), 1);
+        d.watch(&ns(&["a"]), true);
+        d.watch(&ns(&["a"]), true);
+        d.watch(&ns(&["a"]), false);
+        d.watch(&ns(&["a"]), false);
+        use DirectoryAsk::*;
+        assert_eq!(
+            d.take(),
+            vec![
+                Register(ns(&["live"])),
+                Register(ns(&["live"])),
+                Unregister(ns(&["live"])),
+                Watch { prefix: ns(&["a"]), on: true },
+                Watch { prefix: ns(&["a"]), on: false },
+            ]
+        );
+        assert!(d.lookup(&ns(&["x"])));
+        assert!(d.lookup(&ns(&["x"])), "one lookup per namespace at a time");
+        assert_eq!(d.take(), vec![Lookup(ns(&["x"]))]);
+        d.answered(&ns(&["x"]));
+        assert!(d.lookup(&ns(&["x"])));
+        assert_eq!(d.take().len(), 1);
+    }
+
+    #[test]
+    fn off_it_asks_nothing_and_resolves_only_end_users() {
+        let mut d = Directory::new(false);
+        d.announced(&ns(&["live"]), 1);
+        d.published(ns(&["live"]), true);
+        d.watch(&ns(&["a"]), true);
+        assert!(d.take().is_empty());
+        assert!(!d.resolves(Requester::default()));
+        let d = Directory::new(true);
+        assert!(d.resolves(Requester::default()));
+        assert!(!d.resolves(Requester { from_upstream: true, node: None }));
+        assert!(!d.resolves(Requester { from_upstream: false, node: Some(7) }));
+    }
+}
