@@ -19,6 +19,7 @@ mod harness;
 
 mod admission;
 mod auth;
+mod directory;
 mod discovery;
 mod ends;
 mod fetch;
