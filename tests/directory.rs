@@ -138,7 +138,7 @@ fn three_relays_find_each_other_through_the_directory_and_follow_a_namespace_tha
     let (p_a, p_b, p_c) = (free_udp(), free_udp(), free_udp());
     let (m_a, m_b, m_c) = (free_tcp(), free_tcp(), free_tcp());
     let mut a = relay(p_a, m_a, redis_port);
-    let _b = relay(p_b, m_b, redis_port);
+    let mut b = relay(p_b, m_b, redis_port);
     let _c = relay(p_c, m_c, redis_port);
     for m in [m_a, m_b, m_c] {
         wait_for("the relays to reach Redis", Duration::from_secs(30), || {
@@ -236,4 +236,27 @@ fn three_relays_find_each_other_through_the_directory_and_follow_a_namespace_tha
     });
     let (ok, text) = output(subscriber(p_c, "live/two", 50));
     assert!(ok && text.contains("received 50 objects"), "a new namespace after Redis came back:\n{text}");
+
+    // B drains (SIGTERM): it leaves the directory, and sends its own subscribers to the one
+    // sibling left, C (A's load entry expired with it).
+    let on_b = subscriber(p_b, "live/two", 100_000);
+    // Its SUBSCRIBE_OK: objects flow to it (counted by B).
+    let out_before = metric(m_b, "moq_edge_objects_out_total").unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(500));
+    wait_for("a subscriber on B", Duration::from_secs(20), || {
+        metric(m_b, "moq_edge_subscriptions").is_some_and(|n| n >= 1)
+            && metric(m_b, "moq_edge_objects_out_total").is_some_and(|n| n >= out_before + 25)
+    });
+    let pid = b.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs").success());
+    wait_for("B's entries to go", Duration::from_secs(20), || {
+        redis_get(redis_port, "moq-edge:ns:live/two").is_none()
+            && redis_get(redis_port, &format!("moq-edge:relay:moqt://127.0.0.1:{p_b}")).is_none()
+    });
+    wait_for("B to exit", Duration::from_secs(30), || b.0.try_wait().ok().flatten().is_some());
+    let pid = on_b.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let (_, text) = output(on_b);
+    let sibling = format!("New Session URI \"moqt://127.0.0.1:{p_c}\"");
+    assert!(text.contains(&sibling), "GOAWAY names the least loaded sibling, C:\n{text}");
 }

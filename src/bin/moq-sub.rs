@@ -80,6 +80,7 @@ fn main() -> anyhow::Result<()> {
     let (mut latency_sum, mut latency_max, mut latency_n) = (0u128, 0u64, 0u64);
     let out = std::io::stdout();
     let started = Instant::now();
+    let mut goaway_seen = false;
     let reason = loop {
         let slice = Instant::now() + Duration::from_millis(500);
         let wake = |c: &moq_edge::client::SubscriberCore| {
@@ -116,6 +117,11 @@ fn main() -> anyhow::Result<()> {
         }
         lines.flush()?;
         drop(lines);
+        if let (false, Some(g)) = (goaway_seen, sub.core().goaway()) {
+            goaway_seen = true;
+            let uri = String::from_utf8_lossy(&g.new_session_uri);
+            eprintln!("moq-sub: GOAWAY from the relay, New Session URI {uri:?}");
+        }
         if args.count.is_some_and(|n| objects >= n) {
             sub.unsubscribe(rid)?;
             break "count reached".to_string();
