@@ -224,7 +224,9 @@ fn a_namespace_that_moves_takes_its_tracks_to_the_new_relay_without_a_gap() {
         assert_eq!(objects, vec![(0, 0), (0, 1), (1, 0)], "{v:?}: every object once, in order");
         assert_eq!(r.shards[owner].stats.tracks_moved, 1, "{v:?}");
         let ended = r.take_events(old).into_iter().any(|e| match e {
-            Event::Message(Message::Unsubscribe(rid)) | Event::Cancelled { request_id: rid } => rid == up.request_id,
+            Event::Message(Message::Unsubscribe(rid)) | Event::Cancelled { request_id: rid } => {
+                rid == up.request_id
+            }
             _ => false,
         });
         assert!(ended, "{v:?}: the old subscription is stopped");
