@@ -76,6 +76,12 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     pub gso: Option<bool>,
 
+    /// While a core is busy (half of the last second or more), a connection's packets are
+    /// held up to this many microseconds so that several leave in one GSO train: less CPU per
+    /// byte at high load for that much more latency (bench/README.md); 0: never [default: 0].
+    #[arg(long, value_name = "US")]
+    pub send_coalesce_us: Option<u64>,
+
     /// How long an upstream subscription outlives its last subscriber, in milliseconds
     /// [default: 2000].
     #[arg(long, value_name = "MS")]
@@ -241,6 +247,7 @@ struct FileConfig {
     max_connections_per_core: Option<usize>,
     admission_busy_pct: Option<u8>,
     gso: Option<bool>,
+    send_coalesce_us: Option<u64>,
     linger_ms: Option<u64>,
     publish_forward: Option<String>,
     max_backlog_kib: Option<u64>,
@@ -322,6 +329,8 @@ pub struct Config {
     /// A core busier than this percentage refuses new work; 0 (or 100): never.
     pub admission_busy_pct: u8,
     pub gso: bool,
+    /// See `RuntimeConfig::send_coalesce`.
+    pub send_coalesce: Duration,
     pub linger: Duration,
     pub publish_forward: PublishForward,
     /// Bytes; see `RelayConfig::max_backlog`.
@@ -510,6 +519,10 @@ impl Config {
             bail!("config key `admission_busy_pct`: {admission_busy_pct} is more than 100");
         }
         let gso = cli.gso.or(file.gso).unwrap_or(true);
+        let coalesce_us = cli.send_coalesce_us.or(file.send_coalesce_us).unwrap_or(0);
+        if coalesce_us > 20_000 {
+            bail!("config key `send_coalesce_us`: {coalesce_us} is more than 20000 (20 ms)");
+        }
         let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
         if linger_ms > 3_600_000 {
             bail!("config key `linger_ms`: {linger_ms} is more than an hour");
@@ -658,6 +671,7 @@ impl Config {
             max_connections_per_core,
             admission_busy_pct: if admission_busy_pct == 100 { 0 } else { admission_busy_pct },
             gso,
+            send_coalesce: Duration::from_micros(coalesce_us),
             linger: Duration::from_millis(linger_ms),
             publish_forward,
             max_backlog: backlog_kib as usize * 1024,
@@ -850,6 +864,10 @@ mod tests {
         assert_eq!(rc.retry, RetryPolicy::Always);
         assert!(!rc.gso);
         assert_eq!(rc.congestion_control, "reno");
+        assert_eq!(rc.send_coalesce, Duration::ZERO, "off by default");
+        let c = Config::resolve(&cli(&["--send-coalesce-us", "4000"]), 2).expect("resolves");
+        assert_eq!(c.runtime().send_coalesce, Duration::from_millis(4));
+        assert!(Config::resolve(&cli(&["--send-coalesce-us", "20001"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());
@@ -874,5 +892,29 @@ mod tests {
         let c = Config::resolve(&cli(&["--auth", "tokens", "--auth-key", key]), 8).expect("a 16-byte key");
         assert!(c.relay().auth.is_some());
         assert_eq!(c.relay().server_setup().max_auth_token_cache_size, Some(4096));
+    }
+
+    #[test]
+    fn a_directory_needs_a_redis_url_and_an_advertised_moqt_url() {
+        let c = Config::resolve(&cli(&[]), 8).expect("off by default");
+        assert!(c.directory.is_none() && !c.relay().directory);
+        let ok = ["--directory", "redis://u:p@10.0.0.1:6379/2", "--advertise", "moqt://edge-a:4443"];
+        let c = Config::resolve(&cli(&ok), 8).expect("a directory");
+        let d = c.directory.as_ref().expect("configured");
+        assert_eq!(
+            (d.prefix.as_str(), d.lease, d.advertise.as_str()),
+            ("moq-edge", Duration::from_secs(6), "moqt://edge-a:4443")
+        );
+        assert!(c.relay().directory);
+        let err = Config::resolve(&cli(&["--directory", "redis://r:6379"]), 8).expect_err("no advertise");
+        assert!(err.to_string().contains("advertise"), "{err}");
+        let tls = ["--directory", "rediss://r:6379", "--advertise", "moqt://a:1"];
+        assert!(Config::resolve(&cli(&tls), 8).expect_err("TLS").to_string().contains("rediss"));
+        for bad in
+            [["--directory-prefix", "a b"], ["--directory-prefix", "x*"], ["--directory-lease-ms", "100"]]
+        {
+            let args: Vec<&str> = ok.iter().chain(bad.iter()).copied().collect();
+            assert!(Config::resolve(&cli(&args), 8).is_err(), "{bad:?}");
+        }
     }
 }

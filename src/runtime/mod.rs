@@ -63,6 +63,13 @@ pub struct RuntimeConfig {
     pub congestion_control: String,
     /// Batch sends with UDP_SEGMENT (falls back to plain sends when the kernel refuses).
     pub gso: bool,
+    /// While the core was busy at least `coalesce_busy_pct` of the last second, a
+    /// connection's packets wait up to this long after it first had something to send, so
+    /// that several leave in one GSO train (fewer sends at the cost of this much delay);
+    /// zero: every turn sends what it has.
+    pub send_coalesce: Duration,
+    /// See `send_coalesce` (default 50; 0: whenever `send_coalesce` is set).
+    pub coalesce_busy_pct: u8,
     /// Attach the reuseport BPF program that steers short-header packets to their core.
     pub steering: bool,
     pub retry: RetryPolicy,
@@ -110,6 +117,7 @@ impl crate::config::Config {
         rc.max_connections_per_core = self.max_connections_per_core;
         rc.admission_busy_pct = self.admission_busy_pct;
         rc.gso = self.gso;
+        rc.send_coalesce = self.send_coalesce;
         rc.goaway_timeout = self.goaway_timeout;
         rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
         rc.qlog_dir = self.qlog_dir.clone();
@@ -131,6 +139,8 @@ impl RuntimeConfig {
             admission_busy_pct: 0,
             congestion_control: "cubic".to_string(),
             gso: true,
+            send_coalesce: Duration::ZERO,
+            coalesce_busy_pct: 50,
             steering: true,
             retry: RetryPolicy::Auto { pending_handshakes: 1024 },
             secret: None,

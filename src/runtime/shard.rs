@@ -104,6 +104,9 @@ struct Conn {
     scheduled: Option<Instant>,
     /// Do not send before this instant (pacing).
     paced_until: Option<Instant>,
+    /// Send coalescing (`RuntimeConfig::send_coalesce`): what this connection has to send
+    /// waits until then.
+    flush_at: Option<Instant>,
     handshake_counted: bool,
     dirty: bool,
     /// Generation of this slot, part of the connection's [`ConnHandle`].
@@ -172,6 +175,11 @@ pub struct Shard {
     congested: Vec<bool>,
     admission_busy_pct: u8,
     gso: bool,
+    /// `RuntimeConfig::send_coalesce` and `coalesce_busy_pct`, and whether it applies now
+    /// (the core was busy).
+    send_coalesce: Duration,
+    coalesce_busy_pct: u8,
+    coalescing: bool,
     stats: Arc<[ShardStats]>,
     recv: RecvBatch,
     /// This turn's outgoing trains, all connections together.
@@ -246,6 +254,9 @@ impl Shard {
             congested: Vec::new(),
             admission_busy_pct: rc.admission_busy_pct,
             gso: rc.gso,
+            send_coalesce: rc.send_coalesce,
+            coalesce_busy_pct: rc.coalesce_busy_pct,
+            coalescing: !rc.send_coalesce.is_zero() && rc.coalesce_busy_pct == 0,
             stats: parts.stats,
             recv: RecvBatch::new(),
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
@@ -292,6 +303,7 @@ impl Shard {
             }
             if let Some(pct) = self.load.turn(now) {
                 self.busy = crate::config::over_admission_threshold(pct, self.admission_busy_pct);
+                self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
                 ShardStats::set(&self.stats().busy_pct, u64::from(pct));
                 if let Some(app) = self.shard_app.as_mut() {
                     app.set_load(pct);
@@ -669,6 +681,7 @@ impl Shard {
             cids: cids.clone(),
             scheduled: None,
             paced_until: None,
+            flush_at: None,
             handshake_counted: true,
             dirty: false,
             gen: self.next_gen,
@@ -749,6 +762,7 @@ impl Shard {
             cids: vec![scid],
             scheduled: None,
             paced_until: None,
+            flush_at: None,
             handshake_counted: false,
             dirty: false,
             gen: 0,
@@ -929,15 +943,36 @@ impl Shard {
             self.by_cid.remove(&retired);
             conn.cids.retain(|c| *c != retired);
         }
-        self.flush(idx, now).await;
+        // A busy core lets a connection's packets gather for up to `send_coalesce` (from the
+        // first turn that had something for it) so that they leave as one GSO train; a
+        // connection in its handshake or closing sends at once.
+        let hold = self.coalescing
+            && conn.quic.is_established()
+            && !conn.quic.is_closed()
+            && !conn.quic.is_draining();
+        let flush_now = match conn.flush_at {
+            _ if !hold => true,
+            Some(at) => at <= now,
+            None => {
+                conn.flush_at = Some(now + self.send_coalesce);
+                false
+            }
+        };
+        if flush_now {
+            conn.flush_at = None;
+            self.flush(idx, now).await;
+        }
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         if conn.quic.is_closed() {
             self.close_conn(idx);
             return;
         }
-        // One heap entry per connection at its earliest deadline (timeout, pacing or setup).
-        let deadline =
-            [conn.quic.timeout_instant(), conn.paced_until, conn.setup_deadline].into_iter().flatten().min();
+        // One heap entry per connection at its earliest deadline (timeout, pacing, setup or
+        // a held send).
+        let deadline = [conn.quic.timeout_instant(), conn.paced_until, conn.setup_deadline, conn.flush_at]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(at) = deadline {
             if conn.scheduled.is_none_or(|s| at < s) {
                 conn.scheduled = Some(at);
