@@ -144,12 +144,18 @@ pub struct Cli {
     #[arg(long = "upstream", value_name = "[PREFIX=]URL")]
     pub upstreams: Vec<String>,
 
-    /// A namespace directory shared by the relays of a cluster: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
+    /// A namespace directory shared by the relays of a cluster:
+    /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, or `rediss://…` for TLS.
     /// Namespaces announced here are registered there; tracks no local publisher and no
     /// upstream route serves are looked up there and subscribed from the relay that has them
     /// [default: off]. Needs --advertise.
     #[arg(long, value_name = "URL")]
     pub directory: Option<String>,
+
+    /// PEM bundle of CAs the directory's certificate (`rediss://`) must chain to [default:
+    /// the system roots].
+    #[arg(long, value_name = "PEM")]
+    pub directory_ca: Option<PathBuf>,
 
     /// Key prefix of this cluster's entries in the directory (several clusters may share one
     /// Redis) [default: moq-edge].
@@ -262,6 +268,7 @@ struct FileConfig {
     upstream_token: Option<String>,
     directory: Option<String>,
     directory_prefix: Option<String>,
+    directory_ca: Option<PathBuf>,
     directory_lease_ms: Option<u64>,
     advertise: Option<String>,
     upstream_ca: Option<PathBuf>,
@@ -373,8 +380,10 @@ pub enum RetryPolicy {
 /// A namespace directory on Redis (`directory`, ARCHITECTURE.md "Namespace directory").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Directory {
-    /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
+    /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]` or `rediss://…` (TLS).
     pub url: String,
+    /// CAs a `rediss://` directory's certificate must chain to (`None`: the system roots).
+    pub ca: Option<PathBuf>,
     /// Every key and the change channel start with it.
     pub prefix: String,
     /// What this relay writes as its address (`moqt://HOST:PORT`).
@@ -591,8 +600,14 @@ impl Config {
             Some(url) => {
                 let parsed = url::Url::parse(&url)
                     .map_err(|e| anyhow!("config key `directory`: {url:?} is not a URL: {e}"))?;
-                if parsed.scheme() != "redis" {
-                    bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] (rediss:// is not supported)");
+                if !matches!(parsed.scheme(), "redis" | "rediss") {
+                    bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] or rediss://…");
+                }
+                let ca = cli.directory_ca.clone().or(file.directory_ca);
+                if let Some(ca) = &ca {
+                    if !ca.is_file() {
+                        bail!("config key `directory_ca`: {} is not a readable file", ca.display());
+                    }
                 }
                 if parsed.host_str().is_none_or(str::is_empty) {
                     bail!("config key `directory`: {url:?} names no host");
@@ -616,7 +631,7 @@ impl Config {
                     bail!("config key `directory_lease_ms`: {lease_ms} is not between 300 and 600000");
                 }
                 let lease = Duration::from_millis(lease_ms);
-                Some(Directory { url, prefix, advertise, lease, token: token.clone() })
+                Some(Directory { url, ca, prefix, advertise, lease, token: token.clone() })
             }
         };
         let metrics = match (cli.metrics, &file.metrics) {
@@ -909,7 +924,15 @@ mod tests {
         let err = Config::resolve(&cli(&["--directory", "redis://r:6379"]), 8).expect_err("no advertise");
         assert!(err.to_string().contains("advertise"), "{err}");
         let tls = ["--directory", "rediss://r:6379", "--advertise", "moqt://a:1"];
-        assert!(Config::resolve(&cli(&tls), 8).expect_err("TLS").to_string().contains("rediss"));
+        assert!(Config::resolve(&cli(&tls), 8).expect("TLS").directory.is_some_and(|d| d.ca.is_none()));
+        let other = ["--directory", "http://r:6379", "--advertise", "moqt://a:1"];
+        assert!(Config::resolve(&cli(&other), 8).is_err());
+        let no_ca =
+            ["--directory", "rediss://r:6379", "--advertise", "moqt://a:1", "--directory-ca", "/nonexistent"];
+        assert!(Config::resolve(&cli(&no_ca), 8)
+            .expect_err("no CA file")
+            .to_string()
+            .contains("directory_ca"));
         for bad in
             [["--directory-prefix", "a b"], ["--directory-prefix", "x*"], ["--directory-lease-ms", "100"]]
         {

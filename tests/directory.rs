@@ -59,12 +59,18 @@ fn redis_get(port: u16, key: &str) -> Option<String> {
 
 /// A relay on one core in the cluster of the Redis on `redis_port`, with a short lease.
 fn relay(port: u16, metrics: u16, redis_port: u16) -> Proc {
+    relay_at(port, metrics, &format!("redis://127.0.0.1:{redis_port}"), &[])
+}
+
+/// A relay on one core in the cluster of the directory at `url` (`more`: more flags).
+fn relay_at(port: u16, metrics: u16, url: &str, more: &[&str]) -> Proc {
     let child = Command::new(env!("CARGO_BIN_EXE_moq-edge"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "1", "--web", "off"])
         .args(["--metrics", &format!("127.0.0.1:{metrics}"), "--cache-mib", "16"])
         .args(["--admission-busy-pct", "0", "--upstream-insecure", "true"])
-        .args(["--directory", &format!("redis://127.0.0.1:{redis_port}")])
+        .args(["--directory", url])
         .args(["--advertise", &format!("moqt://127.0.0.1:{port}"), "--directory-lease-ms", "1500"])
+        .args(more)
         .stdout(Stdio::null())
         .stderr(log(&format!("relay-{port}")))
         .spawn()
@@ -259,4 +265,60 @@ fn three_relays_find_each_other_through_the_directory_and_follow_a_namespace_tha
     let (_, text) = output(on_b);
     let sibling = format!("New Session URI \"moqt://127.0.0.1:{p_c}\"");
     assert!(text.contains(&sibling), "GOAWAY names the least loaded sibling, C:\n{text}");
+}
+
+/// `rediss://`: the relays reach Redis over TLS (rustls), trusting the CA named by
+/// `--directory-ca`; the cluster works as over plain TCP. A relay that does not trust the
+/// server's certificate never reaches it.
+#[test]
+fn a_directory_over_tls() {
+    // A CA and a certificate for 127.0.0.1 signed by it; Redis serves TLS only.
+    let dir = std::env::temp_dir().join(format!("moq-edge-directory-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("the CA");
+    let key = rcgen::KeyPair::generate().expect("a server key");
+    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("server params");
+    let cert = params.signed_by(&key, &ca).expect("the server certificate");
+    let (ca_pem, cert_pem, key_pem) = (dir.join("ca.pem"), dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&ca_pem, ca.pem()).expect("ca.pem");
+    std::fs::write(&cert_pem, cert.pem()).expect("cert.pem");
+    std::fs::write(&key_pem, key.serialize_pem()).expect("key.pem");
+    let port = free_tcp();
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let _redis = Proc(
+        Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--tls-cert-file", &path(&cert_pem), "--tls-key-file", &path(&key_pem)])
+            .args(["--tls-ca-cert-file", &path(&ca_pem), "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts"),
+    );
+    let url = format!("rediss://127.0.0.1:{port}");
+    let ca_arg = path(&ca_pem);
+    let (p_a, p_c, p_x) = (free_udp(), free_udp(), free_udp());
+    let (m_a, m_c, m_x) = (free_tcp(), free_tcp(), free_tcp());
+    let _a = relay_at(p_a, m_a, &url, &["--directory-ca", &ca_arg]);
+    let _c = relay_at(p_c, m_c, &url, &["--directory-ca", &ca_arg]);
+    // Without the CA: the system roots do not know it.
+    let _x = relay_at(p_x, m_x, &url, &[]);
+    for m in [m_a, m_c] {
+        wait_for("the relays to reach Redis over TLS", Duration::from_secs(30), || {
+            plain(m, "moq_edge_directory_up", "") == Some(1)
+        });
+    }
+    let _pub_a = publisher(p_a, "live/tls", 0);
+    wait_for("A to register live/tls", Duration::from_secs(20), || {
+        plain(m_a, "moq_edge_directory_registered", "") == Some(1)
+    });
+    let (ok, text) = output(subscriber(p_c, "live/tls", 50));
+    assert!(ok && text.contains("received 50 objects"), "a subscriber on C, found over TLS:\n{text}");
+    assert_eq!(plain(m_c, "moq_edge_directory_lookups_total", "result=\"hit\""), Some(1));
+    assert_eq!(plain(m_x, "moq_edge_directory_up", ""), Some(0), "an untrusted certificate is refused");
+    let _ = std::fs::remove_dir_all(&dir);
 }

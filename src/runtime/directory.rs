@@ -135,8 +135,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Starts the directory thread (and its watch thread) for `cores` cores.
 pub fn start(cfg: Directory, cores: usize) -> anyhow::Result<(DirectoryHandle, Vec<DirectoryPort>)> {
-    let client =
-        redis::Client::open(cfg.url.as_str()).map_err(|e| anyhow::anyhow!("config key `directory`: {e}"))?;
+    let client = client(&cfg)?;
     let (tx, rx) = mpsc::channel();
     let mut ports = Vec::with_capacity(cores);
     let mut to_cores = Vec::with_capacity(cores);
@@ -169,6 +168,26 @@ pub fn start(cfg: Directory, cores: usize) -> anyhow::Result<(DirectoryHandle, V
         .spawn(move || watch(client, channel, wtx))?;
     info!(directory = %redacted(&cfg.url), advertise = %cfg.advertise, "namespace directory configured");
     Ok((DirectoryHandle { tx, wakers, stats }, ports))
+}
+
+/// The Redis client for the configured URL. `rediss://`: TLS with rustls on `ring` (the
+/// crypto the relay already carries), trusting `ca` or else the system roots.
+fn client(cfg: &Directory) -> anyhow::Result<redis::Client> {
+    let open = |e: redis::RedisError| anyhow::anyhow!("config key `directory`: {e}");
+    if !cfg.url.starts_with("rediss://") {
+        return redis::Client::open(cfg.url.as_str()).map_err(open);
+    }
+    // Already installed (by an earlier start in this process): the same provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root_cert = match &cfg.ca {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("config key `directory_ca`: {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let certs = redis::TlsCertificates { client_tls: None, root_cert };
+    redis::Client::build_with_tls(cfg.url.as_str(), certs).map_err(open)
 }
 
 /// The URL without its password (for logs).
