@@ -89,6 +89,12 @@ impl LinkSlot {
         }
     }
 
+    /// Whether the link leads to a relay the namespace directory named (not a configured
+    /// parent).
+    pub fn is_directory(&self) -> bool {
+        self.directory
+    }
+
     /// Replaced links still open, oldest first.
     pub fn replaced(&self) -> &[u64] {
         &self.old

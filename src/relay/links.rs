@@ -56,6 +56,9 @@ struct Link {
     replaces: Option<u64>,
     /// Its replacement is up: its tracks are moving there, and it closes once they have.
     moved: bool,
+    /// It leads to a relay the namespace directory named (`RelayShard::mark_directory_link`):
+    /// announcements are not forwarded up it.
+    directory: bool,
 }
 
 /// One namespace forwarded up a link.
@@ -117,7 +120,7 @@ impl Links {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
         let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
-        let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false };
+        let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false, directory: false };
         self.on_core.insert(conn, link);
     }
 
@@ -125,6 +128,13 @@ impl Links {
     /// the same parent).
     pub(super) fn take_goaways(&mut self) -> Vec<(u64, Bytes)> {
         std::mem::take(&mut self.goaways)
+    }
+
+    /// Link `conn` leads to a relay the namespace directory named.
+    pub(super) fn mark_directory(&mut self, conn: u64) {
+        if let Some(link) = self.on_core.get_mut(&conn) {
+            link.directory = true;
+        }
     }
 
     /// Whether link `conn` was replaced (its tracks are moving to its replacement).
@@ -269,7 +279,7 @@ impl Links {
             return false;
         }
         let now = cx.now;
-        let Some(link) = self.on_core.get_mut(&up.conn) else { return false };
+        let Some(link) = self.on_core.get_mut(&up.conn).filter(|l| !l.directory) else { return false };
         let Some(parent) = link.peer else { return false };
         if node == Some(parent) {
             return false; // it came from the parent itself

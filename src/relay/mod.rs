@@ -547,6 +547,13 @@ impl RelayShard {
         self.sessions.mark_link(conn);
     }
 
+    /// Link `conn` leads to a relay the namespace directory named, not to a parent: local
+    /// announcements are not forwarded up it (the directory already tells every relay where
+    /// they are; forwarding would make the other relay hold them too).
+    pub fn mark_directory_link(&mut self, conn: u64) {
+        self.links.mark_directory(conn);
+    }
+
     /// Whether session `conn` is an upstream link of this core.
     pub fn is_link(&self, conn: u64) -> bool {
         self.sessions.is_link(conn)

@@ -411,7 +411,11 @@ impl ShardApp for RelayHost {
         let setup = host.relay.config().link_setup(upstream.token.as_deref());
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
         let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
+        let directory = slot.is_directory();
         host.relay.add_link(conn.0, session, routes, replaces);
+        if directory {
+            host.relay.mark_directory_link(conn.0);
+        }
         host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent));
         Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
     }

@@ -33,6 +33,8 @@ impl Relay {
     fn directory_link(&mut self, core: usize, v: Version, node: u64) -> ClientId {
         let link = self.connect_link(core, v, Vec::new(), parent_setup(node));
         assert!(matches!(self.take_events(link).as_slice(), [Event::Ready { .. }]));
+        let conn = self.clients[link].conn;
+        self.shards[core].mark_directory_link(conn);
         link
     }
 
@@ -86,6 +88,13 @@ fn a_subscribe_waits_for_the_directory_and_goes_up_the_link_it_leads_to() {
         r.subscribe(s1, &other, None);
         r.upstream_subscribe(link, &other);
         assert!(r.directory_asks().is_empty(), "{v:?}: the route serves it, no lookup");
+
+        // A publisher here under that route: registered, REQUEST_OK at once, and not
+        // forwarded up the directory's link (which is no parent).
+        let p = r.connect(0, v);
+        r.announce(p, &["live", "local"]);
+        assert!(r.take_events(link).is_empty(), "{v:?}: not forwarded to the other relay");
+        assert_eq!(r.directory_asks(), vec![(0, DirectoryAsk::Register(ns(&["live", "local"])))]);
         r.assert_no_closes();
     }
 }
