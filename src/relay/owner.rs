@@ -686,7 +686,8 @@ impl Owner {
     pub(super) fn unsubscribe(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: usize) {
         if let Some(h) = self.held.get_mut(&alias) {
             h.waiting.retain(|&c| c != from);
-            if h.waiting.is_empty() {
+            // FETCHes and TRACK_STATUSes held with it still wait for their answer.
+            if h.waiting.is_empty() && h.fetches.is_empty() && h.statuses.is_empty() {
                 self.held.remove(&alias);
             }
             return;

@@ -124,6 +124,20 @@ fn a_miss_or_no_answer_is_does_not_exist_and_relays_are_not_looked_up() {
         assert!(errors.contains(&(rid.0, code::DOES_NOT_EXIST)), "{v:?}: {errors:?}");
         assert!(errors.contains(&(status.0, code::DOES_NOT_EXIST)), "{v:?}: {errors:?}");
 
+        // A TRACK_STATUS held with a SUBSCRIBE that is cancelled meanwhile still gets its answer.
+        let t2 = track(&["live", "gone2"], "v");
+        let rid2 = r.subscribe(s, &t2, None);
+        let status2 = r.track_status(s, &t2);
+        match v {
+            D16 => r.send(s, Message::Unsubscribe(rid2)),
+            _ => r.session(s).cancel(rid2).unwrap(),
+        }
+        r.run_until_quiet();
+        r.take_events(s);
+        assert_eq!(r.directory_asks().len(), 1, "{v:?}");
+        r.answer(r.owner(&t2), &ns(&["live", "gone2"]), false);
+        r.refused(s, status2, code::DOES_NOT_EXIST, "a TRACK_STATUS whose SUBSCRIBE went away");
+
         // A FETCH whose lookup is never answered.
         let range = LocationFilter::AbsoluteRange { start: Location::new(0, 0), end: Location::new(1, 0) };
         let (frid, ev) = r.standalone(s, &t, range);
