@@ -597,7 +597,7 @@ impl Ingest {
             OwnerMsg::Upstream {
                 alias,
                 epoch,
-                data: Data::Object { key, object, payload, received: cx.now },
+                data: Data::Object { key, object, payload, received: cx.received },
             },
         );
     }
@@ -637,7 +637,11 @@ impl Ingest {
         cx.stats.bytes_in += payload.len() as u64;
         cx.send(
             cx.owner_of(alias),
-            OwnerMsg::Upstream { alias, epoch, data: Data::Datagram { header, payload, received: cx.now } },
+            OwnerMsg::Upstream {
+                alias,
+                epoch,
+                data: Data::Datagram { header, payload, received: cx.received },
+            },
         );
     }
 

@@ -290,6 +290,9 @@ pub(super) struct Cx<'a> {
     pub core: usize,
     pub cores: usize,
     pub now: Instant,
+    /// When the data read this turn reached this relay: `now` less the time it waited in the
+    /// socket (`RelayShard::set_receive_lag`).
+    pub received: Instant,
     /// The relay is draining (GOAWAY sent): nothing lingers.
     pub draining: bool,
     pub config: &'a RelayConfig,
@@ -354,6 +357,7 @@ macro_rules! cx {
             core: $shard.core,
             cores: $shard.cores,
             now: $shard.now,
+            received: $shard.now.checked_sub($shard.receive_lag).unwrap_or($shard.now),
             draining: $shard.goaway.is_some(),
             config: &$shard.config,
             namespaces: &$shard.namespaces,
@@ -399,6 +403,9 @@ pub struct RelayShard {
     pub stats: RelayStats,
     /// The core's busy share of the last second as the runtime measured it, in percent.
     busy_pct: u8,
+    /// How long this turn's input waited in the socket before the core read it
+    /// ([`RelayShard::set_receive_lag`]).
+    receive_lag: Duration,
     /// Cores this core's mesh queues are backed up to (`set_congested`).
     congested: Vec<bool>,
 }
@@ -437,6 +444,7 @@ impl RelayShard {
             goaway: None,
             stats: RelayStats::default(),
             busy_pct: 0,
+            receive_lag: Duration::ZERO,
             congested: Vec::new(),
         }
     }
@@ -450,6 +458,13 @@ impl RelayShard {
     /// This core's mesh queues are backed up to the cores marked `true` (index: core): the
     /// owner opens no new stream to them until they catch up (whole subgroups are shed, never
     /// an object of a stream already forwarded; control messages always go).
+    /// The runtime measured how long this turn's input waited in the socket before the core
+    /// read it: objects read this turn arrived that much earlier than the turn's clock says,
+    /// and their delivery deadlines (`max_lag`, delivery timeouts) count from then.
+    pub fn set_receive_lag(&mut self, lag: Duration) {
+        self.receive_lag = lag;
+    }
+
     pub fn set_congested(&mut self, congested: &[bool]) {
         self.congested.clear();
         self.congested.extend_from_slice(congested);

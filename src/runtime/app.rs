@@ -99,6 +99,10 @@ pub trait ShardApp {
     }
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
+    /// How long the oldest datagram read this turn waited in the socket before the core read
+    /// it (zero when nothing was read, or the kernel gives no receive timestamps); told every
+    /// turn, before the turn's connections are serviced.
+    fn set_receive_lag(&mut self, _lag: std::time::Duration) {}
     /// The core's busy share of the last second, in percent (`load::LoadMeter`); told when
     /// a window completes, at the start of a turn.
     fn set_load(&mut self, _busy_pct: u8) {}

@@ -439,6 +439,10 @@ impl ShardApp for RelayHost {
         }
     }
 
+    fn set_receive_lag(&mut self, lag: Duration) {
+        self.0.borrow_mut().relay.set_receive_lag(lag);
+    }
+
     fn set_mesh_backlog(&mut self, congested: &[bool]) {
         self.0.borrow_mut().relay.set_congested(congested);
     }

@@ -31,6 +31,10 @@ use super::{RetryPolicy, RuntimeConfig};
 use crate::webtransport::{self, WebTransport, ALPN as WEBTRANSPORT_ALPN};
 use crate::wire::Version;
 
+/// A receive lag beyond this is taken for a wall-clock step, not a queue (see
+/// `Shard::note_receive_lag`).
+const MAX_RECEIVE_LAG: Duration = Duration::from_secs(60);
+
 /// Where a core is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -175,6 +179,8 @@ pub struct Shard {
     congested: Vec<bool>,
     admission_busy_pct: u8,
     gso: bool,
+    /// The kernel's receive time of the oldest datagram read this turn (0: none).
+    oldest_rx_ns: u64,
     /// `RuntimeConfig::send_coalesce` and `coalesce_busy_pct`, and whether it applies now
     /// (the core was busy).
     send_coalesce: Duration,
@@ -254,6 +260,7 @@ impl Shard {
             congested: Vec::new(),
             admission_busy_pct: rc.admission_busy_pct,
             gso: rc.gso,
+            oldest_rx_ns: 0,
             send_coalesce: rc.send_coalesce,
             coalesce_busy_pct: rc.coalesce_busy_pct,
             coalescing: !rc.send_coalesce.is_zero() && rc.coalesce_busy_pct == 0,
@@ -355,6 +362,7 @@ impl Shard {
                 Phase::Closing { .. } => {}
             }
             let more_input = self.receive();
+            self.note_receive_lag();
             let more_mesh = self.drain_mesh();
             self.fire_timers(now);
             self.service_dirty(now).await;
@@ -462,6 +470,9 @@ impl Shard {
             };
             for i in 0..n {
                 let Some((r, buf)) = batch.get(i) else { continue };
+                if r.rx_ns != 0 && (self.oldest_rx_ns == 0 || r.rx_ns < self.oldest_rx_ns) {
+                    self.oldest_rx_ns = r.rx_ns;
+                }
                 // A GRO super-datagram carries several packets of `segment` bytes each.
                 for packet in buf.chunks_mut(r.segment) {
                     self.handle_datagram(packet, r.from);
@@ -471,6 +482,26 @@ impl Shard {
         };
         self.recv = batch;
         exhausted
+    }
+
+    /// Tells the application how long the oldest datagram of this turn waited in the socket
+    /// before the core read it (the kernel's receive timestamp against the wall clock): input
+    /// that queued there while the core was busy is older than the turn's clock says.
+    fn note_receive_lag(&mut self) {
+        let oldest = std::mem::take(&mut self.oldest_rx_ns);
+        let Some(app) = self.shard_app.as_mut() else { return };
+        let lag = match oldest {
+            0 => Duration::ZERO,
+            ns => {
+                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+                // A step of the wall clock between the two readings could make it negative or
+                // huge: neither is a queue.
+                now.checked_sub(Duration::from_nanos(ns))
+                    .filter(|l| *l <= MAX_RECEIVE_LAG)
+                    .unwrap_or_default()
+            }
+        };
+        app.set_receive_lag(lag);
     }
 
     /// Handles what other cores sent: datagrams they received for our connections, and

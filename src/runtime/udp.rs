@@ -39,6 +39,9 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<(Socket, bool)> {
     let _ = socket.set_send_buffer_size(8 << 20);
     socket.bind(&SockAddr::from(addr))?;
     let gro = setsockopt_int(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+    // Best effort: the kernel's receive time of each datagram ([`Received::rx_ns`]), so a core
+    // can tell how long its input waited in the socket before it read it.
+    let _ = setsockopt_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
     Ok((socket, gro))
 }
 
@@ -103,6 +106,9 @@ pub struct Received {
     /// The GRO segment size: the datagram is `len / segment` packets of that size (the last
     /// may be shorter). Equal to `len` without GRO.
     pub segment: usize,
+    /// When the kernel received it (SO_TIMESTAMPNS: CLOCK_REALTIME, nanoseconds since the Unix
+    /// epoch); 0 when the kernel gave no timestamp.
+    pub rx_ns: u64,
 }
 
 /// Buffers for `recvmmsg`, allocated once per core.
@@ -192,8 +198,9 @@ impl RecvBatch {
             let hdr = &self.hdrs[i];
             let len = hdr.msg_len as usize;
             let Some(from) = sockaddr_to_std(&self.addrs[i], hdr.msg_hdr.msg_namelen) else { continue };
-            let segment = gro_segment(&hdr.msg_hdr).filter(|&s| s > 0).unwrap_or(len.max(1));
-            self.got.push(Received { len, from, segment });
+            let (gro, rx_ns) = control(&hdr.msg_hdr);
+            let segment = gro.filter(|&s| s > 0).unwrap_or(len.max(1));
+            self.got.push(Received { len, from, segment, rx_ns });
         }
         Ok(self.got.len())
     }
@@ -206,21 +213,29 @@ impl RecvBatch {
     }
 }
 
-/// The UDP_GRO segment size from a received message's control data, if any.
-fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
+/// From a received message's control data: the UDP_GRO segment size, and the kernel's
+/// receive time (SCM_TIMESTAMPNS, nanoseconds since the Unix epoch; 0 when absent).
+fn control(msg: &libc::msghdr) -> (Option<usize>, u64) {
+    let (mut gro, mut rx_ns) = (None, 0);
     // SAFETY: `msg` was filled by recvmmsg, so its control buffer and length are consistent;
-    // the CMSG_* macros stay within msg_controllen.
+    // the CMSG_* macros stay within msg_controllen, and each cmsg's data is read unaligned.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+            let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+            if level == libc::SOL_UDP && kind == libc::UDP_GRO {
                 let data = libc::CMSG_DATA(cmsg) as *const libc::c_int;
-                return usize::try_from(std::ptr::read_unaligned(data)).ok();
+                gro = usize::try_from(std::ptr::read_unaligned(data)).ok();
+            } else if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+                let (secs, nanos) =
+                    (u64::try_from(ts.tv_sec).unwrap_or(0), u64::try_from(ts.tv_nsec).unwrap_or(0));
+                rx_ns = secs.saturating_mul(1_000_000_000).saturating_add(nanos);
             }
             cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
     }
-    None
+    (gro, rx_ns)
 }
 
 fn sockaddr_to_std(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
@@ -449,6 +464,42 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::time::Duration;
+
+    /// A received datagram carries the kernel's receive time (SO_TIMESTAMPNS), and a datagram
+    /// left in the socket for a while reads as that much older.
+    #[test]
+    fn received_datagrams_carry_the_kernels_receive_time() {
+        let (receiver, _) = bind_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
+        let to = receiver.local_addr().unwrap().as_socket().unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let wall = || {
+            let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            d.as_nanos() as u64
+        };
+        let mut batch = RecvBatch::new();
+        let mut receive = |batch: &mut RecvBatch| {
+            for _ in 0..100 {
+                if batch.recv(receiver.as_raw_fd()).unwrap() > 0 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("nothing received");
+        };
+        // The kernel turns receive timestamps on for the whole stack a little after the first
+        // socket asks (until then it stamps a datagram when it is read): one datagram first.
+        sender.send_to(b"warm-up", to).unwrap();
+        receive(&mut batch);
+        std::thread::sleep(Duration::from_millis(100));
+        let before = wall();
+        sender.send_to(b"x", to).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        receive(&mut batch);
+        let (r, _) = batch.get(0).unwrap();
+        let after = wall();
+        assert!(r.rx_ns >= before && r.rx_ns <= after, "{before} <= {} <= {after}", r.rx_ns);
+        assert!(after - r.rx_ns >= 50_000_000, "it waited 50 ms in the socket");
+    }
 
     /// Trains to two receivers in one batch: a GSO train of three datagrams (the last one
     /// shorter) and single datagrams, all delivered whole and in order.

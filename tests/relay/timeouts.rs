@@ -355,6 +355,50 @@ fn max_lag_bounds_live_delivery() {
     }
 }
 
+/// Input that waited in the socket before the core read it (`RelayShard::set_receive_lag`,
+/// measured by the runtime from the kernel's receive timestamps) arrived that much earlier:
+/// deadlines count from then, and an object that already waited past the budget is not sent.
+#[test]
+fn time_spent_in_the_socket_counts_against_the_budget() {
+    let ms = Duration::from_millis;
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config = RelayConfig { max_lag: Some(ms(500)), ..RelayConfig::default() };
+        let mut r = Relay::with_config(1, config);
+        let t = track(&["live"], "v");
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(0, sv);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+
+        // Read 200 ms after the kernel got it: its deadline is 300 ms from now.
+        r.shards[0].set_receive_lag(ms(200));
+        let g1 = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(p, g1, &object(1, 0));
+        r.run_until_quiet();
+        let seen = streams(&r.take_events(s));
+        let [st] = seen.as_slice() else { panic!("{ctx}: {seen:?}") };
+        let (objects, _) = r.deadlines(s, st.stream);
+        assert_eq!(objects[1..], [Some(r.now + ms(300)); 2], "{ctx}: counted from the kernel's receipt");
+
+        // Read 700 ms late: past the budget, not sent; its stream is reset.
+        r.shards[0].set_receive_lag(ms(700));
+        r.put(p, g1, &object(1, 1));
+        r.run_until_quiet();
+        let events = r.take_events(s);
+        assert!(!events.iter().any(|e| matches!(e, Event::Object { .. })), "{ctx}: nothing stale sent");
+        let reset = events.iter().any(|e| {
+            matches!(e, Event::DataStreamEnd { stream, reset: Some(c) } if *stream == st.stream && *c == code::RESET_DELIVERY_TIMEOUT)
+        });
+        assert!(reset, "{ctx}: its stream reset with DELIVERY_TIMEOUT: {events:?}");
+        r.shards[0].set_receive_lag(Duration::ZERO);
+        r.assert_no_closes();
+    }
+}
+
 /// A subscription that keeps losing subgroup streams in its session's transport ends with
 /// PUBLISH_DONE TOO_FAR_BEHIND (`too_far_behind_streams` within 10 s): streams shed from an
 /// over-long backlog always count; streams that ran out of time count when the freshness
