@@ -477,7 +477,7 @@ mod tests {
             d.as_nanos() as u64
         };
         let mut batch = RecvBatch::new();
-        let mut receive = |batch: &mut RecvBatch| {
+        let receive = |batch: &mut RecvBatch| {
             for _ in 0..100 {
                 if batch.recv(receiver.as_raw_fd()).unwrap() > 0 {
                     return;
