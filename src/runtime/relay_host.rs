@@ -227,8 +227,16 @@ impl Host {
     /// Hands the relay what the namespace directory said (answers, routes for this core's
     /// links, namespaces of other relays) and the directory what the relay asks.
     fn run_directory(&mut self) {
-        let Some((port, token)) = &self.directory else { return };
         let now = self.now;
+        let Some((port, token)) = &self.directory else {
+            // No directory thread (none configured, or it is gone): every lookup is a miss.
+            for ask in self.relay.take_directory() {
+                if let DirectoryAsk::Lookup(namespace) = ask {
+                    self.relay.directory_answer(&namespace, false, now);
+                }
+            }
+            return;
+        };
         while let Ok(event) = port.rx.try_recv() {
             match event {
                 DirEvent::Answer { namespace, found } => self.relay.directory_answer(&namespace, found, now),
@@ -252,8 +260,8 @@ impl Host {
                 DirectoryAsk::Watch { prefix, on } => DirRequest::Watch { prefix, on },
             };
             if port.tx.send(req).is_err() {
-                // The directory thread is gone (it never stops while the relay runs): a
-                // lookup is a miss.
+                // The directory thread is gone (it never stops while the relay runs): from
+                // here on every lookup is a miss (those of this turn time out).
                 warn!("namespace directory thread gone");
                 self.directory = None;
                 return;
