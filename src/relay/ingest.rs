@@ -597,7 +597,7 @@ impl Ingest {
             OwnerMsg::Upstream {
                 alias,
                 epoch,
-                data: Data::Object { key, object, payload, received: cx.received },
+                data: Data::Object { key, object, payload, received: cx.received() },
             },
         );
     }
@@ -640,7 +640,7 @@ impl Ingest {
             OwnerMsg::Upstream {
                 alias,
                 epoch,
-                data: Data::Datagram { header, payload, received: cx.received },
+                data: Data::Datagram { header, payload, received: cx.received() },
             },
         );
     }

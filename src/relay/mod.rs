@@ -290,9 +290,8 @@ pub(super) struct Cx<'a> {
     pub core: usize,
     pub cores: usize,
     pub now: Instant,
-    /// When the data read this turn reached this relay: `now` less the time it waited in the
-    /// socket (`RelayShard::set_receive_lag`).
-    pub received: Instant,
+    /// How long the data read this turn waited in the socket (`RelayShard::set_receive_lag`).
+    receive_lag: Duration,
     /// The relay is draining (GOAWAY sent): nothing lingers.
     pub draining: bool,
     pub config: &'a RelayConfig,
@@ -318,6 +317,12 @@ struct WallClock {
 impl Cx<'_> {
     pub fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
         self.mail.send(dst, msg);
+    }
+
+    /// When the data read this turn reached this relay: `now` less the time it waited in the
+    /// socket.
+    pub fn received(&self) -> Instant {
+        self.now.checked_sub(self.receive_lag).unwrap_or(self.now)
     }
 
     /// A new upstream subscription ID, unique across cores.
@@ -357,7 +362,7 @@ macro_rules! cx {
             core: $shard.core,
             cores: $shard.cores,
             now: $shard.now,
-            received: $shard.now.checked_sub($shard.receive_lag).unwrap_or($shard.now),
+            receive_lag: $shard.receive_lag,
             draining: $shard.goaway.is_some(),
             config: &$shard.config,
             namespaces: &$shard.namespaces,

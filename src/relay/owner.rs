@@ -473,8 +473,7 @@ impl Owner {
                 let mut held = Held::new(track, cx.now + wait, who);
                 (held.waiting, held.new_group) = (vec![from], new_group);
                 (held.rendezvous, held.lookup) = (!rendezvous.is_zero(), lookup);
-                self.held_until.push(Reverse((held.until, alias.0)));
-                self.held.insert(alias, held);
+                self.hold(alias, held);
                 return;
             }
             let reason = Bytes::from_static(b"no publisher for this track");
@@ -1473,8 +1472,13 @@ impl Owner {
         }
         let mut held = Held::new(track.clone(), cx.now + super::directory::DIRECTORY_WAIT, who);
         held.lookup = true;
+        Some(self.hold(alias, held))
+    }
+
+    /// Holds requests for `alias` until `held.until` at the latest (`rendezvous_expired`).
+    fn hold(&mut self, alias: TrackAlias, held: Held) -> &mut Held {
         self.held_until.push(Reverse((held.until, alias.0)));
-        Some(self.held.entry(alias).or_insert(held))
+        self.held.entry(alias).or_insert(held)
     }
 
     /// The upstream became Established: answer the FETCHes and TRACK_STATUSes that waited.

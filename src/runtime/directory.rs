@@ -456,6 +456,19 @@ impl State {
         }
     }
 
+    /// Runs `f` on the Redis connection; `None` when Redis is unreachable or the command
+    /// failed (the connection is then dropped and tried again after the backoff).
+    fn redis<T>(&mut self, f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>) -> Option<T> {
+        let c = self.conn.get(&self.stats)?;
+        match f(c) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.conn.failed(&self.stats, &e);
+                None
+            }
+        }
+    }
+
     fn count_registered(&self) {
         let n = self.owned.values().filter(|o| o.held).count();
         self.stats.registered.store(n as u64, Ordering::Relaxed);
@@ -469,27 +482,20 @@ impl State {
         let lease = self.lease.as_millis() as u64;
         let mut pipe = redis::pipe();
         for ns in namespaces {
-            let suffix = format!("ns:{}", encode(ns));
             pipe.cmd("EVAL").arg(CLAIM).arg(2).arg(self.keys.ns(ns)).arg(&self.keys.changes);
-            pipe.arg(&self.me).arg(lease).arg(suffix);
+            pipe.arg(&self.me).arg(lease).arg(change(ns));
         }
-        let Some(c) = self.conn.get(&self.stats) else { return };
-        match pipe.query::<Vec<i64>>(c) {
-            Ok(results) => {
-                for (ns, r) in namespaces.iter().zip(results) {
-                    if let Some(o) = self.owned.get_mut(ns) {
-                        if o.held != (r == 1) {
-                            let ns = encode(ns);
-                            match r == 1 {
-                                true => info!(namespace = %ns, "registered in the directory"),
-                                false => info!(namespace = %ns, "held by another relay in the directory"),
-                            }
-                        }
-                        o.held = r == 1;
-                    }
+        let results = self.redis(|c| pipe.query::<Vec<i64>>(c)).unwrap_or_default();
+        for (ns, r) in namespaces.iter().zip(results) {
+            let Some(o) = self.owned.get_mut(ns) else { continue };
+            if o.held != (r == 1) {
+                let ns = encode(ns);
+                match r == 1 {
+                    true => info!(namespace = %ns, "registered in the directory"),
+                    false => info!(namespace = %ns, "held by another relay in the directory"),
                 }
             }
-            Err(e) => self.conn.failed(&self.stats, &e),
+            o.held = r == 1;
         }
         self.count_registered();
     }
@@ -498,14 +504,10 @@ impl State {
     fn release(&mut self, namespaces: &[TrackNamespace]) {
         let mut pipe = redis::pipe();
         for ns in namespaces {
-            let suffix = format!("ns:{}", encode(ns));
             pipe.cmd("EVAL").arg(RELEASE).arg(2).arg(self.keys.ns(ns)).arg(&self.keys.changes);
-            pipe.arg(&self.me).arg(suffix).ignore();
+            pipe.arg(&self.me).arg(change(ns)).ignore();
         }
-        let Some(c) = self.conn.get(&self.stats) else { return };
-        if let Err(e) = pipe.query::<()>(c) {
-            self.conn.failed(&self.stats, &e);
-        }
+        self.redis(|c| pipe.query::<()>(c));
     }
 
     /// Every third of the lease: our entries and load are refreshed (entries we do not hold
@@ -516,17 +518,8 @@ impl State {
         let (busy, sessions) = self.load.iter().fold((0u8, 0u64), |(b, s), (lb, ls)| (b.max(*lb), s + ls));
         let key = format!("{}{}", self.keys.relay, self.me);
         let lease = self.lease.as_millis() as u64;
-        if let Some(c) = self.conn.get(&self.stats) {
-            let set = redis::cmd("SET")
-                .arg(key)
-                .arg(format!("{busy} {sessions}"))
-                .arg("PX")
-                .arg(lease)
-                .query::<()>(c);
-            if let Err(e) = set {
-                self.conn.failed(&self.stats, &e);
-            }
-        }
+        let load = format!("{busy} {sessions}");
+        self.redis(|c| redis::cmd("SET").arg(key).arg(load).arg("PX").arg(lease).query::<()>(c));
         self.routes.retain(|_, r| r.as_ref().err().is_none_or(|since| since.elapsed() < ROUTE_FORGET));
         let prefixes: Vec<TrackNamespace> = self.routes.keys().cloned().collect();
         self.reread(&prefixes);
@@ -543,17 +536,9 @@ impl State {
         let prefixes: Vec<TrackNamespace> =
             (1..=n).rev().map(|k| TrackNamespace(namespace.fields()[..k].to_vec())).collect();
         let keys: Vec<String> = prefixes.iter().map(|p| self.keys.ns(p)).collect();
-        let Some(c) = self.conn.get(&self.stats) else {
+        let Some(values) = self.redis(|c| mget(c, &keys)) else {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
             return false;
-        };
-        let values: Vec<Option<String>> = match redis::cmd("MGET").arg(&keys).query(c) {
-            Ok(v) => v,
-            Err(e) => {
-                self.conn.failed(&self.stats, &e);
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
         };
         let hit = prefixes.into_iter().zip(values).find_map(|(p, v)| v.map(|url| (p, url)));
         match hit {
@@ -603,11 +588,7 @@ impl State {
             return;
         }
         let keys: Vec<String> = prefixes.iter().map(|p| self.keys.ns(p)).collect();
-        let Some(c) = self.conn.get(&self.stats) else { return };
-        let values: Vec<Option<String>> = match redis::cmd("MGET").arg(&keys).query(c) {
-            Ok(v) => v,
-            Err(e) => return self.conn.failed(&self.stats, &e),
-        };
+        let Some(values) = self.redis(|c| mget(c, &keys)) else { return };
         for (p, v) in prefixes.iter().zip(values) {
             let url = v.filter(|u| *u != self.me && crate::config::moqt_host_port(u).is_ok());
             self.set_route(p.clone(), url);
@@ -617,48 +598,26 @@ impl State {
     /// Namespaces other relays registered under `prefix` (discovery).
     fn scan(&mut self, prefix: &TrackNamespace) {
         let text = encode(prefix);
-        let mut found: HashSet<TrackNamespace> = HashSet::default();
         let patterns = if prefix.fields().is_empty() {
             vec![format!("{}*", self.keys.ns)]
         } else {
             vec![format!("{}{text}", self.keys.ns), format!("{}{text}/*", self.keys.ns)]
         };
-        let Some(c) = self.conn.get(&self.stats) else { return };
-        let mut keys: Vec<String> = Vec::new();
-        for pattern in patterns {
-            let mut cursor = 0u64;
-            loop {
-                let step: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .query(c);
-                match step {
-                    Ok((next, batch)) => {
-                        keys.extend(batch);
-                        cursor = next;
-                    }
-                    Err(e) => return self.conn.failed(&self.stats, &e),
-                }
-                if cursor == 0 || keys.len() >= SCAN_MAX {
-                    break;
-                }
+        let Some((keys, values)) = self.redis(|c| {
+            let mut keys = Vec::new();
+            for pattern in &patterns {
+                scan(c, pattern, &mut keys)?;
             }
-        }
-        if !keys.is_empty() {
-            let values: Vec<Option<String>> = match redis::cmd("MGET").arg(&keys).query(c) {
-                Ok(v) => v,
-                Err(e) => return self.conn.failed(&self.stats, &e),
-            };
-            for (k, v) in keys.iter().zip(values) {
-                let (Some(ns), Some(url)) = (k.strip_prefix(&self.keys.ns).and_then(decode), v) else {
-                    continue;
-                };
-                if url != self.me && ns.starts_with(prefix) {
-                    found.insert(ns);
-                }
+            let values = mget(c, &keys)?;
+            Ok((keys, values))
+        }) else {
+            return;
+        };
+        let mut found: HashSet<TrackNamespace> = HashSet::default();
+        for (k, v) in keys.iter().zip(values) {
+            let (Some(ns), Some(url)) = (k.strip_prefix(&self.keys.ns).and_then(decode), v) else { continue };
+            if url != self.me && ns.starts_with(prefix) {
+                found.insert(ns);
             }
         }
         let gone: Vec<TrackNamespace> =
@@ -701,13 +660,10 @@ impl State {
             self.reread(std::slice::from_ref(&ns));
         }
         if self.watches.keys().any(|p| ns.starts_with(p)) {
-            let Some(c) = self.conn.get(&self.stats) else { return };
-            match redis::cmd("GET").arg(self.keys.ns(&ns)).query::<Option<String>>(c) {
-                Ok(v) => {
-                    let on = v.is_some_and(|u| u != self.me);
-                    self.set_remote(ns, on);
-                }
-                Err(e) => self.conn.failed(&self.stats, &e),
+            let key = self.keys.ns(&ns);
+            if let Some(v) = self.redis(|c| redis::cmd("GET").arg(key).query::<Option<String>>(c)) {
+                let on = v.is_some_and(|u| u != self.me);
+                self.set_remote(ns, on);
             }
         }
     }
@@ -721,49 +677,57 @@ impl State {
         self.count_registered();
         let relay_key = format!("{}{}", self.keys.relay, self.me);
         let pattern = format!("{}*", self.keys.relay);
-        let c = self.conn.get(&self.stats)?;
-        let _ = redis::cmd("DEL").arg(&relay_key).query::<()>(c);
-        let mut keys: Vec<String> = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query(c)
-                .ok()?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 || keys.len() >= SCAN_MAX {
-                break;
-            }
-        }
-        keys.retain(|k| *k != relay_key);
-        if keys.is_empty() {
-            return None;
-        }
-        let values: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(c).ok()?;
+        let (keys, values) = self.redis(|c| {
+            let _ = redis::cmd("DEL").arg(&relay_key).query::<()>(c);
+            let mut keys = Vec::new();
+            scan(c, &pattern, &mut keys)?;
+            keys.retain(|k| *k != relay_key);
+            let values = mget(c, &keys)?;
+            Ok((keys, values))
+        })?;
         let best = keys
             .iter()
             .zip(values)
             .filter_map(|(k, v)| {
                 let url = k.strip_prefix(&self.keys.relay)?;
-                let mut it = v?
-                    .split(' ')
-                    .map(|x| x.parse::<u64>().unwrap_or(u64::MAX))
-                    .collect::<Vec<_>>()
-                    .into_iter();
-                let (busy, sessions) = (it.next()?, it.next()?);
+                let v = v?;
+                let (busy, sessions) = v.split_once(' ')?;
+                let load = (busy.parse::<u64>().ok()?, sessions.parse::<u64>().ok()?);
                 crate::config::moqt_host_port(url).ok()?;
-                Some(((busy, sessions), url.to_string()))
+                Some((load, url.to_string()))
             })
             .min();
         let sibling = best.map(|(_, url)| url);
         info!(sibling = ?sibling, "directory entries removed for drain");
         sibling
     }
+}
+
+/// Appends the keys matching `pattern` (SCAN, [`SCAN_MAX`] at most) to `keys`.
+fn scan(c: &mut redis::Connection, pattern: &str, keys: &mut Vec<String>) -> redis::RedisResult<()> {
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(SCAN_COUNT).query(c)?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 || keys.len() >= SCAN_MAX {
+            return Ok(());
+        }
+    }
+}
+
+/// The values of `keys` (MGET; nothing asked for none).
+fn mget(c: &mut redis::Connection, keys: &[String]) -> redis::RedisResult<Vec<Option<String>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    redis::cmd("MGET").arg(keys).query(c)
+}
+
+/// The payload of a change of `namespace`'s entry on the change channel.
+fn change(namespace: &TrackNamespace) -> String {
+    format!("ns:{}", encode(namespace))
 }
 
 /// The watch thread: subscribes to the change channel and hands what it hears to the

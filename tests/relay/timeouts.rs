@@ -366,13 +366,8 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
         let config = RelayConfig { max_lag: Some(ms(500)), ..RelayConfig::default() };
         let mut r = Relay::with_config(1, config);
         let t = track(&["live"], "v");
-        let p = r.connect(0, pv);
-        r.announce(p, &["live"]);
-        let s = r.connect(0, sv);
-        let rid = r.subscribe(s, &t, None);
-        let up = r.upstream_subscribe(p, &t);
-        r.accept(p, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (p, subs, _) = r.established(pv, sv, &t, &[0], None);
+        let s = subs[0].0;
 
         // Read 200 ms after the kernel got it: its deadline is 300 ms from now.
         r.shards[0].set_receive_lag(ms(200));
