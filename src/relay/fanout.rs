@@ -749,7 +749,10 @@ impl Fanout {
     /// Data streams of session `conn` that its transport reset (shed from its backlog, or
     /// out of time): they are no longer open; a subscription that lost
     /// `too_far_behind_streams` within [`SHED_WINDOW`] that way (not counting those lost to
-    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND.
+    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND. Streams
+    /// lost while the core is overloaded do not count: then every subscriber falls behind
+    /// because the relay does, and ending their subscriptions would turn an overload that
+    /// costs some groups into one that delivers nothing.
     pub(super) fn streams_lost(
         &mut self,
         cx: &mut Cx<'_>,
@@ -772,7 +775,7 @@ impl Fanout {
                 let own = sub.timeouts.with(track_timeouts).object;
                 let own_choice =
                     how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
-                if lost == 0 || own_choice {
+                if lost == 0 || own_choice || cx.overloaded {
                     continue;
                 }
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
@@ -786,6 +789,7 @@ impl Fanout {
             }
         }
         for rid in behind {
+            cx.stats.too_far_behind += 1;
             self.end_sub(cx, sessions, conn, rid, Ending::TooFarBehind);
         }
     }

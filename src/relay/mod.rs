@@ -175,8 +175,13 @@ pub struct RelayConfig {
     /// they used).
     pub goaway_uri: Bytes,
     /// A subscription that loses this many subgroup streams to its session's backlog (or to
-    /// `max_lag`) within 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND.
+    /// `max_lag`) within 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND; streams shed while
+    /// the core is over its admission threshold (the relay is what falls behind) do not count.
     pub too_far_behind_streams: u32,
+    /// Input that waited this long in the socket before the core read it means the core is
+    /// behind its input (a core keeping up reads it within a turn, a few milliseconds);
+    /// streams shed in the [`BEHIND_WINDOW`] after do not count toward TOO_FAR_BEHIND.
+    pub behind_lag: Duration,
     /// The freshness budget of live delivery: an object not handed to QUIC within this of its
     /// arrival is not sent, and its subgroup stream is reset (DELIVERY_TIMEOUT), as under a
     /// delivery timeout (draft-22 §5.2) but for every subscription; a subscriber's own smaller
@@ -244,6 +249,7 @@ impl Default for RelayConfig {
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
+            behind_lag: Duration::from_millis(25),
             max_lag: Some(Duration::from_secs(2)),
             max_rendezvous: Duration::from_secs(30),
             auth: None,
@@ -294,6 +300,10 @@ pub(super) struct Cx<'a> {
     receive_lag: Duration,
     /// The relay is draining (GOAWAY sent): nothing lingers.
     pub draining: bool,
+    /// The core is over its admission threshold, or its input waited `behind_lag` in the
+    /// socket within the last [`BEHIND_WINDOW`]: the relay, not its subscribers, is what
+    /// falls behind (streams it sheds now do not count toward TOO_FAR_BEHIND).
+    pub overloaded: bool,
     pub config: &'a RelayConfig,
     pub namespaces: &'a NamespaceTable,
     pub key: &'a AliasKey,
@@ -354,6 +364,10 @@ impl Cx<'_> {
     }
 }
 
+/// How long after input waited `behind_lag` the core still counts as behind: streams shed
+/// now were queued in the last seconds (the freshness budget's default).
+pub const BEHIND_WINDOW: Duration = Duration::from_secs(2);
+
 /// The shared context of the shard's roles, built from disjoint fields of the shard so that a
 /// role and the sessions can be borrowed beside it.
 macro_rules! cx {
@@ -364,6 +378,12 @@ macro_rules! cx {
             now: $shard.now,
             receive_lag: $shard.receive_lag,
             draining: $shard.goaway.is_some(),
+            overloaded: crate::config::over_admission_threshold(
+                $shard.busy_pct,
+                $shard.config.admission_busy_pct,
+            ) || $shard
+                .behind_at
+                .is_some_and(|t| $shard.now.saturating_duration_since(t) < BEHIND_WINDOW),
             config: &$shard.config,
             namespaces: &$shard.namespaces,
             key: &$shard.key,
@@ -408,6 +428,8 @@ pub struct RelayShard {
     pub stats: RelayStats,
     /// The core's busy share of the last second as the runtime measured it, in percent.
     busy_pct: u8,
+    /// When input last waited `behind_lag` or more in the socket (`set_receive_lag`).
+    behind_at: Option<Instant>,
     /// How long this turn's input waited in the socket before the core read it
     /// ([`RelayShard::set_receive_lag`]).
     receive_lag: Duration,
@@ -449,6 +471,7 @@ impl RelayShard {
             goaway: None,
             stats: RelayStats::default(),
             busy_pct: 0,
+            behind_at: None,
             receive_lag: Duration::ZERO,
             congested: Vec::new(),
         }
@@ -460,16 +483,21 @@ impl RelayShard {
         self.wall = WallClock { at: now, unix_secs };
     }
 
+    /// The runtime measured how long this turn's input waited in the socket before the core
+    /// read it: objects read this turn arrived that much earlier than the turn's clock says,
+    /// and their delivery deadlines (`max_lag`, delivery timeouts) count from then. Input
+    /// that waited `behind_lag` or more means the core itself is behind (see
+    /// [`Cx::overloaded`]).
+    pub fn set_receive_lag(&mut self, lag: Duration) {
+        self.receive_lag = lag;
+        if lag >= self.config.behind_lag {
+            self.behind_at = Some(self.now);
+        }
+    }
+
     /// This core's mesh queues are backed up to the cores marked `true` (index: core): the
     /// owner opens no new stream to them until they catch up (whole subgroups are shed, never
     /// an object of a stream already forwarded; control messages always go).
-    /// The runtime measured how long this turn's input waited in the socket before the core
-    /// read it: objects read this turn arrived that much earlier than the turn's clock says,
-    /// and their delivery deadlines (`max_lag`, delivery timeouts) count from then.
-    pub fn set_receive_lag(&mut self, lag: Duration) {
-        self.receive_lag = lag;
-    }
-
     pub fn set_congested(&mut self, congested: &[bool]) {
         self.congested.clear();
         self.congested.extend_from_slice(congested);

@@ -91,6 +91,10 @@ counters! {
     /// QUIC took it (the freshness budget or the subscriber's delivery timeout).
     lag_resets => "moq_edge_resets_total", "reason=\"expired\"",
         "Subscriber streams reset or objects dropped, by reason.";
+    /// Subscriptions ended with PUBLISH_DONE TOO_FAR_BEHIND (they kept losing streams while
+    /// the core was not overloaded).
+    too_far_behind => "moq_edge_subscriptions_ended_total", "reason=\"too_far_behind\"",
+        "Subscriptions the relay ended, by reason.";
     /// SUBSCRIBEs refused with EXCESSIVE_LOAD because the core was over its admission
     /// threshold.
     admission_subscribes => "moq_edge_admission_refused_total", "request=\"subscribe\"",

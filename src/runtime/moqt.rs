@@ -6,7 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::hash::HashMap;
 
@@ -129,6 +129,15 @@ pub struct Pump {
     unsent_credit: usize,
     /// quiche's `sent_bytes` at the last write.
     sent_mark: u64,
+    /// How fast quiche sends this connection's bytes while it holds subgroup data (bytes per
+    /// second, smoothed; 0: not measured yet). What quiche holds unsent takes about
+    /// held / rate to go out, so an object handed to it now leaves that much later: one whose
+    /// delivery deadline falls before then is not handed at all (see [`send_queue`]).
+    drain_rate: f64,
+    /// Start of the current rate measurement: (time, quiche's `sent_bytes`) at a write that
+    /// left quiche holding at least half the unsent limit, so that what it sent until the
+    /// next measurement was limited by the path or the CPU, not by having nothing to send.
+    drain_mark: Option<(Instant, u64)>,
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
@@ -353,9 +362,18 @@ impl Pump {
                 let refill = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
                 self.sent_mark = sent;
                 self.unsent_credit = self.unsent_credit.saturating_add(refill).min(limit);
+                self.measure_drain(sent, now);
                 self.unsent_credit
             }
             None => usize::MAX,
+        };
+        // What quiche holds delays what is handed to it now (`limit - budget` bytes at the
+        // time each chunk is handed).
+        let ahead = match self.unsent_limit {
+            Some(limit) if self.drain_rate > 0.0 => {
+                Some(Ahead { limit, secs_per_byte: 1.0 / self.drain_rate })
+            }
+            _ => None,
         };
         let urgency = &mut self.urgency;
         let wt = self.wt.as_deref();
@@ -372,7 +390,7 @@ impl Pump {
                 Some(quic) => {
                     // Control and request streams are not held back: only subgroup data.
                     let budget = if session.is_local_data_stream(id) { Some(&mut budget) } else { None };
-                    send_queue(conn, session, (id, quic), queue, now, &mut limited[kind], budget)
+                    send_queue(conn, session, (id, quic), queue, (now, ahead), &mut limited[kind], budget)
                 }
             };
             match sent {
@@ -392,8 +410,11 @@ impl Pump {
             sent == Sent::Waiting
         });
         self.queued = queued;
-        if self.unsent_limit.is_some() {
+        if let Some(limit) = self.unsent_limit {
             self.unsent_credit = budget;
+            if self.drain_mark.is_none() && limit - budget >= limit / 2 {
+                self.drain_mark = Some((now, self.sent_mark));
+            }
         }
         for id in expired {
             self.urgency.remove(&id);
@@ -431,6 +452,19 @@ impl Pump {
         }
         // The session's close (and anything else the WebTransport layer queued meanwhile).
         self.write_webtransport(conn);
+    }
+
+    /// Updates the drain rate once a measurement has run [`DRAIN_INTERVAL`]: what quiche sent
+    /// since the mark over the time since (smoothed, a quarter weight to the newest).
+    fn measure_drain(&mut self, sent: u64, now: Instant) {
+        let Some((at, mark)) = self.drain_mark else { return };
+        let dt = now.saturating_duration_since(at);
+        if dt < DRAIN_INTERVAL {
+            return;
+        }
+        let sample = sent.saturating_sub(mark) as f64 / dt.as_secs_f64();
+        self.drain_rate = if self.drain_rate > 0.0 { 0.75 * self.drain_rate + 0.25 * sample } else { sample };
+        self.drain_mark = None;
     }
 
     /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
@@ -690,6 +724,23 @@ pub fn write_h3(conn: &mut quiche::Connection, h3: &mut VecDeque<(u64, Bytes, bo
     }
 }
 
+/// Shortest span over which quiche's drain rate is measured.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(25);
+
+/// How long what quiche holds unsent will take to go out: `limit` minus the budget left is
+/// what it holds, at the measured rate.
+#[derive(Debug, Clone, Copy)]
+struct Ahead {
+    limit: usize,
+    secs_per_byte: f64,
+}
+
+impl Ahead {
+    fn delay(&self, budget: usize) -> Duration {
+        Duration::from_secs_f64(self.limit.saturating_sub(budget) as f64 * self.secs_per_byte)
+    }
+}
+
 /// Bytes in one stream's queue.
 fn queue_bytes(queue: &VecDeque<Chunk>) -> usize {
     queue.iter().map(|c| c.data.len()).sum()
@@ -711,19 +762,29 @@ enum Sent {
 
 /// Hands stream `id`'s queued bytes to quiche (on QUIC stream `quic`) in order, as far as it
 /// takes them and, when given, `budget` allows (it is spent), checking each object's delivery
-/// timeout before passing it on (draft-22 §5.2). A stream that hits the peer's stream limit
-/// sets `limited`, since every later stream of its type would too.
+/// timeout before passing it on (draft-22 §5.2): object bytes that would leave after their
+/// deadline (it has passed, or what quiche holds ahead of them takes longer) are not passed
+/// on. A stream that hits the peer's stream limit sets `limited`, since every later stream of
+/// its type would too.
 fn send_queue(
     conn: &mut quiche::Connection,
     session: &mut Session,
     (id, quic): (u64, u64),
     queue: &mut VecDeque<Chunk>,
-    now: Instant,
+    (now, ahead): (Instant, Option<Ahead>),
     limited: &mut bool,
     mut budget: Option<&mut usize>,
 ) -> Sent {
-    while let Some(Chunk { data, fin, expires }) = queue.front_mut() {
-        if expires.is_some_and(|at| at <= now) {
+    loop {
+        let leaves = match (ahead, budget.as_deref()) {
+            (Some(a), Some(&b)) => now + a.delay(b),
+            _ => now,
+        };
+        // The next deadline: the front chunk's, or behind a stream's headers (no deadline of
+        // their own) its first object's, so that a stream not started yet is reset rather
+        // than opened for an object already too late.
+        let due = queue.iter().take(3).find_map(|c| c.expires);
+        if due.is_some_and(|at| at <= leaves) {
             // Opens the stream in quiche if it never was, so that it can be reset.
             return match conn.stream_send(quic, &[], false) {
                 Err(quiche::Error::StreamLimit) => {
@@ -733,6 +794,7 @@ fn send_queue(
                 _ => Sent::Expired,
             };
         }
+        let Some(Chunk { data, fin, .. }) = queue.front_mut() else { break };
         let take = budget.as_deref().map_or(data.len(), |b| data.len().min(*b));
         if take == 0 && !data.is_empty() {
             return Sent::Waiting; // quiche holds enough unsent: the rest waits for its sends
@@ -1201,6 +1263,52 @@ mod tests {
             let (n, end) = read_stream(&mut c, fine);
             assert_eq!(end, Ok(true), "{version:?}");
             assert!(n > 100, "{version:?}: header and object ({n} bytes)");
+        }
+    }
+
+    /// An object whose deadline has not passed but falls before quiche can send what it holds
+    /// ahead of it (measured: what it sent while it held at least half the unsent limit) is
+    /// not handed over: its stream is reset with DELIVERY_TIMEOUT, as if the deadline had
+    /// passed. One with time to spare waits its turn. Before any measurement nothing is
+    /// predicted.
+    #[test]
+    fn objects_that_would_leave_after_their_deadline_are_not_handed_to_quiche() {
+        for version in Version::ALL {
+            let pump = Pump::with_backlog_limit(64 << 20).with_unsent_limit(16 << 10);
+            let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, pump);
+            let t0 = Instant::now();
+            let bulk = subgroup(&mut ss, 0);
+            for object_id in 0..64 {
+                let (o, p) = object(object_id, 16 << 10);
+                ss.send_object(bulk, &o, p).unwrap();
+            }
+            // An object due in 0.5 s, queued before any rate is known: it waits.
+            let early = subgroup(&mut ss, 1);
+            let (o, p) = object(0, 100);
+            ss.send_object_until(early, &o, p, Some(t0 + Duration::from_millis(500))).unwrap();
+            sp.write(&mut s, &mut ss, t0);
+            assert_eq!(sp.timed_out_streams(), 0, "{version:?}: no rate measured yet");
+
+            // quiche took its initial window (about 13 KB) and sends 4 packets of it in 1 s:
+            // about 5 KB/s, so the 8 KB it still holds take over a second.
+            let mut buf = vec![0u8; 65_535];
+            for _ in 0..4 {
+                s.send(&mut buf).unwrap();
+            }
+            let t1 = t0 + Duration::from_secs(1);
+            let late = subgroup(&mut ss, 2);
+            let (o, p) = object(0, 100);
+            ss.send_object_until(late, &o, p, Some(t1 + Duration::from_millis(500))).unwrap();
+            let spare = subgroup(&mut ss, 3);
+            let (o, p) = object(0, 100);
+            ss.send_object_until(spare, &o, p, Some(t1 + Duration::from_secs(60))).unwrap();
+            sp.write(&mut s, &mut ss, t1);
+            // `early` (its deadline passed) and `late` (it would leave after it) are reset.
+            assert_eq!(sp.timed_out_streams(), 2, "{version:?}");
+            assert!(ss.finish_data_stream(late).is_err(), "{version:?}: the session forgot `late`");
+            assert!(ss.finish_data_stream(spare).is_ok(), "{version:?}: `spare` waits its turn");
+            exchange(&mut c, &mut s);
+            assert_eq!(read_stream(&mut c, late).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
         }
     }
 

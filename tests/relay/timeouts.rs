@@ -456,3 +456,61 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         r.assert_no_closes();
     }
 }
+
+/// Streams shed while the subscriber's core is overloaded (over its admission threshold, or
+/// its input waited 25 ms or more in the socket within the last 2 s) do not count toward
+/// TOO_FAR_BEHIND: then every subscriber falls behind because the relay does, and ending them
+/// all would leave an overloaded relay delivering nothing. Once the core keeps up again,
+/// losses count.
+#[test]
+fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config =
+            RelayConfig { admission_busy_pct: 90, too_far_behind_streams: 2, ..RelayConfig::default() };
+        let mut r = Relay::with_config(2, config);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        r.run_until_quiet();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        for g in 1..=6 {
+            let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
+            r.put(p, st, &object(g, 0));
+            r.fin(p, st);
+        }
+        r.run_until_quiet();
+        let ids: Vec<u64> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
+        assert_eq!(ids.len(), 6, "{ctx}");
+        let conn = r.clients[s].conn;
+        let shed = |r: &mut Relay, ids: &[u64]| {
+            for id in ids {
+                let now = r.now;
+                r.shards[1].streams_shed(conn, std::slice::from_ref(id), now);
+                r.run_until_quiet();
+            }
+        };
+
+        r.shards[1].set_load(95);
+        shed(&mut r, &ids[..2]);
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: the core was over its threshold");
+
+        r.shards[1].set_load(50);
+        r.shards[1].set_receive_lag(Duration::from_millis(50));
+        r.shards[1].set_receive_lag(Duration::ZERO);
+        shed(&mut r, &ids[2..4]);
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: the core's input waited in the socket");
+
+        r.advance(Duration::from_secs(3));
+        r.take_events(s);
+        shed(&mut r, &ids[4..]);
+        let done = publish_done(&messages(&r.take_events(s)));
+        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}
