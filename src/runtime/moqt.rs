@@ -107,7 +107,7 @@ pub struct Pump {
     /// (and to grant more streams) go first, and new streams open in ID order; a stream of a
     /// subscription asking for descending group order has order = the inverse of its ID
     /// (newest first among its equals).
-    pending: BTreeMap<(u8, u64, u64), VecDeque<Chunk>>,
+    pending: BTreeMap<(u8, u64, u64), StreamQueue>,
     /// (urgency, order) of the open streams the session prioritized (others:
     /// ([`DEFAULT_URGENCY`], ID)).
     urgency: HashMap<u64, (u8, u64)>,
@@ -116,7 +116,7 @@ pub struct Pump {
     /// whole subgroup streams (which it sees reset), never objects inside a stream, and its
     /// memory stays bounded.
     backlog_limit: Option<usize>,
-    /// Bytes in `pending` after the last write.
+    /// Bytes in `pending`.
     queued: usize,
     /// Subgroup data handed to quiche and not yet sent by it, at most (`None`: no bound).
     /// quiche takes stream data up to its congestion window's free part whenever it gets an
@@ -351,8 +351,9 @@ impl Pump {
         // Set when a stream type (the two low bits of the ID) hit the peer's stream limit:
         // every later stream of that type would too, so they are not tried this time.
         let mut limited = [false; 4];
-        let mut queued = 0;
         let mut expired = Vec::new();
+        // Streams done here (all of it went, the stream is gone, or it expired).
+        let mut done = Vec::new();
         // Peer request streams with answers waiting: (bytes, stream).
         let mut requests = Vec::new();
         // What subgroup data quiche may take now: the credit, refilled by what it sent.
@@ -375,41 +376,55 @@ impl Pump {
             }
             _ => None,
         };
-        let urgency = &mut self.urgency;
         let wt = self.wt.as_deref();
-        self.pending.retain(|&(_, _, id), queue| {
+        // In key order: control and request streams (urgency 127) before every data stream
+        // (128 and up), then the most urgent, oldest data first.
+        for (&key, queue) in self.pending.iter_mut() {
+            let id = key.2;
             let kind = (id & 3) as usize;
-            let fin = queue.back().is_some_and(|c| c.fin);
+            let fin = queue.chunks.back().is_some_and(|c| c.fin);
             let quic = match wt {
                 None => Some(id),
                 Some(wt) => wt.quic_id(id),
             };
+            let before = queue.bytes;
+            let data = session.is_local_data_stream(id);
             let sent = match quic {
                 _ if limited[kind] => Sent::Waiting,
                 None => Sent::Gone,
                 Some(quic) => {
                     // Control and request streams are not held back: only subgroup data.
-                    let budget = if session.is_local_data_stream(id) { Some(&mut budget) } else { None };
+                    let budget = if data { Some(&mut budget) } else { None };
                     send_queue(conn, session, (id, quic), queue, (now, ahead), &mut limited[kind], budget)
                 }
             };
             match sent {
                 Sent::Waiting => {
-                    let bytes = queue_bytes(queue);
-                    queued += bytes;
+                    self.queued -= before - queue.bytes;
                     if id & 2 == 0 && session.is_peer_stream(id) {
-                        requests.push((bytes, id));
+                        requests.push((queue.bytes, id));
                     }
+                    // quiche holds all it may: the data streams after this one cannot hand
+                    // anything either. Their bytes wait, each checked against its deadline
+                    // when its turn comes (not on every write: under overload a connection
+                    // has hundreds of streams queued and is written at every ACK).
+                    if data && budget == 0 {
+                        break;
+                    }
+                    continue;
                 }
                 Sent::All if fin => {
-                    urgency.remove(&id); // all of it went, FIN included: the stream is done here
+                    self.urgency.remove(&id); // all of it went, FIN included: the stream is done here
                 }
                 Sent::All | Sent::Gone => {}
                 Sent::Expired => expired.push(id),
             }
-            sent == Sent::Waiting
-        });
-        self.queued = queued;
+            self.queued -= before;
+            done.push(key);
+        }
+        for key in done {
+            self.pending.remove(&key);
+        }
         if let Some(limit) = self.unsent_limit {
             self.unsent_credit = budget;
             if self.drain_mark.is_none() && limit - budget >= limit / 2 {
@@ -505,7 +520,7 @@ impl Pump {
     /// Forgets what is queued for stream `id`.
     fn drop_stream(&mut self, id: u64) {
         if let Some(queue) = self.pending.remove(&self.key(id)) {
-            self.queued = self.queued.saturating_sub(queue_bytes(&queue));
+            self.queued -= queue.bytes;
         }
         self.urgency.remove(&id);
     }
@@ -517,11 +532,13 @@ impl Pump {
             Transmit::Stream { id, data, fin, expires } => {
                 let key = self.key(id);
                 let queue = self.pending.entry(key).or_default();
+                let before = queue.bytes;
                 // A new WebTransport stream of ours starts with its header.
                 if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id)) {
-                    queue.push_back(Chunk { data: header, fin: false, expires: None });
+                    queue.push(Chunk { data: header, fin: false, expires: None });
                 }
-                queue.push_back(Chunk { data, fin, expires });
+                queue.push(Chunk { data, fin, expires });
+                self.queued += queue.bytes - before;
             }
             Transmit::DeliverBy { id, at } => self.deliver_by.push(Reverse((at, id))),
             Transmit::Reset { id, code } => {
@@ -741,9 +758,18 @@ impl Ahead {
     }
 }
 
-/// Bytes in one stream's queue.
-fn queue_bytes(queue: &VecDeque<Chunk>) -> usize {
-    queue.iter().map(|c| c.data.len()).sum()
+/// One stream's bytes waiting for quiche, in order, and how many.
+#[derive(Debug, Default)]
+struct StreamQueue {
+    chunks: VecDeque<Chunk>,
+    bytes: usize,
+}
+
+impl StreamQueue {
+    fn push(&mut self, chunk: Chunk) {
+        self.bytes += chunk.data.len();
+        self.chunks.push_back(chunk);
+    }
 }
 
 /// What [`send_queue`] did with a stream's queue.
@@ -770,7 +796,7 @@ fn send_queue(
     conn: &mut quiche::Connection,
     session: &mut Session,
     (id, quic): (u64, u64),
-    queue: &mut VecDeque<Chunk>,
+    queue: &mut StreamQueue,
     (now, ahead): (Instant, Option<Ahead>),
     limited: &mut bool,
     mut budget: Option<&mut usize>,
@@ -783,7 +809,7 @@ fn send_queue(
         // The next deadline: the front chunk's, or behind a stream's headers (no deadline of
         // their own) its first object's, so that a stream not started yet is reset rather
         // than opened for an object already too late.
-        let due = queue.iter().take(3).find_map(|c| c.expires);
+        let due = queue.chunks.iter().take(3).find_map(|c| c.expires);
         if due.is_some_and(|at| at <= leaves) {
             // Opens the stream in quiche if it never was, so that it can be reset.
             return match conn.stream_send(quic, &[], false) {
@@ -794,7 +820,7 @@ fn send_queue(
                 _ => Sent::Expired,
             };
         }
-        let Some(Chunk { data, fin, .. }) = queue.front_mut() else { break };
+        let Some(Chunk { data, fin, .. }) = queue.chunks.front_mut() else { break };
         let take = budget.as_deref().map_or(data.len(), |b| data.len().min(*b));
         if take == 0 && !data.is_empty() {
             return Sent::Waiting; // quiche holds enough unsent: the rest waits for its sends
@@ -804,12 +830,13 @@ fn send_queue(
                 if let Some(b) = budget.as_deref_mut() {
                     *b -= n;
                 }
+                queue.bytes -= n;
                 if n < data.len() {
                     // Flow control or the budget took part of it: the rest waits.
                     let _ = data.split_to(n);
                     return Sent::Waiting;
                 }
-                queue.pop_front();
+                queue.chunks.pop_front();
             }
             // No credit yet: the bytes wait here, in order, for MAX_DATA or MAX_STREAM_DATA.
             Err(quiche::Error::Done) => return Sent::Waiting,
@@ -1187,8 +1214,7 @@ mod tests {
             let newer = open(2, 1_000_000);
             sp.write(&mut s, &mut ss, Instant::now());
             // Both were written alike; the one quiche has taken nothing of waits whole.
-            let left =
-                |id: u64| sp.pending.iter().find(|(k, _)| k.2 == id).map_or(0, |(_, q)| queue_bytes(q));
+            let left = |id: u64| sp.pending.iter().find(|(k, _)| k.2 == id).map_or(0, |(_, q)| q.bytes);
             let (first, waits) = if descending { (newer, older) } else { (older, newer) };
             assert!(left(first) < left(waits), "descending {descending}: {} vs {}", left(first), left(waits));
         }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::hash::HashMap;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::Session;
 use crate::session::error::SessionError;
@@ -33,12 +33,43 @@ enum Writer {
 pub(crate) struct DataOut {
     next_uni: u64,
     streams: HashMap<u64, Writer>,
+    /// Object headers (a few bytes each, one per object per subscriber) are cut from this
+    /// shared block, [`HEADER_BLOCK`] bytes at a time, rather than allocated one by one.
+    headers: BytesMut,
+    /// Where a header is encoded before it joins the block (reused).
+    scratch: Vec<u8>,
 }
+
+/// Bytes allocated at once for object headers: a few hundred headers. A block lives until
+/// the last header cut from it is sent, so it stays small.
+const HEADER_BLOCK: usize = 2048;
 
 impl DataOut {
     /// `first_uni` is the first local unidirectional stream id free for data.
     pub(crate) fn new(first_uni: u64) -> Self {
-        DataOut { next_uni: first_uni, streams: HashMap::default() }
+        DataOut {
+            next_uni: first_uni,
+            streams: HashMap::default(),
+            headers: BytesMut::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Encodes object `object`'s header for subgroup stream `stream`.
+    fn object_header(&mut self, stream: u64, object: &SubgroupObject) -> Result<Bytes, SessionError> {
+        self.scratch.clear();
+        match self.streams.get_mut(&stream) {
+            Some(Writer::W16(w)) => w.encode(object, &mut self.scratch)?,
+            Some(Writer::W18(w)) => w.encode(object, &mut self.scratch)?,
+            Some(Writer::W22(w)) => w.encode(object, &mut self.scratch)?,
+            Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
+            None => return Err(SessionError::UnknownStream(stream)),
+        }
+        if self.headers.capacity() < self.scratch.len() {
+            self.headers.reserve(HEADER_BLOCK.max(self.scratch.len()));
+        }
+        self.headers.extend_from_slice(&self.scratch);
+        Ok(self.headers.split().freeze())
     }
 
     fn open(&mut self, w: Writer) -> u64 {
@@ -120,15 +151,8 @@ impl Session {
         if payload.len() as u64 != object.payload_len {
             return Err(EncodeError::OutOfRange("payload length differs from payload_len").into());
         }
-        let mut out = Vec::new();
-        match self.data_out.streams.get_mut(&stream) {
-            Some(Writer::W16(w)) => w.encode(object, &mut out)?,
-            Some(Writer::W18(w)) => w.encode(object, &mut out)?,
-            Some(Writer::W22(w)) => w.encode(object, &mut out)?,
-            Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
-            None => return Err(SessionError::UnknownStream(stream)),
-        }
-        self.transmits.push_back(Transmit::Stream { id: stream, data: out.into(), fin: false, expires });
+        let header = self.data_out.object_header(stream, object)?;
+        self.transmits.push_back(Transmit::Stream { id: stream, data: header, fin: false, expires });
         if !payload.is_empty() {
             self.transmits.push_back(Transmit::Stream { id: stream, data: payload, fin: false, expires });
         }
