@@ -825,6 +825,13 @@ fn send_queue(
         if take == 0 && !data.is_empty() {
             return Sent::Waiting; // quiche holds enough unsent: the rest waits for its sends
         }
+        // quiche would take nothing now (flow control or the congestion window): not offered,
+        // since every `stream_send` past the peer's MAX_DATA makes quiche send DATA_BLOCKED
+        // again, which the peer acknowledges, which makes the next write. A stream quiche does
+        // not know yet is offered (that opens it).
+        if take > 0 && conn.stream_capacity(quic).is_ok_and(|cap| cap == 0) {
+            return Sent::Waiting;
+        }
         match conn.stream_send(quic, &data[..take], *fin && take == data.len()) {
             Ok(n) => {
                 if let Some(b) = budget.as_deref_mut() {
@@ -1105,6 +1112,42 @@ mod tests {
                 assert_eq!(reset, Some(RESET_BACKLOG), "{version:?}: stream {id}");
             }
         }
+    }
+
+    /// A peer that stops reading: once its connection window (MAX_DATA) is full, quiche marks
+    /// the connection blocked at every `stream_send` past it and sends DATA_BLOCKED in the
+    /// next packet, which the peer acknowledges, which makes the next write: writing at every
+    /// ACK, a pump that offered quiche its bytes regardless would keep a DATA_BLOCKED / ACK
+    /// ping-pong going for as long as the peer stalls (about 1000 packets a second each way on
+    /// loopback). The pump does not offer bytes quiche has no room for: DATA_BLOCKED goes out
+    /// once for the limit.
+    #[test]
+    fn a_peer_that_stops_reading_is_told_data_blocked_once() {
+        let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(Version::Draft16, Pump::with_backlog_limit(64 << 20));
+        // 20 streams of 1 MiB (each stream's own window): more than the client's 16 MiB.
+        for group in 0..20 {
+            let id = subgroup(&mut ss, group);
+            for object_id in 0..16 {
+                let (o, p) = object(object_id, 64 * 1024);
+                ss.send_object(id, &o, p).unwrap();
+            }
+        }
+        let mut rounds = 0;
+        while s.stats().data_blocked_sent_count == 0 {
+            sp.write(&mut s, &mut ss, Instant::now());
+            exchange(&mut c, &mut s);
+            rounds += 1;
+            assert!(rounds < 200, "the client's window never filled");
+        }
+        let blocked = s.stats().data_blocked_sent_count;
+        let sent = s.stats().sent;
+        for _ in 0..50 {
+            sp.write(&mut s, &mut ss, Instant::now());
+            exchange(&mut c, &mut s);
+        }
+        assert!(sp.queued_bytes() > 1 << 20, "the rest waits: {} bytes", sp.queued_bytes());
+        assert_eq!(s.stats().data_blocked_sent_count, blocked, "DATA_BLOCKED again for the same limit");
+        assert!(s.stats().sent - sent <= 2, "{} packets to a peer that reads nothing", s.stats().sent - sent);
     }
 
     /// quiche holds at most `unsent_limit` of subgroup data it has not sent: the rest waits in
