@@ -1123,7 +1123,8 @@ mod tests {
     /// once for the limit.
     #[test]
     fn a_peer_that_stops_reading_is_told_data_blocked_once() {
-        let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(Version::Draft16, Pump::with_backlog_limit(64 << 20));
+        let (mut c, mut s, _cs, mut ss, _cp, mut sp) =
+            pair(Version::Draft16, Pump::with_backlog_limit(64 << 20));
         // 20 streams of 1 MiB (each stream's own window): more than the client's 16 MiB.
         for group in 0..20 {
             let id = subgroup(&mut ss, group);

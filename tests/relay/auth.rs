@@ -200,7 +200,9 @@ fn subscriptions_expire_with_their_token_unless_renewed() {
         for (s, rid) in [lapsing, renewing, wrong] {
             let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
             let expires = ok.params.expires.unwrap_or_default();
-            assert!((8_000..=10_000).contains(&expires), "{ctx}: EXPIRES {expires}");
+            // The token's expiry and the shard's wall clock are whole Unix seconds read at
+            // different moments: a second may tick between them.
+            assert!((8_000..=11_000).contains(&expires), "{ctx}: EXPIRES {expires}");
         }
         let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
         r.put(p, st, &object(1, 0));
