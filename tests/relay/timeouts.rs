@@ -394,6 +394,22 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
     }
 }
 
+/// Publisher `p` sends `groups`, one object each on its own subgroup stream, and the relay
+/// forwards them.
+fn one_object_groups(
+    r: &mut Relay,
+    p: ClientId,
+    pv: moq_edge::wire::Version,
+    groups: std::ops::RangeInclusive<u64>,
+) {
+    for g in groups {
+        let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
+        r.put(p, st, &object(g, 0));
+        r.fin(p, st);
+    }
+    r.run_until_quiet();
+}
+
 /// A subscription that keeps losing subgroup streams in its session's transport ends with
 /// PUBLISH_DONE TOO_FAR_BEHIND (`too_far_behind_streams` within 10 s): streams shed from an
 /// over-long backlog always count; streams that ran out of time count when the freshness
@@ -420,12 +436,7 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         r.accept(p, &up, None);
         subscribe_ok(&messages(&r.take_events(lagging)), lagging_rid);
         subscribe_ok(&messages(&r.take_events(strict)), strict_rid);
-        for g in 1..=4 {
-            let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
-            r.put(p, st, &object(g, 0));
-            r.fin(p, st);
-        }
-        r.run_until_quiet();
+        one_object_groups(&mut r, p, pv, 1..=4);
         let ids = |r: &mut Relay, c: ClientId| -> Vec<u64> {
             streams(&r.take_events(c)).iter().map(|s| s.stream).collect()
         };
@@ -478,12 +489,7 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         let up = r.upstream_subscribe(p, &t);
         r.accept(p, &up, None);
         subscribe_ok(&messages(&r.take_events(s)), rid);
-        for g in 1..=6 {
-            let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
-            r.put(p, st, &object(g, 0));
-            r.fin(p, st);
-        }
-        r.run_until_quiet();
+        one_object_groups(&mut r, p, pv, 1..=6);
         let ids: Vec<u64> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
         assert_eq!(ids.len(), 6, "{ctx}");
         let conn = r.clients[s].conn;
