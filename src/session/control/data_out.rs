@@ -2,7 +2,8 @@
 //! §10.4.2; draft-18 §11.3.1, §11.4.2; draft-22 §11.2.1, §11.3.1). Each subgroup stream is a
 //! new local unidirectional stream (client 2, 6, 10..., server 3, 7, 11...; draft-18 and
 //! draft-22 skip our control stream). Object
-//! headers are encoded here; payloads travel as the caller's `Bytes`, never copied.
+//! headers are encoded here, cut from a shared block rather than allocated one by one;
+//! payloads travel as the caller's `Bytes`, never copied.
 
 use std::time::Instant;
 
