@@ -12,6 +12,8 @@
 #
 #   bench/overload.sh                          # QUOTA=0.25, RATE=150 (ladder start), 100 subscribers
 #   QUOTA=0.5 RATE=300 bench/overload.sh --subscribers 50
+#   CAPACITY=432 bench/overload.sh             # no ladder: one run at 432/s is the capacity
+#                                              # (to compare builds at the same offered load)
 #
 # Arguments are moq-bench fanout's (after the defaults below). BIN=dir uses prebuilt binaries.
 set -euo pipefail
@@ -67,13 +69,19 @@ sys.exit(0 if d["lost"] == 0 and (d["latency_us"]["p99"] or 0) <= float(sys.argv
 rate=$RATE
 capacity=
 ladder=()
-for _ in 1 2 3 4 5 6 7 8; do
+steps=8
+if [[ -n ${CAPACITY:-} ]]; then
+    rate=$CAPACITY
+    steps=1
+fi
+for _ in $(seq 1 "$steps"); do
     run "ladder-$rate" "$rate"
     ladder+=("ladder-$rate")
     clean "ladder-$rate" || break
     capacity=$rate
     rate=$(awk "BEGIN { printf \"%d\", $rate * 1.2 }")
 done
+[[ -n ${CAPACITY:-} ]] && capacity=$CAPACITY
 if [[ -z $capacity ]]; then
     echo "bench/overload.sh: the relay does not carry RATE=$RATE cleanly; start lower" >&2
     exit 1

@@ -101,7 +101,7 @@ pub struct Cli {
 
     /// Subgroup data (in KiB) a subscriber connection's QUIC stack may hold not yet sent;
     /// beyond it the data waits in the session's queue, where --max-backlog-kib and
-    /// --max-lag-ms apply [default: 256].
+    /// --max-lag-ms apply [default: 128].
     #[arg(long, value_name = "KIB")]
     pub max_unsent_kib: Option<u64>,
 
@@ -544,7 +544,7 @@ impl Config {
         if lag_ms > 600_000 {
             bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
         }
-        let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(256);
+        let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(128);
         if !(16..=1 << 16).contains(&unsent_kib) {
             bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
         }
@@ -774,7 +774,7 @@ mod tests {
             assert_eq!((c.relay().admission_busy_pct, c.runtime().admission_busy_pct), (0, 0));
         }
         assert!(Config::resolve(&cli(&["--admission-busy-pct", "101"]), 8).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 256 << 10);
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 128 << 10);
         assert!(Config::resolve(&cli(&["--max-unsent-kib", "8"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
         let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");

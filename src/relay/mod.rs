@@ -245,7 +245,7 @@ impl Default for RelayConfig {
             max_subscriptions_per_session: 1024,
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
-            max_unsent: 256 << 10,
+            max_unsent: 128 << 10,
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
