@@ -127,6 +127,16 @@ struct Conn {
     setup_armed: bool,
 }
 
+impl Conn {
+    /// Its earliest deadline: quiche's timer, pacing, the setup timeout or a held send.
+    fn next_deadline(&self) -> Option<Instant> {
+        [self.quic.timeout_instant(), self.paced_until, self.setup_deadline, self.flush_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
 /// Everything one core owns.
 pub struct Shard {
     id: ShardId,
@@ -866,10 +876,22 @@ impl Shard {
                 continue; // stale entry
             }
             conn.scheduled = None;
-            if conn.paced_until.is_some_and(|p| p <= now) {
+            let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+            let timeout = due(conn.quic.timeout_instant());
+            if !(timeout || due(conn.paced_until) || due(conn.setup_deadline) || due(conn.flush_at)) {
+                // The deadline moved later since this entry was queued (an ACK re-armed
+                // quiche's timer): nothing is due, so no service and no write; wait for the
+                // new deadline instead.
+                if let Some(at) = conn.next_deadline() {
+                    conn.scheduled = Some(at);
+                    self.timers.push(Reverse((at, idx)));
+                }
+                continue;
+            }
+            if due(conn.paced_until) {
                 conn.paced_until = None;
             }
-            if conn.quic.timeout_instant().is_some_and(|t| t <= now) {
+            if timeout {
                 conn.quic.on_timeout();
             }
             mark_dirty(&mut self.dirty, conn, idx);
@@ -998,13 +1020,8 @@ impl Shard {
             self.close_conn(idx);
             return;
         }
-        // One heap entry per connection at its earliest deadline (timeout, pacing, setup or
-        // a held send).
-        let deadline = [conn.quic.timeout_instant(), conn.paced_until, conn.setup_deadline, conn.flush_at]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some(at) = deadline {
+        // One heap entry per connection at its earliest deadline.
+        if let Some(at) = conn.next_deadline() {
             if conn.scheduled.is_none_or(|s| at < s) {
                 conn.scheduled = Some(at);
                 self.timers.push(Reverse((at, idx)));
