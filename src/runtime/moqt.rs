@@ -801,6 +801,10 @@ fn send_queue(
     limited: &mut bool,
     mut budget: Option<&mut usize>,
 ) -> Sent {
+    // Whether quiche's room was looked at: once per visit, not per chunk (two per object). If
+    // it runs out partway through the stream's chunks, the next offer costs at most one
+    // DATA_BLOCKED for this write.
+    let mut room_checked = false;
     loop {
         let leaves = match (ahead, budget.as_deref()) {
             (Some(a), Some(&b)) => now + a.delay(b),
@@ -829,8 +833,11 @@ fn send_queue(
         // since every `stream_send` past the peer's MAX_DATA makes quiche send DATA_BLOCKED
         // again, which the peer acknowledges, which makes the next write. A stream quiche does
         // not know yet is offered (that opens it).
-        if take > 0 && conn.stream_capacity(quic).is_ok_and(|cap| cap == 0) {
-            return Sent::Waiting;
+        if take > 0 && !room_checked {
+            room_checked = true;
+            if conn.stream_capacity(quic).is_ok_and(|cap| cap == 0) {
+                return Sent::Waiting;
+            }
         }
         match conn.stream_send(quic, &data[..take], *fin && take == data.len()) {
             Ok(n) => {
