@@ -105,6 +105,13 @@ pub struct Cli {
     #[arg(long, value_name = "KIB")]
     pub max_unsent_kib: Option<u64>,
 
+    /// Objects (in MiB, payloads and their messages) one core may have queued toward another
+    /// core that has not taken them yet: past half of it, new subgroup streams are not
+    /// forwarded to that core; an object that would pass it resets its stream there
+    /// (EXCESSIVE_LOAD) [default: 8].
+    #[arg(long, value_name = "MIB")]
+    pub mesh_queue_mib: Option<u64>,
+
     /// Freshness budget of live delivery, in milliseconds: an object a subscriber's connection
     /// has not taken within this of its arrival is not sent, and its subgroup stream is reset
     /// (a subscription that keeps losing streams so ends with TOO_FAR_BEHIND); a subscriber's
@@ -259,6 +266,7 @@ struct FileConfig {
     max_backlog_kib: Option<u64>,
     max_lag_ms: Option<u64>,
     max_unsent_kib: Option<u64>,
+    mesh_queue_mib: Option<u64>,
     cache_mib: Option<u64>,
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
@@ -346,6 +354,8 @@ pub struct Config {
     pub max_lag: Option<Duration>,
     /// Bytes; see `RelayConfig::max_unsent`.
     pub max_unsent: usize,
+    /// Bytes; see `RelayConfig::mesh_queue`.
+    pub mesh_queue: usize,
     /// Bytes for the whole relay; see `RelayConfig::cache_budget` (per core).
     pub cache: usize,
     pub goaway_timeout: Duration,
@@ -548,6 +558,10 @@ impl Config {
         if !(16..=1 << 16).contains(&unsent_kib) {
             bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
         }
+        let mesh_mib = cli.mesh_queue_mib.or(file.mesh_queue_mib).unwrap_or(8);
+        if !(1..=4096).contains(&mesh_mib) {
+            bail!("config key `mesh_queue_mib`: {mesh_mib} is out of range (1..=4096)");
+        }
         let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
         if cache_mib > 1 << 20 {
             bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
@@ -692,6 +706,7 @@ impl Config {
             max_backlog: backlog_kib as usize * 1024,
             max_lag: (lag_ms > 0).then(|| Duration::from_millis(lag_ms)),
             max_unsent: unsent_kib as usize * 1024,
+            mesh_queue: (mesh_mib as usize) << 20,
             cache: cache_mib as usize * 1024 * 1024,
             goaway_timeout: Duration::from_millis(goaway_ms),
             goaway_uri,
@@ -776,6 +791,10 @@ mod tests {
         assert!(Config::resolve(&cli(&["--admission-busy-pct", "101"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 128 << 10);
         assert!(Config::resolve(&cli(&["--max-unsent-kib", "8"]), 8).is_err());
+        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().mesh_queue, 8 << 20);
+        let c = Config::resolve(&cli(&["--mesh-queue-mib", "64"]), 8).expect("mesh queue");
+        assert_eq!(c.relay().mesh_queue, 64 << 20);
+        assert!(Config::resolve(&cli(&["--mesh-queue-mib", "0"]), 8).is_err());
         assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
         let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");
         assert_eq!(c.relay().cache_budget, 0);

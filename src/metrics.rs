@@ -199,6 +199,13 @@ pub fn render(s: &Sources) -> String {
         "Messages other cores had queued for this core at its last turn (256 or more: it ran out of budget).",
         &shard(|x| &x.mesh_backlog),
     );
+    family(
+        m,
+        "moq_edge_mesh_queued_bytes",
+        "gauge",
+        "Bytes of messages this core has queued for other cores that they have not taken yet (the limit, mesh_queue_mib, is per destination core).",
+        &shard(|x| &x.mesh_queued_bytes),
+    );
     family(m, "moq_edge_sessions", "gauge", "MoQT sessions.", &relay(|x| &x.sessions));
     family(
         m,

@@ -16,6 +16,7 @@ use tracing::debug;
 use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo};
 use super::namespaces::Via;
 use super::sessions::{Role, Sessions};
+use super::shed::{Gate, Shed};
 use super::Cx;
 use crate::session::SessionError;
 use crate::wire::model::{
@@ -71,6 +72,9 @@ pub struct Ingest {
     by_epoch: HashMap<Epoch, (u64, RequestId)>,
     /// Upstream data streams: (session, stream id) → (session's request, key).
     streams: HashMap<(u64, u64), (RequestId, StreamKey)>,
+    /// Streams not forwarded (further) to their track's owner core because the mesh to it
+    /// was backed up or full (`shed.rs`).
+    shed: Shed,
     next_stream: u64,
     namespaces: HashMap<(u64, RequestId), TrackNamespace>,
     /// Announcements not yet applied by every core: cores still to confirm.
@@ -521,7 +525,7 @@ impl Ingest {
         // Streams still open upstream end here (reset: their objects will not come).
         for k in open {
             let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-            cx.send(owner, OwnerMsg::Upstream { alias, epoch, data });
+            to_owner(&mut self.shed, cx, alias, epoch, data);
         }
         cx.send(owner, OwnerMsg::UpstreamDone { alias, epoch, status, reason });
         if let Some(s) = sessions.get_mut(key.0) {
@@ -572,7 +576,6 @@ impl Ingest {
     ) {
         let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         let (alias, epoch) = (up.alias, up.epoch);
-        let owner = super::alias::owner(alias, cx.cores);
         let key = match self.streams.get(&(conn, stream)) {
             Some(&(_, key)) => key,
             None => {
@@ -586,20 +589,14 @@ impl Ingest {
                 if header.subgroup_id == SubgroupId::FirstObject {
                     header.subgroup_id = SubgroupId::Explicit(object.object_id);
                 }
-                cx.send(owner, OwnerMsg::Upstream { alias, epoch, data: Data::StreamOpen { key, header } });
+                to_owner(&mut self.shed, cx, alias, epoch, Data::StreamOpen { key, header });
                 key
             }
         };
         cx.stats.objects_in += 1;
         cx.stats.bytes_in += payload.len() as u64;
-        cx.send(
-            owner,
-            OwnerMsg::Upstream {
-                alias,
-                epoch,
-                data: Data::Object { key, object, payload, received: cx.received() },
-            },
-        );
+        let data = Data::Object { key, object, payload, received: cx.received() };
+        to_owner(&mut self.shed, cx, alias, epoch, data);
     }
 
     pub(super) fn stream_end(
@@ -615,10 +612,7 @@ impl Ingest {
         let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         up.open_streams = up.open_streams.saturating_sub(1);
         let (alias, epoch) = (up.alias, up.epoch);
-        cx.send(
-            cx.owner_of(alias),
-            OwnerMsg::Upstream { alias, epoch, data: Data::StreamEnd { key, reset } },
-        );
+        to_owner(&mut self.shed, cx, alias, epoch, Data::StreamEnd { key, reset });
         self.try_finish(cx, sessions, (conn, rid), false);
     }
 
@@ -635,14 +629,8 @@ impl Ingest {
         header.track_alias = alias;
         cx.stats.objects_in += 1;
         cx.stats.bytes_in += payload.len() as u64;
-        cx.send(
-            cx.owner_of(alias),
-            OwnerMsg::Upstream {
-                alias,
-                epoch,
-                data: Data::Datagram { header, payload, received: cx.received() },
-            },
-        );
+        let data = Data::Datagram { header, payload, received: cx.received() };
+        to_owner(&mut self.shed, cx, alias, epoch, data);
     }
 
     /// Held PUBLISH_DONEs whose wait is over.
@@ -707,12 +695,11 @@ impl Ingest {
             for rid in ups {
                 let Some((up, open)) = self.remove_upstream(sessions, (conn, rid)) else { continue };
                 let (alias, epoch) = (up.alias, up.epoch);
-                let owner = cx.owner_of(alias);
                 for k in open {
                     let data = Data::StreamEnd { key: k, reset: Some(ResetCode::SessionClosed) };
-                    cx.send(owner, OwnerMsg::Upstream { alias, epoch, data });
+                    to_owner(&mut self.shed, cx, alias, epoch, data);
                 }
-                cx.send(owner, OwnerMsg::UpstreamLost { alias, epoch });
+                cx.send(cx.owner_of(alias), OwnerMsg::UpstreamLost { alias, epoch });
             }
             self.streams.retain(|k, _| k.0 != conn);
             self.per_session.remove(&conn);
@@ -728,4 +715,16 @@ impl Ingest {
         self.streams.retain(|k, _| k.0 != conn);
         self.per_session.remove(&conn);
     }
+}
+
+/// Sends `data` of upstream subscription `epoch` to the track's owner core, through the mesh's
+/// backpressure (`shed.rs`).
+fn to_owner(shed: &mut Shed, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
+    let owner = cx.owner_of(alias);
+    let data = match shed.gate(cx, owner, &data) {
+        Gate::Forward => data,
+        Gate::Drop => return,
+        Gate::Instead(reset) => reset,
+    };
+    cx.send(owner, OwnerMsg::Upstream { alias, epoch, data });
 }

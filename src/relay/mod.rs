@@ -45,6 +45,7 @@ pub mod msg;
 pub mod namespaces;
 mod owner;
 mod sessions;
+mod shed;
 mod stats;
 mod upfetch;
 
@@ -165,6 +166,11 @@ pub struct RelayConfig {
     /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
     /// subgroup streams are reset (CANCELLED) until half of it remains.
     pub max_backlog: usize,
+    /// Bytes (`RelayMsg::weight`: payloads and the messages that carry them) this core may
+    /// have queued toward one other core, the limit per core pair of the mesh's data path.
+    /// Past half of it no new stream is forwarded there; an object that would pass it resets
+    /// its stream there (EXCESSIVE_LOAD; `shed.rs`).
+    pub mesh_queue: usize,
     /// Subgroup bytes a connection's QUIC stack may hold not yet sent; beyond it they wait in
     /// the session's queue (where `max_backlog` and `max_lag` apply) rather than in QUIC's,
     /// which on a loss-free path grows to the subscriber's whole flow-control window.
@@ -246,6 +252,7 @@ impl Default for RelayConfig {
             max_tracks_per_shard: 100_000,
             max_backlog: 1 << 20,
             max_unsent: 128 << 10,
+            mesh_queue: 8 << 20,
             cache_budget: 64 << 20,
             goaway_uri: Bytes::new(),
             too_far_behind_streams: 4,
@@ -276,6 +283,9 @@ struct Mail {
     core: usize,
     local: VecDeque<RelayMsg>,
     outbox: Vec<(usize, RelayMsg)>,
+    /// By core: the weight (`RelayMsg::weight`) of what was sent to it and it has not taken
+    /// yet, as the runtime last said (`RelayShard::set_mesh_backlog`), plus what was sent since.
+    queued: Vec<usize>,
 }
 
 impl Mail {
@@ -284,6 +294,10 @@ impl Mail {
         if dst == self.core {
             self.local.push_back(msg);
         } else {
+            if self.queued.len() <= dst {
+                self.queued.resize(dst + 1, 0);
+            }
+            self.queued[dst] += msg.weight();
             self.outbox.push((dst, msg));
         }
     }
@@ -341,9 +355,20 @@ impl Cx<'_> {
         epoch(self.core, *self.next_epoch)
     }
 
-    /// Whether this core's mesh queue to `core` is backed up (see `RelayShard::set_congested`).
-    pub fn congested(&self, core: usize) -> bool {
+    /// Whether this core's mesh queue to `core` is backed up (see
+    /// `RelayShard::set_mesh_backlog`): no new stream is forwarded there (`shed.rs`).
+    pub fn mesh_backed_up(&self, core: usize) -> bool {
         self.congested.get(core).copied().unwrap_or(false)
+            || self.mesh_queued(core) > self.config.mesh_queue / 2
+    }
+
+    /// Whether `bytes` more fit in this core's mesh queue to `core` (`RelayConfig::mesh_queue`).
+    pub fn mesh_room(&self, core: usize, bytes: usize) -> bool {
+        self.mesh_queued(core) + bytes <= self.config.mesh_queue
+    }
+
+    fn mesh_queued(&self, core: usize) -> usize {
+        self.mail.queued.get(core).copied().unwrap_or(0)
     }
 
     /// The core that owns track `alias`.
@@ -464,7 +489,7 @@ impl RelayShard {
             upfetch: upfetch::UpFetches::default(),
             links: links::Links::default(),
             directory,
-            mail: Mail { core, local: VecDeque::new(), outbox: Vec::new() },
+            mail: Mail { core, local: VecDeque::new(), outbox: Vec::new(), queued: Vec::new() },
             next_epoch: 0,
             now,
             wall: WallClock { at: now, unix_secs },
@@ -495,12 +520,17 @@ impl RelayShard {
         }
     }
 
-    /// This core's mesh queues are backed up to the cores marked `true` (index: core): the
-    /// owner opens no new stream to them until they catch up (whole subgroups are shed, never
-    /// an object of a stream already forwarded; control messages always go).
-    pub fn set_congested(&mut self, congested: &[bool]) {
+    /// The runtime's view of this core's mesh queues, by destination core: backed up
+    /// (`congested`: the queue is full and messages wait in overflow), and the weight
+    /// (`RelayMsg::weight`) sent there and not taken yet. A backed-up core, or one with more
+    /// than half of `mesh_queue` waiting, is forwarded no new stream; an object that would take
+    /// it past `mesh_queue` resets its stream there instead (`shed.rs`: whole subgroups are
+    /// shed, never an object of a stream already forwarded; control messages always go).
+    pub fn set_mesh_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
         self.congested.clear();
         self.congested.extend_from_slice(congested);
+        self.mail.queued.clear();
+        self.mail.queued.extend_from_slice(bytes);
     }
 
     /// The core was busy `busy_pct` percent of the last second (the runtime measures it; the

@@ -58,6 +58,31 @@ pub enum RelayMsg {
     Discovery(DiscoveryMsg),
 }
 
+impl RelayMsg {
+    /// What the message costs in the mesh's per-pair byte count (`RelayConfig::mesh_queue`):
+    /// the message itself and the payloads it holds.
+    pub fn weight(&self) -> usize {
+        let payload = match self {
+            RelayMsg::Owner(OwnerMsg::Upstream { data, .. })
+            | RelayMsg::Fanout(FanoutMsg::Downstream { data, .. }) => match data {
+                Data::Object { payload, .. } | Data::Datagram { payload, .. } => payload.len(),
+                Data::StreamOpen { .. } | Data::StreamEnd { .. } => 0,
+            },
+            RelayMsg::Owner(OwnerMsg::UpstreamFetchItem { piece, .. }) => piece.payload_len(),
+            RelayMsg::Fanout(FanoutMsg::FetchAnswer { answer: Ok(data), .. }) => {
+                data.pieces.iter().map(Piece::payload_len).sum()
+            }
+            _ => 0,
+        };
+        Self::data_weight(payload)
+    }
+
+    /// The weight of a message carrying `payload` bytes.
+    pub fn data_weight(payload: usize) -> usize {
+        std::mem::size_of::<RelayMsg>() + payload
+    }
+}
+
 impl From<OwnerMsg> for RelayMsg {
     fn from(m: OwnerMsg) -> Self {
         RelayMsg::Owner(m)
@@ -409,6 +434,15 @@ pub enum Piece {
     Object(Location, CachedObject),
     /// Every Location after the previous piece, through this one, is of this kind.
     Gap(RangeEnd, Location),
+}
+
+impl Piece {
+    fn payload_len(&self) -> usize {
+        match self {
+            Piece::Object(_, o) => o.payload.len(),
+            Piece::Gap(..) => 0,
+        }
+    }
 }
 
 /// The owner's answer: the range resolved against the Largest Object, and the cached objects

@@ -6,7 +6,7 @@
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -24,30 +24,12 @@ use super::msg::{
     Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg,
 };
 use super::namespaces::Requester;
+use super::shed::{Gate, Shed};
 use super::Cx;
 use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
 use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
-
-/// Whether `data` goes to subscriber core `core`. A stream that opens while this core's mesh
-/// queue to `core` is backed up is not forwarded there at all, none of its objects, nor its end
-/// (`shed` remembers it): a core that is behind loses whole subgroups, never an object inside a
-/// stream it was given; a datagram to it then is dropped. Control messages are not data: they
-/// always go.
-fn mesh_admits(shed: &mut HashSet<(usize, StreamKey)>, cx: &mut Cx<'_>, core: usize, data: &Data) -> bool {
-    match data {
-        Data::StreamOpen { key, .. } if cx.congested(core) => {
-            shed.insert((core, *key));
-            cx.stats.mesh_shed_streams += 1;
-            false
-        }
-        Data::StreamOpen { .. } => true,
-        Data::Object { key, .. } => shed.is_empty() || !shed.contains(&(core, *key)),
-        Data::StreamEnd { key, .. } => shed.is_empty() || !shed.remove(&(core, *key)),
-        Data::Datagram { .. } => !cx.congested(core),
-    }
-}
 
 /// Publishers of one track kept at once (draft-22 §7.3 lets a relay refuse more); one more
 /// is refused with EXCESSIVE_LOAD.
@@ -123,9 +105,9 @@ struct Track {
     extra: Vec<Source>,
     /// While several publishers feed the track (and until their last merged subgroup ends).
     merge: Option<Box<Merge>>,
-    /// Streams not forwarded to a subscriber core because the mesh to it was backed up when
-    /// they opened (`mesh_admits`): (core, stream), until they end.
-    shed: HashSet<(usize, StreamKey)>,
+    /// Streams not forwarded (further) to a subscriber core because the mesh to it was
+    /// backed up or full (`shed.rs`).
+    shed: Shed,
     /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
     /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
     new_group: Option<(u64, Option<u64>)>,
@@ -175,7 +157,7 @@ impl Track {
             handover: Handover::default(),
             extra: Vec::new(),
             merge: None,
-            shed: HashSet::default(),
+            shed: Shed::default(),
             new_group: None,
             new_group_waiting: None,
         }
@@ -1330,13 +1312,16 @@ impl Owner {
         for i in 0..n {
             let core = t.cores[i];
             let Some(d) = data.as_ref() else { break };
-            if !mesh_admits(&mut t.shed, cx, core, d) {
-                continue;
-            }
-            // One message per core; the last takes the original (payloads are shared anyway).
-            let Some(data) = (if i + 1 == n { data.take() } else { data.clone() }) else { break };
-            let msg = FanoutMsg::Downstream { alias, data };
-            cx.send(core, msg);
+            let data = match t.shed.gate(cx, core, d) {
+                Gate::Drop => continue,
+                Gate::Instead(reset) => reset,
+                // One message per core; the last takes the original (payloads are shared).
+                Gate::Forward => match if i + 1 == n { data.take() } else { data.clone() } {
+                    Some(data) => data,
+                    None => break,
+                },
+            };
+            cx.send(core, FanoutMsg::Downstream { alias, data });
         }
         if t.handover.old_source_done(t.streams.keys()) {
             // The old source's last forwarded stream ended: the move is complete.

@@ -61,9 +61,10 @@ pub type AppMessage = Box<dyn std::any::Any + Send>;
 /// What a [`ShardApp`] asks of its core after a turn.
 #[derive(Default)]
 pub struct ShardOutput {
-    /// Messages for other cores' applications, `(core, message)`, in order per core. Never
-    /// dropped by the mesh.
-    pub messages: Vec<(usize, AppMessage)>,
+    /// Messages for other cores' applications, `(core, message, bytes)`, in order per core.
+    /// Never dropped by the mesh. `bytes` is the payload the message holds: the mesh counts
+    /// it until the other core takes the message ([`ShardApp::set_mesh_backlog`]).
+    pub messages: Vec<(usize, AppMessage, usize)>,
     /// Connections whose output changed outside their own `on_io` (fan-out): the core runs
     /// their `on_io` again this turn.
     pub wake: Vec<ConnHandle>,
@@ -106,9 +107,10 @@ pub trait ShardApp {
     /// The core's busy share of the last second, in percent (`load::LoadMeter`); told when
     /// a window completes, at the start of a turn.
     fn set_load(&mut self, _busy_pct: u8) {}
-    /// Which cores this core's mesh queues are backed up to (index: core), at the start of
-    /// each turn: their messages wait in this core's memory.
-    fn set_mesh_backlog(&mut self, _congested: &[bool]) {}
+    /// This core's mesh queues by destination core (index: core), at the start of every turn:
+    /// whether the queue is backed up (its messages wait in this core's memory),
+    /// and the bytes handed to that core that it has not taken yet.
+    fn set_mesh_backlog(&mut self, _congested: &[bool], _bytes: &[usize]) {}
     /// A connection this core opened for [`Connect`] `tag` finished its handshake.
     fn new_outbound(&mut self, conn: ConnHandle, version: Version, _tag: u64) -> Box<dyn ConnApp> {
         self.new_connection(conn, version)

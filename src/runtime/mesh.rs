@@ -21,12 +21,13 @@
 //! A full pair queue means the destination core is behind. [`send`] never drops: the message
 //! waits in the *source's* memory, in a per-destination overflow FIFO that [`flush`] moves into
 //! the queue as room appears (and once anything is in overflow, later sends to that destination
-//! queue behind it, so FIFO holds). That overflow is bounded only by what the source itself
-//! produces; the limits on what a peer can make a core buffer live in the layers that create
-//! messages (requests per session, buffered bytes per subscriber, ...), not here. The core
-//! reads [`MeshEndpoint::overflow_to`] each turn and tells the application which destinations
-//! are backed up; the relay then stops opening new streams to them (ARCHITECTURE.md, the
-//! relay layer). Droppable
+//! queue behind it, so FIFO holds). The mesh itself never refuses a message: the bound is kept
+//! by the layer that creates them. For that it counts, per destination, the bytes handed to it
+//! and not yet taken by its consumer ([`MeshEndpoint::queued_bytes`], with the weight function
+//! given to [`Mesh::with_weight`]; the consumer publishes what it took once per drain). The
+//! core reads that and [`MeshEndpoint::overflow_to`] each turn and tells the application; the
+//! relay then stops opening new streams to a backed-up core and resets the streams it would
+//! push past its byte limit (ARCHITECTURE.md, the relay layer). Droppable
 //! traffic (forwarded QUIC datagrams, which QUIC recovers from) uses [`try_send`], which fails
 //! instead of overflowing.
 //!
@@ -60,7 +61,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -125,6 +126,9 @@ struct Pair<T> {
     /// Raised by the producer while it holds overflow for this pair; the consumer lowers it and
     /// rings the producer after it has made room.
     producer_waiting: AtomicBool,
+    /// Weight (bytes) of every message the consumer has popped so far; written by the consumer
+    /// once per drain, read by the producer ([`MeshEndpoint::queued_bytes`]).
+    taken: AtomicU64,
 }
 
 /// Builds meshes. A namespace only: [`Mesh::new`] returns the endpoints.
@@ -141,6 +145,16 @@ impl<T: Send> Mesh<T> {
     // `Mesh` is only a namespace; the endpoints are the product.
     #[allow(clippy::new_ret_no_self)]
     pub fn new(cores: usize, capacity: usize) -> io::Result<Vec<MeshEndpoint<T>>> {
+        Self::with_weight(cores, capacity, |_| 0)
+    }
+
+    /// As [`Mesh::new`], with `weigh` telling the bytes a message holds (its payload), which
+    /// [`MeshEndpoint::queued_bytes`] adds up per destination.
+    pub fn with_weight(
+        cores: usize,
+        capacity: usize,
+        weigh: fn(&T) -> usize,
+    ) -> io::Result<Vec<MeshEndpoint<T>>> {
         if cores == 0 || cores > MAX_CORES || capacity == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -166,6 +180,7 @@ impl<T: Send> Mesh<T> {
                             Arc::new(Pair {
                                 queue: ArrayQueue::new(capacity),
                                 producer_waiting: AtomicBool::new(false),
+                                taken: AtomicU64::new(0),
                             })
                         })
                     })
@@ -184,7 +199,10 @@ impl<T: Send> Mesh<T> {
                 inbound: pairs.iter().map(|row| row[core].clone()).collect(),
                 overflow: (0..cores).map(|_| VecDeque::new()).collect(),
                 overflow_len: 0,
+                sent: vec![0; cores],
                 local: VecDeque::new(),
+                local_bytes: 0,
+                weigh,
                 dirty: Vec::with_capacity(cores),
                 is_dirty: vec![false; cores],
                 cursor: 0,
@@ -209,8 +227,14 @@ pub struct MeshEndpoint<T> {
     /// By destination: messages waiting for room in the pair queue.
     overflow: Vec<VecDeque<T>>,
     overflow_len: usize,
+    /// By destination: weight of every message handed to it so far (its pair's `taken` is
+    /// what the consumer popped of it).
+    sent: Vec<u64>,
     /// Messages to this core itself.
     local: VecDeque<T>,
+    /// Weight of the messages in `local`.
+    local_bytes: usize,
+    weigh: fn(&T) -> usize,
     /// Destinations that received something since the last flush (each once).
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -252,14 +276,19 @@ impl<T: Send> MeshEndpoint<T> {
     ///
     /// The only error is `dst >= cores()` (a caller bug; the message is handed back).
     pub fn send(&mut self, dst: usize, msg: T) -> Result<(), T> {
+        let weight = (self.weigh)(&msg);
         if dst == self.core {
+            self.local_bytes += weight;
             self.local.push_back(msg);
             self.mark(dst);
             return Ok(());
         }
-        let (Some(Some(pair)), Some(overflow)) = (self.outbound.get(dst), self.overflow.get_mut(dst)) else {
+        let (Some(Some(pair)), Some(overflow), Some(sent)) =
+            (self.outbound.get(dst), self.overflow.get_mut(dst), self.sent.get_mut(dst))
+        else {
             return Err(msg);
         };
+        *sent += weight as u64;
         if overflow.is_empty() {
             match pair.queue.push(msg) {
                 Ok(()) => {
@@ -279,17 +308,20 @@ impl<T: Send> MeshEndpoint<T> {
     /// Hands the message back when the pair queue is full, when messages to `dst` are waiting
     /// in overflow (to keep FIFO), or when `dst >= cores()`.
     pub fn try_send(&mut self, dst: usize, msg: T) -> Result<(), T> {
+        let weight = (self.weigh)(&msg);
         if dst == self.core {
             if self.local.len() >= self.capacity {
                 return Err(msg);
             }
+            self.local_bytes += weight;
             self.local.push_back(msg);
             self.mark(dst);
             return Ok(());
         }
-        match (self.outbound.get(dst), self.overflow.get(dst)) {
-            (Some(Some(pair)), Some(overflow)) if overflow.is_empty() => {
+        match (self.outbound.get(dst), self.overflow.get(dst), self.sent.get_mut(dst)) {
+            (Some(Some(pair)), Some(overflow), Some(sent)) if overflow.is_empty() => {
                 pair.queue.push(msg)?;
+                *sent += weight as u64;
                 self.mark(dst);
                 Ok(())
             }
@@ -320,6 +352,22 @@ impl<T: Send> MeshEndpoint<T> {
     /// Messages for `dst` waiting in this endpoint's overflow (its queue is full).
     pub fn overflow_to(&self, dst: usize) -> usize {
         self.overflow.get(dst).map_or(0, VecDeque::len)
+    }
+
+    /// Weight (bytes, by the mesh's weight function) of the messages this endpoint handed to
+    /// `dst` that `dst` has not taken yet: its pair queue and this endpoint's overflow for it.
+    /// What `dst` took in a drain still running on its thread counts until that drain ends.
+    pub fn queued_bytes(&self, dst: usize) -> usize {
+        if dst == self.core {
+            return self.local_bytes;
+        }
+        match (self.outbound.get(dst), self.sent.get(dst)) {
+            (Some(Some(pair)), Some(sent)) => {
+                let queued = sent.wrapping_sub(pair.taken.load(Ordering::Acquire));
+                usize::try_from(queued).unwrap_or(usize::MAX)
+            }
+            _ => 0,
+        }
     }
 
     /// Delivers up to `budget` inbound messages to `f(src, msg)`, in FIFO order per source,
@@ -357,17 +405,25 @@ impl<T: Send> MeshEndpoint<T> {
                 let src = if start + i >= cores { start + i - cores } else { start + i };
                 let quota = remaining.min(quantum);
                 let mut taken = 0;
+                let mut bytes = 0;
                 if src == self.core {
                     while taken < quota {
                         let Some(msg) = self.local.pop_front() else { break };
+                        bytes += (self.weigh)(&msg);
                         f(src, msg);
                         taken += 1;
                     }
+                    self.local_bytes -= bytes;
                 } else if let Some(Some(pair)) = self.inbound.get(src) {
                     while taken < quota {
                         let Some(msg) = pair.queue.pop() else { break };
+                        bytes += (self.weigh)(&msg);
                         f(src, msg);
                         taken += 1;
+                    }
+                    if bytes > 0 {
+                        // Single writer (this consumer): a plain add, published for the producer.
+                        pair.taken.fetch_add(bytes as u64, Ordering::Release);
                     }
                 }
                 remaining -= taken;
@@ -749,6 +805,28 @@ mod tests {
         assert_eq!(collect(&mut eps[1], 4), vec![]);
         eps[0].waker(1).unwrap().wake();
         assert_eq!(pending_bytes(&rxs[1]), 1);
+    }
+
+    /// The bytes queued toward a destination count its pair queue and the sender's overflow,
+    /// and fall as the consumer drains; messages a full queue refused (`try_send`) never count.
+    #[test]
+    fn queued_bytes_follow_what_the_consumer_has_not_taken() {
+        let mut eps = Mesh::<u32>::with_weight(2, 2, |m| *m as usize).unwrap();
+        for w in [100, 200, 300, 400] {
+            eps[0].send(1, w).unwrap();
+        }
+        assert!(eps[0].try_send(1, 5000).is_err(), "queue full, overflow waiting");
+        eps[0].send(0, 7).unwrap();
+        assert_eq!((eps[0].queued_bytes(1), eps[0].queued_bytes(0), eps[1].queued_bytes(0)), (1000, 7, 0));
+        assert_eq!(collect(&mut eps[1], 1), vec![(0, 100)]);
+        assert_eq!(eps[0].queued_bytes(1), 900);
+        eps[0].flush();
+        assert_eq!(collect(&mut eps[1], 8), vec![(0, 200), (0, 300)]);
+        assert_eq!(eps[0].queued_bytes(1), 400, "the overflow still counts");
+        eps[0].flush();
+        assert_eq!(collect(&mut eps[1], 8), vec![(0, 400)]);
+        assert_eq!(collect(&mut eps[0], 8), vec![(0, 7)]);
+        assert_eq!((eps[0].queued_bytes(1), eps[0].queued_bytes(0)), (0, 0));
     }
 
     #[test]

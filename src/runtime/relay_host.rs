@@ -110,6 +110,7 @@ impl Config {
             max_backlog: self.max_backlog,
             max_lag: self.max_lag,
             max_unsent: self.max_unsent,
+            mesh_queue: self.mesh_queue,
             cache_budget: self.cache / self.cores,
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             admission_busy_pct: self.admission_busy_pct,
@@ -451,8 +452,8 @@ impl ShardApp for RelayHost {
         self.0.borrow_mut().relay.set_receive_lag(lag);
     }
 
-    fn set_mesh_backlog(&mut self, congested: &[bool]) {
-        self.0.borrow_mut().relay.set_congested(congested);
+    fn set_mesh_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
+        self.0.borrow_mut().relay.set_mesh_backlog(congested, bytes);
     }
 
     fn on_message(&mut self, from: usize, msg: AppMessage) {
@@ -494,7 +495,8 @@ impl ShardApp for RelayHost {
         }
         host.relay.take_outbox(&mut host.outbox);
         for (dst, msg) in host.outbox.drain(..) {
-            out.messages.push((dst, Box::new(msg)));
+            let bytes = msg.weight();
+            out.messages.push((dst, Box::new(msg), bytes));
         }
         host.relay.take_woken(&mut host.woken);
         out.wake.extend(host.woken.drain(..).map(ConnHandle));

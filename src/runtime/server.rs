@@ -229,8 +229,8 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     if let Ok(mut m) = swap.material.lock() {
         *m = Some(material.clone());
     }
-    let mut endpoints =
-        Mesh::<MeshMsg>::new(rc.cores, mesh_capacity(rc.cores)).context("creating the mesh")?;
+    let mut endpoints = Mesh::<MeshMsg>::with_weight(rc.cores, mesh_capacity(rc.cores), MeshMsg::weight)
+        .context("creating the mesh")?;
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);

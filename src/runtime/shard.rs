@@ -78,7 +78,18 @@ pub struct Forwarded {
 /// application's own messages (the relay's).
 pub enum MeshMsg {
     Packet(Forwarded),
-    App(super::app::AppMessage),
+    /// With the bytes of payload it holds (the application says: [`ShardOutput::messages`]).
+    App(super::app::AppMessage, usize),
+}
+
+impl MeshMsg {
+    /// Its weight in the mesh's byte count ([`super::mesh::Mesh::with_weight`]).
+    pub fn weight(&self) -> usize {
+        match self {
+            MeshMsg::Packet(p) => p.data.len(),
+            MeshMsg::App(_, bytes) => *bytes,
+        }
+    }
 }
 
 /// Datagrams handled per turn before the loop lets the other stages run.
@@ -187,6 +198,8 @@ pub struct Shard {
     /// Per destination core: this core's queue to it is backed up past [`MESH_CONGESTED`]
     /// messages in overflow (told to the application every turn it changes).
     congested: Vec<bool>,
+    /// Bytes queued toward each core (buffer for `note_mesh_backlog`).
+    mesh_bytes: Vec<usize>,
     admission_busy_pct: u8,
     gso: bool,
     /// The kernel's receive time of the oldest datagram read this turn (0: none).
@@ -268,6 +281,7 @@ impl Shard {
             load: super::load::LoadMeter::new(Instant::now(), super::load::LOAD_WINDOW),
             busy: false,
             congested: Vec::new(),
+            mesh_bytes: Vec::new(),
             admission_busy_pct: rc.admission_busy_pct,
             gso: rc.gso,
             oldest_rx_ns: 0,
@@ -526,7 +540,7 @@ impl Shard {
                     ShardStats::add(&self.stats().forwarded_in, 1);
                     self.handle_owned(&mut p.data, p.from);
                 }
-                MeshMsg::App(msg) => {
+                MeshMsg::App(msg, _) => {
                     if let Some(app) = self.shard_app.as_mut() {
                         app.on_message(src, msg);
                     }
@@ -537,24 +551,29 @@ impl Shard {
         n >= MESH_BUDGET
     }
 
-    /// Tells the application which cores this core's mesh queues are backed up to, when that
-    /// changed: past [`MESH_CONGESTED`] messages waiting in overflow (its queue full), the
-    /// relay stops opening new streams to that core (the destination is behind; what waits
-    /// here is memory of this core).
+    /// Tells the application about this core's mesh queues, every turn: which destinations
+    /// are backed up (past [`MESH_CONGESTED`] messages waiting in overflow, its queue full: the
+    /// destination is behind, and what waits is memory of this core), and the bytes queued
+    /// toward each (the application adds what it sends during the turn, so it is told afresh
+    /// each turn). The relay stops opening new streams to a backed-up core and keeps the
+    /// bytes under its per-pair limit.
     fn note_mesh_backlog(&mut self) {
         let Some(app) = self.shard_app.as_mut() else { return };
         let cores = self.mesh.cores();
         if self.congested.len() != cores {
             self.congested = vec![false; cores];
+            self.mesh_bytes = vec![0; cores];
         }
-        let mut changed = false;
-        for (dst, c) in self.congested.iter_mut().enumerate() {
-            let now = self.mesh.overflow_to(dst) > MESH_CONGESTED;
-            changed |= now != *c;
-            *c = now;
+        let mut total = 0;
+        for (dst, (c, b)) in self.congested.iter_mut().zip(self.mesh_bytes.iter_mut()).enumerate() {
+            (*c, *b) = (self.mesh.overflow_to(dst) > MESH_CONGESTED, self.mesh.queued_bytes(dst));
+            if dst != self.mesh.core() {
+                total += *b;
+            }
         }
-        if changed {
-            app.set_mesh_backlog(&self.congested);
+        app.set_mesh_backlog(&self.congested, &self.mesh_bytes);
+        if let Some(s) = self.stats.get(self.id.index()) {
+            s.mesh_queued_bytes.store(total as u64, Ordering::Relaxed);
         }
     }
 
@@ -565,8 +584,8 @@ impl Shard {
         let Some(app) = self.shard_app.as_mut() else { return false };
         app.poll(now, &mut self.app_out);
         self.app_deadline = self.app_out.deadline.take();
-        for (dst, msg) in self.app_out.messages.drain(..) {
-            if self.mesh.send(dst, MeshMsg::App(msg)).is_err() {
+        for (dst, msg, bytes) in self.app_out.messages.drain(..) {
+            if self.mesh.send(dst, MeshMsg::App(msg, bytes)).is_err() {
                 warn!(shard = self.id.0, dst, "application message for a core that does not exist");
             }
         }

@@ -36,6 +36,9 @@ pub struct ShardStats {
     pub outbound: AtomicU64,
     /// Mesh messages this core drained at its last turn (the budget is 256).
     pub mesh_backlog: AtomicU64,
+    /// Bytes this core has queued toward other cores that they have not taken yet (all
+    /// destinations; the relay's limit is per destination).
+    pub mesh_queued_bytes: AtomicU64,
     /// Of `refused`, Initials refused because the core was over its admission threshold.
     pub refused_busy: AtomicU64,
     /// The share of the last second this core was busy in its turns, in percent.

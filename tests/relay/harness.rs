@@ -9,7 +9,7 @@
 //! that was never woken fails the run), and the shard never sends a mesh message to itself.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -56,6 +56,12 @@ pub struct Relay {
     pub clients: Vec<Client>,
     key: AliasKey,
     mesh: BTreeMap<(usize, usize), VecDeque<RelayMsg>>,
+    /// Per (source, destination): the weight of what waits in `mesh`, as the runtime counts it.
+    mesh_bytes: BTreeMap<(usize, usize), usize>,
+    /// Pairs whose destination takes nothing (a core that is stuck): see [`Relay::stall`].
+    stalled: BTreeSet<(usize, usize)>,
+    /// Pairs the runtime would call backed up (queue full, overflow past its mark).
+    congested: BTreeSet<(usize, usize)>,
     next_conn: Vec<u64>,
     /// Mesh messages delivered so far.
     pub mesh_delivered: usize,
@@ -88,6 +94,9 @@ impl Relay {
             clients: Vec::new(),
             key: AliasKey::new(&SECRET),
             mesh: BTreeMap::new(),
+            mesh_bytes: BTreeMap::new(),
+            stalled: BTreeSet::new(),
+            congested: BTreeSet::new(),
             next_conn: vec![0; cores],
             mesh_delivered: 0,
             server_setup: config.server_setup(),
@@ -287,7 +296,7 @@ impl Relay {
             for c in &mut self.clients {
                 c.events.extend(std::iter::from_fn(|| c.session.poll_event()));
             }
-            moved |= self.mesh.values().any(|q| !q.is_empty());
+            moved |= self.mesh.iter().any(|(k, q)| !q.is_empty() && !self.stalled.contains(k));
             if !moved {
                 self.check_quiet();
                 return;
@@ -297,14 +306,23 @@ impl Relay {
     }
 
     /// Collects every shard's outbox into the mesh queues, then delivers one message from each
-    /// non-empty (source, destination) queue. True when anything was delivered.
+    /// non-empty (source, destination) queue that is not stalled. True when anything was
+    /// delivered.
     fn mesh_round(&mut self) -> bool {
         self.collect_outboxes();
-        let pairs: Vec<(usize, usize)> =
-            self.mesh.iter().filter(|(_, q)| !q.is_empty()).map(|(k, _)| *k).collect();
+        let pairs: Vec<(usize, usize)> = self
+            .mesh
+            .iter()
+            .filter(|(k, q)| !q.is_empty() && !self.stalled.contains(k))
+            .map(|(k, _)| *k)
+            .collect();
         let now = self.now;
         for (src, dst) in &pairs {
             let Some(msg) = self.mesh.get_mut(&(*src, *dst)).and_then(VecDeque::pop_front) else { continue };
+            if let Some(b) = self.mesh_bytes.get_mut(&(*src, *dst)) {
+                *b -= msg.weight();
+            }
+            self.tell_backlog(*src);
             self.shards[*dst].on_message(*src, msg, now);
             self.mesh_delivered += 1;
             self.collect_outboxes();
@@ -319,9 +337,45 @@ impl Relay {
             for (dst, msg) in out {
                 assert!(dst < self.shards.len(), "mesh message for core {dst}");
                 assert_ne!(dst, src, "core {src} sent a mesh message to itself: {msg:?}");
+                *self.mesh_bytes.entry((src, dst)).or_default() += msg.weight();
                 self.mesh.entry((src, dst)).or_default().push_back(msg);
             }
+            self.tell_backlog(src);
         }
+    }
+
+    /// Tells core `src` what the runtime would: its queues backed up, and the bytes waiting.
+    fn tell_backlog(&mut self, src: usize) {
+        let cores = self.shards.len();
+        let congested: Vec<bool> = (0..cores).map(|dst| self.congested.contains(&(src, dst))).collect();
+        let bytes: Vec<usize> =
+            (0..cores).map(|dst| self.mesh_bytes.get(&(src, dst)).copied().unwrap_or(0)).collect();
+        self.shards[src].set_mesh_backlog(&congested, &bytes);
+    }
+
+    /// Core `dst` takes nothing more from core `src` (`true`) or catches up (`false`): what
+    /// `src` sends waits, and counts toward its mesh limit.
+    pub fn stall(&mut self, src: usize, dst: usize, on: bool) {
+        if on {
+            self.stalled.insert((src, dst));
+        } else {
+            self.stalled.remove(&(src, dst));
+        }
+    }
+
+    /// The weight (`RelayMsg::weight`) core `src` has queued toward `dst`, not taken yet.
+    pub fn mesh_queued(&self, src: usize, dst: usize) -> usize {
+        self.mesh_bytes.get(&(src, dst)).copied().unwrap_or(0)
+    }
+
+    /// The runtime says core `src`'s queue to `dst` is backed up (`true`) or no longer.
+    pub fn set_congested(&mut self, src: usize, dst: usize, on: bool) {
+        if on {
+            self.congested.insert((src, dst));
+        } else {
+            self.congested.remove(&(src, dst));
+        }
+        self.tell_backlog(src);
     }
 
     /// Writes the relay-side session's output into its client; a Close ends the connection

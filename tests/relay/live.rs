@@ -599,7 +599,7 @@ fn every_announcer_is_subscribed_and_their_objects_merged() {
 }
 
 /// A subscriber core that is behind (the owner core's mesh queue to it backed up: the
-/// runtime says so with `set_congested`) loses whole subgroups, never an object inside a
+/// runtime says so: `set_mesh_backlog`) loses whole subgroups, never an object inside a
 /// stream it was given: a stream already forwarded there goes on to its end, a stream that
 /// opens meanwhile is not forwarded there at all (counted), a datagram is dropped, and control
 /// messages still go (a new SUBSCRIBE on that core is answered). Once it catches up, new
@@ -621,7 +621,7 @@ fn a_core_that_is_behind_loses_whole_subgroups_not_objects() {
         r.put(p, g1, &object(1, 0));
         r.run_until_quiet();
 
-        r.shards[0].set_congested(&[false, true]);
+        r.set_congested(0, 1, true);
         r.put(p, g1, &object(1, 1));
         let g2 = r.open(p, &header(pv, PUB_ALIAS, 2, 0));
         r.put(p, g2, &object(2, 0));
@@ -646,7 +646,7 @@ fn a_core_that_is_behind_loses_whole_subgroups_not_objects() {
         r.accept_as(p, &up2, TrackAlias(76), None);
         subscribe_ok(&messages(&r.take_events(s2)), rid2);
 
-        r.shards[0].set_congested(&[false, false]);
+        r.set_congested(0, 1, false);
         let g3 = r.open(p, &header(pv, PUB_ALIAS, 3, 0));
         r.put(p, g3, &object(3, 0));
         r.fin(p, g3);
@@ -661,5 +661,72 @@ fn a_core_that_is_behind_loses_whole_subgroups_not_objects() {
         assert_eq!(ev.iter().filter(|e| matches!(e, Event::Datagram { .. })).count(), 0, "{ctx}");
         assert_eq!(r.shards[0].stats.mesh_shed_streams, 1, "{ctx}");
         r.assert_no_closes();
+    }
+}
+
+/// A core that takes nothing more from another (stuck) bounds what waits for it: past half of
+/// `mesh_queue`, a stream that opens is not forwarded there; an object that would pass the
+/// limit resets its stream there instead (EXCESSIVE_LOAD), after the objects that fit, in
+/// order; what follows of that stream is not sent; the data waiting never passes the limit. On
+/// both hops that carry objects between cores: the owner to a subscriber core, and a
+/// publisher's core to the owner. Once the core catches up, new streams reach it whole.
+#[test]
+fn a_stuck_core_gets_whole_subgroups_reset_never_more_than_the_mesh_limit() {
+    const LIMIT: usize = 4096;
+    // (publisher's core, subscriber's core, the stuck pair); the track's owner is core 0.
+    let hops = [("owner -> subscriber core", 0, 1, (0, 1)), ("publisher core -> owner", 1, 0, (1, 0))];
+    for (hop, pub_core, sub_core, (src, dst)) in hops {
+        for (pv, sv) in COMBOS {
+            let ctx = format!("{hop} {pv:?}->{sv:?}");
+            let mut r = Relay::with_config(2, RelayConfig { mesh_queue: LIMIT, ..RelayConfig::default() });
+            let t = r.track_owned_by(&["live"], 0);
+            let p = r.connect(pub_core, pv);
+            r.announce(p, &["live"]);
+            let s = r.connect(sub_core, sv);
+            let rid = r.subscribe(s, &t, None);
+            let up = r.upstream_subscribe(p, &t);
+            r.accept(p, &up, None);
+            subscribe_ok(&messages(&r.take_events(s)), rid);
+            let g1 = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+            r.put(p, g1, &object(1, 0));
+            r.run_until_quiet();
+
+            r.stall(src, dst, true);
+            for id in 1..=40 {
+                r.put(p, g1, &object(1, id));
+            }
+            r.run_until_quiet();
+            let g2 = r.open(p, &header(pv, PUB_ALIAS, 2, 0));
+            r.put(p, g2, &object(2, 0));
+            r.fin(p, g2);
+            r.fin(p, g1);
+            r.run_until_quiet();
+            // Data stays within the limit; the reset (control) always goes.
+            let queued = r.mesh_queued(src, dst);
+            let reset_msg = moq_edge::relay::msg::RelayMsg::data_weight(0);
+            assert!(queued <= LIMIT + reset_msg, "{ctx}: {queued} bytes wait for the stuck core");
+            assert!(queued > LIMIT / 2, "{ctx}: {queued} bytes: the limit was what stopped it");
+            assert_eq!(r.shards[src].stats.mesh_shed_streams, 2, "{ctx}: g1 reset, g2 not opened");
+
+            r.stall(src, dst, false);
+            r.run_until_quiet();
+            let g3 = r.open(p, &header(pv, PUB_ALIAS, 3, 0));
+            r.put(p, g3, &object(3, 0));
+            r.fin(p, g3);
+            r.run_until_quiet();
+
+            let ev = r.take_events(s);
+            let seen = streams(&ev);
+            let groups: Vec<u64> = seen.iter().map(|st| st.header.group_id).collect();
+            assert_eq!(groups, vec![1, 3], "{ctx}");
+            let ids: Vec<u64> = seen[0].objects.iter().map(|(o, _)| o.object_id).collect();
+            assert!(ids.len() > 1 && ids.len() < 41, "{ctx}: {} objects of g1 reached it", ids.len());
+            assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>(), "{ctx}: a prefix, in order");
+            let reset = moq_edge::wire::ResetCode::ExcessiveLoad.code(sv);
+            assert_eq!(seen[0].end, Some(Some(reset)), "{ctx}: g1 reset");
+            assert_eq!(seen[1].objects.len(), 1, "{ctx}");
+            assert_eq!(seen[1].end, Some(None), "{ctx}: g3 whole");
+            r.assert_no_closes();
+        }
     }
 }
