@@ -523,14 +523,17 @@ fn report(
                 growth as f64 / 1024.0 / sessions as f64
             );
         }
-        // Mean RSS of the first and the last quarter of the samples (a leak shows as growth).
-        let n = relay.rss_samples.len();
+        // Mean RSS of the first and the last quarter of the samples taken in the measured
+        // window, after the warm-up (a leak shows as growth).
+        let warmup = plan.warmup.as_secs_f64();
+        let window = relay.rss_samples.iter().position(|s| s.0 >= warmup).unwrap_or(relay.rss_samples.len());
+        let measured = &relay.rss_samples[window..];
+        let n = measured.len();
         let mean = |xs: &[(f64, u64)]| xs.iter().map(|x| x.1 as f64).sum::<f64>() / xs.len().max(1) as f64;
-        let quarters =
-            (n >= 4).then(|| (mean(&relay.rss_samples[..n / 4]), mean(&relay.rss_samples[n - n / 4..])));
+        let quarters = (n >= 4).then(|| (mean(&measured[..n / 4]), mean(&measured[n - n / 4..])));
         if let Some((first, last)) = quarters {
             println!(
-                "            RSS mean {:.1} MiB in the first quarter of the run, {:.1} MiB in the last ({:+.1} %)",
+                "            RSS mean {:.1} MiB in the first quarter of the measured window, {:.1} MiB in the last ({:+.1} %)",
                 first / 1048576.0,
                 last / 1048576.0,
                 (last / first - 1.0) * 100.0
