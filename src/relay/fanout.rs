@@ -453,6 +453,18 @@ impl Fanout {
 
     fn add(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId, asked: Asked<'_>) {
         let Asked { track, params, until, by } = asked;
+        let alias = cx.key.alias(&track);
+        if by == By::Subscribe && self.session_has(conn, alias) {
+            // The relay already publishes this Track to the session (a SUBSCRIBE, or a PUBLISH
+            // it accepted). draft-16 and draft-18 allow one subscription per Track; draft-22
+            // §3.1 allows several, but the relay keeps one per Track and session (the Track
+            // Alias is the track's, and a shared alias is more than some subscribers handle).
+            let code = match sessions.get(conn).map(|s| s.one_subscription_per_track()) {
+                Some(false) => RequestErrorCode::NotSupported,
+                _ => RequestErrorCode::DuplicateSubscription,
+            };
+            return sessions.answer_error(conn, rid, code, "already subscribed to this track", true);
+        }
         let count = self.per_session.entry(conn).or_default();
         if *count >= cx.config.max_subscriptions_per_session {
             return sessions.answer_error(
@@ -464,7 +476,6 @@ impl Fanout {
             );
         }
         *count += 1;
-        let alias = cx.key.alias(&track);
         self.by_req.insert((conn, rid), alias);
         sessions.register(conn, rid, Role::Subscription);
         let sub = LocalSub {

@@ -133,6 +133,39 @@ fn mixed_subscribers_on_one_core_share_the_upstream() {
     }
 }
 
+/// A session subscribing twice to one Track: draft-16 and draft-18 allow one subscription per
+/// Track, so the second SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION and the first goes on
+/// (before, the relay answered SUBSCRIBE_OK with the same Track Alias and the subscriber closed
+/// the session with DUPLICATE_TRACK_ALIAS; found by the `relay` fuzz target). draft-22 §3.1
+/// allows several, but the relay keeps one per Track and session: NOT_SUPPORTED.
+#[test]
+fn a_second_subscription_to_a_track_follows_the_draft() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let first = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), first);
+        let second = r.subscribe(s, &t, None);
+        let msgs = messages(&r.take_events(s));
+        let expected = if sv == D22 { code::NOT_SUPPORTED } else { code::DUPLICATE_SUBSCRIPTION_D16 };
+        let e = request_error(&msgs);
+        assert_eq!((e.request_id, e.error_code), (second, expected), "{ctx}");
+        let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+        r.put(p, st, &object(1, 0));
+        r.fin(p, st);
+        r.run_until_quiet();
+        let got: Vec<RequestId> = streams(&r.take_events(s)).iter().map(|st| st.request_id).collect();
+        assert_eq!(got, vec![first], "{ctx}: the first subscription goes on");
+        r.assert_no_closes();
+    }
+}
+
 /// Object datagrams reach subscribers on two cores with the relay's alias, header and payload
 /// unchanged.
 #[test]

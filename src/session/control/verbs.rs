@@ -132,6 +132,13 @@ impl Session {
         matches!(self.version, Version::Draft16 | Version::Draft18)
     }
 
+    /// Whether the peer may hold only one subscription per Track in each role: draft-16 and
+    /// draft-18 ("Subscriptions": a second SUBSCRIBE to a Track fails with
+    /// DUPLICATE_SUBSCRIPTION); draft-22 §3.1 allows several, each with its own Request ID.
+    pub fn one_subscription_per_track(&self) -> bool {
+        matches!(self.version, Version::Draft16 | Version::Draft18)
+    }
+
     /// Whether a SUBGROUP_HEADER can say that its stream starts at the subgroup's first
     /// object (FIRST_OBJECT, draft-18 §11.4.2 and draft-22; draft-16 has no such bit).
     pub fn marks_first_object(&self) -> bool {
