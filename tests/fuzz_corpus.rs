@@ -1,14 +1,22 @@
-//! The `session` fuzz target's corpus under plain `cargo test`: every file of
-//! `fuzz/corpus/session/` goes through the target's own driver (`fuzz/src/session_driver.rs`,
-//! included by path), which panics when an invariant breaks. The `seed-*` files are written
-//! by [`seeds`] below (a real client session's bytes, every draft) and checked to be what it
-//! writes; `MOQ_WRITE_SEEDS=1 cargo test --test fuzz_corpus` rewrites them. Files a fuzzer
+//! The fuzz targets' corpora under plain `cargo test` (the `relay` target's is replayed by
+//! `tests/relay/fuzz.rs`). Every file of `fuzz/corpus/session/` goes through the target's own
+//! driver (`fuzz/src/session_driver.rs`, included by path), which panics when an invariant
+//! breaks; every input of `fuzz/packs/{control,data,draft18}.pack` (what `cargo fuzz cmin` kept
+//! of a fuzzing run, see fuzz/README.md) through its target's body (`fuzz/src/codec_driver.rs`).
+//! The session `seed-*` files are written by [`seeds`] below (a real client session's bytes,
+//! every draft) and checked to be what it writes; `MOQ_WRITE_SEEDS=1 cargo test --test fuzz_corpus` rewrites them. Files a fuzzer
 //! adds (other names) are replayed as they are.
 #![allow(clippy::unwrap_used)]
 
 #[path = "../fuzz/src/session_driver.rs"]
 #[allow(dead_code)] // what only the fuzz target uses
 mod session_driver;
+
+#[path = "../fuzz/src/codec_driver.rs"]
+mod codec_driver;
+
+#[path = "../fuzz/src/pack.rs"]
+mod pack;
 
 use std::path::PathBuf;
 
@@ -282,8 +290,15 @@ fn session_seeds_are_committed() {
 
 #[test]
 fn session_corpus_replays_through_the_fuzz_driver() {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("seed-") || n.starts_with("regress-"))
+        })
+        .collect();
     files.sort();
     assert!(files.len() >= 40, "{} files", files.len());
     let (mut ready, mut busy, mut timed_out) = (0, 0, 0);
@@ -297,6 +312,12 @@ fn session_corpus_replays_through_the_fuzz_driver() {
     // Coverage gets past SETUP: most seeds complete it and then carry requests or data.
     assert!(ready >= 30 && busy >= 20, "ready {ready}, with events {busy}");
     assert!(timed_out >= 3, "CONTROL_MESSAGE_TIMEOUT in {timed_out}");
+    // What a fuzzing run added (minimized, committed as a pack: `fuzz/src/pack.rs`).
+    let inputs = pack::load(&pack::fuzz_dir(env!("CARGO_MANIFEST_DIR")), "session");
+    assert!(inputs.len() >= 1000, "{} inputs in the session pack", inputs.len());
+    for input in &inputs {
+        session_driver::run(input);
+    }
 }
 
 /// A few thousand mutations of the corpus (a fixed xorshift sequence: the same inputs every
@@ -331,5 +352,25 @@ fn mutated_corpus_keeps_the_invariants() {
             }
         }
         session_driver::run(&input);
+    }
+}
+
+/// The codec targets' corpora (minimized fuzzing runs, committed as packs: `fuzz/src/pack.rs`)
+/// through the targets' bodies.
+#[test]
+fn codec_corpora_replay_through_their_targets() {
+    let fuzz = pack::fuzz_dir(env!("CARGO_MANIFEST_DIR"));
+    type Target = (&'static str, fn(&[u8]));
+    let targets: [Target; 3] = [
+        ("control", codec_driver::control),
+        ("data", codec_driver::data),
+        ("draft18", codec_driver::draft18),
+    ];
+    for (name, run) in targets {
+        let inputs = pack::load(&fuzz, name);
+        assert!(inputs.len() >= 1000, "{name}: {} inputs in its pack", inputs.len());
+        for input in &inputs {
+            run(input);
+        }
     }
 }

@@ -16,6 +16,14 @@ mod support;
 mod actions;
 mod common;
 mod harness;
+/// Committed fuzzing corpora, one file per target.
+#[path = "../../fuzz/src/pack.rs"]
+mod pack;
+/// The `relay` fuzz target's driver (`fuzz.rs` replays its corpus).
+#[path = "../../fuzz/src/relay_driver.rs"]
+mod relay_driver;
+
+mod fuzz;
 
 mod admission;
 mod auth;
