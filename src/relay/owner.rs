@@ -1308,6 +1308,10 @@ impl Owner {
             }
         }
         let n = t.cores.len();
+        let ended = match &data {
+            Data::StreamEnd { key, .. } => Some(*key),
+            _ => None,
+        };
         let mut data = Some(data);
         for i in 0..n {
             let core = t.cores[i];
@@ -1322,6 +1326,10 @@ impl Owner {
                 },
             };
             cx.send(core, FanoutMsg::Downstream { alias, data });
+        }
+        if let Some(key) = ended {
+            // Also toward cores that left the track while the stream was shed to them.
+            t.shed.forget(key);
         }
         if t.handover.old_source_done(t.streams.keys()) {
             // The old source's last forwarded stream ended: the move is complete.

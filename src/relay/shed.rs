@@ -67,4 +67,12 @@ impl Shed {
             }
         }
     }
+
+    /// Stream `key` ended: it is no longer shed toward any core (a core that left the track
+    /// while it was shed there is not asked at its end).
+    pub(super) fn forget(&mut self, key: StreamKey) {
+        if !self.0.is_empty() {
+            self.0.retain(|(_, k)| *k != key);
+        }
+    }
 }
