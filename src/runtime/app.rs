@@ -62,8 +62,9 @@ pub type AppMessage = Box<dyn std::any::Any + Send>;
 #[derive(Default)]
 pub struct ShardOutput {
     /// Messages for other cores' applications, `(core, message, bytes)`, in order per core.
-    /// Never dropped by the mesh. `bytes` is the payload the message holds: the mesh counts
-    /// it until the other core takes the message ([`ShardApp::set_mesh_backlog`]).
+    /// Never dropped by the mesh. `bytes` is what the message weighs (the payloads it holds,
+    /// and itself): the mesh counts it until the other core takes the message
+    /// ([`ShardApp::set_mesh_backlog`]).
     pub messages: Vec<(usize, AppMessage, usize)>,
     /// Connections whose output changed outside their own `on_io` (fan-out): the core runs
     /// their `on_io` again this turn.

@@ -148,8 +148,8 @@ impl<T: Send> Mesh<T> {
         Self::with_weight(cores, capacity, |_| 0)
     }
 
-    /// As [`Mesh::new`], with `weigh` telling the bytes a message holds (its payload), which
-    /// [`MeshEndpoint::queued_bytes`] adds up per destination.
+    /// As [`Mesh::new`], with `weigh` telling what a message weighs in bytes (what it holds),
+    /// which [`MeshEndpoint::queued_bytes`] adds up per destination.
     pub fn with_weight(
         cores: usize,
         capacity: usize,

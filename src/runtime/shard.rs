@@ -78,7 +78,7 @@ pub struct Forwarded {
 /// application's own messages (the relay's).
 pub enum MeshMsg {
     Packet(Forwarded),
-    /// With the bytes of payload it holds (the application says: [`ShardOutput::messages`]).
+    /// With what it weighs in bytes (the application says: [`ShardOutput::messages`]).
     App(super::app::AppMessage, usize),
 }
 
