@@ -273,33 +273,12 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn session_seeds_are_committed() {
-    let dir = corpus();
-    let write = std::env::var_os("MOQ_WRITE_SEEDS").is_some();
-    if write {
-        std::fs::create_dir_all(&dir).unwrap();
-    }
-    for (name, bytes) in seeds() {
-        let path = dir.join(&name);
-        if write {
-            std::fs::write(&path, &bytes).unwrap();
-        }
-        let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(committed, bytes, "{name} differs from what the seed writer makes");
-    }
+    pack::check_seeds(&corpus(), seeds());
 }
 
 #[test]
 fn session_corpus_replays_through_the_fuzz_driver() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("seed-") || n.starts_with("regress-"))
-        })
-        .collect();
-    files.sort();
+    let files = pack::committed_files(&corpus());
     assert!(files.len() >= 40, "{} files", files.len());
     let (mut ready, mut busy, mut timed_out) = (0, 0, 0);
     for f in &files {

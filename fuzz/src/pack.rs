@@ -1,4 +1,7 @@
-//! Committed fuzzing corpora, one file per target: `fuzz/packs/<target>.pack` holds what
+//! Committed fuzzing corpora. A target's hand-written seeds (`seed-*`) and the inputs that
+//! once broke an invariant (`regress-*`) are files in `fuzz/corpus/<target>/`
+//! ([`committed_files`], [`check_seeds`]). What a fuzzing run adds is one file per target:
+//! `fuzz/packs/<target>.pack` holds what
 //! `cargo fuzz cmin` kept of a fuzzing run (thousands of small inputs) as one file, each input
 //! a 4-byte little-endian length and its bytes. The main crate's corpus tests replay every
 //! input of a pack and, on request, move a pack to and from the target's corpus directory:
@@ -15,6 +18,37 @@ use std::path::{Path, PathBuf};
 /// The repository's `fuzz/` directory, from a crate root at the repository's top.
 pub fn fuzz_dir(manifest_dir: &str) -> PathBuf {
     Path::new(manifest_dir).join("fuzz")
+}
+
+/// The committed files of corpus directory `dir`: seeds and regressions, sorted.
+pub fn committed_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("seed-") || n.starts_with("regress-"))
+    });
+    files.sort();
+    files
+}
+
+/// Checks that the seed files in `dir` are what `seeds` makes (with `MOQ_WRITE_SEEDS` set,
+/// writes them first).
+pub fn check_seeds(dir: &Path, seeds: Vec<(String, Vec<u8>)>) {
+    let write = std::env::var_os("MOQ_WRITE_SEEDS").is_some();
+    if write {
+        std::fs::create_dir_all(dir).expect("the corpus directory");
+    }
+    for (name, bytes) in seeds {
+        let path = dir.join(&name);
+        if write {
+            std::fs::write(&path, &bytes).expect("writing a seed");
+        }
+        let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(committed, bytes, "{name} differs from what the seed writer makes");
+    }
 }
 
 /// The inputs of `target`'s pack (empty when there is none).
@@ -37,13 +71,11 @@ pub fn read(fuzz: &Path, target: &str) -> Vec<Vec<u8>> {
 pub fn load(fuzz: &Path, target: &str) -> Vec<Vec<u8>> {
     let dir = fuzz.join("corpus").join(target);
     if std::env::var_os("MOQ_PACK_CORPUS").is_some() {
+        let committed = committed_files(&dir);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default();
-        files.retain(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            p.is_file() && !name.starts_with("seed-") && !name.starts_with("regress-")
-        });
+        files.retain(|p| p.is_file() && !committed.contains(p));
         files.sort();
         let mut pack = Vec::new();
         for f in files {

@@ -144,13 +144,8 @@ fn a_second_subscription_to_a_track_follows_the_draft() {
         let ctx = format!("{pv:?}->{sv:?}");
         let mut r = Relay::new(2);
         let t = r.track_owned_by(&["live"], 0);
-        let p = r.connect(0, pv);
-        r.announce(p, &["live"]);
-        let s = r.connect(1, sv);
-        let first = r.subscribe(s, &t, None);
-        let up = r.upstream_subscribe(p, &t);
-        r.accept(p, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), first);
+        let (p, subs, _) = r.established(pv, sv, &t, &[1], None);
+        let (s, first) = subs[0];
         let second = r.subscribe(s, &t, None);
         let msgs = messages(&r.take_events(s));
         let expected = if sv == D22 { code::NOT_SUPPORTED } else { code::DUPLICATE_SUBSCRIPTION_D16 };
