@@ -458,7 +458,7 @@ pub struct RelayShard {
     /// How long this turn's input waited in the socket before the core read it
     /// ([`RelayShard::set_receive_lag`]).
     receive_lag: Duration,
-    /// Cores this core's mesh queues are backed up to (`set_congested`).
+    /// Cores this core's mesh queues are backed up to (`set_mesh_backlog`).
     congested: Vec<bool>,
 }
 
