@@ -282,7 +282,8 @@ fn random_node_id() -> u64 {
 struct Mail {
     core: usize,
     local: VecDeque<RelayMsg>,
-    outbox: Vec<(usize, RelayMsg)>,
+    /// (core, message, its weight: `RelayMsg::weight`).
+    outbox: Vec<(usize, RelayMsg, usize)>,
     /// By core: the weight (`RelayMsg::weight`) of what was sent to it and it has not taken
     /// yet, as the runtime last said (`RelayShard::set_mesh_backlog`), plus what was sent since.
     queued: Vec<usize>,
@@ -297,8 +298,9 @@ impl Mail {
             if self.queued.len() <= dst {
                 self.queued.resize(dst + 1, 0);
             }
-            self.queued[dst] += msg.weight();
-            self.outbox.push((dst, msg));
+            let weight = msg.weight();
+            self.queued[dst] += weight;
+            self.outbox.push((dst, msg, weight));
         }
     }
 }
@@ -809,8 +811,8 @@ impl RelayShard {
             .min()
     }
 
-    /// Messages for other cores, in order.
-    pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg)>) {
+    /// Messages for other cores, in order: (core, message, its weight, `RelayMsg::weight`).
+    pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg, usize)>) {
         out.append(&mut self.mail.outbox);
     }
 

@@ -202,7 +202,7 @@ struct Host {
     /// Receive scratch buffer shared by the core's connections.
     buf: Vec<u8>,
     now: Instant,
-    outbox: Vec<(usize, RelayMsg)>,
+    outbox: Vec<(usize, RelayMsg, usize)>,
     woken: Vec<u64>,
     gauges: Arc<[RelayGauges]>,
     core: usize,
@@ -494,8 +494,7 @@ impl ShardApp for RelayHost {
             out.deadline = [out.deadline, host.links_deadline()].into_iter().flatten().min();
         }
         host.relay.take_outbox(&mut host.outbox);
-        for (dst, msg) in host.outbox.drain(..) {
-            let bytes = msg.weight();
+        for (dst, msg, bytes) in host.outbox.drain(..) {
             out.messages.push((dst, Box::new(msg), bytes));
         }
         host.relay.take_woken(&mut host.woken);

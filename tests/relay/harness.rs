@@ -334,10 +334,10 @@ impl Relay {
         for src in 0..self.shards.len() {
             let mut out = Vec::new();
             self.shards[src].take_outbox(&mut out);
-            for (dst, msg) in out {
+            for (dst, msg, weight) in out {
                 assert!(dst < self.shards.len(), "mesh message for core {dst}");
                 assert_ne!(dst, src, "core {src} sent a mesh message to itself: {msg:?}");
-                *self.mesh_bytes.entry((src, dst)).or_default() += msg.weight();
+                *self.mesh_bytes.entry((src, dst)).or_default() += weight;
                 self.mesh.entry((src, dst)).or_default().push_back(msg);
             }
             self.tell_backlog(src);
