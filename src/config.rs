@@ -82,6 +82,13 @@ pub struct Cli {
     #[arg(long, value_name = "US")]
     pub send_coalesce_us: Option<u64>,
 
+    /// While datagrams arrive fast enough that this many microseconds gather four or more, a
+    /// core that has just read some sleeps this long before reading again (or until its next
+    /// timer), so that a turn handles many at once: less CPU per byte for at most this much
+    /// more latency (bench/README.md); 0: wake for every datagram [default: 500].
+    #[arg(long, value_name = "US")]
+    pub recv_coalesce_us: Option<u64>,
+
     /// How long an upstream subscription outlives its last subscriber, in milliseconds
     /// [default: 2000].
     #[arg(long, value_name = "MS")]
@@ -261,6 +268,7 @@ struct FileConfig {
     admission_busy_pct: Option<u8>,
     gso: Option<bool>,
     send_coalesce_us: Option<u64>,
+    recv_coalesce_us: Option<u64>,
     linger_ms: Option<u64>,
     publish_forward: Option<String>,
     max_backlog_kib: Option<u64>,
@@ -346,6 +354,8 @@ pub struct Config {
     pub gso: bool,
     /// See `RuntimeConfig::send_coalesce`.
     pub send_coalesce: Duration,
+    /// See `RuntimeConfig::recv_coalesce`.
+    pub recv_coalesce: Duration,
     pub linger: Duration,
     pub publish_forward: PublishForward,
     /// Bytes; see `RelayConfig::max_backlog`.
@@ -542,6 +552,10 @@ impl Config {
         if coalesce_us > 20_000 {
             bail!("config key `send_coalesce_us`: {coalesce_us} is more than 20000 (20 ms)");
         }
+        let recv_coalesce_us = cli.recv_coalesce_us.or(file.recv_coalesce_us).unwrap_or(500);
+        if recv_coalesce_us > 5_000 {
+            bail!("config key `recv_coalesce_us`: {recv_coalesce_us} is more than 5000 (5 ms)");
+        }
         let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
         if linger_ms > 3_600_000 {
             bail!("config key `linger_ms`: {linger_ms} is more than an hour");
@@ -701,6 +715,7 @@ impl Config {
             admission_busy_pct: if admission_busy_pct == 100 { 0 } else { admission_busy_pct },
             gso,
             send_coalesce: Duration::from_micros(coalesce_us),
+            recv_coalesce: Duration::from_micros(recv_coalesce_us),
             linger: Duration::from_millis(linger_ms),
             publish_forward,
             max_backlog: backlog_kib as usize * 1024,
@@ -902,6 +917,10 @@ mod tests {
         let c = Config::resolve(&cli(&["--send-coalesce-us", "4000"]), 2).expect("resolves");
         assert_eq!(c.runtime().send_coalesce, Duration::from_millis(4));
         assert!(Config::resolve(&cli(&["--send-coalesce-us", "20001"]), 2).is_err());
+        assert_eq!(rc.recv_coalesce, Duration::from_micros(500), "on by default");
+        let c = Config::resolve(&cli(&["--recv-coalesce-us", "300"]), 2).expect("resolves");
+        assert_eq!(c.runtime().recv_coalesce, Duration::from_micros(300));
+        assert!(Config::resolve(&cli(&["--recv-coalesce-us", "5001"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
         assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());

@@ -171,6 +171,13 @@ pub fn render(s: &Sources) -> String {
     );
     family(
         m,
+        "moq_edge_udp_recv_batches_total",
+        "counter",
+        "recvmmsg calls that returned datagrams (datagrams in / this: datagrams per read).",
+        &shard(|x| &x.recv_batches),
+    );
+    family(
+        m,
         "moq_edge_udp_datagrams_out_total",
         "counter",
         "UDP datagrams sent.",

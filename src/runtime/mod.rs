@@ -70,6 +70,13 @@ pub struct RuntimeConfig {
     pub send_coalesce: Duration,
     /// See `send_coalesce` (default 50; 0: whenever `send_coalesce` is set).
     pub coalesce_busy_pct: u8,
+    /// Receive coalescing: while the last second brought datagrams fast enough that this long
+    /// gathers four or more on average, a turn that read any
+    /// is followed by a sleep of this long (or until the next timer, if sooner) instead of a
+    /// wait for the socket, so the next turn reads, services and sends for many datagrams at
+    /// once rather than one at a time (ARCHITECTURE.md, "Turns"). Zero: every datagram wakes
+    /// the core at once.
+    pub recv_coalesce: Duration,
     /// Attach the reuseport BPF program that steers short-header packets to their core.
     pub steering: bool,
     pub retry: RetryPolicy,
@@ -118,6 +125,7 @@ impl crate::config::Config {
         rc.admission_busy_pct = self.admission_busy_pct;
         rc.gso = self.gso;
         rc.send_coalesce = self.send_coalesce;
+        rc.recv_coalesce = self.recv_coalesce;
         rc.goaway_timeout = self.goaway_timeout;
         rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
         rc.qlog_dir = self.qlog_dir.clone();
@@ -141,6 +149,7 @@ impl RuntimeConfig {
             gso: true,
             send_coalesce: Duration::ZERO,
             coalesce_busy_pct: 50,
+            recv_coalesce: Duration::ZERO,
             steering: true,
             retry: RetryPolicy::Auto { pending_handshakes: 1024 },
             secret: None,

@@ -94,6 +94,10 @@ impl MeshMsg {
 
 /// Datagrams handled per turn before the loop lets the other stages run.
 const RECV_BUDGET: usize = 256;
+
+/// Receive coalescing holds only while a hold gathers at least this many datagrams on
+/// average (by the last second's rate): below it, a sleep would cost about what it saves.
+const RECV_COALESCE_MIN_BATCH: u64 = 4;
 /// Mesh messages handled per turn.
 const MESH_BUDGET: usize = 256;
 /// Messages waiting in overflow for one destination (beyond its full queue) past which the
@@ -209,6 +213,13 @@ pub struct Shard {
     send_coalesce: Duration,
     coalesce_busy_pct: u8,
     coalescing: bool,
+    /// `RuntimeConfig::recv_coalesce`, and whether it applies now (the last second's
+    /// datagram rate: `holds_gather_a_batch`).
+    recv_coalesce: Duration,
+    recv_holding: bool,
+    /// Datagrams read in the current load window, and in the current turn.
+    window_datagrams: u64,
+    turn_datagrams: usize,
     stats: Arc<[ShardStats]>,
     recv: RecvBatch,
     /// This turn's outgoing trains, all connections together.
@@ -288,6 +299,10 @@ impl Shard {
             send_coalesce: rc.send_coalesce,
             coalesce_busy_pct: rc.coalesce_busy_pct,
             coalescing: !rc.send_coalesce.is_zero() && rc.coalesce_busy_pct == 0,
+            recv_coalesce: rc.recv_coalesce,
+            recv_holding: false,
+            window_datagrams: 0,
+            turn_datagrams: 0,
             stats: parts.stats,
             recv: RecvBatch::new(),
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
@@ -335,6 +350,8 @@ impl Shard {
             if let Some(pct) = self.load.turn(now) {
                 self.busy = crate::config::over_admission_threshold(pct, self.admission_busy_pct);
                 self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
+                self.recv_holding =
+                    holds_gather_a_batch(std::mem::take(&mut self.window_datagrams), self.recv_coalesce);
                 ShardStats::set(&self.stats().busy_pct, u64::from(pct));
                 if let Some(app) = self.shard_app.as_mut() {
                     app.set_load(pct);
@@ -403,6 +420,16 @@ impl Shard {
             };
             // The turn's work ends here: a second clock reading, for the load meter only.
             self.load.wait(Instant::now());
+            let read = std::mem::take(&mut self.turn_datagrams);
+            if self.recv_holding && read > 0 && phase == Phase::Serving {
+                // Receive coalescing: let the next datagrams gather rather than waking for
+                // each; due timers still fire on time.
+                let until = self
+                    .next_wake(None)
+                    .map_or(now + self.recv_coalesce, |t| t.min(now + self.recv_coalesce));
+                glommio::timer::sleep(until.saturating_duration_since(now)).await;
+                continue;
+            }
             self.wait(now, wake_by).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
@@ -413,15 +440,7 @@ impl Shard {
     /// `now` is the turn's clock reading (the only one): a timer may fire up to one turn late,
     /// never early.
     async fn wait(&mut self, now: Instant, drain_deadline: Option<Instant>) {
-        let next = self.timers.peek().map(|Reverse((at, _))| *at);
-        let next = match (next, self.app_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let next = match (next, drain_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = self.next_wake(drain_deadline);
         let socket = self.socket.clone();
         let readable = self.readable.get_or_insert_with(|| {
             Box::pin(async move {
@@ -474,6 +493,14 @@ impl Shard {
         }
     }
 
+    /// The earliest of the next timer, the application's deadline and `drain_deadline`.
+    fn next_wake(&self, drain_deadline: Option<Instant>) -> Option<Instant> {
+        [self.timers.peek().map(|Reverse((at, _))| *at), self.app_deadline, drain_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// Drains the socket (up to the per-turn budget). True when the budget ran out first.
     fn receive(&mut self) -> bool {
         // The batch is moved out while its datagrams are handled, so they can be passed to
@@ -492,6 +519,7 @@ impl Shard {
                     break false;
                 }
             };
+            ShardStats::add(&self.stats().recv_batches, 1);
             for i in 0..n {
                 let Some((r, buf)) = batch.get(i) else { continue };
                 if r.rx_ns != 0 && (self.oldest_rx_ns == 0 || r.rx_ns < self.oldest_rx_ns) {
@@ -503,8 +531,15 @@ impl Shard {
                     handled += 1;
                 }
             }
+            // A short batch emptied the socket: another call would only return nothing (what
+            // arrives meanwhile wakes the next wait).
+            if n < udp::RECV_BATCH {
+                break false;
+            }
         };
         self.recv = batch;
+        self.turn_datagrams += handled;
+        self.window_datagrams += handled as u64;
         exhausted
     }
 
@@ -1243,6 +1278,14 @@ impl Shard {
     }
 }
 
+/// Receive coalescing pays while a hold of `hold` gathers [`RECV_COALESCE_MIN_BATCH`]
+/// datagrams or more at the rate of the last load window (`datagrams` in about a second).
+fn holds_gather_a_batch(datagrams: u64, hold: Duration) -> bool {
+    !hold.is_zero()
+        && u128::from(datagrams) * hold.as_micros()
+            >= u128::from(RECV_COALESCE_MIN_BATCH) * super::load::LOAD_WINDOW.as_micros()
+}
+
 fn mark_dirty(dirty: &mut Vec<usize>, conn: &mut Conn, idx: usize) {
     if !conn.dirty {
         conn.dirty = true;
@@ -1253,4 +1296,22 @@ fn mark_dirty(dirty: &mut Vec<usize>, conn: &mut Conn, idx: usize) {
 /// Lowercase hex of `bytes` (qlog file names).
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receive_hold_applies_only_where_it_gathers_a_batch() {
+        let us = Duration::from_micros;
+        // 500 µs gathers 4 at 8,000 datagrams a second.
+        assert!(holds_gather_a_batch(8_000, us(500)));
+        assert!(!holds_gather_a_batch(7_999, us(500)));
+        assert!(holds_gather_a_batch(100_000, us(500)));
+        // A longer hold pays at a lower rate; off is off whatever the rate.
+        assert!(holds_gather_a_batch(1_000, us(5_000)));
+        assert!(!holds_gather_a_batch(u64::MAX, Duration::ZERO));
+        assert!(!holds_gather_a_batch(0, us(5_000)));
+    }
 }
