@@ -14,6 +14,7 @@
 //! `--bench` on the command line (as under `cargo test --benches`) it runs one tiny smoke
 //! configuration instead. Unknown arguments are ignored.
 
+use moq_edge::runtime::QuicConnection;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Barrier};
@@ -49,7 +50,7 @@ struct BulkApp {
 }
 
 impl ConnApp for BulkApp {
-    fn on_io(&mut self, conn: &mut quiche::Connection) {
+    fn on_io(&mut self, conn: &mut QuicConnection) {
         let mut buf = [0u8; MAX_REQUEST];
         while let Some(id) = conn.stream_readable_next() {
             let t = self.transfers.entry(id).or_default();

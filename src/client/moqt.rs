@@ -6,6 +6,7 @@
 //! every session event together with the session, so that it can answer at once.
 //! [`MoqtClient::drive_core`] runs one over a connection; [`super::fleet::Fleet`] runs many.
 
+use crate::runtime::QuicConnection;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -72,7 +73,7 @@ pub enum Origin {
 /// to quiche). A session close is [`ClientError::Session`] (the core has seen the event).
 pub(crate) fn service<C: SessionCore>(
     app: &mut MoqtApp<Collect>,
-    conn: &mut quiche::Connection,
+    conn: &mut QuicConnection,
     core: &mut C,
 ) -> Result<(), ClientError> {
     loop {

@@ -10,6 +10,7 @@
 //! This is test and benchmark infrastructure that the MoQT client builds on; it is written to
 //! be read, not to be the fastest possible client.
 
+use crate::runtime::QuicConnection;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -154,7 +155,7 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], ClientError> {
 
 /// One client connection and its socket(s).
 pub struct QuicConn {
-    conn: quiche::Connection,
+    conn: QuicConnection,
     peer: SocketAddr,
     /// The active socket first, then up to [`KEPT_OLD_SOCKETS`] previous ones.
     sockets: Vec<Bound>,
@@ -188,19 +189,20 @@ impl QuicConn {
         let bound = bind_for(peer)?;
         let scid = random_bytes::<SCID_LEN>()?;
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let conn = quiche::connect(Some(SERVER_NAME), &scid, bound.path_addr, peer, config)?;
+        let conn =
+            quiche::connect_with_buffer_factory(Some(SERVER_NAME), &scid, bound.path_addr, peer, config)?;
         let mut this = QuicConn { conn, peer, sockets: vec![bound], next_bidi: 0, dcid_seq: 0 };
         this.flush(&mut vec![0u8; BUF_LEN])?;
         Ok(this)
     }
 
     /// The quiche connection, to read and write streams directly.
-    pub fn conn(&self) -> &quiche::Connection {
+    pub fn conn(&self) -> &QuicConnection {
         &self.conn
     }
 
     /// The quiche connection, to read and write streams directly.
-    pub fn conn_mut(&mut self) -> &mut quiche::Connection {
+    pub fn conn_mut(&mut self) -> &mut QuicConnection {
         &mut self.conn
     }
 
@@ -508,7 +510,7 @@ impl Exchange {
 
     /// Writes what stream capacity allows, reads what has arrived; `true` once the reply's
     /// FIN has been read. Does nothing before the handshake completes.
-    pub fn progress(&mut self, conn: &mut quiche::Connection) -> Result<bool, ClientError> {
+    pub fn progress(&mut self, conn: &mut QuicConnection) -> Result<bool, ClientError> {
         if !conn.is_established() || self.finished {
             return Ok(self.finished);
         }

@@ -3,6 +3,7 @@
 //! writes streams and datagrams. The MoQT session (issue 4) is one such application; tests and
 //! benchmarks bring their own.
 
+use crate::runtime::QuicConnection;
 use crate::runtime::ShardId;
 use crate::wire::Version;
 
@@ -11,10 +12,10 @@ pub trait ConnApp {
     /// After packets for this connection were processed (and once when the handshake
     /// completes): read readable streams and datagrams, write what is due. Called on the
     /// connection's core only.
-    fn on_io(&mut self, conn: &mut quiche::Connection);
+    fn on_io(&mut self, conn: &mut QuicConnection);
 
     /// The connection closed (by either side or by idle timeout). Default: nothing.
-    fn on_closed(&mut self, _conn: &quiche::Connection) {}
+    fn on_closed(&mut self, _conn: &QuicConnection) {}
 
     /// An accepted connection's setup deadline (`RuntimeConfig::setup_timeout` after it was
     /// accepted), given once when the application is made; the core calls `on_io` once more
@@ -136,7 +137,7 @@ pub trait ShardApp {
 pub struct DiscardApp;
 
 impl ConnApp for DiscardApp {
-    fn on_io(&mut self, conn: &mut quiche::Connection) {
+    fn on_io(&mut self, conn: &mut QuicConnection) {
         let mut buf = [0u8; 4096];
         while let Some(id) = conn.stream_readable_next() {
             while let Ok((_, _fin)) = conn.stream_recv(id, &mut buf) {}
@@ -158,7 +159,7 @@ pub struct EchoApp {
 }
 
 impl ConnApp for EchoApp {
-    fn on_io(&mut self, conn: &mut quiche::Connection) {
+    fn on_io(&mut self, conn: &mut QuicConnection) {
         let mut buf = [0u8; 16384];
         while let Some(id) = conn.stream_readable_next() {
             while let Ok((n, fin)) = conn.stream_recv(id, &mut buf) {

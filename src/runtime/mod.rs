@@ -30,6 +30,31 @@ pub use cid::ShardId;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
 
+/// Stream data handed to quiche as shared byte slices rather than copied into buffers of its
+/// own: the relay gives every subscriber's connection the same object bytes
+/// ([`moqt::Pump`] writes with `stream_send_zc`), so a fan-out to N subscribers costs N
+/// reference counts instead of N allocations and copies, and the bytes quiche keeps for
+/// retransmission are the object's, once (ARCHITECTURE.md, "How an object travels").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SharedBufs;
+
+impl quiche::BufFactory for SharedBufs {
+    type Buf = bytes::Bytes;
+    type DgramBuf = Vec<u8>;
+
+    fn buf_from_slice(buf: &[u8]) -> bytes::Bytes {
+        bytes::Bytes::copy_from_slice(buf)
+    }
+
+    fn dgram_buf_from_slice(buf: &[u8]) -> Vec<u8> {
+        buf.to_vec()
+    }
+}
+
+/// A QUIC connection of this crate (server, upstream link or client): quiche's, with
+/// [`SharedBufs`].
+pub type QuicConnection = quiche::Connection<SharedBufs>;
+
 /// Where the TLS identity comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsSource {

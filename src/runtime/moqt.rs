@@ -4,6 +4,7 @@
 //! protocol decision; what to do with requests is the [`RequestHandler`]'s business (the
 //! relay, when it exists).
 
+use crate::runtime::QuicConnection;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -230,7 +231,7 @@ impl Pump {
     }
 
     /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
-    pub fn read(&mut self, conn: &mut quiche::Connection, session: &mut Session, buf: &mut [u8]) {
+    pub fn read(&mut self, conn: &mut QuicConnection, session: &mut Session, buf: &mut [u8]) {
         if let Some(wt) = self.wt.as_mut() {
             for (stream, data, fin) in wt.take_early() {
                 session.on_stream_data(stream, &data, fin);
@@ -286,7 +287,7 @@ impl Pump {
 
     /// The WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or its CONNECT
     /// stream ended): with one session per connection, the connection closes with it.
-    fn webtransport_events(&mut self, conn: &mut quiche::Connection) {
+    fn webtransport_events(&mut self, conn: &mut QuicConnection) {
         let Some(wt) = self.wt.as_mut() else { return };
         while let Some(event) = wt.poll_event() {
             match event {
@@ -304,7 +305,7 @@ impl Pump {
     }
 
     /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors).
-    fn write_webtransport(&mut self, conn: &mut quiche::Connection) {
+    fn write_webtransport(&mut self, conn: &mut QuicConnection) {
         let Some(wt) = self.wt.as_mut() else { return };
         write_webtransport_output(conn, wt, &mut self.h3);
         if let Some(sent) = self.wt_closing {
@@ -331,7 +332,7 @@ impl Pump {
         }
     }
 
-    fn shutdown(&self, conn: &mut quiche::Connection, id: u64, how: quiche::Shutdown, code: u64) -> bool {
+    fn shutdown(&self, conn: &mut QuicConnection, id: u64, how: quiche::Shutdown, code: u64) -> bool {
         match self.quic_id(id) {
             Some(q) => conn.stream_shutdown(q, how, self.wire_code(code)).is_ok(),
             None => false,
@@ -343,7 +344,7 @@ impl Pump {
     /// and finished streams not fully acknowledged by theirs, are reset with DELIVERY_TIMEOUT.
     /// (They are checked here, on each write, not on a timer of their own: a connection with
     /// queued data writes on every ACK and on quiche's loss timers.)
-    pub fn write(&mut self, conn: &mut quiche::Connection, session: &mut Session, now: Instant) {
+    pub fn write(&mut self, conn: &mut QuicConnection, session: &mut Session, now: Instant) {
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -504,7 +505,7 @@ impl Pump {
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
     /// quiche still holds: not all acknowledged (a fully delivered stream is gone from it).
-    fn expire_finished(&mut self, conn: &mut quiche::Connection, now: Instant) {
+    fn expire_finished(&mut self, conn: &mut QuicConnection, now: Instant) {
         while let Some(&Reverse((at, id))) = self.deliver_by.peek() {
             if at > now {
                 break;
@@ -527,7 +528,7 @@ impl Pump {
 
     /// Applies one transmit of the session: stream bytes join their stream's queue, the rest
     /// goes to quiche at once.
-    fn pending_transmit(&mut self, conn: &mut quiche::Connection, t: Transmit) {
+    fn pending_transmit(&mut self, conn: &mut QuicConnection, t: Transmit) {
         match t {
             Transmit::Stream { id, data, fin, expires } => {
                 let key = self.key(id);
@@ -589,7 +590,7 @@ impl Pump {
     /// Resets the oldest data streams with queued bytes until the backlog is at half its
     /// limit. The session forgets them (later objects for them are refused there), and quiche
     /// drops what it still buffered for them.
-    fn shed_oldest(&mut self, conn: &mut quiche::Connection, session: &mut Session) {
+    fn shed_oldest(&mut self, conn: &mut QuicConnection, session: &mut Session) {
         let target = self.backlog_limit.unwrap_or(0) / 2;
         // Oldest first; with priorities set, the least urgent streams go first.
         let mut victims: Vec<(u8, u64)> = self
@@ -657,7 +658,7 @@ impl Pump {
 /// and its answer): reads every readable stream into `wt` (payload of WebTransport streams
 /// is kept there until the session takes it) and writes its output through `h3`.
 pub fn webtransport_handshake(
-    conn: &mut quiche::Connection,
+    conn: &mut QuicConnection,
     wt: &mut WebTransport,
     h3: &mut VecDeque<(u64, Bytes, bool)>,
     buf: &mut [u8],
@@ -689,7 +690,7 @@ pub fn webtransport_handshake(
 /// Carries out what the WebTransport layer asked for: HTTP/3 bytes join `h3` (written in
 /// order as quiche takes them), stream errors and connection closes go to quiche at once.
 fn write_webtransport_output(
-    conn: &mut quiche::Connection,
+    conn: &mut QuicConnection,
     wt: &mut WebTransport,
     h3: &mut VecDeque<(u64, Bytes, bool)>,
 ) {
@@ -711,7 +712,7 @@ fn write_webtransport_output(
 }
 
 /// Hands HTTP/3 bytes to quiche in order; what it does not take yet waits at the front.
-pub fn write_h3(conn: &mut quiche::Connection, h3: &mut VecDeque<(u64, Bytes, bool)>) {
+pub fn write_h3(conn: &mut QuicConnection, h3: &mut VecDeque<(u64, Bytes, bool)>) {
     let mut i = 0;
     // Streams whose earlier bytes wait: their later bytes wait behind them.
     let mut blocked: Vec<u64> = Vec::new();
@@ -793,7 +794,7 @@ enum Sent {
 /// on. A stream that hits the peer's stream limit sets `limited`, since every later stream of
 /// its type would too.
 fn send_queue(
-    conn: &mut quiche::Connection,
+    conn: &mut QuicConnection,
     session: &mut Session,
     (id, quic): (u64, u64),
     queue: &mut StreamQueue,
@@ -839,8 +840,10 @@ fn send_queue(
                 return Sent::Waiting;
             }
         }
-        match conn.stream_send(quic, &data[..take], *fin && take == data.len()) {
-            Ok(n) => {
+        // Shared, not copied (`SharedBufs`): quiche keeps a reference to these bytes until the
+        // peer acknowledges them.
+        match conn.stream_send_zc(quic, data.slice(..take), *fin && take == data.len()) {
+            Ok((n, _)) => {
                 if let Some(b) = budget.as_deref_mut() {
                     *b -= n;
                 }
@@ -926,11 +929,11 @@ impl<H: RequestHandler> MoqtApp<H> {
         }
     }
 
-    fn read(&mut self, conn: &mut quiche::Connection) {
+    fn read(&mut self, conn: &mut QuicConnection) {
         self.pump.read(conn, &mut self.session, &mut self.buf);
     }
 
-    fn write(&mut self, conn: &mut quiche::Connection, now: Instant) {
+    fn write(&mut self, conn: &mut QuicConnection, now: Instant) {
         self.pump.write(conn, &mut self.session, now);
     }
 }
@@ -940,7 +943,7 @@ impl<H: RequestHandler> ConnApp for MoqtApp<H> {
         self.session.set_setup_deadline(at);
     }
 
-    fn on_io(&mut self, conn: &mut quiche::Connection) {
+    fn on_io(&mut self, conn: &mut QuicConnection) {
         let now = Instant::now();
         self.session.on_timeout(now);
         self.read(conn);
@@ -985,7 +988,7 @@ mod tests {
     fn pair(
         version: Version,
         mut sp: Pump,
-    ) -> (quiche::Connection, quiche::Connection, Session, Session, Pump, Pump) {
+    ) -> (QuicConnection, QuicConnection, Session, Session, Pump, Pump) {
         let (mut c, mut s, _, _) = handshake(&[version.alpn()], false);
         let config = SessionConfig::default();
         let mut cs = Session::new(version, Role::Client, config.clone(), SetupOptions::default());
@@ -1296,7 +1299,7 @@ mod tests {
     }
 
     /// What the client reads on stream `id`: its bytes, then FIN (`Ok`) or a reset code.
-    fn read_stream(c: &mut quiche::Connection, id: u64) -> (usize, Result<bool, u64>) {
+    fn read_stream(c: &mut QuicConnection, id: u64) -> (usize, Result<bool, u64>) {
         let mut buf = vec![0u8; 65_536];
         let mut total = 0;
         loop {

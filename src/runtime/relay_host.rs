@@ -9,6 +9,7 @@
 //! a session), feeds back what happened, and keeps the links alive.
 
 use crate::hash::HashMap;
+use crate::runtime::QuicConnection;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -371,7 +372,7 @@ impl Host {
     }
 
     /// Writes session `conn`'s output into its connection.
-    fn flush(&mut self, key: u64, conn: &mut quiche::Connection) {
+    fn flush(&mut self, key: u64, conn: &mut QuicConnection) {
         let (Some(session), Some(pump)) = (self.relay.session_mut(key), self.pumps.get_mut(&key)) else {
             return;
         };
@@ -538,7 +539,7 @@ impl ConnApp for RelayConn {
         }
     }
 
-    fn on_io(&mut self, conn: &mut quiche::Connection) {
+    fn on_io(&mut self, conn: &mut QuicConnection) {
         let host = &mut *self.host.borrow_mut();
         let key = self.key;
         let now = host.now;
@@ -574,7 +575,7 @@ impl ConnApp for RelayConn {
         }
     }
 
-    fn on_closed(&mut self, conn: &quiche::Connection) {
+    fn on_closed(&mut self, conn: &QuicConnection) {
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);

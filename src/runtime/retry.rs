@@ -5,7 +5,7 @@
 //! `quiche::retry(&hdr.scid, &hdr.dcid, &new_scid, &tokens.mint(peer, &hdr.dcid, now), ..)`
 //! and keeps no state. For an Initial with a token it calls `tokens.validate(&hdr.token, peer,
 //! now)`: `Some(odcid)` means the address is validated and it calls
-//! `quiche::accept(&hdr.dcid, Some(&odcid), ..)` (the SCID must be the DCID the client now uses,
+//! `quiche::accept_with_buf_factory(&hdr.dcid, Some(&odcid), ..)` (the SCID must be the DCID the client now uses,
 //! i.e. the CID from the Retry, so quiche's retry_source_connection_id matches); `None` means
 //! drop the packet (or, under [`super::RetryPolicy::Auto`] below the threshold, accept it as if it
 //! had no token).

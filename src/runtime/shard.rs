@@ -5,6 +5,7 @@
 //! for the socket, the doorbell or that timer. The clock is read once per turn.
 
 use crate::hash::HashMap;
+use crate::runtime::QuicConnection;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
@@ -114,7 +115,7 @@ const DRAIN_POLL: Duration = Duration::from_millis(100);
 const PACING_GRANULARITY: Duration = Duration::from_millis(1);
 
 struct Conn {
-    quic: quiche::Connection,
+    quic: QuicConnection,
     app: Option<Box<dyn ConnApp>>,
     /// Every DCID under which packets for this connection arrive (ours, and the client's
     /// original DCID for retransmitted Initials), to unregister on close.
@@ -757,7 +758,13 @@ impl Shard {
             self.cids.new_cid(self.id)
         };
         self.quic_config.set_stateless_reset_token(Some(self.reset.token(&scid)));
-        let quic = match quiche::accept(&scid, odcid.as_ref(), self.local, from, &mut self.quic_config) {
+        let quic = match quiche::accept_with_buf_factory(
+            &scid,
+            odcid.as_ref(),
+            self.local,
+            from,
+            &mut self.quic_config,
+        ) {
             Ok(c) => c,
             Err(e) => {
                 debug!(error = %e, "accept failed");
@@ -844,12 +851,16 @@ impl Shard {
         let Some(scid) = self.reset.outbound_cid(self.id, &self.rng) else {
             return self.connect_failed(c.tag, "the random number generator failed");
         };
-        let quic =
-            match quiche::connect(c.server_name.as_deref(), &scid, self.local, peer, &mut self.client_config)
-            {
-                Ok(q) => q,
-                Err(e) => return self.connect_failed(c.tag, &format!("{e}")),
-            };
+        let quic = match quiche::connect_with_buffer_factory(
+            c.server_name.as_deref(),
+            &scid,
+            self.local,
+            peer,
+            &mut self.client_config,
+        ) {
+            Ok(q) => q,
+            Err(e) => return self.connect_failed(c.tag, &format!("{e}")),
+        };
         let conn = Conn {
             quic,
             app: None,

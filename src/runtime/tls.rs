@@ -355,6 +355,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::runtime::cid::{CidGenerator, ResetKey, ShardId};
     use crate::runtime::retry::RetryTokens;
+    use crate::runtime::QuicConnection;
     use crate::runtime::TlsSource;
     use std::net::SocketAddr;
     use std::path::PathBuf;
@@ -548,7 +549,7 @@ pub(crate) mod tests {
 
     /// Moves packets both ways until neither side has anything to send.
     /// Moves packets both ways (in memory) until neither side has more to send.
-    pub(crate) fn exchange(client: &mut quiche::Connection, server: &mut quiche::Connection) {
+    pub(crate) fn exchange(client: &mut QuicConnection, server: &mut QuicConnection) {
         let mut buf = vec![0u8; 65_535];
         for _ in 0..100 {
             let mut moved = false;
@@ -572,7 +573,7 @@ pub(crate) mod tests {
     pub(crate) fn handshake(
         alpns: &[&str],
         retry: bool,
-    ) -> (quiche::Connection, quiche::Connection, Identity, ResetKey) {
+    ) -> (QuicConnection, QuicConnection, Identity, ResetKey) {
         let (mut server_cfg, id) = server_config(&rc()).unwrap();
         let mut client_cfg = client_config(alpns, false).unwrap();
         let cids = CidGenerator::new();
@@ -581,9 +582,14 @@ pub(crate) mod tests {
         let now = SystemTime::now();
 
         let client_scid = cids.new_cid(ShardId(200));
-        let mut client =
-            quiche::connect(Some("localhost"), &client_scid, client_addr(), server_addr(), &mut client_cfg)
-                .unwrap();
+        let mut client = quiche::connect_with_buffer_factory(
+            Some("localhost"),
+            &client_scid,
+            client_addr(),
+            server_addr(),
+            &mut client_cfg,
+        )
+        .unwrap();
         let mut buf = vec![0u8; 65_535];
         let (mut len, _) = client.send(&mut buf).unwrap();
 
@@ -607,8 +613,14 @@ pub(crate) mod tests {
         let hdr = quiche::Header::from_slice(&mut buf[..len], quiche::MAX_CONN_ID_LEN).unwrap();
         let scid = if retry { hdr.dcid.clone().into_owned() } else { cids.new_cid(ShardId(3)) };
         server_cfg.set_stateless_reset_token(Some(reset.token(&scid)));
-        let mut server =
-            quiche::accept(&scid, odcid.as_ref(), server_addr(), client_addr(), &mut server_cfg).unwrap();
+        let mut server = quiche::accept_with_buf_factory(
+            &scid,
+            odcid.as_ref(),
+            server_addr(),
+            client_addr(),
+            &mut server_cfg,
+        )
+        .unwrap();
         let info = quiche::RecvInfo { from: client_addr(), to: server_addr() };
         server.recv(&mut buf[..len], info).unwrap();
         exchange(&mut client, &mut server);
@@ -637,7 +649,7 @@ pub(crate) mod tests {
         let (mut server_cfg, _) = server_config(&rc()).unwrap();
         let mut client_cfg = client_config(&["h2"], false).unwrap();
         let cids = CidGenerator::new();
-        let mut client = quiche::connect(
+        let mut client = quiche::connect_with_buffer_factory(
             Some("localhost"),
             &cids.new_cid(ShardId(1)),
             client_addr(),
@@ -645,9 +657,14 @@ pub(crate) mod tests {
             &mut client_cfg,
         )
         .unwrap();
-        let mut server =
-            quiche::accept(&cids.new_cid(ShardId(2)), None, server_addr(), client_addr(), &mut server_cfg)
-                .unwrap();
+        let mut server = quiche::accept_with_buf_factory(
+            &cids.new_cid(ShardId(2)),
+            None,
+            server_addr(),
+            client_addr(),
+            &mut server_cfg,
+        )
+        .unwrap();
         exchange(&mut client, &mut server);
         assert!(!client.is_established() || !server.is_established());
     }
@@ -663,7 +680,14 @@ pub(crate) mod tests {
         let scid = cids.new_cid(ShardId(255));
         cfg.set_stateless_reset_token(Some(u128::MAX));
         let odcid = quiche::ConnectionId::from_vec(vec![0xff; quiche::MAX_CONN_ID_LEN]);
-        quiche::accept(&scid, Some(&odcid), server_addr(), client_addr(), &mut cfg).unwrap();
+        quiche::accept_with_buf_factory::<crate::runtime::SharedBufs>(
+            &scid,
+            Some(&odcid),
+            server_addr(),
+            client_addr(),
+            &mut cfg,
+        )
+        .unwrap();
     }
 
     #[test]
