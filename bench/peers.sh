@@ -108,8 +108,9 @@ def row(r, load):
     d = json.load(open(path))
     gb = d["delivered_bytes"] / 1e9
     cpu = d.get("relay_cpu_s") or 0
-    lat = d["latency_us"]
-    return (cpu / gb if gb else float("nan"), lat["p50"], lat["p99"], d["lost"], d["objects_per_s"])
+    # A relay that delivered nothing has no latency figures.
+    lat = d.get("latency_us") or {}
+    return (cpu / gb if gb else float("nan"), lat.get("p50"), lat.get("p99"), d["lost"], d["objects_per_s"])
 print(f"{'load (subs x rate x bytes)':<27} {'relay':<15} {'CPU s/GB':>9} {'vs edge':>8} {'p50 ms':>8} {'p99 ms':>8} {'delivered/s':>12} {'lost':>9}")
 for load in loads:
     edge = row("moq-edge", load)
