@@ -11,7 +11,12 @@
 # ~/.cache/moq-edge-peers), never into the repository: a first run compiles them (minutes).
 # LOADS: SUBSCRIBERSxRATE or SUBSCRIBERSxRATExOBJECT_BYTES (1200 bytes when not given).
 # DURATION / WARMUP: seconds measured, seconds before. BIN=dir uses prebuilt moq-edge and
-# moq-bench.
+# moq-bench. CORES=k (default 1) gives each relay CPUs 0..k-1 and k workers (moq-edge
+# --cores k, moq-relay --runtime-workers k; moq-relay-ietf's runtime sizes itself to the CPUs
+# it may use); GEN_CPUS (default: the CPUs after those) is moq-bench's taskset list, and
+# BENCH_ARGS more moq-bench fanout arguments (e.g. "--tracks 16 --publishers 8 --threads 7").
+# IETF_BIN / DEV_BIN name peer binaries built elsewhere (a machine without crates.io).
+# bench/peers-scale.sh runs it for 1, 2, 4 and 8 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS_DIR=${PEERS_DIR:-$HOME/.cache/moq-edge-peers}
@@ -20,6 +25,10 @@ LOADS=${LOADS:-"20x250 100x300 100x600 100x800 100x30x16384"}
 DURATION=${DURATION:-8}
 WARMUP=${WARMUP:-2}
 PORT=${PORT:-4481}
+CORES=${CORES:-1}
+RELAY_CPUS=0-$((CORES - 1))
+GEN_CPUS=${GEN_CPUS:-$CORES-$(($(nproc) - 1))}
+read -r -a bench_args <<<"${BENCH_ARGS:-}"
 # Cloudflare's draft-16 relay, and moq-dev's relay (draft-22 among what it speaks).
 IETF_VERSION=0.7.31
 DEV_VERSION=0.17.10
@@ -38,9 +47,9 @@ install_peer() { # crate version [--locked]
 }
 for r in $RELAYS; do
     case $r in
-    moq-relay-ietf) IETF=$(install_peer moq-relay-ietf "$IETF_VERSION" --locked) ;;
+    moq-relay-ietf) IETF=${IETF_BIN:-$(install_peer moq-relay-ietf "$IETF_VERSION" --locked)} ;;
     # Its lock file pins a yanked dependency: resolved afresh.
-    moq-relay) DEV=$(install_peer moq-relay "$DEV_VERSION") ;;
+    moq-relay) DEV=${DEV_BIN:-$(install_peer moq-relay "$DEV_VERSION")} ;;
     esac
 done
 
@@ -58,18 +67,18 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 start_relay() { # name → sets relay (pid) and draft
     case $1 in
     moq-edge)
-        taskset -c 0 "$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores 1 \
+        taskset -c "$RELAY_CPUS" "$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$CORES" \
             --cert "$work/cert.pem" --key "$work/key.pem" >"$work/relay.log" 2>&1 &
         draft=16 ;;
     moq-relay-ietf)
-        taskset -c 0 "$IETF" --bind "127.0.0.1:$PORT" --tls-cert "$work/cert.pem" \
+        taskset -c "$RELAY_CPUS" "$IETF" --bind "127.0.0.1:$PORT" --tls-cert "$work/cert.pem" \
             --tls-key "$work/key.pem" >"$work/relay.log" 2>&1 &
         draft=16 ;;
     moq-relay)
-        # One worker (it would start one per CPU, and it has one); anonymous publish and
-        # subscribe (its default asks an auth server).
-        taskset -c 0 "$DEV" --listen "127.0.0.1:$PORT" --listen-tls-cert "$work/cert.pem" \
-            --listen-tls-key "$work/key.pem" --runtime-workers 1 --auth-public '**' \
+        # One worker per CPU it may use; anonymous publish and subscribe (its default asks
+        # an auth server).
+        taskset -c "$RELAY_CPUS" "$DEV" --listen "127.0.0.1:$PORT" --listen-tls-cert "$work/cert.pem" \
+            --listen-tls-key "$work/key.pem" --runtime-workers "$CORES" --auth-public '**' \
             >"$work/relay.log" 2>&1 &
         draft=22 ;;
     *) echo "bench/peers.sh: unknown relay $1" >&2; exit 2 ;;
@@ -88,8 +97,8 @@ for load in $LOADS; do
     size=${size:-1200}
     for r in $RELAYS; do
         start_relay "$r"
-        taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$PORT" --relay-pid "$relay" \
-            --draft "$draft" --subscribers "$subs" --rate "$rate" --object-size "$size" \
+        taskset -c "$GEN_CPUS" "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$PORT" --relay-pid "$relay" \
+            --draft "$draft" --subscribers "$subs" --rate "$rate" --object-size "$size" "${bench_args[@]}" \
             --duration "$DURATION" --warmup "$WARMUP" --quiet --json "$work/$r-$load.json" \
             >/dev/null 2>&1 || echo "bench/peers.sh: $r at $load: not every object arrived intact (see lost)" >&2
         kill "$relay" 2>/dev/null || true
