@@ -419,16 +419,21 @@ impl Shard {
                 Phase::Draining { until } => Some(until.min(now + DRAIN_POLL)),
                 other => other.deadline(),
             };
-            // The turn's work ends here: a second clock reading, for the load meter only.
-            self.load.wait(Instant::now());
+            // The turn's work ends here: a second clock reading, for the load meter and the
+            // receive hold only.
+            let end = Instant::now();
+            self.load.wait(end);
             let read = std::mem::take(&mut self.turn_datagrams);
             if self.recv_holding && read > 0 && phase == Phase::Serving {
-                // Receive coalescing: let the next datagrams gather rather than waking for
-                // each; due timers still fire on time.
+                // Receive coalescing: the next datagrams gather until `recv_coalesce` after
+                // this turn began (a turn that took that long already let them gather: no
+                // sleep), or until the next timer if sooner, rather than waking for each.
                 let until = self
                     .next_wake(None)
                     .map_or(now + self.recv_coalesce, |t| t.min(now + self.recv_coalesce));
-                glommio::timer::sleep(until.saturating_duration_since(now)).await;
+                if until > end {
+                    glommio::timer::sleep(until - end).await;
+                }
                 continue;
             }
             self.wait(now, wake_by).await;
