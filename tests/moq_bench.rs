@@ -15,8 +15,14 @@ use moq_edge::session::SessionConfig;
 use serde_json::Value;
 
 fn relay() -> ServerHandle {
-    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
+    relay_with(2, |_| {})
+}
+
+/// A relay on `cores` unpinned cores, its runtime configuration adjusted by `tune`.
+fn relay_with(cores: usize, tune: impl FnOnce(&mut RuntimeConfig)) -> ServerHandle {
+    let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), cores);
     rc.pin = false;
+    tune(&mut rc);
     let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
     runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[9; 32]))).unwrap()
 }
@@ -289,13 +295,7 @@ fn bad_arguments_and_unreachable_relays_fail_with_status_2() {
 #[test]
 fn coalesced_sends_leave_in_trains_and_lose_nothing() {
     let run = |coalesce: Duration| {
-        let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
-        rc.pin = false;
-        (rc.send_coalesce, rc.coalesce_busy_pct) = (coalesce, 0);
-        let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
-        let relay =
-            runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[9; 32])))
-                .unwrap();
+        let relay = relay_with(1, |rc| (rc.send_coalesce, rc.coalesce_busy_pct) = (coalesce, 0));
         let args = ["fanout", "--subscribers", "2", "--rate", "400", "--object-size", "1000"];
         let (code, _, v) =
             bench(&relay, "coalesce", &[&args[..], &["--warmup", "1", "--duration", "2"]].concat());
@@ -318,13 +318,7 @@ fn coalesced_sends_leave_in_trains_and_lose_nothing() {
 #[test]
 fn coalesced_receives_gather_datagrams_and_lose_nothing() {
     let run = |hold: Duration| {
-        let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
-        rc.pin = false;
-        rc.recv_coalesce = hold;
-        let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
-        let relay =
-            runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[9; 32])))
-                .unwrap();
+        let relay = relay_with(1, |rc| rc.recv_coalesce = hold);
         let args = ["fanout", "--subscribers", "2", "--rate", "1000", "--object-size", "1000"];
         let (code, _, v) =
             bench(&relay, "recv-coalesce", &[&args[..], &["--warmup", "1", "--duration", "3"]].concat());
