@@ -83,8 +83,8 @@ pub struct Cli {
     pub send_coalesce_us: Option<u64>,
 
     /// While datagrams arrive fast enough that this many microseconds gather four or more, a
-    /// core that has just read some sleeps this long before reading again (or until its next
-    /// timer), so that a turn handles many at once: less CPU per byte for at most this much
+    /// core that has just read some reads again only this long after that turn began (or at
+    /// its next timer), so that a turn handles many at once: less CPU per byte for at most this much
     /// more latency (bench/README.md); 0: wake for every datagram [default: 500].
     #[arg(long, value_name = "US")]
     pub recv_coalesce_us: Option<u64>,

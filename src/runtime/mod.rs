@@ -96,11 +96,11 @@ pub struct RuntimeConfig {
     /// See `send_coalesce` (default 50; 0: whenever `send_coalesce` is set).
     pub coalesce_busy_pct: u8,
     /// Receive coalescing: while the last second brought datagrams fast enough that this long
-    /// gathers four or more on average, a turn that read any
-    /// is followed by a sleep of this long (or until the next timer, if sooner) instead of a
-    /// wait for the socket, so the next turn reads, services and sends for many datagrams at
-    /// once rather than one at a time (ARCHITECTURE.md, "Turns"). Zero: every datagram wakes
-    /// the core at once.
+    /// gathers four or more on average, a turn that read any is followed by a sleep until this
+    /// long after it began (none if it took that long; until the next timer, if sooner)
+    /// instead of a wait for the socket, so the next turn reads, services and sends for many
+    /// datagrams at once rather than one at a time (ARCHITECTURE.md, "One core's turn").
+    /// Zero: every datagram wakes the core at once.
     pub recv_coalesce: Duration,
     /// Attach the reuseport BPF program that steers short-header packets to their core.
     pub steering: bool,
