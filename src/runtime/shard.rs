@@ -95,7 +95,6 @@ impl MeshMsg {
 
 /// Datagrams handled per turn before the loop lets the other stages run.
 const RECV_BUDGET: usize = 256;
-
 /// Receive coalescing holds only while a hold gathers at least this many datagrams on
 /// average (by the last second's rate): below it, a sleep would cost about what it saves.
 const RECV_COALESCE_MIN_BATCH: u64 = 4;
