@@ -7,6 +7,8 @@
 
 use crate::hash::HashMap;
 
+mod backfill;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -16,7 +18,9 @@ use tracing::debug;
 
 use super::discovery::Accepted;
 use super::fetch::{fetch_range, Fetches};
-use super::msg::{Data, FanoutMsg, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo};
+use super::msg::{
+    Data, FanoutMsg, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo, UpStart,
+};
 use super::sessions::{Role, Sessions};
 use super::{update_allows, Cx, UpdateError};
 use crate::auth::{Denied, Right};
@@ -70,13 +74,38 @@ struct LocalSub {
     /// When its authorization (token) runs out: SUBSCRIBE_OK says so in EXPIRES, and the
     /// relay ends it then (PUBLISH_DONE EXPIRED) unless REQUEST_UPDATE brings a newer token.
     until: Option<Instant>,
+    /// The owner's cached objects of its window are on their way ([`Fanout::backfill`]):
+    /// until they arrive, objects that arrive live are in them, or follow them.
+    backfilling: bool,
 }
 
 impl LocalSub {
     /// Whether an object at `at` goes to this subscription now: forwarding, Established, and
     /// inside its filter's window.
     fn wants(&self, at: Location) -> bool {
-        self.forward && self.established && at >= self.start && self.end.is_none_or(|e| at <= e)
+        self.forward
+            && self.established
+            && !self.backfilling
+            && at >= self.start
+            && self.end.is_none_or(|e| at <= e)
+    }
+
+    /// Whether it is sent the cached objects of its window that arrived before it became
+    /// Established: an absolute start at or before the Largest Location (draft-16 and
+    /// draft-18 §5.1.2: the Start Location "MAY be less than the Largest Object observed at
+    /// the publisher"; draft-22 §3.3.1: such a filter "is always valid"), unless draft-22
+    /// FILL_PARAMETERS asks for them on a fill fetch stream instead. Without a filter, or
+    /// with one relative to the Largest Object, it takes what arrives from now on.
+    fn wants_backfill(&self, largest: Option<Location>) -> bool {
+        let absolute = matches!(
+            self.filter,
+            Some(
+                LocationFilter::AbsoluteStart { .. }
+                    | LocationFilter::AbsoluteStartGroupEnd { .. }
+                    | LocationFilter::AbsoluteRange { .. }
+            )
+        );
+        absolute && self.forward && self.fill.is_none() && largest.is_some_and(|l| self.start <= l)
     }
 }
 
@@ -368,6 +397,9 @@ impl Fanout {
             M::UpstreamLost { alias } => self.upstream_lost(alias),
             M::TrackDone { alias, status, reason } => self.track_done(sessions, alias, status, reason),
             M::StatusAnswer { conn, rid, answer } => status_answer(sessions, conn, rid, answer),
+            M::Backfill { alias, conn, rid, objects, open } => {
+                self.backfill(cx, sessions, alias, (conn, rid), objects, open)
+            }
             M::FetchAnswer { alias: _, conn, rid, fill, answer } => {
                 self.fetch_answer(sessions, conn, rid, fill, answer)
             }
@@ -500,6 +532,7 @@ impl Fanout {
             fill: params.fill_parameters.clone(),
             timeouts: Timeouts::from_params(params),
             until,
+            backfilling: false,
         };
         if let Some(t) = until {
             self.expiries.push(Reverse((t, conn, rid)));
@@ -530,7 +563,8 @@ impl Fanout {
                 let (from, who) = (cx.core, sessions.requester(conn));
                 let rendezvous = Duration::from_millis(params.rendezvous_timeout.unwrap_or(0));
                 let new_group = params.new_group_request;
-                let msg = OwnerMsg::Subscribe { alias, track, from, rendezvous, who, new_group };
+                let start = UpStart::of(params.location_filter);
+                let msg = OwnerMsg::Subscribe { alias, track, from, rendezvous, who, new_group, start };
                 cx.send(cx.owner_of(alias), msg);
             }
         }
@@ -558,6 +592,11 @@ impl Fanout {
                 asks.push((sub.conn, sub.rid, Ok(ask)));
             }
             (sub.start, sub.end) = window(sub.filter, st.info.largest);
+            if sub.wants_backfill(st.info.largest) {
+                sub.backfilling = true;
+                let (from, conn, rid, start, end) = (cx.core, sub.conn, sub.rid, sub.start, sub.end);
+                cx.send(cx.owner_of(alias), OwnerMsg::Backfill { alias, from, conn, rid, start, end });
+            }
             if sub.pushed {
                 continue;
             }

@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo};
+use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo, UpStart};
 use super::namespaces::Via;
 use super::sessions::{Role, Sessions};
 use super::shed::{Gate, Shed};
 use super::Cx;
 use crate::session::SessionError;
 use crate::wire::model::{
-    DatagramHeader, FullTrackName, LocationFilter, Message, Parameters, Publish, PublishDone,
-    PublishNamespace, PublishOk, RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId,
-    SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
+    DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
+    RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId, SubgroupObject, Subscribe,
+    SubscribeOk, TrackAlias, TrackNamespace,
 };
 use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
@@ -122,8 +122,8 @@ impl Ingest {
     pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: IngestMsg) {
         use IngestMsg as M;
         match msg {
-            M::UpstreamSubscribe { alias, track, publisher, epoch, new_group } => {
-                self.upstream_subscribe(cx, sessions, alias, track, publisher, epoch, new_group)
+            M::UpstreamSubscribe { alias, track, publisher, epoch, new_group, start } => {
+                self.upstream_subscribe(cx, sessions, alias, track, (publisher, epoch), (new_group, start))
             }
             M::NewGroup { alias: _, epoch, value } => self.new_group(sessions, epoch, value),
             M::UpstreamStop { alias: _, epoch } => self.upstream_stop(sessions, epoch),
@@ -209,17 +209,15 @@ impl Ingest {
         }
     }
 
-    /// The owner wants `track` from session `publisher` (on this core).
-    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
+    /// The owner wants `track` from session `publisher` (on this core), from `start`.
     pub(super) fn upstream_subscribe(
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         alias: TrackAlias,
         track: FullTrackName,
-        publisher: SessionRef,
-        epoch: Epoch,
-        new_group: Option<u64>,
+        (publisher, epoch): (SessionRef, Epoch),
+        (new_group, start): (Option<u64>, UpStart),
     ) {
         let owner = cx.owner_of(alias);
         let conn = publisher.conn;
@@ -241,9 +239,13 @@ impl Ingest {
                 )
             }
         };
+        // A start the publisher's draft cannot express (a relative start of several groups to
+        // a draft-16 publisher) asks for everything: the subscriber's window still applies.
+        let location_filter = start.filter().filter(|&f| s.carries_filter(f));
+        debug!(conn, rid = rid.0, ?location_filter, alias = alias.0, "upstream SUBSCRIBE");
         let params = Parameters {
             forward: Some(true),
-            location_filter: Some(LocationFilter::NextObject),
+            location_filter,
             new_group_request: new_group,
             ..Parameters::default()
         };

@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::cache::CachedObject;
 use crate::wire::model::{
-    DatagramHeader, FullTrackName, GroupOrder, Location, Properties, RangeEnd, RequestId, SubgroupHeader,
-    SubgroupObject, TrackAlias, TrackNamespace,
+    DatagramHeader, FullTrackName, GroupOrder, Location, LocationFilter, Properties, RangeEnd, RequestId,
+    SubgroupHeader, SubgroupObject, TrackAlias, TrackNamespace,
 };
 use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
 
@@ -46,6 +46,72 @@ pub struct TrackInfo {
     pub group_order: Option<GroupOrder>,
 }
 
+/// Where an upstream SUBSCRIBE starts: what its first subscriber asked for, made open-ended
+/// (the one upstream serves every later subscriber too). The relay asks upstream for at least
+/// what a subscriber asked of it: a subscriber with an absolute start before the publisher's
+/// Largest Object, or without a filter, gets those objects (draft-16 and draft-18 §5.1.2:
+/// "The specified Start Location MAY be less than the Largest Object observed at the
+/// publisher"), which the Largest Object filter would leave behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpStart {
+    /// The Largest Object filter: from the publisher's next object (a live join).
+    #[default]
+    Next,
+    /// From this Location on (AbsoluteStart).
+    At(Location),
+    /// The Largest Group's start, `n` groups back (draft-22 RelativeStart).
+    GroupsBack(u64),
+    /// No filter: every object the publisher still has.
+    All,
+}
+
+impl UpStart {
+    /// What a subscriber with `filter` needs from upstream.
+    pub fn of(filter: Option<LocationFilter>) -> UpStart {
+        match filter {
+            None | Some(LocationFilter::None) => UpStart::All,
+            Some(LocationFilter::NextObject) | Some(LocationFilter::RelativeStart { groups_back: 0 }) => {
+                UpStart::Next
+            }
+            Some(LocationFilter::RelativeStart { groups_back }) => UpStart::GroupsBack(groups_back),
+            Some(
+                LocationFilter::AbsoluteStart { start }
+                | LocationFilter::AbsoluteStartGroupEnd { start, .. }
+                | LocationFilter::AbsoluteRange { start, .. },
+            ) if start == Location::default() => UpStart::All,
+            Some(
+                LocationFilter::AbsoluteStart { start }
+                | LocationFilter::AbsoluteStartGroupEnd { start, .. }
+                | LocationFilter::AbsoluteRange { start, .. },
+            ) => UpStart::At(start),
+        }
+    }
+
+    /// The start that covers both `self` and `other` (for SUBSCRIBEs held together). An
+    /// absolute start and a relative one cannot be compared before the Largest Object is
+    /// known: then everything.
+    pub fn wider(self, other: UpStart) -> UpStart {
+        use UpStart::*;
+        match (self, other) {
+            (All, _) | (_, All) => All,
+            (Next, x) | (x, Next) => x,
+            (At(a), At(b)) => At(a.min(b)),
+            (GroupsBack(a), GroupsBack(b)) => GroupsBack(a.max(b)),
+            _ => All,
+        }
+    }
+
+    /// The filter of the upstream SUBSCRIBE (`None`: unfiltered).
+    pub fn filter(self) -> Option<LocationFilter> {
+        match self {
+            UpStart::Next => Some(LocationFilter::NextObject),
+            UpStart::At(start) => Some(LocationFilter::AbsoluteStart { start }),
+            UpStart::GroupsBack(groups_back) => Some(LocationFilter::RelativeStart { groups_back }),
+            UpStart::All => None,
+        }
+    }
+}
+
 /// A message between relay shards: one enum per role that receives it, so the shard only
 /// routes (`RelayShard::dispatch`) and each role handles its own.
 #[derive(Debug)]
@@ -71,6 +137,9 @@ impl RelayMsg {
             RelayMsg::Owner(OwnerMsg::UpstreamFetchItem { piece, .. }) => piece.payload_len(),
             RelayMsg::Fanout(FanoutMsg::FetchAnswer { answer: Ok(data), .. }) => {
                 data.pieces.iter().map(Piece::payload_len).sum()
+            }
+            RelayMsg::Fanout(FanoutMsg::Backfill { objects, .. }) => {
+                objects.iter().map(|(_, o)| o.payload.len()).sum()
             }
             _ => 0,
         };
@@ -122,6 +191,17 @@ impl From<DiscoveryMsg> for RelayMsg {
 /// Messages to a track's owner core (`alias % cores`): from subscriber cores (subscribe, forward, unsubscribe, FETCH, TRACK_STATUS) and from the ingest core of its upstream (answers, data, the end).
 #[derive(Debug)]
 pub enum OwnerMsg {
+    /// Subscription `rid` of session `conn` on core `from` starts at or before the Largest
+    /// Location it was given: the cached objects from `start` (through `end`) it was not sent
+    /// live, answered with `FanoutMsg::Backfill`.
+    Backfill {
+        alias: TrackAlias,
+        from: usize,
+        conn: u64,
+        rid: RequestId,
+        start: Location,
+        end: Option<Location>,
+    },
     /// The first local subscription of `alias` on core `from`; `rendezvous` is how long it
     /// may wait for a publisher to appear (draft-22 RENDEZVOUS_TIMEOUT; zero: not at all).
     Subscribe {
@@ -132,6 +212,8 @@ pub enum OwnerMsg {
         who: super::namespaces::Requester,
         /// The subscription's NEW_GROUP_REQUEST (draft-22 §9.20.19), for the upstream SUBSCRIBE.
         new_group: Option<u64>,
+        /// Where the subscription starts, for a new upstream SUBSCRIBE.
+        start: UpStart,
     },
     /// A core is about to offer `alias` to namespace subscribers (PUBLISH): the owner tells it
     /// the Largest Object the PUBLISH must carry (`DiscoveryMsg::Largest`).
@@ -234,6 +316,19 @@ pub enum OwnerMsg {
 /// Messages from a track's owner to a core with its subscribers (or that asked it something).
 #[derive(Debug)]
 pub enum FanoutMsg {
+    /// Owner → the core that asked (`OwnerMsg::Backfill`): the cached objects of the
+    /// subscription's window, in Location order, as of when the owner answered (every object
+    /// forwarded after that follows this message on the same queue); and the track's upstream
+    /// subgroup streams still open toward that core, by (group, subgroup), whose later objects
+    /// continue the subscription's streams.
+    Backfill {
+        alias: TrackAlias,
+        conn: u64,
+        rid: RequestId,
+        objects: Vec<(Location, CachedObject)>,
+        /// (stream, group, subgroup).
+        open: Vec<(StreamKey, u64, u64)>,
+    },
     /// The upstream is Established: core `to` is in the track's fan-out set from now on.
     /// `open` are the upstream streams already open (objects continue on them).
     SubscribeOk {
@@ -296,6 +391,8 @@ pub enum IngestMsg {
         /// NEW_GROUP_REQUEST to include (a subscriber asked for it before the track was
         /// Established).
         new_group: Option<u64>,
+        /// Where it starts ([`UpStart::Next`] but for a track's first subscribers).
+        start: UpStart,
     },
     /// REQUEST_UPDATE NEW_GROUP_REQUEST `value` of upstream `epoch`.
     NewGroup { alias: TrackAlias, epoch: Epoch, value: u64 },

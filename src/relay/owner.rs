@@ -21,7 +21,7 @@ use super::malformed::Shape;
 use super::merge::Merge;
 use super::msg::{
     Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
-    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg,
+    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg, UpStart,
 };
 use super::namespaces::Requester;
 use super::shed::{Gate, Shed};
@@ -200,6 +200,8 @@ struct Held {
     /// The largest NEW_GROUP_REQUEST of the held SUBSCRIBEs: it goes upstream once a
     /// publisher appears (draft-22 §9.20.19).
     new_group: Option<u64>,
+    /// Where the upstream SUBSCRIBE starts: wide enough for every held SUBSCRIBE.
+    start: UpStart,
     /// A SUBSCRIBE asked to wait for a publisher: time up is TIMEOUT, and a directory miss
     /// leaves the SUBSCRIBEs held (otherwise both are DOES_NOT_EXIST, as without a
     /// directory).
@@ -220,6 +222,7 @@ impl Held {
             until,
             who,
             new_group: None,
+            start: UpStart::Next,
             rendezvous: false,
             lookup: false,
             fetches,
@@ -299,17 +302,20 @@ impl Owner {
     pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, msg: OwnerMsg) {
         use OwnerMsg as M;
         match msg {
-            M::Subscribe { alias, track, from, rendezvous, who, new_group } => {
+            M::Subscribe { alias, track, from, rendezvous, who, new_group, start } => {
                 // A new upstream SUBSCRIBE carries the value; a track already here gets it by
                 // the rules for later requests.
                 let existed = self.tracks.contains_key(&alias);
                 let first = if existed { None } else { new_group };
-                self.subscribe(cx, alias, track, from, rendezvous, who, first);
+                self.subscribe(cx, alias, track, (from, rendezvous, who), first, start);
                 if let Some(value) = new_group.filter(|_| existed) {
                     self.new_group(cx, alias, value);
                 }
             }
             M::NewGroup { alias, value } => self.new_group(cx, alias, value),
+            M::Backfill { alias, from, conn, rid, start, end } => {
+                self.backfill(cx, alias, from, (conn, rid), (start, end))
+            }
             M::Largest { alias, from } => {
                 let largest = self.tracks.get(&alias).and_then(|t| t.info.largest);
                 cx.send(from, DiscoveryMsg::Largest { alias, largest });
@@ -376,16 +382,15 @@ impl Owner {
 
     /// The first subscription of `alias` on core `from`. `new_group`: its NEW_GROUP_REQUEST,
     /// included in a new upstream SUBSCRIBE or sent to an Established one (draft-22 §9.20.19).
-    #[allow(clippy::too_many_arguments)]
+    /// `start`: where it starts, for a new upstream SUBSCRIBE (see [`UpStart`]).
     pub(super) fn subscribe(
         &mut self,
         cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
-        from: usize,
-        rendezvous: Duration,
-        who: Requester,
+        (from, rendezvous, who): (usize, Duration, Requester),
         new_group: Option<u64>,
+        start: UpStart,
     ) {
         if let Some(h) = self.held.get_mut(&alias) {
             if h.name == track && !h.waiting.contains(&from) {
@@ -393,6 +398,7 @@ impl Owner {
             }
             if h.name == track {
                 h.new_group = h.new_group.max(new_group);
+                h.start = h.start.wider(start);
                 if !rendezvous.is_zero() && !h.rendezvous {
                     h.rendezvous = true;
                     let until = cx.now + rendezvous.min(cx.config.max_rendezvous);
@@ -453,7 +459,7 @@ impl Owner {
                 };
                 let wait = if lookup { wait.max(super::directory::DIRECTORY_WAIT) } else { wait };
                 let mut held = Held::new(track, cx.now + wait, who);
-                (held.waiting, held.new_group) = (vec![from], new_group);
+                (held.waiting, held.new_group, held.start) = (vec![from], new_group, start);
                 (held.rendezvous, held.lookup) = (!rendezvous.is_zero(), lookup);
                 self.hold(alias, held);
                 return;
@@ -464,9 +470,11 @@ impl Owner {
                 FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
             );
         };
-        self.start_upstream(cx, alias, track, publisher, vec![from], who, new_group);
+        self.start_upstream(cx, alias, track, publisher, vec![from], who, (new_group, start));
     }
 
+    /// A new track: SUBSCRIBE upstream to `publisher` and every other announcer, with the
+    /// first subscribers' NEW_GROUP_REQUEST and start (`first`).
     #[allow(clippy::too_many_arguments)]
     fn start_upstream(
         &mut self,
@@ -476,7 +484,7 @@ impl Owner {
         publisher: SessionRef,
         waiting: Vec<usize>,
         who: Requester,
-        new_group: Option<u64>,
+        (new_group, start): (Option<u64>, UpStart),
     ) {
         let epoch = cx.new_epoch();
         let source = Source::Pending { publisher, epoch };
@@ -492,14 +500,44 @@ impl Owner {
             let (track, publisher) = (track.clone(), other);
             cx.send(
                 other.core,
-                IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None, start },
             );
         }
         if !t.extra.is_empty() {
             t.merge = Some(Box::default());
         }
         self.tracks.insert(alias, t);
-        cx.send(publisher.core, IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group });
+        let msg = IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group, start };
+        cx.send(publisher.core, msg);
+    }
+
+    /// The cached objects of `alias` from `start` through `end` (or the Largest Location) for
+    /// subscription `rid` of session `conn` on core `from`, with the upstream streams open
+    /// toward that core. What the cache no longer holds (evicted, expired, or before the relay
+    /// joined) is not there: a subscription carries no gap marker.
+    fn backfill(
+        &mut self,
+        cx: &mut Cx<'_>,
+        alias: TrackAlias,
+        from: usize,
+        (conn, rid): (u64, RequestId),
+        (start, end): (Location, Option<Location>),
+    ) {
+        self.cache.expire(alias, cx.now);
+        let (mut objects, mut open) = (Vec::new(), Vec::new());
+        if let Some(t) = self.tracks.get(&alias) {
+            let cache = self.cache.track(alias);
+            if let (Some(c), Some(largest)) = (cache, t.info.largest) {
+                let end = end.map_or(largest, |e| e.min(largest));
+                objects = c.range(start.max(c.known_from()), end, false, cx.now);
+            }
+            for (key, (header, subgroup, _)) in &t.streams {
+                if let Some(sg) = subgroup.filter(|_| !t.shed.is_shed(from, *key)) {
+                    open.push((*key, header.group_id, sg));
+                }
+            }
+        }
+        cx.send(from, FanoutMsg::Backfill { alias, conn, rid, objects, open });
     }
 
     /// NEW_GROUP_REQUEST `value` from a subscriber of `alias` (draft-22 §9.20.19, "Relay
@@ -565,7 +603,7 @@ impl Owner {
                 self.held.insert(alias, h);
                 continue;
             };
-            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, h.new_group);
+            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, (h.new_group, h.start));
             if let Some(t) = self.tracks.get_mut(&alias) {
                 t.fetches.extend(h.fetches);
                 t.statuses.extend(h.statuses);
@@ -773,7 +811,14 @@ impl Owner {
         }
         cx.send(
             publisher.core,
-            IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+            IngestMsg::UpstreamSubscribe {
+                alias,
+                track,
+                publisher,
+                epoch,
+                new_group: None,
+                start: UpStart::Next,
+            },
         );
     }
 
@@ -1068,7 +1113,14 @@ impl Owner {
                     let track = name;
                     cx.send(
                         publisher.core,
-                        IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                        IngestMsg::UpstreamSubscribe {
+                            alias,
+                            track,
+                            publisher,
+                            epoch,
+                            new_group: None,
+                            start: UpStart::Next,
+                        },
                     );
                 }
                 None => {
@@ -1438,7 +1490,14 @@ impl Owner {
                 self.tracks.insert(alias, t);
                 cx.send(
                     publisher.core,
-                    IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                    IngestMsg::UpstreamSubscribe {
+                        alias,
+                        track,
+                        publisher,
+                        epoch,
+                        new_group: None,
+                        start: UpStart::Next,
+                    },
                 );
             }
         }
@@ -1536,7 +1595,14 @@ impl Owner {
                 self.tracks.insert(alias, t);
                 cx.send(
                     publisher.core,
-                    IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None },
+                    IngestMsg::UpstreamSubscribe {
+                        alias,
+                        track,
+                        publisher,
+                        epoch,
+                        new_group: None,
+                        start: UpStart::Next,
+                    },
                 );
             }
         }

@@ -68,6 +68,11 @@ impl Shed {
         }
     }
 
+    /// Whether stream `key` is not forwarded to core `core`.
+    pub(super) fn is_shed(&self, core: usize, key: StreamKey) -> bool {
+        !self.0.is_empty() && self.0.contains(&(core, key))
+    }
+
     /// Stream `key` ended: it is no longer shed toward any core (a core that left the track
     /// while it was shed there is not asked at its end).
     pub(super) fn forget(&mut self, key: StreamKey) {

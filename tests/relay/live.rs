@@ -758,3 +758,165 @@ fn a_stuck_core_gets_whole_subgroups_reset_never_more_than_the_mesh_limit() {
         }
     }
 }
+
+/// The upstream SUBSCRIBE asks for at least what the track's first subscriber asked of the
+/// relay (draft-16 and draft-18 §5.1.2: an absolute Start Location "MAY be less than the
+/// Largest Object observed at the publisher"): an absolute start, a window, or no filter reach
+/// back before the publisher's Largest Object to the objects it already holds; a live filter
+/// starts at its next object. A publisher that honours the filter sends what it holds from
+/// there, and the subscriber gets exactly the objects inside its own window, in order.
+#[test]
+fn the_upstream_subscribe_covers_what_the_first_subscriber_asked() {
+    use LocationFilter as F;
+    let largest = Location::new(3, 2);
+    let at = |g, o| Location::new(g, o);
+    for (pv, sv) in COMBOS {
+        // (the subscriber's filter, the upstream filter, the subscriber's window)
+        let window = match sv {
+            D16 | D18 => F::AbsoluteStartGroupEnd { start: at(1, 2), end_group: 4 },
+            _ => F::AbsoluteRange { start: at(1, 2), end: at(4, 1) },
+        };
+        let window_end = if sv == D22 { at(4, 1) } else { at(4, u64::MAX) };
+        let mut cases = vec![
+            (None, None, at(0, 0), None),
+            (Some(F::AbsoluteStart { start: at(0, 0) }), None, at(0, 0), None),
+            (
+                Some(F::AbsoluteStart { start: at(2, 1) }),
+                Some(F::AbsoluteStart { start: at(2, 1) }),
+                at(2, 1),
+                None,
+            ),
+            (Some(window), Some(F::AbsoluteStart { start: at(1, 2) }), at(1, 2), Some(window_end)),
+            (Some(F::NextObject), Some(F::NextObject), at(3, 3), None),
+            (Some(F::RelativeStart { groups_back: 0 }), Some(F::NextObject), at(4, 0), None),
+        ];
+        if sv == D22 {
+            // Two groups back: a draft-16 or draft-18 publisher cannot be asked that, and is
+            // asked for everything instead.
+            let up = (pv == D22).then_some(F::RelativeStart { groups_back: 2 });
+            cases.push((Some(F::RelativeStart { groups_back: 2 }), up, at(2, 0), None));
+        }
+        for (filter, upstream, from, to) in cases {
+            let ctx = format!("{pv:?}->{sv:?} {filter:?}");
+            let mut r = Relay::new(2);
+            let t = r.track_owned_by(&["live"], 1);
+            let p = r.connect(0, pv);
+            r.announce(p, &["live"]);
+            let s = r.connect(1, sv);
+            let rid = r.subscribe(s, &t, filter);
+            let up = r.upstream_subscribe(p, &t);
+            assert_eq!(up.params.location_filter, upstream, "{ctx}");
+            r.accept(p, &up, Some(largest));
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            assert_eq!(ok.params.largest_object, Some(largest), "{ctx}");
+
+            // The publisher holds groups 0 to 3 (objects 0 to 2 each) and goes on with groups
+            // 4 and 5; it sends what the upstream filter covers.
+            let first = match upstream {
+                None => at(0, 0),
+                Some(F::AbsoluteStart { start }) => start,
+                Some(F::RelativeStart { groups_back }) => at(largest.group + 1 - groups_back, 0),
+                _ => at(3, 3),
+            };
+            let mut sent = Vec::new();
+            for g in first.group..6 {
+                let lo = if g == first.group { first.object } else { 0 };
+                if lo > 2 {
+                    continue;
+                }
+                let mut h = header(pv, PUB_ALIAS, g, 0);
+                h.first_object &= lo == 0;
+                let st = r.open(p, &h);
+                for o in lo..3 {
+                    r.put(p, st, &object(g, o));
+                    sent.push(at(g, o));
+                }
+                r.fin(p, st);
+                r.run_until_quiet();
+            }
+            let seen: Vec<Location> = streams(&r.take_events(s))
+                .iter()
+                .flat_map(|st| st.objects.iter().map(|o| at(st.header.group_id, o.0.object_id)))
+                .collect();
+            let want: Vec<Location> =
+                sent.into_iter().filter(|&l| l >= from && to.is_none_or(|e| l <= e)).collect();
+            assert_eq!(seen, want, "{ctx}");
+            r.assert_no_closes();
+        }
+    }
+}
+
+/// A subscriber that joins with an absolute start before the Largest Location is sent what the
+/// relay's cache holds of its window first, one stream per subgroup, then what arrives live;
+/// the subgroup still open upstream continues on the stream the cache began (nothing lost,
+/// nothing twice, never reordered). On the first subscriber's core and on another, for a
+/// SUBSCRIBE-fed track and for a PUBLISH-fed one (taken and cached before anyone subscribed).
+/// A subscriber without a filter, or with one relative to the Largest Object, gets only what
+/// arrives after it.
+#[test]
+fn a_late_subscriber_with_a_past_start_gets_the_cache_then_the_live_objects() {
+    for (pv, sv) in COMBOS {
+        for (late_core, published) in [(1, false), (2, false), (1, true)] {
+            let ctx = format!("{pv:?}->{sv:?} core {late_core} published {published}");
+            let mut r = Relay::new(3);
+            let t = r.track_owned_by(&["live"], 0);
+            let p = if published {
+                let p = r.connect(0, pv);
+                let prid = r.next_request_id(p);
+                r.send(p, publish_msg(pv, prid, &t, None));
+                r.run_until_quiet();
+                assert!(publish_answer(pv, &messages(&r.take_events(p)), prid), "{ctx}");
+                p
+            } else {
+                r.established(pv, sv, &t, &[1], None).0
+            };
+            r.publish_groups(p, pv, 1..3);
+            let h3 = header(pv, PUB_ALIAS, 3, 0);
+            let st3 = r.open(p, &h3);
+            for o in 0..3 {
+                r.put(p, st3, &object(3, o));
+            }
+            r.run_until_quiet();
+
+            let late = r.connect(late_core, sv);
+            let start = Location::new(1, 3);
+            let rid = r.subscribe(late, &t, Some(LocationFilter::AbsoluteStart { start }));
+            let live = r.connect(late_core, sv);
+            let live_rid = r.subscribe(live, &t, None);
+            let mut events = Vec::new();
+            for (s, rid) in [(late, rid), (live, live_rid)] {
+                let ev = r.take_events(s);
+                let ok = subscribe_ok(&messages(&ev), rid);
+                assert_eq!(ok.params.largest_object, Some(Location::new(3, 2)), "{ctx}");
+                events.push(ev);
+            }
+            for o in 3..5 {
+                r.put(p, st3, &object(3, o));
+            }
+            r.fin(p, st3);
+            r.publish_groups(p, pv, 4..5);
+
+            let mut got = |r: &mut Relay, s| -> Vec<(u64, Vec<u64>, bool)> {
+                let mut ev = events.remove(0);
+                ev.extend(r.take_events(s));
+                streams(&ev)
+                    .iter()
+                    .map(|st| {
+                        let ids = st.objects.iter().map(|o| o.0.object_id).collect();
+                        (st.header.group_id, ids, st.end == Some(None))
+                    })
+                    .collect()
+            };
+            let want = vec![
+                (1, vec![3, 4], true),
+                (2, vec![0, 1, 2, 3, 4], true),
+                (3, vec![0, 1, 2, 3, 4], true),
+                (4, vec![0, 1, 2, 3, 4], true),
+            ];
+            assert_eq!(got(&mut r, late), want, "{ctx}");
+            let want_live = vec![(3, vec![3, 4], true), (4, vec![0, 1, 2, 3, 4], true)];
+            assert_eq!(got(&mut r, live), want_live, "{ctx}: no filter, only what arrives after");
+            r.assert_no_closes();
+        }
+    }
+}

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use super::Session;
 use crate::session::SessionError;
 use crate::wire::model::{
-    FetchEnd, FetchOk, GoAway, GroupOrder, Location, Message, Parameters, Properties, PublishDone,
-    RequestError, RequestId, RequestOk, RequestUpdate,
+    FetchEnd, FetchOk, GoAway, GroupOrder, Location, LocationFilter, Message, Parameters, Properties,
+    PublishDone, RequestError, RequestId, RequestOk, RequestUpdate,
 };
 use crate::wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
 
@@ -130,6 +130,21 @@ impl Session {
     /// State different from the PUBLISH's is set with REQUEST_UPDATE (§3.1.1).
     pub fn publish_ok_has_forward(&self) -> bool {
         matches!(self.version, Version::Draft16 | Version::Draft18)
+    }
+
+    /// Whether a SUBSCRIBE in this draft can carry `filter`: draft-16 and draft-18 (§5.1.2)
+    /// have no relative start other than Next Group Start, no explicit "no filter" and no
+    /// range ending inside a group; draft-22's LOCATION_FILTER has them all.
+    pub fn carries_filter(&self, filter: LocationFilter) -> bool {
+        match self.version {
+            Version::Draft16 | Version::Draft18 => !matches!(
+                filter,
+                LocationFilter::RelativeStart { groups_back: 1.. }
+                    | LocationFilter::None
+                    | LocationFilter::AbsoluteRange { .. }
+            ),
+            Version::Draft22 => true,
+        }
     }
 
     /// Whether the peer may hold only one subscription per Track in each role: draft-16 and
