@@ -82,7 +82,10 @@ impl Recorder {
                 code: *code as u8,
             },
             Transmit::Datagram { data, .. } => Action::Datagram(data.to_vec()),
-            Transmit::Close { .. } | Transmit::Priority { .. } | Transmit::DeliverBy { .. } => return None,
+            Transmit::Close { .. }
+            | Transmit::Priority { .. }
+            | Transmit::DeliverBy { .. }
+            | Transmit::Hold { .. } => return None,
         })
     }
 

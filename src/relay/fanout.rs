@@ -329,6 +329,10 @@ pub(super) fn default_publisher_priority(properties: &crate::wire::model::Proper
 
 /// Streams remembered per subscription to attribute shed streams.
 const RECENT_STREAMS: usize = 64;
+
+/// The longest a PUBLISH_DONE waits for the subgroup streams it counts to be acknowledged by
+/// the subscriber (or reset) before it goes anyway.
+const PUBLISH_DONE_HOLD: Duration = Duration::from_millis(500);
 /// A subscription that loses `too_far_behind_streams` streams to shedding within this window
 /// is ended TOO_FAR_BEHIND; one that loses fewer starts a new window afterwards.
 const SHED_WINDOW: Duration = Duration::from_secs(10);
@@ -395,7 +399,9 @@ impl Fanout {
             M::SubscribeOk { alias, info, open } => self.subscribe_ok(cx, sessions, alias, info, open),
             M::SubscribeError { alias, code, reason } => self.subscribe_error(sessions, alias, code, reason),
             M::UpstreamLost { alias } => self.upstream_lost(alias),
-            M::TrackDone { alias, status, reason } => self.track_done(sessions, alias, status, reason),
+            M::TrackDone { alias, status, reason } => {
+                self.track_done(cx.now, sessions, alias, status, reason)
+            }
             M::StatusAnswer { conn, rid, answer } => status_answer(sessions, conn, rid, answer),
             M::Backfill { alias, conn, rid, objects, open } => {
                 self.backfill(cx, sessions, alias, (conn, rid), objects, open)
@@ -735,6 +741,7 @@ impl Fanout {
     /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
     pub(super) fn track_done(
         &mut self,
+        now: Instant,
         sessions: &mut Sessions,
         alias: TrackAlias,
         status: DoneStatus,
@@ -765,7 +772,11 @@ impl Fanout {
             for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
                 let _ = s.reset_stream(id, reset);
             }
-            if let Err(e) = s.publish_done(sub.rid, status, sub.streams, reason.clone()) {
+            // Its streams reach the subscriber first (`Session::publish_done_after`).
+            let streams = sub.recent.iter().copied().collect();
+            let done = (status, sub.streams, reason.clone());
+            debug!(conn = sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
+            if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
                 debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
             }
         }

@@ -148,6 +148,9 @@ pub struct Pump {
     deliver_by: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
+    /// Writes held back until data streams are delivered ([`Transmit::Hold`]), oldest first;
+    /// a stream's later writes wait behind its hold.
+    holds: Vec<Hold>,
     /// Those reset because object bytes were still queued here past their time, until the
     /// application takes them ([`Pump::take_expired`]).
     expired_ids: Vec<u64>,
@@ -166,6 +169,15 @@ pub struct Pump {
     /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
     /// once quiche had sent this many packets; the connection closes after the next one.
     wt_closing: Option<usize>,
+}
+
+/// Writes to stream `id` that wait until `streams` are delivered or reset, or `until`.
+#[derive(Debug)]
+struct Hold {
+    id: u64,
+    streams: Vec<u64>,
+    until: Instant,
+    chunks: Vec<Chunk>,
 }
 
 /// Bytes of one stream write waiting for quiche.
@@ -348,6 +360,7 @@ impl Pump {
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
+        self.release_holds(conn, now);
         self.write_webtransport(conn);
         // Set when a stream type (the two low bits of the ID) hit the peer's stream limit:
         // every later stream of that type would too, so they are not tried this time.
@@ -518,6 +531,29 @@ impl Pump {
         }
     }
 
+    /// Queues the writes of each hold whose streams are all delivered (nothing of them queued
+    /// here, and gone from quiche: fully acknowledged, or reset and acknowledged), or whose
+    /// time is up. Looked at on each write: the ACK that completes the streams makes one.
+    fn release_holds(&mut self, conn: &mut QuicConnection, now: Instant) {
+        let mut i = 0;
+        while i < self.holds.len() {
+            let h = &self.holds[i];
+            let behind = self.holds[..i].iter().any(|e| e.id == h.id);
+            let delivered = |p: &Self, conn: &mut QuicConnection, s: u64| {
+                !p.pending.contains_key(&p.key(s))
+                    && p.quic_id(s).is_none_or(|q| conn.stream_capacity(q).is_err())
+            };
+            if behind || (now < h.until && !h.streams.iter().all(|&s| delivered(self, conn, s))) {
+                i += 1;
+                continue;
+            }
+            let h = self.holds.remove(i);
+            for chunk in h.chunks {
+                self.queue_chunk(h.id, chunk);
+            }
+        }
+    }
+
     /// Forgets what is queued for stream `id`.
     fn drop_stream(&mut self, id: u64) {
         if let Some(queue) = self.pending.remove(&self.key(id)) {
@@ -531,18 +567,18 @@ impl Pump {
     fn pending_transmit(&mut self, conn: &mut QuicConnection, t: Transmit) {
         match t {
             Transmit::Stream { id, data, fin, expires } => {
-                let key = self.key(id);
-                let queue = self.pending.entry(key).or_default();
-                let before = queue.bytes;
-                // A new WebTransport stream of ours starts with its header.
-                if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id)) {
-                    queue.push(Chunk { data: header, fin: false, expires: None });
+                let chunk = Chunk { data, fin, expires };
+                match self.holds.iter_mut().rev().find(|h| h.id == id) {
+                    Some(hold) => hold.chunks.push(chunk),
+                    None => self.queue_chunk(id, chunk),
                 }
-                queue.push(Chunk { data, fin, expires });
-                self.queued += queue.bytes - before;
             }
             Transmit::DeliverBy { id, at } => self.deliver_by.push(Reverse((at, id))),
+            Transmit::Hold { id, streams, until } => {
+                self.holds.push(Hold { id, streams, until, chunks: Vec::new() });
+            }
             Transmit::Reset { id, code } => {
+                self.holds.retain(|h| h.id != id);
                 self.drop_stream(id);
                 self.shutdown(conn, id, quiche::Shutdown::Write, code);
             }
@@ -580,6 +616,19 @@ impl Pump {
                 }
             }
         }
+    }
+
+    /// Appends one write to stream `id`'s queue.
+    fn queue_chunk(&mut self, id: u64, chunk: Chunk) {
+        let key = self.key(id);
+        let queue = self.pending.entry(key).or_default();
+        let before = queue.bytes;
+        // A new WebTransport stream of ours starts with its header.
+        if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id)) {
+            queue.push(Chunk { data: header, fin: false, expires: None });
+        }
+        queue.push(chunk);
+        self.queued += queue.bytes - before;
     }
 
     fn key(&self, id: u64) -> (u8, u64, u64) {
@@ -1451,6 +1500,108 @@ mod tests {
                 order.push(buf[n - 1]); // the payload's last byte is its Object ID
             }
             assert_eq!(order, [1, 2, 0], "{version:?}");
+        }
+    }
+
+    /// A PUBLISH_DONE written with `publish_done_after` waits for the subgroup stream it counts:
+    /// the server's first flight carries the stream and not the message; the write after the
+    /// client's ACK sends it. Toward a client that does not acknowledge, it goes at the
+    /// deadline. Every draft (draft-16 and draft-18 hold the control stream, draft-22 the
+    /// subscription's request stream).
+    #[test]
+    fn publish_done_waits_until_its_streams_are_acknowledged() {
+        use crate::session::Event;
+        use crate::wire::model::{FullTrackName, Message, Subscribe, SubscribeOk, TrackNamespace};
+        use crate::wire::DoneStatus;
+        /// Moves the server's packets to the client only.
+        fn flight(s: &mut QuicConnection, c: &mut QuicConnection) {
+            let mut buf = vec![0u8; 65_535];
+            let (from, to) =
+                (s.path_stats().next().unwrap().local_addr, c.path_stats().next().unwrap().local_addr);
+            while let Ok((len, _)) = s.send(&mut buf) {
+                let _ = c.recv(&mut buf[..len], quiche::RecvInfo { from, to });
+            }
+        }
+        fn done_seen(cp: &mut Pump, c: &mut QuicConnection, cs: &mut Session) -> (bool, bool) {
+            let mut buf = vec![0u8; 65_536];
+            cp.read(c, cs, &mut buf);
+            let (mut object, mut done) = (false, false);
+            while let Some(e) = cs.poll_event() {
+                match e {
+                    Event::Object { .. } => object = true,
+                    Event::Message(Message::PublishDone(_)) => done = true,
+                    _ => {}
+                }
+            }
+            (object, done)
+        }
+        for version in [Version::Draft16, Version::Draft18, Version::Draft22] {
+            for acknowledged in [true, false] {
+                let ctx = format!("{version:?} acknowledged {acknowledged}");
+                let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
+                let mut buf = vec![0u8; 65_536];
+                let now = Instant::now();
+                let rid = cs.next_request_id().unwrap();
+                let track = FullTrackName {
+                    namespace: TrackNamespace::from_strs(&["live"]),
+                    name: Bytes::from_static(b"v"),
+                };
+                cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() }))
+                    .unwrap();
+                cp.write(&mut c, &mut cs, now);
+                exchange(&mut c, &mut s);
+                sp.read(&mut s, &mut ss, &mut buf);
+                while ss.poll_event().is_some() {}
+                let ok = SubscribeOk { request_id: rid, track_alias: TrackAlias(1), ..Default::default() };
+                ss.send(Message::SubscribeOk(ok)).unwrap();
+                sp.write(&mut s, &mut ss, now);
+                exchange(&mut c, &mut s);
+                assert_eq!(done_seen(&mut cp, &mut c, &mut cs), (false, false), "{ctx}");
+
+                let header = SubgroupHeader {
+                    track_alias: TrackAlias(1),
+                    group_id: 0,
+                    subgroup_id: SubgroupId::Explicit(0),
+                    publisher_priority: Some(1),
+                    has_properties: true,
+                    end_of_group: false,
+                    first_object: false,
+                };
+                let st = ss.open_subgroup(&header).unwrap();
+                let object = SubgroupObject {
+                    object_id: 0,
+                    properties: Properties::new(),
+                    payload_len: 3,
+                    status: ObjectStatus::Normal,
+                };
+                ss.send_object(st, &object, Bytes::from_static(b"abc")).unwrap();
+                ss.finish_data_stream(st).unwrap();
+                let deadline = now + Duration::from_secs(5);
+                let done = (DoneStatus::TrackEnded, 1, Bytes::new());
+                ss.publish_done_after(rid, done, vec![st], deadline).unwrap();
+                sp.write(&mut s, &mut ss, now);
+                flight(&mut s, &mut c);
+                assert_eq!(
+                    done_seen(&mut cp, &mut c, &mut cs),
+                    (true, false),
+                    "{ctx}: the stream, not the end"
+                );
+                if acknowledged {
+                    exchange(&mut c, &mut s);
+                    sp.write(&mut s, &mut ss, now);
+                } else {
+                    sp.write(&mut s, &mut ss, now + Duration::from_secs(1));
+                    flight(&mut s, &mut c);
+                    assert_eq!(
+                        done_seen(&mut cp, &mut c, &mut cs),
+                        (false, false),
+                        "{ctx}: before the deadline"
+                    );
+                    sp.write(&mut s, &mut ss, deadline);
+                }
+                flight(&mut s, &mut c);
+                assert_eq!(done_seen(&mut cp, &mut c, &mut cs), (false, true), "{ctx}: then PUBLISH_DONE");
+            }
         }
     }
 }

@@ -43,6 +43,11 @@ pub enum Transmit {
     /// SUBGROUP_DELIVERY_TIMEOUT); if the peer has not acknowledged all of it by then, the
     /// stream is reset with DELIVERY_TIMEOUT.
     DeliverBy { id: u64, at: Instant },
+    /// What is written to stream `id` from here on waits until every data stream in `streams`
+    /// is fully acknowledged by the peer or reset, or until `until`: a message that must not
+    /// overtake the data it counts (PUBLISH_DONE after its subgroup streams). A transport that
+    /// cannot tell sends it at once.
+    Hold { id: u64, streams: Vec<u64>, until: Instant },
     /// End our sending direction of `id` abruptly with an application error code.
     Reset { id: u64, code: u64 },
     /// Ask the peer to stop sending on `id`.

@@ -24,6 +24,9 @@ pub fn deliver(to: &mut Session, t: &Transmit, split: Split) {
         Transmit::Reset { id, code } => to.on_stream_reset(*id, *code),
         Transmit::StopSending { id, code } => to.on_stop_sending(*id, *code),
         Transmit::Datagram { data, .. } => to.on_datagram(data.clone()),
-        Transmit::Close { .. } | Transmit::Priority { .. } | Transmit::DeliverBy { .. } => {}
+        Transmit::Close { .. }
+        | Transmit::Priority { .. }
+        | Transmit::DeliverBy { .. }
+        | Transmit::Hold { .. } => {}
     }
 }

@@ -2,10 +2,12 @@
 //! status and reset codes, the end of a request, and the messages whose shape differs by
 //! draft. The relay calls these instead of asking which draft a peer speaks.
 
+use std::time::Instant;
+
 use bytes::Bytes;
 
 use super::Session;
-use crate::session::SessionError;
+use crate::session::{SessionError, Transmit};
 use crate::wire::model::{
     FetchEnd, FetchOk, GoAway, GroupOrder, Location, LocationFilter, Message, Parameters, Properties,
     PublishDone, RequestError, RequestId, RequestOk, RequestUpdate,
@@ -50,6 +52,28 @@ impl Session {
         let done =
             PublishDone { request_id: rid, status_code: status.code(self.version), stream_count, reason };
         self.send(Message::PublishDone(done))?;
+        self.end_request(rid)
+    }
+
+    /// PUBLISH_DONE as [`Session::publish_done`], held back until the data streams it counts
+    /// (`streams`: those that may still be in flight) are acknowledged or reset, or until
+    /// `until` ([`Transmit::Hold`]): a subscriber that ends the subscription at PUBLISH_DONE
+    /// then has its objects first, even when it handles the message before it has seen the
+    /// streams (draft-16 §9.12 and draft-22 §9.12 have it count the streams for that case).
+    pub fn publish_done_after(
+        &mut self,
+        rid: RequestId,
+        (status, stream_count, reason): (DoneStatus, u64, Bytes),
+        streams: Vec<u64>,
+        until: Instant,
+    ) -> Result<(), SessionError> {
+        let at = self.transmits.len();
+        let done =
+            PublishDone { request_id: rid, status_code: status.code(self.version), stream_count, reason };
+        self.send(Message::PublishDone(done))?;
+        if let (false, Some(&Transmit::Stream { id, .. })) = (streams.is_empty(), self.transmits.get(at)) {
+            self.transmits.insert(at, Transmit::Hold { id, streams, until });
+        }
         self.end_request(rid)
     }
 
