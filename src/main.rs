@@ -170,10 +170,16 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Logs: `log_level` as the filter unless RUST_LOG is set; human-readable or JSON lines.
+/// At debug (`moq_edge=debug`) every MoQT message in and out of the relay, with its connection.
 fn init_logs(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal: logs piped into a file or another program stay plain text
+    // (and NO_COLOR turns it off there too).
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match config.log_format {
         LogFormat::Json => builder.json().with_current_span(true).init(),
         LogFormat::Human => builder.init(),

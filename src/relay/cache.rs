@@ -35,6 +35,9 @@ pub struct CachedObject {
     pub payload: Bytes,
     /// Not served after this (the track's MAX_CACHE_DURATION from when it was received).
     pub expires: Option<Instant>,
+    /// The upstream (`msg::Epoch`) it came from; `None` for an upstream FETCH's pieces, which
+    /// are not cached.
+    pub from: Option<u64>,
 }
 
 impl CachedObject {
@@ -166,6 +169,17 @@ impl Cache {
         self.evict();
     }
 
+    /// Puts `object` at `at` in place of the one there (which came from a publisher that no
+    /// longer feeds the track).
+    pub fn replace(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {
+        let group = self.tracks.get_mut(&alias).and_then(|t| t.groups.get_mut(&at.group));
+        if let Some((group, old)) = group.and_then(|g| g.objects.remove(&at.object).map(|o| (g, o))) {
+            group.bytes -= old.cost();
+            self.bytes -= old.cost();
+        }
+        self.insert(alias, at, object);
+    }
+
     /// Drops a track's objects past their MAX_CACHE_DURATION, oldest Location first: what
     /// they were becomes unknown ([`TrackCache::known_from`] moves past them). Objects expire
     /// in the order they arrived, which for a live track is Location order; one that expired
@@ -240,6 +254,7 @@ mod tests {
             properties: Properties::new(),
             payload: Bytes::from(vec![7u8; len]),
             expires: None,
+            from: None,
         }
     }
 

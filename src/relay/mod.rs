@@ -607,7 +607,9 @@ impl RelayShard {
     }
 
     /// A new session on this core, named `conn` (unique on this core).
-    pub fn add_session(&mut self, conn: u64, session: Session) {
+    pub fn add_session(&mut self, conn: u64, mut session: Session) {
+        session.set_log_id(self.core, conn);
+        session.set_log_id(self.core, conn);
         self.sessions.insert(conn, session);
     }
 
@@ -618,11 +620,12 @@ impl RelayShard {
     pub fn add_link(
         &mut self,
         conn: u64,
-        session: Session,
+        mut session: Session,
         routes: Vec<TrackNamespace>,
         replaces: Option<u64>,
     ) {
         self.links.add(conn, routes, replaces);
+        session.set_log_id(self.core, conn);
         self.sessions.insert(conn, session);
         self.sessions.mark_link(conn);
     }
@@ -779,6 +782,7 @@ impl RelayShard {
         if !self.sessions.remove(conn) {
             return;
         }
+        debug!(core = self.core, conn, "connection gone");
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         self.fanout.session_closed(cx, sessions, conn);
         self.discovery.session_closed(conn);
@@ -913,8 +917,15 @@ impl RelayShard {
                 self.send_goaway(conn)
             }
             Event::RequestMessage { .. } => {}
-            Event::Message(msg) => self.on_control(conn, msg),
-            Event::Cancelled { request_id } => self.on_cancelled(conn, request_id),
+            Event::Message(msg) => {
+                // Every request and answer a peer sends (the relay's own: `Session::send`).
+                debug!(core = self.core, conn, ?msg, "message in");
+                self.on_control(conn, msg)
+            }
+            Event::Cancelled { request_id } => {
+                debug!(core = self.core, conn, rid = request_id.0, "request cancelled by the peer");
+                self.on_cancelled(conn, request_id)
+            }
             Event::Object {
                 stream,
                 request_id,
@@ -934,7 +945,7 @@ impl RelayShard {
                 self.ingest.datagram(cx, conn, request_id, header, payload)
             }
             Event::Closed { code, reason } => {
-                debug!(conn, code, %reason, "session closed");
+                debug!(core = self.core, conn, code, %reason, "session closed");
             }
         }
     }

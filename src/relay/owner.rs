@@ -177,13 +177,23 @@ impl Track {
     }
 
     /// The source ended: the first further publisher takes its place (false when there is
-    /// none). Its streams were merged all along, so nothing is cut.
+    /// none). Its streams were merged all along, so nothing is cut. The old source's
+    /// stream-level promises end with it (as when a newer PUBLISH replaces a source).
     fn promote(&mut self) -> bool {
         if self.extra.is_empty() {
             return false;
         }
         self.source = self.extra.remove(0);
+        self.shape = Shape::default();
         true
+    }
+
+    /// Whether upstream `epoch` feeds the track now: its source, a further publisher, or
+    /// the one it is moving to.
+    fn feeds(&self, epoch: Epoch) -> bool {
+        self.source.epoch() == epoch
+            || self.extra.iter().any(|s| s.epoch() == epoch)
+            || self.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch)
     }
 }
 
@@ -1334,8 +1344,9 @@ impl Owner {
                             properties: object.properties.clone(),
                             payload: payload.clone(),
                             expires: max_age.map(|d| *received + d),
+                            from: Some(epoch),
                         };
-                        self.cache.insert(alias, at, cached);
+                        cache_put(&mut self.cache, t, alias, at, cached);
                     }
                 }
             }
@@ -1354,8 +1365,9 @@ impl Owner {
                         properties: header.properties.clone(),
                         payload: payload.clone(),
                         expires: max_age.map(|d| *received + d),
+                        from: Some(epoch),
                     };
-                    self.cache.insert(alias, at, cached);
+                    cache_put(&mut self.cache, t, alias, at, cached);
                 }
             }
         }
@@ -1825,6 +1837,23 @@ fn check_shape(t: &mut Track, cache: &Cache, alias: TrackAlias, data: &Data) -> 
         Data::Datagram { header, .. } => Some(Location::new(header.group_id, header.object_id)),
         _ => None,
     };
-    let cached = at.and_then(|at| cache.get(alias, at));
+    // An object cached from a publisher that no longer feeds the track does not bind the
+    // ones that do (see `cache_put`).
+    let cached = at.and_then(|at| cache.get(alias, at)).filter(|c| c.from.is_some_and(|e| t.feeds(e)));
     t.shape.check(data, stream.as_ref().map(|(h, sg)| (h, *sg)), cached)
+}
+
+/// Caches `object` at `at`. One already there from a publisher that no longer feeds the
+/// track (it ended or went away, and another carried the track on) is replaced: a publisher
+/// that lost its state and publishes the track again may reuse its Locations (draft-22 §2.5:
+/// it "risks colliding with previously published Objects"), and a test client that publishes
+/// one track name in successive tests does; only publishers feeding the track together are
+/// held to each other's objects (§12.1, §7.3).
+fn cache_put(cache: &mut Cache, t: &Track, alias: TrackAlias, at: Location, object: CachedObject) {
+    let stale = cache.get(alias, at).is_some_and(|c| c.from.is_none_or(|e| !t.feeds(e)));
+    if stale {
+        cache.replace(alias, at, object);
+    } else {
+        cache.insert(alias, at, object);
+    }
 }

@@ -119,6 +119,7 @@ impl UpFetches {
                     properties: o.properties,
                     payload,
                     expires: None,
+                    from: None,
                 },
             ),
             FetchItem::EndOfRange { kind, location } => Piece::Gap(kind, location),

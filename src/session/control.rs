@@ -115,6 +115,8 @@ pub struct Session {
     peer_setup: Option<SetupOptions>,
     ready: bool,
     closed: bool,
+    /// The connection's name in logs: the relay's core and connection id (0 elsewhere).
+    log_id: (usize, u64),
     events: VecDeque<Event>,
     transmits: VecDeque<Transmit>,
     /// Our sending control stream (draft-16: 0; draft-22: our first unidirectional stream).
@@ -202,6 +204,7 @@ impl Session {
             peer_setup: None,
             ready: false,
             closed: false,
+            log_id: (0, 0),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             local_control,

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use moq_edge::config::PublishForward;
 use moq_edge::relay::RelayConfig;
 use moq_edge::session::Event;
 use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, Message, PublishNamespace};
+use moq_edge::wire::model::{Location, Message, PublishNamespace, SubgroupObject};
 use moq_edge::wire::Version;
 
 use crate::common::*;
@@ -269,6 +270,72 @@ fn publish_namespace_is_answered_once_every_core_knows_it() {
             matches!(msgs.as_slice(), [Message::RequestOk(ok)] if ok.request_id == rid),
             "{v:?}: {msgs:?}"
         );
+        r.assert_no_closes();
+    }
+}
+
+/// A publisher PUBLISHes a track, writes object (0, 0) and goes away without PUBLISH_DONE; a
+/// new publisher PUBLISHes the same track just before it is gone (so the relay keeps both for
+/// a moment) and writes its own, different (0, 0): the track goes on with the new publisher,
+/// whose object replaces the gone one's in the cache and reaches the subscriber, and is not
+/// taken for a malformed track (draft-22 §2.5: a publisher that restarts "risks colliding with
+/// previously published Objects"; moq-test-client's publish-track-only and
+/// publish-track-subscribe do exactly this). Two publishers that feed the track together and
+/// disagree still make it malformed.
+#[test]
+fn a_new_publisher_of_a_track_whose_publisher_went_away_may_reuse_its_locations() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["moq-test", "publish"], 1);
+        let old = r.connect(0, pv);
+        let rid = r.next_request_id(old);
+        r.send(old, publish_msg(pv, rid, &t, None));
+        r.run_until_quiet();
+        assert!(publish_answer(pv, &messages(&r.take_events(old)), rid), "{ctx}");
+        let st = r.open(old, &header(pv, PUB_ALIAS, 0, 0));
+        let payload = |p: &'static [u8]| {
+            (SubgroupObject { payload_len: p.len() as u64, ..object(0, 0).0 }, Bytes::from_static(p))
+        };
+        let stale = payload(b"publish-track-only");
+        r.put(old, st, &stale);
+        r.fin(old, st);
+        r.run_until_quiet();
+
+        let new = r.connect(1, pv);
+        let rid = r.next_request_id(new);
+        r.send(new, publish_msg(pv, rid, &t, None));
+        r.run_until_quiet();
+        assert!(publish_answer(pv, &messages(&r.take_events(new)), rid), "{ctx}");
+        let s = r.connect(1, sv);
+        let srid = r.subscribe(s, &t, None);
+        subscribe_ok(&messages(&r.take_events(s)), srid);
+        r.disconnect(old);
+        r.run_until_quiet();
+
+        let fresh = payload(b"publish-track-subscribe");
+        let st = r.open(new, &header(pv, PUB_ALIAS, 0, 0));
+        r.put(new, st, &fresh);
+        r.fin(new, st);
+        r.run_until_quiet();
+        let ev = r.take_events(s);
+        assert!(messages(&ev).is_empty(), "{ctx}: {:?}", messages(&ev));
+        let seen = streams(&ev);
+        assert_eq!(seen.len(), 1, "{ctx}");
+        assert_eq!(seen[0].objects.len(), 1, "{ctx}");
+        assert_eq!(&seen[0].objects[0].1[..], b"publish-track-subscribe", "{ctx}");
+
+        // A third publisher feeding the track beside the new one, disagreeing about (0, 0).
+        let third = r.connect(0, pv);
+        let rid = r.next_request_id(third);
+        r.send(third, publish_msg(pv, rid, &t, None));
+        r.run_until_quiet();
+        r.take_events(third);
+        let st = r.open(third, &header(pv, PUB_ALIAS, 0, 0));
+        r.put(third, st, &stale);
+        r.run_until_quiet();
+        let d = publish_done(&messages(&r.take_events(s)));
+        assert_eq!(d.status_code, code::MALFORMED_TRACK, "{ctx}");
         r.assert_no_closes();
     }
 }

@@ -77,6 +77,11 @@ impl Session {
         Ok(())
     }
 
+    /// Names this session's connection in its logs: `core` and `conn`, as the relay calls it.
+    pub fn set_log_id(&mut self, core: usize, conn: u64) {
+        self.log_id = (core, conn);
+    }
+
     /// Sends a version-neutral message on the stream it belongs on (see the module header).
     /// NAMESPACE / NAMESPACE_DONE name no request: use [`Session::send_on`].
     pub fn send(&mut self, msg: Message) -> Result<(), SessionError> {
@@ -104,6 +109,7 @@ impl Session {
             self.ids.note_local_publish(m.request_id);
         }
         self.observe_outgoing(&msg);
+        tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         match self.version {
             Version::Draft16 => self.send_d16(msg),
             Version::Draft18 | Version::Draft22 => self.send_d22(msg),
@@ -199,6 +205,7 @@ impl Session {
             return Err(SessionError::Closed);
         }
         let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
+        tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         let data = self.encode(&msg)?;
         self.write(id, data);
         Ok(())
