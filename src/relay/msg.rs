@@ -66,6 +66,16 @@ pub enum UpStart {
 }
 
 impl UpStart {
+    /// Whether a subscription asking from `start` gets it from the publisher (live, after the
+    /// SUBSCRIBE_OK): an absolute start at or before it, or everything.
+    pub fn covers(self, start: Location) -> bool {
+        match self {
+            UpStart::All => true,
+            UpStart::At(s) => s <= start,
+            UpStart::Next | UpStart::GroupsBack(_) => false,
+        }
+    }
+
     /// What a subscriber with `filter` needs from upstream.
     pub fn of(filter: Option<LocationFilter>) -> UpStart {
         match filter {

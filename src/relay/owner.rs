@@ -114,6 +114,8 @@ struct Track {
     /// A NEW_GROUP_REQUEST that arrived while the upstream SUBSCRIBE was already on its way
     /// (the largest such value): sent by the usual rules once the track is Established.
     new_group_waiting: Option<u64>,
+    /// Where the source's upstream SUBSCRIBE started (what the publisher sends live).
+    asked: UpStart,
 }
 
 /// A track whose upstream link was lost (`OwnerMsg::UpstreamLost`).
@@ -160,6 +162,7 @@ impl Track {
             shed: Shed::default(),
             new_group: None,
             new_group_waiting: None,
+            asked: UpStart::Next,
         }
     }
 
@@ -502,6 +505,7 @@ impl Owner {
         t.who = who;
         // Outstanding until the Largest Group increases (draft-22 §9.20.19).
         t.new_group = new_group.map(|v| (v, None));
+        t.asked = start;
         // Every other publisher of the namespace too (draft-22 §7.6), merged (`merge.rs`).
         let others = cx.namespaces.other_announcers(&track.namespace, publisher);
         for other in others.into_iter().take(MAX_PUBLISHERS - 1) {
@@ -525,6 +529,9 @@ impl Owner {
     /// subscription `rid` of session `conn` on core `from`, with the upstream streams open
     /// toward that core. What the cache no longer holds (evicted, expired, or before the relay
     /// joined) is not there: a subscription carries no gap marker.
+    /// What lies before the cache's first object (the relay joined the track later, or evicted
+    /// it) is fetched upstream first (as for a FETCH, within the default FILL_TIMEOUT), unless
+    /// the track's upstream SUBSCRIBE itself asked the publisher for it (`Track::asked`).
     fn backfill(
         &mut self,
         cx: &mut Cx<'_>,
@@ -533,21 +540,59 @@ impl Owner {
         (conn, rid): (u64, RequestId),
         (start, end): (Location, Option<Location>),
     ) {
+        let b = Backfill { from, conn, rid, start, end };
         self.cache.expire(alias, cx.now);
+        let Some(t) = self.tracks.get(&alias) else { return self.backfill_answer(cx, alias, b, Vec::new()) };
+        let Some(largest) = t.info.largest else { return self.backfill_answer(cx, alias, b, Vec::new()) };
+        let known = self.cache.track(alias).map(|c| c.known_from());
+        let established = matches!(t.source, Source::Subscribed { .. } | Source::Published { .. });
+        let asked = matches!(t.source, Source::Subscribed { .. }) && t.asked.covers(start);
+        let gap = match known {
+            _ if asked || !established || start > largest => None,
+            None => Some(end.map_or(largest, |e| e.min(largest))),
+            Some(k) if start < k => before(k).map(|l| end.map_or(l, |e| e.min(l))),
+            Some(_) => None,
+        };
+        let Some(gap) = gap.filter(|&g| g >= start) else {
+            return self.backfill_answer(cx, alias, b, Vec::new());
+        };
+        let (publisher, track) = (t.source.publisher(), t.name.clone());
+        let id = self.next_fetch;
+        self.next_fetch += 1;
+        self.fetch_deadlines.push(Reverse((cx.now + DEFAULT_FILL_WAIT, id)));
+        let answer = Answer::Backfill(b);
+        self.fetching
+            .insert(id, UpstreamFetch { alias, publisher, answer, gap, upstream: Vec::new(), bytes: 0 });
+        cx.send(publisher.core, UpFetchMsg::Start { alias, id, track, publisher, start, end: gap });
+    }
+
+    /// Answers backfill `b`: `fetched` (objects from upstream, before the cache's first),
+    /// then the cached objects of its window, as of now; and the upstream streams open
+    /// toward its core.
+    fn backfill_answer(
+        &mut self,
+        cx: &mut Cx<'_>,
+        alias: TrackAlias,
+        b: Backfill,
+        fetched: Vec<(Location, CachedObject)>,
+    ) {
         let (mut objects, mut open) = (Vec::new(), Vec::new());
         if let Some(t) = self.tracks.get(&alias) {
             let cache = self.cache.track(alias);
+            let known = cache.map(|c| c.known_from());
+            objects.extend(fetched.into_iter().filter(|(at, _)| known.is_none_or(|k| *at < k)));
             if let (Some(c), Some(largest)) = (cache, t.info.largest) {
-                let end = end.map_or(largest, |e| e.min(largest));
-                objects = c.range(start.max(c.known_from()), end, false, cx.now);
+                let end = b.end.map_or(largest, |e| e.min(largest));
+                objects.extend(c.range(b.start.max(c.known_from()), end, false, cx.now));
             }
             for (key, (header, subgroup, _)) in &t.streams {
-                if let Some(sg) = subgroup.filter(|_| !t.shed.is_shed(from, *key)) {
+                if let Some(sg) = subgroup.filter(|_| !t.shed.is_shed(b.from, *key)) {
                     open.push((*key, header.group_id, sg));
                 }
             }
         }
-        cx.send(from, FanoutMsg::Backfill { alias, conn, rid, objects, open });
+        let (conn, rid) = (b.conn, b.rid);
+        cx.send(b.from, FanoutMsg::Backfill { alias, conn, rid, objects, open });
     }
 
     /// NEW_GROUP_REQUEST `value` from a subscriber of `alias` (draft-22 §9.20.19, "Relay
@@ -815,6 +860,7 @@ impl Owner {
             }
             Source::Pending { .. } => {
                 t.source = Source::Pending { publisher, epoch };
+                t.asked = UpStart::Next;
                 cx.send(old.publisher().core, IngestMsg::UpstreamStop { alias, epoch: old.epoch() });
             }
             Source::Published { .. } => return,
@@ -862,6 +908,7 @@ impl Owner {
             true => Source::Subscribed { publisher, epoch },
             false => Source::Pending { publisher, epoch },
         };
+        t.asked = UpStart::Next;
         tracing::debug!(alias = alias.0, cut, "track moved to its new upstream");
         cx.stats.tracks_moved += 1;
         if stop_old {
@@ -1119,6 +1166,7 @@ impl Owner {
                     // period still ends the track if none comes.
                     l.retry_at = lost.until;
                     t.source = Source::Pending { publisher, epoch };
+                    t.asked = UpStart::Next;
                     self.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
                     cx.send(
@@ -1444,7 +1492,7 @@ impl Owner {
 
 /// The largest Object ID a draft-16 varint can carry (draft-22's are wider): "the rest of
 /// the group" in an End of Range marker.
-const LAST_OBJECT: u64 = (1 << 62) - 1;
+pub(super) const LAST_OBJECT: u64 = (1 << 62) - 1;
 
 /// The Location just before `l`.
 fn before(l: Location) -> Option<Location> {
@@ -1709,8 +1757,8 @@ impl Owner {
         self.next_fetch += 1;
         let deadline = cx.now + wait;
         self.fetch_deadlines.push(Reverse((deadline, id)));
-        let pending =
-            UpstreamFetch { alias, publisher, ask, data, gap, cached, upstream: Vec::new(), bytes: 0 };
+        let answer = Answer::Fetch { ask, data, cached };
+        let pending = UpstreamFetch { alias, publisher, answer, gap, upstream: Vec::new(), bytes: 0 };
         self.fetching.insert(id, pending);
         let msg = UpFetchMsg::Start { alias, id, track, publisher, start, end: gap };
         cx.send(publisher.core, msg);
@@ -1758,8 +1806,22 @@ impl Owner {
                 pieces.push(Piece::Gap(kind, f.gap));
             }
         }
-        pieces.extend(f.cached);
-        self.fetch_reply(cx, f.alias, f.ask, FetchData { pieces, ..f.data });
+        match f.answer {
+            Answer::Fetch { ask, data, cached } => {
+                pieces.extend(cached);
+                self.fetch_reply(cx, f.alias, ask, FetchData { pieces, ..data });
+            }
+            Answer::Backfill(b) => {
+                let fetched = pieces
+                    .into_iter()
+                    .filter_map(|p| match p {
+                        Piece::Object(at, o) => Some((at, o)),
+                        Piece::Gap(..) => None,
+                    })
+                    .collect();
+                self.backfill_answer(cx, f.alias, b, fetched);
+            }
+        }
     }
 
     /// Upstream fetches whose FILL_TIMEOUT ran out.
@@ -1784,15 +1846,33 @@ const MAX_UPSTREAM_FETCH_BYTES: usize = 32 << 20;
 pub(super) struct UpstreamFetch {
     alias: TrackAlias,
     publisher: SessionRef,
-    ask: FetchAsk,
-    /// The answer, without its pieces yet.
-    data: FetchData,
+    /// Who waits for it.
+    answer: Answer,
     /// The upstream fetch covers the range's start through this Location.
     gap: Location,
-    /// What the cache holds of the rest of the range.
-    cached: Vec<Piece>,
     upstream: Vec<Piece>,
     bytes: usize,
+}
+
+/// What an upstream fetch completes.
+#[derive(Debug)]
+enum Answer {
+    /// A FETCH: its answer without its pieces yet, and what the cache holds of the rest of
+    /// the range.
+    Fetch { ask: FetchAsk, data: FetchData, cached: Vec<Piece> },
+    /// A subscription's backfill ([`Owner::backfill`]): the cache is read when the fetch is
+    /// over, so the answer still holds every object forwarded before it.
+    Backfill(Backfill),
+}
+
+/// A subscription that wants the cached objects of its window (`OwnerMsg::Backfill`).
+#[derive(Debug, Clone, Copy)]
+struct Backfill {
+    from: usize,
+    conn: u64,
+    rid: RequestId,
+    start: Location,
+    end: Option<Location>,
 }
 
 /// The track's MAX_CACHE_DURATION (draft-22 §10.3, draft-16 Track Extension 0x04): how long

@@ -61,10 +61,16 @@ impl UpFetches {
         let conn = publisher.conn;
         let sent = sessions.get_mut(conn).and_then(|s| {
             let rid = s.next_request_id().ok()?;
-            let params = Parameters {
-                location_filter: Some(LocationFilter::AbsoluteRange { start, end }),
-                ..Parameters::default()
-            };
+            // "The rest of group G" (a range that ends where the cache begins, at an object 0)
+            // is that group's end, which every draft can say; its last Object ID cannot be
+            // written in draft-16's End Location, which is one past it.
+            let location_filter = Some(match end.object {
+                super::owner::LAST_OBJECT => {
+                    LocationFilter::AbsoluteStartGroupEnd { start, end_group: end.group }
+                }
+                _ => LocationFilter::AbsoluteRange { start, end },
+            });
+            let params = Parameters { location_filter, ..Parameters::default() };
             let fetch = Fetch { request_id: rid, kind: FetchKind::Standalone { track }, params };
             match s.send(Message::Fetch(fetch)) {
                 Ok(()) => Some(rid),

@@ -920,3 +920,51 @@ fn a_late_subscriber_with_a_past_start_gets_the_cache_then_the_live_objects() {
         }
     }
 }
+
+/// A subscriber whose absolute start lies before the relay's cache (the relay subscribed the
+/// track live, from its Largest Object) is sent what lies before the cache from an upstream
+/// FETCH of exactly that range, then the cache, then the live objects: in order, nothing
+/// twice. While the fetch is out, what arrives live waits in the cache for it.
+#[test]
+fn a_late_subscriber_starting_before_the_cache_is_filled_from_upstream() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 1);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let first = r.connect(1, sv);
+        let rid = r.subscribe(first, &t, Some(LocationFilter::NextObject));
+        let up = r.upstream_subscribe(p, &t);
+        assert_eq!(up.params.location_filter, Some(LocationFilter::NextObject), "{ctx}");
+        r.accept(p, &up, Some(Location::new(5, 4)));
+        subscribe_ok(&messages(&r.take_events(first)), rid);
+        r.publish_groups(p, pv, 6..8);
+
+        let late = r.connect(0, sv);
+        let rid = r.subscribe(late, &t, Some(LocationFilter::AbsoluteStart { start: Location::new(4, 2) }));
+        let mut events = r.take_events(late);
+        subscribe_ok(&messages(&events), rid);
+        let fetches = r.upstream_fetches(p);
+        assert_eq!(fetches.len(), 1, "{ctx}");
+        // Through the end of group 5: the cache starts at (6, 0).
+        let range = LocationFilter::AbsoluteStartGroupEnd { start: Location::new(4, 2), end_group: 5 };
+        assert_eq!(fetches[0].params.location_filter, Some(range), "{ctx}: only what the cache lacks");
+        // Group 8 goes on live meanwhile.
+        r.publish_groups(p, pv, 8..9);
+        assert!(streams(&r.take_events(late)).is_empty(), "{ctx}: nothing before the fill");
+        let mut fetched = locations(4..5, 2..5);
+        fetched.extend(locations(5..6, 0..5));
+        r.serve_upstream_fetch(p, &fetches[0], &fetched);
+        r.publish_groups(p, pv, 9..10);
+        events.extend(r.take_events(late));
+        let seen: Vec<(u64, u64)> = streams(&events)
+            .iter()
+            .flat_map(|st| st.objects.iter().map(|o| (st.header.group_id, o.0.object_id)).collect::<Vec<_>>())
+            .collect();
+        let mut want = fetched.clone();
+        want.extend(locations(6..10, 0..5));
+        assert_eq!(seen, want, "{ctx}");
+        r.assert_no_closes();
+    }
+}
