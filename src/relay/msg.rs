@@ -415,6 +415,19 @@ pub enum IngestMsg {
     PublishRefused { alias: TrackAlias, epoch: Epoch, code: RequestErrorCode, reason: Bytes },
 }
 
+impl IngestMsg {
+    /// SUBSCRIBE `track` upstream from its publisher's next object (a track subscribed again,
+    /// or for a FETCH or TRACK_STATUS): no NEW_GROUP_REQUEST, the Largest Object filter.
+    pub fn subscribe_live(
+        alias: TrackAlias,
+        track: FullTrackName,
+        publisher: SessionRef,
+        epoch: Epoch,
+    ) -> Self {
+        IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group: None, start: UpStart::Next }
+    }
+}
+
 /// Messages to the upstream fetch role on the core of a publisher or upstream link session.
 #[derive(Debug)]
 pub enum UpFetchMsg {

@@ -865,17 +865,7 @@ impl Owner {
             }
             Source::Published { .. } => return,
         }
-        cx.send(
-            publisher.core,
-            IngestMsg::UpstreamSubscribe {
-                alias,
-                track,
-                publisher,
-                epoch,
-                new_group: None,
-                start: UpStart::Next,
-            },
-        );
+        cx.send(publisher.core, IngestMsg::subscribe_live(alias, track, publisher, epoch));
     }
 
     /// Tracks whose move was refused try again while they are still on the old link (its
@@ -1169,17 +1159,7 @@ impl Owner {
                     t.asked = UpStart::Next;
                     self.lost.push(Reverse((lost.until, alias.0)));
                     let track = name;
-                    cx.send(
-                        publisher.core,
-                        IngestMsg::UpstreamSubscribe {
-                            alias,
-                            track,
-                            publisher,
-                            epoch,
-                            new_group: None,
-                            start: UpStart::Next,
-                        },
-                    );
+                    cx.send(publisher.core, IngestMsg::subscribe_live(alias, track, publisher, epoch));
                 }
                 None => {
                     l.retry_at = now + UPSTREAM_RETRY;
@@ -1548,17 +1528,7 @@ impl Owner {
                 t.fetches.push(ask);
                 t.who = who;
                 self.tracks.insert(alias, t);
-                cx.send(
-                    publisher.core,
-                    IngestMsg::UpstreamSubscribe {
-                        alias,
-                        track,
-                        publisher,
-                        epoch,
-                        new_group: None,
-                        start: UpStart::Next,
-                    },
-                );
+                cx.send(publisher.core, IngestMsg::subscribe_live(alias, track, publisher, epoch));
             }
         }
     }
@@ -1653,17 +1623,7 @@ impl Owner {
                 t.statuses.push((from, conn, rid));
                 t.who = who;
                 self.tracks.insert(alias, t);
-                cx.send(
-                    publisher.core,
-                    IngestMsg::UpstreamSubscribe {
-                        alias,
-                        track,
-                        publisher,
-                        epoch,
-                        new_group: None,
-                        start: UpStart::Next,
-                    },
-                );
+                cx.send(publisher.core, IngestMsg::subscribe_live(alias, track, publisher, epoch));
             }
         }
     }

@@ -1057,6 +1057,16 @@ mod tests {
         (c, s, cs, ss, cp, sp)
     }
 
+    /// The client's SUBSCRIBE for `live/v` (queued, not written).
+    fn subscribe_live(cs: &mut Session) -> crate::wire::model::RequestId {
+        use crate::wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
+        let rid = cs.next_request_id().unwrap();
+        let track =
+            FullTrackName { namespace: TrackNamespace::from_strs(&["live"]), name: Bytes::from_static(b"v") };
+        cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() })).unwrap();
+        rid
+    }
+
     /// A peer that keeps sending REQUEST_UPDATEs on its request stream and never reads the
     /// answers: once more than [`REQUEST_QUEUE_LIMIT`] bytes of them wait beyond QUIC flow
     /// control, the request is cancelled (the relay hears `Cancelled`) and the stream reset
@@ -1064,19 +1074,12 @@ mod tests {
     #[test]
     fn answers_a_peer_does_not_read_drop_its_request() {
         use crate::session::Event;
-        use crate::wire::model::{
-            FullTrackName, Message, RequestOk, RequestUpdate, Subscribe, TrackNamespace,
-        };
+        use crate::wire::model::{Message, RequestOk, RequestUpdate};
         for version in [Version::Draft18, Version::Draft22] {
             let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
             let mut buf = vec![0u8; 65_536];
             let now = Instant::now();
-            let rid = cs.next_request_id().unwrap();
-            let track = FullTrackName {
-                namespace: TrackNamespace::from_strs(&["live"]),
-                name: Bytes::from_static(b"v"),
-            };
-            cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() })).unwrap();
+            let rid = subscribe_live(&mut cs);
             let mut cancelled = false;
             for _ in 0..2000 {
                 for _ in 0..200 {
@@ -1511,7 +1514,7 @@ mod tests {
     #[test]
     fn publish_done_waits_until_its_streams_are_acknowledged() {
         use crate::session::Event;
-        use crate::wire::model::{FullTrackName, Message, Subscribe, SubscribeOk, TrackNamespace};
+        use crate::wire::model::{Message, SubscribeOk};
         use crate::wire::DoneStatus;
         /// Moves the server's packets to the client only.
         fn flight(s: &mut QuicConnection, c: &mut QuicConnection) {
@@ -1541,13 +1544,7 @@ mod tests {
                 let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
                 let mut buf = vec![0u8; 65_536];
                 let now = Instant::now();
-                let rid = cs.next_request_id().unwrap();
-                let track = FullTrackName {
-                    namespace: TrackNamespace::from_strs(&["live"]),
-                    name: Bytes::from_static(b"v"),
-                };
-                cs.send(Message::Subscribe(Subscribe { request_id: rid, track, ..Default::default() }))
-                    .unwrap();
+                let rid = subscribe_live(&mut cs);
                 cp.write(&mut c, &mut cs, now);
                 exchange(&mut c, &mut s);
                 sp.read(&mut s, &mut ss, &mut buf);
