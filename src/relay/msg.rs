@@ -580,3 +580,49 @@ pub struct FetchData {
     /// Objects, and ranges the relay can vouch no object for (unknown, timed out).
     pub pieces: Vec<Piece>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::UpStart;
+    use crate::wire::model::{Location, LocationFilter as F};
+
+    /// What a subscriber's filter asks upstream: absolute starts and windows as their start
+    /// ({0, 0} and no filter: everything), the live filters as the next object, a relative
+    /// start of several groups as itself.
+    #[test]
+    fn the_upstream_start_of_each_filter() {
+        let at = Location::new;
+        let cases = [
+            (None, UpStart::All),
+            (Some(F::None), UpStart::All),
+            (Some(F::AbsoluteStart { start: at(0, 0) }), UpStart::All),
+            (Some(F::AbsoluteStart { start: at(3, 1) }), UpStart::At(at(3, 1))),
+            (Some(F::AbsoluteStartGroupEnd { start: at(2, 0), end_group: 9 }), UpStart::At(at(2, 0))),
+            (Some(F::AbsoluteRange { start: at(2, 5), end: at(4, 0) }), UpStart::At(at(2, 5))),
+            (Some(F::NextObject), UpStart::Next),
+            (Some(F::RelativeStart { groups_back: 0 }), UpStart::Next),
+            (Some(F::RelativeStart { groups_back: 3 }), UpStart::GroupsBack(3)),
+        ];
+        for (filter, want) in cases {
+            assert_eq!(UpStart::of(filter), want, "{filter:?}");
+        }
+        assert_eq!(UpStart::All.filter(), None, "everything: unfiltered");
+        assert_eq!(UpStart::At(at(3, 1)).filter(), Some(F::AbsoluteStart { start: at(3, 1) }));
+        assert_eq!(UpStart::Next.filter(), Some(F::NextObject));
+    }
+
+    /// SUBSCRIBEs held together ask for the widest start; an absolute and a relative start
+    /// cannot be compared before the Largest Object is known, so they ask for everything.
+    #[test]
+    fn held_subscribes_ask_for_the_widest_start() {
+        let at = Location::new;
+        assert_eq!(UpStart::Next.wider(UpStart::At(at(5, 0))), UpStart::At(at(5, 0)));
+        assert_eq!(UpStart::At(at(5, 0)).wider(UpStart::At(at(2, 7))), UpStart::At(at(2, 7)));
+        assert_eq!(UpStart::GroupsBack(1).wider(UpStart::GroupsBack(4)), UpStart::GroupsBack(4));
+        assert_eq!(UpStart::GroupsBack(1).wider(UpStart::At(at(9, 0))), UpStart::All);
+        assert_eq!(UpStart::All.wider(UpStart::Next), UpStart::All);
+        assert!(UpStart::At(at(2, 0)).covers(at(2, 0)) && UpStart::At(at(2, 0)).covers(at(3, 0)));
+        assert!(!UpStart::At(at(2, 1)).covers(at(2, 0)));
+        assert!(UpStart::All.covers(at(0, 0)) && !UpStart::Next.covers(at(9, 9)));
+    }
+}
