@@ -147,9 +147,22 @@ impl Cache {
         self.tracks.get(&alias)?.groups.get(&at.group)?.objects.get(&at.object)
     }
 
+    #[cfg(test)]
     /// Stores one object (a repeat of a cached Location is ignored), then evicts down to the
     /// budget. With a budget of 0 nothing is cached.
     pub fn insert(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {
+        self.insert_or_replace(alias, at, object, |_| false);
+    }
+
+    /// Caches `object` at `at`; an object already there stays, unless `replace` says it goes
+    /// (then `object` takes its place).
+    pub fn insert_or_replace(
+        &mut self,
+        alias: TrackAlias,
+        at: Location,
+        object: CachedObject,
+        replace: impl FnOnce(&CachedObject) -> bool,
+    ) {
         if self.budget == 0 {
             return;
         }
@@ -159,25 +172,19 @@ impl Cache {
             self.groups += 1;
             Group::default()
         });
-        if group.objects.contains_key(&at.object) {
-            return;
+        if let Some(old) = group.objects.get(&at.object) {
+            if !replace(old) {
+                return;
+            }
+            let old = old.cost();
+            group.bytes -= old;
+            self.bytes -= old;
         }
         let cost = object.cost();
         group.objects.insert(at.object, object);
         group.bytes += cost;
         self.bytes += cost;
         self.evict();
-    }
-
-    /// Puts `object` at `at` in place of the one there (which came from a publisher that no
-    /// longer feeds the track).
-    pub fn replace(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {
-        let group = self.tracks.get_mut(&alias).and_then(|t| t.groups.get_mut(&at.group));
-        if let Some((group, old)) = group.and_then(|g| g.objects.remove(&at.object).map(|o| (g, o))) {
-            group.bytes -= old.cost();
-            self.bytes -= old.cost();
-        }
-        self.insert(alias, at, object);
     }
 
     /// Drops a track's objects past their MAX_CACHE_DURATION, oldest Location first: what

@@ -26,10 +26,13 @@ use super::msg::{
 use super::namespaces::Requester;
 use super::shed::{Gate, Shed};
 use super::Cx;
+
+mod backfill;
 use crate::wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
 use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
+use backfill::Backfill;
 
 /// Publishers of one track kept at once (draft-22 §7.3 lets a relay refuse more); one more
 /// is refused with EXCESSIVE_LOAD.
@@ -523,76 +526,6 @@ impl Owner {
         self.tracks.insert(alias, t);
         let msg = IngestMsg::UpstreamSubscribe { alias, track, publisher, epoch, new_group, start };
         cx.send(publisher.core, msg);
-    }
-
-    /// The cached objects of `alias` from `start` through `end` (or the Largest Location) for
-    /// subscription `rid` of session `conn` on core `from`, with the upstream streams open
-    /// toward that core. What the cache no longer holds (evicted, expired, or before the relay
-    /// joined) is not there: a subscription carries no gap marker.
-    /// What lies before the cache's first object (the relay joined the track later, or evicted
-    /// it) is fetched upstream first (as for a FETCH, within the default FILL_TIMEOUT), unless
-    /// the track's upstream SUBSCRIBE itself asked the publisher for it (`Track::asked`).
-    fn backfill(
-        &mut self,
-        cx: &mut Cx<'_>,
-        alias: TrackAlias,
-        from: usize,
-        (conn, rid): (u64, RequestId),
-        (start, end): (Location, Option<Location>),
-    ) {
-        let b = Backfill { from, conn, rid, start, end };
-        self.cache.expire(alias, cx.now);
-        let Some(t) = self.tracks.get(&alias) else { return self.backfill_answer(cx, alias, b, Vec::new()) };
-        let Some(largest) = t.info.largest else { return self.backfill_answer(cx, alias, b, Vec::new()) };
-        let known = self.cache.track(alias).map(|c| c.known_from());
-        let established = matches!(t.source, Source::Subscribed { .. } | Source::Published { .. });
-        let asked = matches!(t.source, Source::Subscribed { .. }) && t.asked.covers(start);
-        let gap = match known {
-            _ if asked || !established || start > largest => None,
-            None => Some(end.map_or(largest, |e| e.min(largest))),
-            Some(k) if start < k => before(k).map(|l| end.map_or(l, |e| e.min(l))),
-            Some(_) => None,
-        };
-        let Some(gap) = gap.filter(|&g| g >= start) else {
-            return self.backfill_answer(cx, alias, b, Vec::new());
-        };
-        let (publisher, track) = (t.source.publisher(), t.name.clone());
-        let id = self.next_fetch;
-        self.next_fetch += 1;
-        self.fetch_deadlines.push(Reverse((cx.now + DEFAULT_FILL_WAIT, id)));
-        let answer = Answer::Backfill(b);
-        self.fetching
-            .insert(id, UpstreamFetch { alias, publisher, answer, gap, upstream: Vec::new(), bytes: 0 });
-        cx.send(publisher.core, UpFetchMsg::Start { alias, id, track, publisher, start, end: gap });
-    }
-
-    /// Answers backfill `b`: `fetched` (objects from upstream, before the cache's first),
-    /// then the cached objects of its window, as of now; and the upstream streams open
-    /// toward its core.
-    fn backfill_answer(
-        &mut self,
-        cx: &mut Cx<'_>,
-        alias: TrackAlias,
-        b: Backfill,
-        fetched: Vec<(Location, CachedObject)>,
-    ) {
-        let (mut objects, mut open) = (Vec::new(), Vec::new());
-        if let Some(t) = self.tracks.get(&alias) {
-            let cache = self.cache.track(alias);
-            let known = cache.map(|c| c.known_from());
-            objects.extend(fetched.into_iter().filter(|(at, _)| known.is_none_or(|k| *at < k)));
-            if let (Some(c), Some(largest)) = (cache, t.info.largest) {
-                let end = b.end.map_or(largest, |e| e.min(largest));
-                objects.extend(c.range(b.start.max(c.known_from()), end, false, cx.now));
-            }
-            for (key, (header, subgroup, _)) in &t.streams {
-                if let Some(sg) = subgroup.filter(|_| !t.shed.is_shed(b.from, *key)) {
-                    open.push((*key, header.group_id, sg));
-                }
-            }
-        }
-        let (conn, rid) = (b.conn, b.rid);
-        cx.send(b.from, FanoutMsg::Backfill { alias, conn, rid, objects, open });
     }
 
     /// NEW_GROUP_REQUEST `value` from a subscriber of `alias` (draft-22 §9.20.19, "Relay
@@ -1825,16 +1758,6 @@ enum Answer {
     Backfill(Backfill),
 }
 
-/// A subscription that wants the cached objects of its window (`OwnerMsg::Backfill`).
-#[derive(Debug, Clone, Copy)]
-struct Backfill {
-    from: usize,
-    conn: u64,
-    rid: RequestId,
-    start: Location,
-    end: Option<Location>,
-}
-
 /// The track's MAX_CACHE_DURATION (draft-22 §10.3, draft-16 Track Extension 0x04): how long
 /// after it was received an object may still be served from the cache (0: not at all).
 /// Our NEW_GROUP_REQUEST (`outstanding`) is no longer outstanding once the Largest Group grew
@@ -1890,10 +1813,5 @@ fn check_shape(t: &mut Track, cache: &Cache, alias: TrackAlias, data: &Data) -> 
 /// one track name in successive tests does; only publishers feeding the track together are
 /// held to each other's objects (§12.1, §7.3).
 fn cache_put(cache: &mut Cache, t: &Track, alias: TrackAlias, at: Location, object: CachedObject) {
-    let stale = cache.get(alias, at).is_some_and(|c| c.from.is_none_or(|e| !t.feeds(e)));
-    if stale {
-        cache.replace(alias, at, object);
-    } else {
-        cache.insert(alias, at, object);
-    }
+    cache.insert_or_replace(alias, at, object, |c| c.from.is_none_or(|e| !t.feeds(e)));
 }
