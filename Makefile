@@ -14,9 +14,9 @@ run: deps
 ## Every check: formatting, lints as errors, the whole test suite.
 test: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) test --all-targets
-	$(CARGO) test --doc
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) check --manifest-path fuzz/Cargo.toml
 
 fmt:

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context as _};
 use moq_edge::client::QuicConn;
-use moq_edge::runtime::{self, AppFactory, ConnApp, RuntimeConfig, ServerHandle, ShardId, ShardStats};
-use moq_edge::wire::Version;
+use moq_edge::runtime::app::PerConnection;
+use moq_edge::runtime::{self, AppFactory, ConnApp, RuntimeConfig, ServerHandle, ShardStats};
 
 /// Bytes handed to `stream_send` per call (quiche copies them into its send buffer).
 static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
@@ -91,13 +91,14 @@ impl ConnApp for BulkApp {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct BulkFactory;
+/// The application protocol of the bulk transfer (it is not MoQT).
+const ALPN: &str = "bulk";
 
-impl AppFactory for BulkFactory {
-    fn new_connection(&self, _shard: ShardId, _version: Version) -> Box<dyn ConnApp> {
+/// A server whose every connection is a [`BulkApp`], on ALPN [`ALPN`].
+fn bulk_factory() -> impl AppFactory {
+    PerConnection::new(vec![ALPN.to_string()], |_: &[u8]| -> Box<dyn ConnApp> {
         Box::new(BulkApp::default())
-    }
+    })
 }
 
 /// What to run: every combination of `cores` x `gso`.
@@ -180,7 +181,7 @@ fn run(cores: usize, gso: bool, clients: usize, bytes: u64) -> anyhow::Result<Ou
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), cores);
     rc.gso = gso;
     rc.pin = false;
-    let server = runtime::start(rc, Arc::new(BulkFactory))?;
+    let server = runtime::start(rc, Arc::new(bulk_factory()))?;
     let addr = server.local_addr();
     let per_client = bytes / clients as u64;
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -192,7 +193,7 @@ fn run(cores: usize, gso: bool, clients: usize, bytes: u64) -> anyhow::Result<Ou
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || -> anyhow::Result<(u64, Instant, Instant)> {
                 let setup = || -> anyhow::Result<QuicConn> {
-                    let mut conn = QuicConn::connect(addr, "moqt-16")?;
+                    let mut conn = QuicConn::connect(addr, ALPN)?;
                     conn.handshake(deadline)?;
                     Ok(conn)
                 };

@@ -1,5 +1,5 @@
 //! Criterion micro-benchmarks of the wire codec: subgroup object headers (the per-object hot
-//! path) and a SUBSCRIBE (the per-request path), both drafts. Figures: bench/README.md.
+//! path) and a SUBSCRIBE (the per-request path), drafts 16 and 22. Figures: bench/README.md.
 
 use std::hint::black_box;
 
@@ -50,7 +50,7 @@ fn subscribe() -> Message {
     })
 }
 
-/// One dialect's entry points, so both drafts run the same benchmark bodies.
+/// One dialect's entry points, so drafts 16 and 22 run the same benchmark bodies.
 macro_rules! dialect_benches {
     ($c:expr, $name:literal, $m:ident) => {{
         let h = header();

@@ -2,9 +2,10 @@
 //! file, the file wins over the defaults. Unknown keys and bad values are rejected with the
 //! key's name.
 //!
-//! Layers: config imports neither the relay nor the runtime (config ← relay ← runtime). The
-//! relay's and the runtime's views of a [`Config`] (`Config::relay`, `Config::runtime`) are
-//! built on their side, in `runtime::relay_host` and `runtime`.
+//! Layers: config belongs to the `moq-edge` package, above the relay and the runtime; the
+//! settings types those crates define (an upstream parent, the PUBLISH forward policy, the
+//! retry policy) are theirs, re-exported here. The relay's and the runtime's views of a
+//! [`Config`] are built by the glue that puts the relay on the runtime (`host`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,11 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
-use crate::wire::model::TrackNamespace;
+pub use relay::links::{moqt_host_port, Upstream, MAX_ROUTES_PER_UPSTREAM};
+pub use relay::{over_admission_threshold, PublishForward};
+pub use runtime::RetryPolicy;
+use runtime::{RuntimeConfig, TlsSource, UpstreamTls};
+use wire::model::TrackNamespace;
 
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
@@ -323,20 +328,6 @@ pub enum Tls {
     SelfSigned,
 }
 
-/// What the relay's PUBLISH_OK asks of a publisher (draft-22 §9.9 FORWARD; draft-16 PUBLISH_OK
-/// Forward): objects at once, or only while someone is subscribed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PublishForward {
-    /// FORWARD=1 from the start and while the publisher stays: the relay takes the track,
-    /// caches it, and a first subscriber starts at once from the cache. Publishers that never
-    /// act on REQUEST_UPDATE work.
-    #[default]
-    Always,
-    /// FORWARD=0 while nobody is subscribed, REQUEST_UPDATE FORWARD=1 when someone is (and 0
-    /// again after the linger): ingest costs nothing while nobody watches.
-    OnDemand,
-}
-
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -386,17 +377,6 @@ pub struct Config {
     pub qlog_dir: Option<PathBuf>,
 }
 
-/// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryPolicy {
-    /// Never; accept every Initial that passes the connection cap.
-    Never,
-    /// Always require a validated address token.
-    Always,
-    /// Only while a core has more than this many handshakes in progress.
-    Auto { pending_handshakes: usize },
-}
-
 /// A namespace directory on Redis (`directory`, ARCHITECTURE.md "Namespace directory").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Directory {
@@ -413,39 +393,6 @@ pub struct Directory {
     /// Authorization token sent on the links this relay opens to relays the directory names
     /// (`upstream_token`).
     pub token: Option<String>,
-}
-
-/// A parent relay this relay subscribes from (an upstream link).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    /// `moqt://host:port` as configured (for logs).
-    pub url: String,
-    pub host: String,
-    pub port: u16,
-    /// Namespace prefixes routed to it (an empty prefix: the default route).
-    pub routes: Vec<TrackNamespace>,
-    /// Authorization token sent in the link's SETUP.
-    pub token: Option<String>,
-}
-
-/// Namespace prefixes one parent may serve (the relay numbers a link's routes in this range).
-pub const MAX_ROUTES_PER_UPSTREAM: usize = 4096;
-
-/// The host and port of a `moqt://HOST[:PORT][/PATH]` URL (port 443 when none is given).
-pub fn moqt_host_port(url: &str) -> Result<(String, u16), &'static str> {
-    let authority = url.strip_prefix("moqt://").ok_or("not a moqt:// URL")?;
-    let authority = authority.split('/').next().unwrap_or_default();
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => {
-            let port = p.parse::<u16>().ok().filter(|p| *p != 0).ok_or("bad port")?;
-            (h.trim_start_matches('[').trim_end_matches(']'), port)
-        }
-        None => (authority, 443),
-    };
-    if host.is_empty() {
-        return Err("no host");
-    }
-    Ok((host.to_string(), port))
 }
 
 /// `upstream` entries (`[PREFIX=]moqt://HOST:PORT`) grouped by URL: one link per parent.
@@ -607,8 +554,8 @@ impl Config {
         };
         let auth_keys =
             if cli.auth_keys.is_empty() { file.auth_keys.unwrap_or_default() } else { cli.auth_keys.clone() };
-        let keys = crate::auth::Keys::parse(&auth_keys)
-            .map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
+        let keys =
+            auth::Keys::parse(&auth_keys).map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
         if auth_required && keys.is_empty() {
             bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
         }
@@ -729,11 +676,28 @@ impl Config {
     }
 }
 
-/// Whether a core busy `busy_pct` percent of the last second is over the admission
-/// threshold `threshold` (0 or 100: admission is off). The runtime refuses new connections
-/// and the relay new requests by it.
-pub fn over_admission_threshold(busy_pct: u8, threshold: u8) -> bool {
-    (1..100).contains(&threshold) && busy_pct > threshold
+impl Config {
+    /// The runtime's view of this configuration.
+    pub fn runtime(&self) -> RuntimeConfig {
+        let mut rc = RuntimeConfig::new(self.listen, self.cores);
+        rc.tls = match &self.tls {
+            Tls::Files { cert, key } => TlsSource::Files { cert: cert.clone(), key: key.clone() },
+            Tls::SelfSigned => TlsSource::SelfSigned,
+        };
+        rc.congestion_control = self.congestion_control.clone();
+        rc.retry = self.retry;
+        rc.idle_timeout = self.idle_timeout;
+        rc.setup_timeout = self.setup_timeout;
+        rc.max_connections_per_core = self.max_connections_per_core;
+        rc.admission_busy_pct = self.admission_busy_pct;
+        rc.gso = self.gso;
+        rc.send_coalesce = self.send_coalesce;
+        rc.recv_coalesce = self.recv_coalesce;
+        rc.drain_grace = self.goaway_timeout;
+        rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
+        rc.qlog_dir = self.qlog_dir.clone();
+        rc
+    }
 }
 
 fn load_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -818,10 +782,10 @@ mod tests {
         assert_eq!(c.relay().max_backlog, 256 * 1024);
         assert!(Config::resolve(&cli(&["--max-backlog-kib", "63"]), 8).is_err());
         let c = Config::resolve(&cli(&[]), 8).expect("defaults");
-        assert_eq!((c.runtime().goaway_timeout, c.relay().goaway_uri.len()), (Duration::from_secs(5), 0));
+        assert_eq!((c.runtime().drain_grace, c.relay().goaway_uri.len()), (Duration::from_secs(5), 0));
         let c = Config::resolve(&cli(&["--goaway-timeout-ms", "0", "--goaway-uri", "moqt://b:4443"]), 8)
             .expect("goaway");
-        assert_eq!(c.runtime().goaway_timeout, Duration::ZERO);
+        assert_eq!(c.runtime().drain_grace, Duration::ZERO);
         assert_eq!(&c.relay().goaway_uri[..], b"moqt://b:4443");
         assert!(Config::resolve(&cli(&["--goaway-uri", "https://b"]), 8).is_err());
         assert!(Config::resolve(&cli(&["--goaway-timeout-ms", "600001"]), 8).is_err());

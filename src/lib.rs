@@ -1,17 +1,20 @@
 //! moq-edge: a thread-per-core MoQT relay.
 //!
-//! Layers (see ARCHITECTURE.md): [`wire`] (codecs), [`runtime`] (executors, sockets, QUIC,
-//! mesh), [`client`] (the QUIC/MoQT client our tests and benchmarks use), [`config`],
-//! [`metrics`] (the Prometheus and health endpoint), [`web`] (the watch page and the
-//! certificate hash over HTTP).
-pub mod auth;
-pub mod client;
+//! The `moq-edge` package is the top of the workspace's layers (ARCHITECTURE.md, "Crates"):
+//! [`config`] (flags and the TOML file), [`host`] (the glue that runs the [`relay`] on the
+//! [`runtime`]: one relay shard per core, MoQT sessions on its connections, the Redis
+//! directory), [`metrics`] (the Prometheus and health endpoint) and [`web`] (the watch page
+//! and the certificate hash over HTTP). The layer crates are re-exported under their names.
 pub mod config;
-pub mod hash;
+pub mod host;
 pub mod metrics;
-pub mod relay;
-pub mod runtime;
-pub mod session;
 pub mod web;
-pub mod webtransport;
-pub mod wire;
+
+pub use auth;
+pub use client;
+pub use moqt;
+pub use relay;
+pub use runtime;
+pub use session;
+pub use webtransport;
+pub use wire;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use moq_edge::config::{Cli, Command, Config, LogFormat, Tls, Web};
-use moq_edge::runtime::{self, cid::generate_secret, relay_host::RelayFactory, TlsReloader};
+use moq_edge::host::RelayFactory;
+use moq_edge::runtime::{self, cid::generate_secret, TlsReloader};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::Version;
 use moq_edge::{metrics, web};
@@ -96,7 +97,7 @@ fn main() -> anyhow::Result<()> {
     factory.upstreams = config.upstreams.clone();
     let directory = match &config.directory {
         Some(d) => {
-            let (handle, ports) = runtime::directory::start(d.clone(), config.cores)?;
+            let (handle, ports) = moq_edge::host::directory::start(d.clone(), config.cores)?;
             let ports = Arc::new(std::sync::Mutex::new(ports.into_iter().map(Some).collect()));
             factory.directory = Some((ports, d.token.clone()));
             Some(handle)

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::relay::RelayStats;
-use crate::runtime::relay_host::RelayGauges;
-use crate::runtime::{ShardStats, ShutdownTrigger};
+use crate::host::RelayGauges;
+use relay::RelayStats;
+use runtime::{ShardStats, ShutdownTrigger};
 
 /// What the endpoint reads.
 #[derive(Clone)]
@@ -24,7 +24,7 @@ pub struct Sources {
     /// Readiness turns 503 once shutdown (the GOAWAY drain) has begun.
     pub shutdown: ShutdownTrigger,
     /// The namespace directory's figures, when one is configured.
-    pub directory: Option<Arc<crate::runtime::directory::DirectoryStats>>,
+    pub directory: Option<Arc<crate::host::directory::DirectoryStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -272,8 +272,8 @@ pub fn render(s: &Sources) -> String {
     out
 }
 
-/// The namespace directory's families (`runtime::directory`).
-fn directory(out: &mut String, d: &crate::runtime::directory::DirectoryStats) {
+/// The namespace directory's families (`host::directory`).
+fn directory(out: &mut String, d: &crate::host::directory::DirectoryStats) {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let up = u64::from(d.up.load(Ordering::Relaxed));
     let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
@@ -299,7 +299,7 @@ fn directory(out: &mut String, d: &crate::runtime::directory::DirectoryStats) {
 
 /// `moq_edge_relay_delay_seconds`: the cores' histograms merged.
 fn latency(out: &mut String, gauges: &[RelayGauges]) {
-    let mut all = crate::relay::latency_histogram();
+    let mut all = relay::latency_histogram();
     for g in gauges {
         if let Ok(h) = g.latency.lock() {
             if let Some(h) = h.as_ref() {
@@ -344,11 +344,11 @@ mod tests {
         relay[1].counters[at("moq_edge_fetch_cache_misses_total", "")].store(1, Ordering::Relaxed);
         relay[0].counters[at("moq_edge_resets_total", "reason=\"backlog\"")].store(2, Ordering::Relaxed);
         for (g, us) in [(&relay[0], 150u64), (&relay[1], 3000)] {
-            let mut h = crate::relay::latency_histogram();
+            let mut h = relay::latency_histogram();
             h.record(us).unwrap();
             *g.latency.lock().unwrap() = Some(h);
         }
-        let trigger = crate::runtime::ShutdownTrigger::detached();
+        let trigger = runtime::ShutdownTrigger::detached();
         let text = render(&Sources { cores: 2, shards, relay, shutdown: trigger, directory: None });
         assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");

@@ -417,9 +417,9 @@ mod tests {
     /// and plain HTTP; the certificate is the relay's identity.
     #[test]
     fn https_and_http_on_one_port() {
-        let mut rc = crate::runtime::RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
-        rc.tls = crate::runtime::TlsSource::SelfSigned;
-        let material = Arc::new(crate::runtime::tls::load_identity(&rc).unwrap());
+        let mut rc = runtime::RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
+        rc.tls = runtime::TlsSource::SelfSigned;
+        let material = Arc::new(runtime::tls::load_identity(&rc).unwrap());
         let sha = material.identity().sha256;
         let m = material.clone();
         let https: HttpsContext = Arc::new(move || m.https_context().ok());

@@ -1,5 +1,5 @@
 //! The client's publisher and subscriber state machines ([`PublisherCore`], [`SubscriberCore`])
-//! against each other through two sessions back to back, no QUIC, both drafts: the publisher
+//! against each other through two sessions back to back, no QUIC, every draft: the publisher
 //! is the client (as towards a relay), the subscriber the server. Each pump delivers every
 //! transmit and hands every event to its state machine until both sides are quiet.
 #![allow(clippy::unwrap_used)]
@@ -16,8 +16,8 @@ use moq_edge::wire::model::{
 use moq_edge::wire::Version;
 use support::session::{deliver, Split};
 
-const BOTH: [Version; 3] = Version::ALL;
-/// Stream reset code CANCELLED (both drafts).
+const DRAFTS: [Version; 3] = Version::ALL;
+/// Stream reset code CANCELLED (every draft).
 const CANCELLED: u64 = 0x1;
 
 struct Pair {
@@ -128,7 +128,7 @@ fn expected(group: u64, objects: &[Bytes], via_datagram: bool) -> Vec<Received> 
 /// on subgroup streams and one as datagrams arrive byte-exact in order → PUBLISH_DONE.
 #[test]
 fn announce_subscribe_objects_and_publish_done() {
-    for v in BOTH {
+    for v in DRAFTS {
         for split in [Split::Whole, Split::Bytes] {
             let mut pair = Pair::new(v, split);
             let video = track("video");
@@ -179,7 +179,7 @@ fn announce_subscribe_objects_and_publish_done() {
 /// A group sent object by object (begin / send / end) arrives the same way.
 #[test]
 fn streamed_group_arrives_in_order() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         pair.pc.add_track(video.clone());
@@ -200,10 +200,10 @@ fn streamed_group_arrives_in_order() {
 }
 
 /// A track the publisher does not have, in an announced namespace or not, is refused with
-/// DOES_NOT_EXIST (0x10 in both drafts); the refusal leaves the session usable.
+/// DOES_NOT_EXIST (0x10 in every draft); the refusal leaves the session usable.
 #[test]
 fn unknown_track_is_refused_with_does_not_exist() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         pair.pc.add_track(track("video"));
         pair.announce(&namespace());
@@ -232,7 +232,7 @@ fn unknown_track_is_refused_with_does_not_exist() {
 /// answered with REQUEST_OK (with LARGEST_OBJECT) and delivery resumes; FORWARD=0 pauses again.
 #[test]
 fn subscription_paused_and_resumed_by_request_update() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         pair.pc.add_track(video.clone());
@@ -331,7 +331,7 @@ fn draft16_publish_ok_forward_0_pauses() {
 /// is refused with UNINTERESTED and ends the publisher's subscription.
 #[test]
 fn publish_accepted_delivers_and_refused_publish_ends() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         let refused = pair.pc.publish(&mut pair.p, video.clone(), true).unwrap();
@@ -356,7 +356,7 @@ fn publish_accepted_delivers_and_refused_publish_ends() {
 /// groups open no stream and nothing more reaches the subscriber.
 #[test]
 fn unsubscribe_stops_delivery() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         pair.pc.add_track(video.clone());
@@ -393,7 +393,7 @@ fn unsubscribe_stops_delivery() {
 /// An absolute start / end-group filter bounds what is sent (draft-16 has no object-level end).
 #[test]
 fn absolute_range_filter_bounds_delivery() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         pair.pc.add_track(video.clone());
@@ -421,7 +421,7 @@ fn absolute_range_filter_bounds_delivery() {
 /// and lost what that stream still carried); once its FIN arrives, it says go.
 #[test]
 fn the_switchover_cut_waits_for_every_subgroup_of_earlier_groups() {
-    for v in BOTH {
+    for v in DRAFTS {
         let mut pair = Pair::new(v, Split::Whole);
         let video = track("video");
         pair.pc.add_track(video.clone());

@@ -1,4 +1,4 @@
-//! The client's [`Publisher`], [`Subscriber`] and [`Fleet`] over real QUIC, both drafts,
+//! The client's [`Publisher`], [`Subscriber`] and [`Fleet`] over real QUIC, every draft,
 //! against a server whose connections run the same state machines as handlers (no relay):
 //! a fleet of subscribers on one thread gets a group from a serving publisher; a client
 //! publisher announces and publishes to an ingesting subscriber.
@@ -14,13 +14,14 @@ use moq_edge::client::{
     ClientError, Fleet, Publisher, PublisherCore, Received, RequestState, SessionCore, Subscriber,
     SubscriberCore,
 };
-use moq_edge::runtime::moqt::{MoqtApp, RequestHandler};
-use moq_edge::runtime::{self, AppFactory, ConnApp, RuntimeConfig, ServerHandle, ShardId};
+use moq_edge::moqt::{MoqtApp, RequestHandler};
+use moq_edge::runtime::app::PerConnection;
+use moq_edge::runtime::{self, AppFactory, ConnApp, RuntimeConfig, ServerHandle};
 use moq_edge::session::{Event, Session, SessionConfig};
 use moq_edge::wire::model::{FullTrackName, RequestId, Role, SetupOptions, TrackNamespace};
 use moq_edge::wire::Version;
 
-const BOTH: [Version; 3] = Version::ALL;
+const DRAFTS: [Version; 3] = Version::ALL;
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
@@ -43,7 +44,13 @@ fn server(factory: impl AppFactory) -> ServerHandle {
     runtime::start(rc, Arc::new(factory)).expect("server starts")
 }
 
-fn server_session(version: Version) -> Session {
+/// Every draft's ALPN (raw QUIC).
+fn moqt_alpns() -> Vec<String> {
+    Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
+}
+
+fn server_session(alpn: &[u8]) -> Session {
+    let version = Version::from_alpn(alpn).expect("a MoQT ALPN");
     Session::new(version, Role::Server, SessionConfig::default(), SetupOptions::default())
 }
 
@@ -69,22 +76,21 @@ impl RequestHandler for ServeGroup {
     }
 }
 
-struct ServeGroupFactory;
-
-impl AppFactory for ServeGroupFactory {
-    fn new_connection(&self, _shard: ShardId, version: Version) -> Box<dyn ConnApp> {
+/// A server whose every connection is a [`ServeGroup`].
+fn serve_group() -> impl AppFactory {
+    PerConnection::new(moqt_alpns(), |alpn: &[u8]| -> Box<dyn ConnApp> {
         let mut core = PublisherCore::new();
         core.add_track(track("video"));
-        Box::new(MoqtApp::new(server_session(version), ServeGroup { core, served: HashSet::new() }))
-    }
+        Box::new(MoqtApp::new(server_session(alpn), ServeGroup { core, served: HashSet::new() }))
+    })
 }
 
 /// Twenty subscribers on one thread subscribe and each gets the group byte-exact; an unknown
 /// track is refused with DOES_NOT_EXIST over QUIC too.
 #[test]
 fn fleet_of_subscribers_receives_a_group() {
-    let server = server(ServeGroupFactory);
-    for version in BOTH {
+    let server = server(serve_group());
+    for version in DRAFTS {
         let mut fleet = Fleet::subscribers(server.local_addr(), version, 20, deadline()).unwrap();
         let ids = fleet.subscribe_all(&track("video"), None, deadline()).unwrap();
         fleet
@@ -151,17 +157,13 @@ impl RequestHandler for Ingest {
     }
 }
 
-struct IngestFactory(Sink);
-
-impl AppFactory for IngestFactory {
-    fn new_connection(&self, _shard: ShardId, version: Version) -> Box<dyn ConnApp> {
+/// A server whose every connection is an [`Ingest`] into `sink`.
+fn ingest(sink: Sink) -> impl AppFactory {
+    PerConnection::new(moqt_alpns(), move |alpn: &[u8]| -> Box<dyn ConnApp> {
         let mut core = SubscriberCore::new();
         core.accept_publish(None);
-        Box::new(MoqtApp::new(
-            server_session(version),
-            Ingest { core, subscribed: false, sink: self.0.clone() },
-        ))
-    }
+        Box::new(MoqtApp::new(server_session(alpn), Ingest { core, subscribed: false, sink: sink.clone() }))
+    })
 }
 
 /// A client publisher announces (the server subscribes back) and publishes a second track;
@@ -169,8 +171,8 @@ impl AppFactory for IngestFactory {
 #[test]
 fn publisher_announces_and_publishes_over_quic() {
     let sink: Sink = Arc::default();
-    let server = server(IngestFactory(sink.clone()));
-    for version in BOTH {
+    let server = server(ingest(sink.clone()));
+    for version in DRAFTS {
         sink.lock().unwrap().clear();
         let mut publisher = Publisher::connect(server.local_addr(), version, deadline()).unwrap();
         let video = track("video");

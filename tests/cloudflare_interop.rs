@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+use moq_edge::host::RelayFactory;
 use moq_edge::relay::RelayConfig;
-use moq_edge::runtime::relay_host::RelayFactory;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 

@@ -18,8 +18,8 @@ use moq_edge::client::{
     Endpoint, Fleet, FollowingSubscriber, MoqtClient, Publisher, PublisherCore, Received, RequestState,
     Subscriber, SubscriberCore,
 };
+use moq_edge::host::{RelayFactory, RelayGauges};
 use moq_edge::relay::RelayConfig;
-use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::model::{FullTrackName, RequestId, SetupOptions, TrackNamespace};
@@ -303,7 +303,7 @@ fn shutdown_sends_goaway_then_closes_with_goaway_timeout() {
     for version in Version::ALL {
         let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
         rc.pin = false;
-        rc.goaway_timeout = Duration::from_millis(5000);
+        rc.drain_grace = Duration::from_millis(5000);
         let config = RelayConfig {
             goaway_uri: Bytes::from_static(b"moqt://next.example:4443"),
             ..RelayConfig::default()
@@ -393,7 +393,7 @@ fn subscriber(f: &Fleet<Endpoint>, i: usize) -> &SubscriberCore {
 fn shutdown_without_sessions_does_not_wait_for_the_grace_period() {
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
     rc.pin = false;
-    rc.goaway_timeout = Duration::from_secs(600);
+    rc.drain_grace = Duration::from_secs(600);
     let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &[5; 32]);
     let relay = runtime::start(rc, Arc::new(factory)).unwrap();
     let (tx, rx) = mpsc::channel();
@@ -504,7 +504,7 @@ fn shutdown_ends_when_the_sessions_leave() {
     for version in Version::ALL {
         let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
         rc.pin = false;
-        rc.goaway_timeout = Duration::from_secs(600);
+        rc.drain_grace = Duration::from_secs(600);
         let factory = RelayFactory::new(RelayConfig::default(), SessionConfig::default(), &[5; 32]);
         let relay = runtime::start(rc, Arc::new(factory)).unwrap();
         let mut sub = Subscriber::connect(relay.local_addr(), version, deadline()).unwrap();
@@ -548,7 +548,7 @@ fn follow_goaway(version: Version, subgroups: u64) {
         let start = |goaway_uri: Bytes| {
             let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
             rc.pin = false;
-            rc.goaway_timeout = Duration::from_secs(600);
+            rc.drain_grace = Duration::from_secs(600);
             let config = RelayConfig { goaway_uri, ..RelayConfig::default() };
             let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
             runtime::start(rc, Arc::new(factory)).unwrap()

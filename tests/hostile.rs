@@ -297,7 +297,7 @@ fn closed_streams_behind_one_open_stream_are_remembered_within_a_window() {
     }
 }
 
-/// Already bounded before issue 18, kept here with the new ones: peer data streams beyond
+/// Bounded from the start, kept here with the other limits: peer data streams beyond
 /// `max_data_streams` are stopped with the overload code; the session stays open.
 #[test]
 fn data_streams_beyond_the_limit_are_stopped() {
@@ -318,7 +318,7 @@ fn data_streams_beyond_the_limit_are_stopped() {
     }
 }
 
-/// Already bounded before issue 18: draft-18/22 peer unidirectional streams whose type has
+/// Bounded from the start: draft-18/22 peer unidirectional streams whose type has
 /// not arrived whole count with the streams waiting for SETUP; one more than
 /// `max_pre_setup_streams` (16) closes the session with PROTOCOL_VIOLATION.
 #[test]
@@ -336,7 +336,7 @@ fn uni_streams_of_unknown_type_are_bounded() {
     }
 }
 
-/// Already bounded before issue 18: an object header (its properties) still incomplete past
+/// Bounded from the start: an object header (its properties) still incomplete past
 /// 64 KiB is a local limit: the stream is stopped with the overload code and reported ended;
 /// the session stays open.
 #[test]

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moq_edge::host::RelayFactory;
 use moq_edge::relay::RelayConfig;
-use moq_edge::runtime::relay_host::RelayFactory;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use serde_json::Value;
@@ -170,7 +170,7 @@ fn many_tracks_datagrams_and_late_join() {
     assert_eq!(u(&v, "duplicated"), 0);
 
     // Three subgroup streams per group (objects round robin): every object, in order within
-    // each stream, in both drafts.
+    // each stream, in drafts 16 and 22.
     for draft in ["16", "22"] {
         let (code, stdout, v) = bench(
             &relay,

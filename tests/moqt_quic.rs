@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_edge::client::{ClientError, MoqtClient, QuicConn};
+use moq_edge::host::RelayFactory;
 use moq_edge::relay::RelayConfig;
-use moq_edge::runtime::relay_host::RelayFactory;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::wire::model::{

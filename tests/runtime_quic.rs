@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context as _};
 use moq_edge::client::{drive_many, raw_exchange, Exchange, QuicConn};
-use moq_edge::runtime::app::EchoFactory;
+use moq_edge::runtime::app::{EchoApp, PerConnection};
 use moq_edge::runtime::cid::{ResetKey, CID_LEN};
 use moq_edge::runtime::tls;
+use moq_edge::runtime::ConnApp;
 use moq_edge::runtime::{self, RetryPolicy, RuntimeConfig, ServerHandle, ShardStats};
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -34,8 +35,12 @@ fn config(cores: usize) -> RuntimeConfig {
     rc
 }
 
+/// Echoes every stream on every connection, offering the MoQT server's ALPNs.
 fn start(rc: RuntimeConfig) -> anyhow::Result<ServerHandle> {
-    runtime::start(rc, Arc::new(EchoFactory))
+    let echo = PerConnection::new(moq_edge::moqt::server_alpns(), |_: &[u8]| -> Box<dyn ConnApp> {
+        Box::new(EchoApp::default())
+    });
+    runtime::start(rc, Arc::new(echo))
 }
 
 /// `counter` summed over all cores.

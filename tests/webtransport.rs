@@ -1,7 +1,7 @@
 //! MoQT over WebTransport end to end: the relay on one UDP port serving raw QUIC (`moqt-16`,
 //! `moqt-22`) and HTTP/3 WebTransport (`h3`) at once, with this project's client library on
 //! either transport (ARCHITECTURE.md, "Transports"). A publisher on one transport reaches a
-//! subscriber on the other, in both drafts, on streams and datagrams; GOAWAY reaches
+//! subscriber on the other, in every draft, on streams and datagrams; GOAWAY reaches
 //! WebTransport sessions; bad CONNECT requests get their HTTP status. (aiomoqt, a third-party
 //! client, runs its interop suite over WebTransport in `tests/moqt_quic.rs`.)
 
@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use moq_edge::client::{ClientError, Publisher, QuicConn, Relay, Subscriber};
+use moq_edge::host::{RelayFactory, RelayGauges};
+use moq_edge::moqt::webtransport_handshake;
 use moq_edge::relay::RelayConfig;
-use moq_edge::runtime::moqt::webtransport_handshake;
-use moq_edge::runtime::relay_host::{RelayFactory, RelayGauges};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::webtransport::{self, WebTransport};
@@ -35,7 +35,7 @@ fn deadline() -> Instant {
 fn relay(goaway_timeout: Duration) -> (ServerHandle, Arc<[RelayGauges]>) {
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
     rc.pin = false;
-    rc.goaway_timeout = goaway_timeout;
+    rc.drain_grace = goaway_timeout;
     let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
     let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
     let gauges = factory.gauges();
@@ -161,7 +161,7 @@ fn publisher_and_subscriber_on_either_transport_in_both_drafts() {
 }
 
 /// Object datagrams cross WebTransport as HTTP datagrams (quarter stream ID prefix), both
-/// ways through the relay, in both drafts.
+/// ways through the relay, in every draft.
 #[test]
 fn datagrams_over_webtransport_in_both_drafts() {
     let (server, _) = relay(Duration::from_secs(5));
@@ -236,7 +236,7 @@ fn h3_status(addr: SocketAddr, requests: &[(u64, Bytes)], stream: u64) -> Option
     let mut reply = Vec::new();
     let mut status = None;
     let _ = conn.drive(Instant::now() + Duration::from_secs(10), |c| {
-        moq_edge::runtime::moqt::write_h3(c.conn_mut(), &mut h3);
+        moq_edge::moqt::write_h3(c.conn_mut(), &mut h3);
         let mut buf = [0u8; 4096];
         while let Ok((n, _)) = c.conn_mut().stream_recv(stream, &mut buf) {
             reply.extend_from_slice(&buf[..n]);

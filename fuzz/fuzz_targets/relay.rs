@@ -10,7 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 
 /// The harness and the helpers it needs, from the main crate's relay tests (by path).
-#[path = "../../tests/support/session.rs"]
+#[path = "../../src/session/tests/support/session.rs"]
 #[allow(dead_code)]
 pub mod support_session;
 mod support {

@@ -8,8 +8,8 @@ use bytes::Bytes;
 
 use super::stamp::parse_namespace;
 use super::Relay;
-use crate::wire::model::FullTrackName;
-use crate::wire::Version;
+use wire::model::FullTrackName;
+use wire::Version;
 
 /// `--relay`, `--draft`, `--namespace`, `--track`.
 #[derive(Debug, Clone, clap::Args)]

@@ -20,10 +20,10 @@ use super::moqt::{service, Collect, SessionCore};
 use super::publisher::PublisherCore;
 use super::quic::{drive_many, ClientError, QuicConn};
 use super::subscriber::SubscriberCore;
-use crate::runtime::moqt::MoqtApp;
-use crate::session::{Event, Session, SessionConfig};
-use crate::wire::model::{FullTrackName, LocationFilter, RequestId, Role, SetupOptions};
-use crate::wire::Version;
+use moqt::MoqtApp;
+use session::{Event, Session, SessionConfig};
+use wire::model::{FullTrackName, LocationFilter, RequestId, Role, SetupOptions};
+use wire::Version;
 
 /// Client connections, each with its session and state machine, driven together.
 pub struct Fleet<C> {
@@ -60,7 +60,7 @@ impl<C: SessionCore> Fleet<C> {
             return Ok(Fleet { conns, apps, cores, stalled });
         }
         let peer = relay.addr;
-        let mut config = crate::runtime::tls::client_config(&[version.alpn()], false)?;
+        let mut config = runtime::tls::client_config(&[version.alpn()], false)?;
         let mut conns = Vec::with_capacity(cores.len());
         let mut apps = Vec::with_capacity(cores.len());
         for _ in &cores {

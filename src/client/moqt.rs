@@ -6,17 +6,18 @@
 //! every session event together with the session, so that it can answer at once.
 //! [`MoqtClient::drive_core`] runs one over a connection; [`super::fleet::Fleet`] runs many.
 
-use crate::runtime::QuicConnection;
+use runtime::QuicConnection;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::runtime::moqt::{webtransport_handshake, MoqtApp, Pump, RequestHandler};
-use crate::runtime::{ConnApp, WebTransportConn};
-use crate::session::{Event, Session, SessionConfig};
-use crate::webtransport::{self, WebTransport};
-use crate::wire::model::{Message, Role, SetupOptions};
-use crate::wire::Version;
+use moqt::WebTransportConn;
+use moqt::{webtransport_handshake, MoqtApp, Pump, RequestHandler};
+use runtime::ConnApp;
+use session::{Event, Session, SessionConfig};
+use webtransport::{self, WebTransport};
+use wire::model::{Message, Role, SetupOptions};
+use wire::Version;
 
 use super::quic::{ClientError, QuicConn};
 

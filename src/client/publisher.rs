@@ -1,4 +1,4 @@
-//! A MoQT publisher, both drafts: [`PublisherCore`] is the protocol logic, a state machine over
+//! A MoQT publisher, every draft: [`PublisherCore`] is the protocol logic, a state machine over
 //! a [`Session`] and its [`Event`]s (no I/O, testable with two sessions back to back);
 //! [`Publisher`] drives it over a QUIC connection ([`MoqtClient`]).
 //!
@@ -7,7 +7,7 @@
 //! - SUBSCRIBE from the peer: a registered track ([`PublisherCore::add_track`]) gets
 //!   SUBSCRIBE_OK with a Track Alias of its own (one per subscription, never reused in the
 //!   session) and LARGEST_OBJECT once an object of the track was sent; any other track gets
-//!   REQUEST_ERROR DOES_NOT_EXIST (0x10 in both drafts).
+//!   REQUEST_ERROR DOES_NOT_EXIST (0x10 in every draft).
 //! - PUBLISH ([`PublisherCore::publish`], draft-22 §9.8, draft-16 "PUBLISH"): the subscription
 //!   is established by PUBLISH_OK (draft-22: REQUEST_OK on the PUBLISH stream). Its FORWARD
 //!   state starts as the PUBLISH says; a draft-16 PUBLISH_OK sets it (FORWARD, 1 when absent,
@@ -37,8 +37,8 @@ use bytes::Bytes;
 use super::codes::{request_error, reset};
 use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::quic::ClientError;
-use crate::session::{Event, Session, SessionError};
-use crate::wire::model::{
+use session::{Event, Session, SessionError};
+use wire::model::{
     DatagramHeader, FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters,
     Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
     SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
@@ -167,10 +167,6 @@ impl PublisherCore {
         self.tracks.entry(track).or_default();
     }
 
-    pub fn has_track(&self, track: &FullTrackName) -> bool {
-        self.tracks.contains_key(track)
-    }
-
     /// The largest Location sent on `track` (whether or not anyone received it).
     pub fn largest(&self, track: &FullTrackName) -> Option<Location> {
         self.tracks.get(track).and_then(|t| t.largest)
@@ -200,14 +196,6 @@ impl PublisherCore {
     /// The namespaces announced and accepted.
     pub fn announced(&self) -> impl Iterator<Item = &TrackNamespace> {
         self.announcements.values().filter(|a| a.state == RequestState::Accepted).map(|a| &a.namespace)
-    }
-
-    /// Withdraws an announcement (draft-16 PUBLISH_NAMESPACE_DONE; draft-22 FIN of its stream).
-    pub fn unannounce(&mut self, s: &mut Session, request_id: RequestId) -> Result<(), SessionError> {
-        if self.announcements.remove(&request_id).is_some() {
-            s.send(Message::PublishNamespaceDone(request_id))?;
-        }
-        Ok(())
     }
 
     /// Sends PUBLISH for `track` with FORWARD = `forward` (registering the track); the

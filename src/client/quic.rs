@@ -10,7 +10,7 @@
 //! This is test and benchmark infrastructure that the MoQT client builds on; it is written to
 //! be read, not to be the fastest possible client.
 
-use crate::runtime::QuicConnection;
+use runtime::QuicConnection;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -66,7 +66,7 @@ pub enum ClientError {
     Session { code: u64, reason: String },
     /// A session command was refused locally (not ready, blocked by MAX_REQUEST_ID, ...).
     #[error("moqt: {0}")]
-    Command(#[from] crate::session::SessionError),
+    Command(#[from] session::SessionError),
     /// The peer answered a request with REQUEST_ERROR (or refused it otherwise).
     #[error("request refused: {reason} (error code {code:#x})")]
     Refused { code: u64, reason: String },
@@ -180,7 +180,7 @@ impl QuicConn {
     /// Builds a quiche config each time (which loads the system trust store); use
     /// [`Self::connect_with`] and one config for many connections.
     pub fn connect(peer: SocketAddr, alpn: &str) -> Result<Self, ClientError> {
-        let mut config = crate::runtime::tls::client_config(&[alpn], false)?;
+        let mut config = runtime::tls::client_config(&[alpn], false)?;
         Self::connect_with(peer, &mut config)
     }
 
@@ -210,11 +210,6 @@ impl QuicConn {
     pub fn local_addr(&self) -> SocketAddr {
         // `sockets` is never empty: built with one, and `use_socket` only adds to the front.
         self.sockets.first().map_or(self.peer, |b| b.local)
-    }
-
-    /// The server's address.
-    pub fn peer_addr(&self) -> SocketAddr {
-        self.peer
     }
 
     /// The negotiated ALPN (empty before the handshake completes).
@@ -448,7 +443,7 @@ where
                 owners.push(i);
             }
         }
-        if crate::runtime::udp::wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
+        if runtime::udp::wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
             let mut socket = 0;
             for (k, fd) in fds.iter().enumerate() {
                 let i = owners[k];

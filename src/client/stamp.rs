@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::wire::model::TrackNamespace;
+use wire::model::TrackNamespace;
 
 /// Bytes of the header every stamped payload starts with.
 pub const STAMP_LEN: usize = 16;

@@ -1,4 +1,4 @@
-//! A MoQT subscriber, both drafts: [`SubscriberCore`] is the protocol logic, a state machine
+//! A MoQT subscriber, every draft: [`SubscriberCore`] is the protocol logic, a state machine
 //! over a [`Session`] and its [`Event`]s (no I/O, testable with two sessions back to back);
 //! [`Subscriber`] drives it over one QUIC connection ([`MoqtClient`]), and
 //! [`super::fleet::Fleet`] drives many from one thread.
@@ -29,12 +29,12 @@ use super::codes::request_error;
 use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::publisher::refuse;
 use super::quic::ClientError;
-use crate::session::{DataObject, Event, Session, SessionError};
-use crate::wire::model::{
+use session::{DataObject, Event, Session, SessionError};
+use wire::model::{
     FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters, PublishOk, RequestId,
     RequestOk, RequestUpdate, SubgroupId, Subscribe, TrackAlias, TrackNamespace,
 };
-use crate::wire::Version;
+use wire::Version;
 
 /// One object as it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,11 +236,6 @@ impl SubscriberCore {
     /// Takes the objects of subscription `request_id` received so far.
     pub fn take_received(&mut self, request_id: RequestId) -> Vec<Received> {
         self.subs.get_mut(&request_id).map(|s| std::mem::take(&mut s.received)).unwrap_or_default()
-    }
-
-    /// Objects kept across all subscriptions.
-    pub fn total_received(&self) -> usize {
-        self.subs.values().map(|s| s.received.len()).sum()
     }
 
     /// Namespaces the peer announced to us (PUBLISH_NAMESPACE accepted, not withdrawn).

@@ -26,8 +26,8 @@ use super::cli::resolve_relay;
 use super::moqt::RequestState;
 use super::quic::ClientError;
 use super::subscriber::{Received, Subscriber};
-use crate::wire::model::{FullTrackName, Location, RequestId};
-use crate::wire::Version;
+use wire::model::{FullTrackName, Location, RequestId};
+use wire::Version;
 
 /// Locations remembered per subscription to deliver each once.
 const RECENT: usize = 4096;
@@ -132,11 +132,6 @@ impl FollowingSubscriber {
     /// Moves completed so far.
     pub fn switches(&self) -> usize {
         self.switches
-    }
-
-    /// Whether a move is in progress.
-    pub fn is_moving(&self) -> bool {
-        self.moving.is_some()
     }
 
     /// Serves the connection(s) until `deadline`, following a GOAWAY when one comes.

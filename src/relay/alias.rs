@@ -3,7 +3,7 @@
 
 use ring::hmac;
 
-use crate::wire::model::{FullTrackName, TrackAlias};
+use wire::model::{FullTrackName, TrackAlias};
 
 /// The key every core of one relay shares.
 #[derive(Clone)]
@@ -45,8 +45,8 @@ pub fn owner(alias: TrackAlias, cores: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::model::TrackNamespace;
     use bytes::Bytes;
+    use wire::model::TrackNamespace;
 
     fn track(ns: &[&str], name: &str) -> FullTrackName {
         FullTrackName {

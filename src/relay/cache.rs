@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::hash::HashMap;
-use crate::wire::model::{Location, Properties, TrackAlias};
+use ahash::HashMap;
+use wire::model::{Location, Properties, TrackAlias};
 
 /// Bytes counted per cached object beyond its payload (headers, map entries).
 const OBJECT_OVERHEAD: usize = 64;

@@ -15,11 +15,11 @@
 //!   that has the publisher, so one hop is enough, and no request goes round in a loop).
 //! - Discovery: the prefixes of this core's namespace subscriptions are watched.
 
-use crate::hash::{HashMap, HashSet};
+use ahash::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::namespaces::Requester;
-use crate::wire::model::TrackNamespace;
+use wire::model::TrackNamespace;
 
 /// How long a request waits for the directory's answer and the link it leads to.
 pub const DIRECTORY_WAIT: Duration = Duration::from_secs(2);

@@ -14,7 +14,7 @@
 //! available), now and as they appear, except tracks the session already subscribes to.
 //! The subscriber's PUBLISH_OK makes it a subscription like a SUBSCRIBE's (`fanout.rs`).
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 use std::time::Instant;
 
 use tracing::debug;
@@ -23,12 +23,12 @@ use super::fanout::Fanout;
 use super::msg::OwnerMsg;
 use super::sessions::{Role, Sessions};
 use super::{update_allows, Cx, UpdateError};
-use crate::session::SessionError;
-use crate::wire::model::{
+use session::SessionError;
+use wire::model::{
     FullTrackName, Location, Message, Parameters, Properties, Publish, PublishSkipped, RequestId,
     SubscribeNamespace, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
-use crate::wire::{DoneStatus, RequestErrorCode};
+use wire::{DoneStatus, RequestErrorCode};
 
 /// Which request made a namespace subscription (overlap is checked per kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,7 +403,7 @@ impl Discovery {
         &mut self,
         conn: u64,
         rid: RequestId,
-        params: &crate::wire::model::Parameters,
+        params: &wire::model::Parameters,
     ) -> Result<Option<TrackNamespace>, UpdateError> {
         update_allows(params, &["AUTHORIZATION_TOKEN", "TRACK_NAMESPACE_PREFIX"])?;
         let Some(prefix) = params.track_namespace_prefix.clone() else { return Ok(None) };

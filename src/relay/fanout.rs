@@ -5,7 +5,7 @@
 //! first object that passes the subscription's filter; objects are written in the order they
 //! arrive, payloads shared, never copied.
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 mod backfill;
 
@@ -23,14 +23,14 @@ use super::msg::{
 };
 use super::sessions::{Role, Sessions};
 use super::{update_allows, Cx, UpdateError};
-use crate::auth::{Denied, Right};
-use crate::session::{data_urgency, SessionCode};
-use crate::wire::model::property_type as pt;
-use crate::wire::model::{
+use auth::{Denied, Right};
+use session::{data_urgency, SessionCode};
+use wire::model::property_type as pt;
+use wire::model::{
     FullTrackName, Location, LocationFilter, Message, Parameters, Properties, RequestId, RequestUpdate,
     SubgroupHeader, Subscribe, SubscribeOk, TrackAlias,
 };
-use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
+use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 #[derive(Debug)]
 struct LocalSub {
@@ -285,7 +285,7 @@ fn fill_ask(
     if start > l || !sub.forward {
         return None;
     }
-    let descending = fill.group_order == Some(crate::wire::model::GroupOrder::Descending);
+    let descending = fill.group_order == Some(wire::model::GroupOrder::Descending);
     let start = FetchStart::At(start);
     let fill_timeout = fill.fill_timeout.map(Duration::from_millis);
     Some(FetchAsk {
@@ -313,16 +313,16 @@ pub(super) const DEFAULT_PRIORITY: u8 = 128;
 /// The track's group order is descending: its GROUP_ORDER (draft-16 SUBSCRIBE_OK, PUBLISH), else
 /// its DEFAULT_PUBLISHER_GROUP_ORDER property (draft-22 §13).
 fn track_descending(info: &TrackInfo) -> bool {
-    let property = info.properties.int(crate::wire::model::property_type::DEFAULT_PUBLISHER_GROUP_ORDER);
-    let order = info.group_order.or_else(|| property.and_then(crate::wire::model::GroupOrder::from_code));
-    order == Some(crate::wire::model::GroupOrder::Descending)
+    let property = info.properties.int(wire::model::property_type::DEFAULT_PUBLISHER_GROUP_ORDER);
+    let order = info.group_order.or_else(|| property.and_then(wire::model::GroupOrder::from_code));
+    order == Some(wire::model::GroupOrder::Descending)
 }
 
 /// The publisher priority of an object whose header carries none: the track's
 /// DEFAULT_PUBLISHER_PRIORITY property, else the middle of the range (draft-22 §5.1, §13).
-pub(super) fn default_publisher_priority(properties: &crate::wire::model::Properties) -> u8 {
+pub(super) fn default_publisher_priority(properties: &wire::model::Properties) -> u8 {
     properties
-        .int(crate::wire::model::property_type::DEFAULT_PUBLISHER_PRIORITY)
+        .int(wire::model::property_type::DEFAULT_PUBLISHER_PRIORITY)
         .and_then(|p| u8::try_from(p).ok())
         .unwrap_or(DEFAULT_PRIORITY)
 }
@@ -521,7 +521,7 @@ impl Fanout {
             rid,
             pushed: by == By::AcceptedPublish,
             priority: params.subscriber_priority.unwrap_or(DEFAULT_PRIORITY),
-            descending: params.group_order == Some(crate::wire::model::GroupOrder::Descending),
+            descending: params.group_order == Some(wire::model::GroupOrder::Descending),
             order_asked: params.group_order.is_some(),
             filter: params.location_filter,
             start: Location::default(),

@@ -8,7 +8,7 @@
 //! The whole answer is written at once (payloads shared with the cache, not copied); the
 //! session's send backlog bounds what it costs a slow subscriber.
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 use bytes::Bytes;
 use tracing::debug;
@@ -17,11 +17,11 @@ use super::fanout::{Fanout, Join, DEFAULT_PRIORITY};
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::sessions::{Role, Sessions};
 use super::Cx;
-use crate::session::data_urgency;
-use crate::wire::model::{
+use session::data_urgency;
+use wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
 };
-use crate::wire::{RequestErrorCode, ResetCode};
+use wire::{RequestErrorCode, ResetCode};
 
 /// FETCHes of this core's sessions waiting for their owner's answer.
 #[derive(Debug, Default)]
@@ -41,7 +41,7 @@ impl Fetches {
 /// Standalone FETCH arrives as `AbsoluteStartGroupEnd` / `AbsoluteRange`). `None`: the
 /// filter selects nothing a FETCH can return (the Next Object).
 pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart, FetchBound)> {
-    use crate::wire::model::Location;
+    use wire::model::Location;
     Some(match filter {
         None | Some(LocationFilter::None) => (FetchStart::At(Location::default()), FetchBound::Largest),
         Some(LocationFilter::RelativeStart { groups_back }) => {
@@ -122,7 +122,7 @@ impl Fanout {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         alias: TrackAlias,
-        track: crate::wire::model::FullTrackName,
+        track: wire::model::FullTrackName,
         ask: FetchAsk,
     ) {
         if self.fetches.pending.insert((ask.conn, ask.rid), ask.priority).is_none() {
@@ -233,11 +233,7 @@ impl Fanout {
 
 /// The fetch stream's items after its header: the unknown range marker, then every object
 /// (its header fields, then its payload, shared).
-fn write_items(
-    s: &mut crate::session::Session,
-    stream: u64,
-    data: &FetchData,
-) -> Result<(), crate::session::SessionError> {
+fn write_items(s: &mut session::Session, stream: u64, data: &FetchData) -> Result<(), session::SessionError> {
     let order = if data.descending { GroupOrder::Descending } else { GroupOrder::Ascending };
     let mut w = s.fetch_writer(order);
     let mut head = Vec::new();

@@ -8,7 +8,7 @@
 //! The owner keeps one [`Handover`] per track; it decides which upstream data is forwarded
 //! ([`Handover::admit`]) and what the track's source is once the move completes.
 
-use crate::hash::HashSet;
+use ahash::HashSet;
 
 use super::msg::{Data, Epoch, SessionRef, StreamKey};
 

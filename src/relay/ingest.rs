@@ -7,7 +7,7 @@
 //! (or after [`RelayConfig::done_wait`](super::RelayConfig)), so no subscriber is told "done"
 //! while objects are still on their way.
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,13 +18,13 @@ use super::namespaces::Via;
 use super::sessions::{Role, Sessions};
 use super::shed::{Gate, Shed};
 use super::Cx;
-use crate::session::SessionError;
-use crate::wire::model::{
+use session::SessionError;
+use wire::model::{
     DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
     RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId, SubgroupObject, Subscribe,
     SubscribeOk, TrackAlias, TrackNamespace,
 };
-use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
+use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// PUBLISH_DONE Stream Count values that mean "unknown" (2^62-1 is what draft-16 peers
 /// send, 2^64-1 what draft-22 says).
@@ -647,14 +647,14 @@ impl Ingest {
             let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
             up.renew = Some(now + renew_after(RENEWED_TOKEN_TTL));
             let (Some(keys), Some(ns)) = (cx.config.auth.clone(), up.subscribed.clone()) else { continue };
-            let claims = crate::auth::Claims {
+            let claims = auth::Claims {
                 ns: ns.fields().iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
                 publish: false,
                 subscribe: true,
                 exp: cx.unix_secs() + RENEWED_TOKEN_TTL.as_secs(),
             };
             let Some(token) = keys.mint(&claims) else { continue };
-            let token = crate::wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(token) };
+            let token = wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(token) };
             let Some(s) = sessions.get_mut(conn) else { continue };
             let params = Parameters { auth_tokens: vec![token], ..Parameters::default() };
             let sent = s.next_request_id().and_then(|request_id| {

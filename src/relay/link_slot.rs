@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::config::{moqt_host_port, Upstream};
+use crate::links::{moqt_host_port, Upstream};
 
 /// First and longest wait before connecting a link again.
 pub const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
@@ -252,7 +252,7 @@ impl LinkSlots {
     pub fn directory_route(
         &mut self,
         url: &str,
-        prefix: &crate::wire::model::TrackNamespace,
+        prefix: &wire::model::TrackNamespace,
         on: bool,
         token: Option<&str>,
         now: Instant,
@@ -385,7 +385,7 @@ impl LinkSlots {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::wire::model::TrackNamespace;
+    use wire::model::TrackNamespace;
 
     const MS: Duration = Duration::from_millis(1);
 

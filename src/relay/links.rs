@@ -21,9 +21,42 @@ use super::msg::{IngestMsg, NamespaceMsg, SessionRef};
 use super::namespaces::Via;
 use super::sessions::{Role, Sessions};
 use super::Cx;
-use crate::hash::{HashMap, HashSet};
-use crate::session::SessionCode;
-use crate::wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
+use ahash::{HashMap, HashSet};
+use session::SessionCode;
+use wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
+
+/// A parent relay this relay subscribes from (an upstream link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// `moqt://host:port` as configured (for logs).
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// Namespace prefixes routed to it (an empty prefix: the default route).
+    pub routes: Vec<TrackNamespace>,
+    /// Authorization token sent in the link's SETUP.
+    pub token: Option<String>,
+}
+
+/// Namespace prefixes one parent may serve (the relay numbers a link's routes in this range).
+pub const MAX_ROUTES_PER_UPSTREAM: usize = 4096;
+
+/// The host and port of a `moqt://HOST[:PORT][/PATH]` URL (port 443 when none is given).
+pub fn moqt_host_port(url: &str) -> Result<(String, u16), &'static str> {
+    let authority = url.strip_prefix("moqt://").ok_or("not a moqt:// URL")?;
+    let authority = authority.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => {
+            let port = p.parse::<u16>().ok().filter(|p| *p != 0).ok_or("bad port")?;
+            (h.trim_start_matches('[').trim_end_matches(']'), port)
+        }
+        None => (authority, 443),
+    };
+    if host.is_empty() {
+        return Err("no host");
+    }
+    Ok((host.to_string(), port))
+}
 
 /// The MOQT_IMPLEMENTATION every moq-edge sends: `moq-edge/<version> node=<16 hex digits>`.
 pub fn implementation(node: u64) -> Bytes {
@@ -40,7 +73,7 @@ pub fn node_of(peer: &SetupOptions) -> Option<u64> {
 
 /// Request IDs of a link's route entries in the namespace table (never a peer's: those are
 /// below 2^62).
-const ROUTE_RID_BASE: u64 = u64::MAX - crate::config::MAX_ROUTES_PER_UPSTREAM as u64;
+const ROUTE_RID_BASE: u64 = u64::MAX - MAX_ROUTES_PER_UPSTREAM as u64;
 
 #[derive(Debug)]
 struct Link {
@@ -118,7 +151,7 @@ impl Links {
     /// move to this one once it is up.
     pub(super) fn add(&mut self, conn: u64, routes: Vec<TrackNamespace>, replaces: Option<u64>) {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
-        let routes = routes.into_iter().take(crate::config::MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
+        let routes = routes.into_iter().take(MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
         let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false, directory: false };
         self.on_core.insert(conn, link);
@@ -209,7 +242,7 @@ impl Links {
         }
         let i = match link.routes.iter().position(Option::is_none) {
             Some(i) => i,
-            None if link.routes.len() < crate::config::MAX_ROUTES_PER_UPSTREAM => {
+            None if link.routes.len() < MAX_ROUTES_PER_UPSTREAM => {
                 link.routes.push(None);
                 link.routes.len() - 1
             }

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 use super::cache::CachedObject;
 use super::msg::{Data, StreamKey};
-use crate::wire::model::{Location, ObjectStatus, SubgroupHeader};
+use wire::model::{Location, ObjectStatus, SubgroupHeader};
 
 /// Groups behind the largest one whose promises are kept (older ones are forgotten, so the
 /// state stays bounded; objects that old are rare and then go unchecked).

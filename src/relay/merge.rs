@@ -20,8 +20,8 @@
 
 use std::collections::VecDeque;
 
-use crate::hash::{HashMap, HashSet};
-use crate::wire::model::SubgroupId;
+use ahash::{HashMap, HashSet};
+use wire::model::SubgroupId;
 
 use super::msg::{Data, StreamKey};
 

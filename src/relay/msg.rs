@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::cache::CachedObject;
-use crate::wire::model::{
+use wire::model::{
     DatagramHeader, FullTrackName, GroupOrder, Location, LocationFilter, Properties, RangeEnd, RequestId,
     SubgroupHeader, SubgroupObject, TrackAlias, TrackNamespace,
 };
-use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
+use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// A session on some core (the relay's name for a connection: core and per-core id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -584,7 +584,7 @@ pub struct FetchData {
 #[cfg(test)]
 mod tests {
     use super::UpStart;
-    use crate::wire::model::{Location, LocationFilter as F};
+    use wire::model::{Location, LocationFilter as F};
 
     /// What a subscriber's filter asks upstream: absolute starts and windows as their start
     /// ({0, 0} and no filter: everything), the live filters as the next object, a relative

@@ -4,7 +4,7 @@
 //! objects; a broadcast per announcement is cheap.
 
 use super::msg::SessionRef;
-use crate::wire::model::TrackNamespace;
+use wire::model::TrackNamespace;
 
 /// Where a namespace entry comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,7 @@ impl NamespaceTable {
 
     /// Every announced namespace at or below `prefix`, each once, in announcement order.
     pub fn distinct_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
-        let mut seen = crate::hash::HashSet::default();
+        let mut seen = ahash::HashSet::default();
         self.entries
             .iter()
             .filter(|(n, _, v)| discovered(v) && n.starts_with(prefix) && seen.insert(n))

@@ -6,14 +6,14 @@
 //! linger after the last subscriber leaves. Every object is forwarded once per subscriber
 //! core, in the order it arrived (one FIFO queue per core pair).
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::config::PublishForward;
+use crate::PublishForward;
 
 use super::cache::{Cache, CachedObject};
 use super::handover::{Handover, Move};
@@ -28,11 +28,11 @@ use super::shed::{Gate, Shed};
 use super::Cx;
 
 mod backfill;
-use crate::wire::model::{
+use backfill::Backfill;
+use wire::model::{
     FullTrackName, Location, ObjectStatus, RangeEnd, RequestId, SubgroupHeader, SubgroupId, TrackAlias,
 };
-use crate::wire::{DoneStatus, RequestErrorCode, ResetCode};
-use backfill::Backfill;
+use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 /// Publishers of one track kept at once (draft-22 §7.3 lets a relay refuse more); one more
 /// is refused with EXCESSIVE_LOAD.
@@ -357,7 +357,7 @@ impl Owner {
             }
             M::UpstreamFetchItem { alias: _, id, piece } => self.upstream_fetch_item(cx, id, piece),
             M::UpstreamFetchDone { alias: _, id, complete } => {
-                let rest = (!complete).then_some(crate::wire::model::RangeEnd::Unknown);
+                let rest = (!complete).then_some(wire::model::RangeEnd::Unknown);
                 self.upstream_fetch_done(cx, id, rest)
             }
         }
@@ -561,7 +561,7 @@ impl Owner {
     }
 
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
-    pub(super) fn rendezvous(&mut self, cx: &mut Cx<'_>, namespace: &crate::wire::model::TrackNamespace) {
+    pub(super) fn rendezvous(&mut self, cx: &mut Cx<'_>, namespace: &wire::model::TrackNamespace) {
         // Tracks waiting for a lost upstream link under `namespace` try again at once.
         // (Only scanned while some track is lost: the heap is empty otherwise.)
         let now = cx.now;
@@ -602,7 +602,7 @@ impl Owner {
     /// The namespace directory knows no relay serving `namespace`: what was held only for
     /// that answer gets the answer it would have had without a directory (DOES_NOT_EXIST);
     /// SUBSCRIBEs that asked to wait for a publisher go on waiting.
-    pub(super) fn directory_miss(&mut self, cx: &mut Cx<'_>, namespace: &crate::wire::model::TrackNamespace) {
+    pub(super) fn directory_miss(&mut self, cx: &mut Cx<'_>, namespace: &wire::model::TrackNamespace) {
         let missed: Vec<TrackAlias> = self
             .held
             .iter()
@@ -655,7 +655,7 @@ impl Owner {
     pub(super) fn route_added(
         &mut self,
         cx: &mut Cx<'_>,
-        prefix: &crate::wire::model::TrackNamespace,
+        prefix: &wire::model::TrackNamespace,
         via: SessionRef,
     ) {
         let movable: Vec<(TrackAlias, SessionRef)> = self
@@ -1777,12 +1777,12 @@ fn always_forward(cx: &Cx<'_>) -> bool {
 
 /// The track's DYNAMIC_GROUPS property is 1 (draft-22 §13: its publisher starts a new group
 /// when asked).
-fn dynamic_groups(properties: &crate::wire::model::Properties) -> bool {
-    properties.int(crate::wire::model::property_type::DYNAMIC_GROUPS) == Some(1)
+fn dynamic_groups(properties: &wire::model::Properties) -> bool {
+    properties.int(wire::model::property_type::DYNAMIC_GROUPS) == Some(1)
 }
 
-pub(super) fn max_cache_duration(properties: &crate::wire::model::Properties) -> Option<Duration> {
-    properties.int(crate::wire::model::property_type::MAX_CACHE_DURATION).map(Duration::from_millis)
+pub(super) fn max_cache_duration(properties: &wire::model::Properties) -> Option<Duration> {
+    properties.int(wire::model::property_type::MAX_CACHE_DURATION).map(Duration::from_millis)
 }
 
 /// Runs the malformed-track checks of `data` on track `t` (its stream's header and Subgroup ID,

@@ -4,17 +4,17 @@
 //! the shard dispatches answers, cancellations and updates by (ARCHITECTURE.md, "The relay
 //! layer"). Looking a session up to write to it notes that it has output for the runtime.
 
-use crate::hash::{HashMap, HashSet};
+use ahash::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 
 use super::namespaces::Requester;
 use super::Cx;
-use crate::auth::{Denied, Right, SessionAuth};
-use crate::session::{Session, SessionCode};
-use crate::wire::model::{AuthToken, Message, Parameters, RequestId, RequestOk, TrackNamespace};
-use crate::wire::RequestErrorCode;
+use auth::{Denied, Right, SessionAuth};
+use session::{Session, SessionCode};
+use wire::model::{AuthToken, Message, Parameters, RequestId, RequestOk, TrackNamespace};
+use wire::RequestErrorCode;
 
 /// Which role holds a request of a session: the one its answers, cancellation and
 /// REQUEST_UPDATE go to.

@@ -17,11 +17,11 @@
 //! Control messages are not data: they always go. Each stream shed is counted
 //! (`moq_edge_mesh_shed_streams_total`).
 
-use crate::hash::HashSet;
+use ahash::HashSet;
 
 use super::msg::{Data, RelayMsg, StreamKey};
 use super::Cx;
-use crate::wire::ResetCode;
+use wire::ResetCode;
 
 /// What to do with one item of stream data for one destination core.
 #[derive(Debug)]

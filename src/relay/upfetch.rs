@@ -4,7 +4,7 @@
 //! of the fetch stream (FIN: complete; a reset, REQUEST_ERROR or the session closing: not)
 //! ends it. The owner holds the FETCH's answer until then, or until FILL_TIMEOUT.
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 use bytes::Bytes;
 use tracing::debug;
@@ -13,8 +13,8 @@ use super::cache::CachedObject;
 use super::msg::{OwnerMsg, Piece, SessionRef, UpFetchMsg};
 use super::sessions::{Role, Sessions};
 use super::Cx;
-use crate::session::DataObject;
-use crate::wire::model::{
+use session::DataObject;
+use wire::model::{
     Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
     TrackAlias,
 };

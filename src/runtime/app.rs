@@ -1,11 +1,11 @@
 //! The seam between the runtime and what runs on a connection. The runtime owns the quiche
 //! connection and calls the application after every batch of I/O; the application reads and
-//! writes streams and datagrams. The MoQT session (issue 4) is one such application; tests and
-//! benchmarks bring their own.
+//! writes streams and datagrams. The runtime knows connections by the ALPN they chose, and
+//! nothing of what they speak: the MoQT relay (and WebTransport under it) is one application
+//! above it; tests and benchmarks bring their own.
 
-use crate::runtime::QuicConnection;
-use crate::runtime::ShardId;
-use crate::wire::Version;
+use crate::QuicConnection;
+use crate::ShardId;
 
 /// One connection's application, living on the connection's core.
 pub trait ConnApp {
@@ -19,36 +19,29 @@ pub trait ConnApp {
 
     /// An accepted connection's setup deadline (`RuntimeConfig::setup_timeout` after it was
     /// accepted), given once when the application is made; the core calls `on_io` once more
-    /// when it passes. A MoQT session not ready by then closes with CONTROL_MESSAGE_TIMEOUT.
+    /// when it passes, and the application closes the connection if its setup is not done.
     /// Default: ignored.
     fn set_setup_deadline(&mut self, _at: std::time::Instant) {}
 }
 
-/// Makes one [`ConnApp`] per established connection. Shared by all cores.
+/// The application on every core: shared by the cores, it builds each core's [`ShardApp`] and
+/// names the ALPNs the server speaks.
 pub trait AppFactory: Send + Sync + 'static {
-    /// A connection on `shard` finished its handshake and chose `version` by ALPN.
-    /// Used when [`AppFactory::shard_app`] returns `None`.
-    fn new_connection(&self, shard: ShardId, version: Version) -> Box<dyn ConnApp>;
+    /// Each core's application state.
+    type Shard: ShardApp;
 
-    /// A connection with ALPN `h3` whose WebTransport session was accepted, speaking
-    /// `version` (its WT-Protocol) inside it. Default: the session over raw QUIC, for
-    /// applications that read bytes without caring how they are framed.
-    fn new_webtransport(&self, shard: ShardId, version: Version, _wt: WebTransportConn) -> Box<dyn ConnApp> {
-        self.new_connection(shard, version)
+    /// The ALPNs the server offers in TLS, in order of preference. A connection reaches the
+    /// application only once its handshake chose one of them.
+    fn alpns(&self) -> Vec<String>;
+
+    /// The ALPNs offered by the connections the application opens ([`Connect`]). Default:
+    /// none (an application that opens no connections).
+    fn outbound_alpns(&self) -> Vec<String> {
+        Vec::new()
     }
 
-    /// Per-core application state (the relay shard), built on its core. When present, the
-    /// core asks it for connections and feeds it the messages other cores sent.
-    fn shard_app(&self, _shard: ShardId, _cores: usize) -> Option<Box<dyn ShardApp>> {
-        None
-    }
-}
-
-/// An accepted WebTransport session and the HTTP/3 bytes of its exchange not yet written,
-/// handed to the application that runs MoQT inside it ([`crate::runtime::Pump::with_webtransport`]).
-pub struct WebTransportConn {
-    pub wt: crate::webtransport::WebTransport,
-    pub h3: std::collections::VecDeque<(u64, bytes::Bytes, bool)>,
+    /// Builds core `shard`'s application state, on that core (of `cores`).
+    fn shard_app(&self, shard: ShardId, cores: usize) -> Self::Shard;
 }
 
 /// A connection as its core names it to the application: slot and generation, so a handle
@@ -56,17 +49,13 @@ pub struct WebTransportConn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnHandle(pub u64);
 
-/// An opaque message from one core's application to another's, carried by the mesh.
-pub type AppMessage = Box<dyn std::any::Any + Send>;
-
-/// What a [`ShardApp`] asks of its core after a turn.
-#[derive(Default)]
-pub struct ShardOutput {
+/// What a [`ShardApp`] asks of its core after a turn; `M` is its cross-core message.
+pub struct ShardOutput<M> {
     /// Messages for other cores' applications, `(core, message, bytes)`, in order per core.
     /// Never dropped by the mesh. `bytes` is what the message weighs (the payloads it holds,
     /// and itself): the mesh counts it until the other core takes the message
     /// ([`ShardApp::set_mesh_backlog`]).
-    pub messages: Vec<(usize, AppMessage, usize)>,
+    pub messages: Vec<(usize, M, usize)>,
     /// Connections whose output changed outside their own `on_io` (fan-out): the core runs
     /// their `on_io` again this turn.
     pub wake: Vec<ConnHandle>,
@@ -74,6 +63,12 @@ pub struct ShardOutput {
     pub deadline: Option<std::time::Instant>,
     /// Connections to open from this core (to upstream servers).
     pub connect: Vec<Connect>,
+}
+
+impl<M> Default for ShardOutput<M> {
+    fn default() -> Self {
+        ShardOutput { messages: Vec::new(), wake: Vec::new(), deadline: None, connect: Vec::new() }
+    }
 }
 
 /// A QUIC connection the application asks its core to open. When the handshake completes the
@@ -86,20 +81,16 @@ pub struct Connect {
     pub server_name: Option<String>,
 }
 
-/// Application state owned by one core, shared by that core's connections.
-pub trait ShardApp {
-    /// A connection finished its handshake with `version`.
-    fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp>;
-    /// A connection whose WebTransport session was accepted, speaking `version` inside it
-    /// (see [`AppFactory::new_webtransport`]).
-    fn new_webtransport(
-        &mut self,
-        conn: ConnHandle,
-        version: Version,
-        _wt: WebTransportConn,
-    ) -> Box<dyn ConnApp> {
-        self.new_connection(conn, version)
-    }
+/// Application state owned by one core, shared by that core's connections. It makes each
+/// connection's [`ConnApp`], and talks to the other cores' with messages of type `Msg`, carried
+/// by the mesh as they are (no boxing, no downcast).
+pub trait ShardApp: 'static {
+    /// What this application sends to its counterparts on other cores.
+    type Msg: Send + 'static;
+
+    /// An accepted connection finished its handshake with ALPN `alpn` (one of
+    /// [`AppFactory::alpns`]).
+    fn new_connection(&mut self, conn: ConnHandle, alpn: &[u8]) -> Box<dyn ConnApp>;
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
     /// How long the oldest datagram read this turn waited in the socket before the core read
@@ -113,26 +104,31 @@ pub trait ShardApp {
     /// whether the queue is backed up (its messages wait in this core's memory),
     /// and the bytes handed to that core that it has not taken yet.
     fn set_mesh_backlog(&mut self, _congested: &[bool], _bytes: &[usize]) {}
-    /// A connection this core opened for [`Connect`] `tag` finished its handshake.
-    fn new_outbound(&mut self, conn: ConnHandle, version: Version, _tag: u64) -> Box<dyn ConnApp> {
-        self.new_connection(conn, version)
+    /// A connection this core opened for [`Connect`] `tag` finished its handshake with ALPN
+    /// `alpn` (one of [`AppFactory::outbound_alpns`]).
+    fn new_outbound(&mut self, conn: ConnHandle, alpn: &[u8], _tag: u64) -> Box<dyn ConnApp> {
+        self.new_connection(conn, alpn)
     }
     /// A [`Connect`] failed before its handshake completed (no route, refused, timed out,
     /// certificate not trusted), or the core has no client configuration.
     fn connect_failed(&mut self, _tag: u64, _why: &str) {}
-    /// A message another core's application sent (`from` is that core).
-    fn on_message(&mut self, from: usize, msg: AppMessage);
+    /// A message another core's application sent (`from` is that core). Default: dropped.
+    fn on_message(&mut self, _from: usize, _msg: Self::Msg) {}
     /// Called once per turn after connections were serviced, and when its deadline passes.
-    /// `now` is the turn's clock reading.
-    fn poll(&mut self, now: std::time::Instant, out: &mut ShardOutput);
-    /// The server is shutting down gracefully: tell every session (a MoQT relay sends GOAWAY
-    /// with `timeout`). The core keeps serving until the sessions close or `timeout` passes,
-    /// then closes what is left with GOAWAY_TIMEOUT.
+    /// `now` is the turn's clock reading. Default: nothing to do.
+    fn poll(&mut self, _now: std::time::Instant, _out: &mut ShardOutput<Self::Msg>) {}
+    /// The server is shutting down gracefully: tell every session (a relay asks its peers to
+    /// move elsewhere within `timeout`). The core keeps serving until the sessions close or `timeout` passes,
+    /// then closes what is left with [`ShardApp::drain_close`].
     fn drain(&mut self, _now: std::time::Instant, _timeout: std::time::Duration) {}
+    /// The application error code and reason that close the connections left when a drain's
+    /// timeout passes. Default: 0, "shutting down".
+    fn drain_close(&self) -> (u64, &'static [u8]) {
+        (0x0, b"shutting down")
+    }
 }
 
-/// Reads and discards everything; keeps connections open until they idle out. What `make run`
-/// serves until the MoQT session exists.
+/// Reads and discards everything; keeps connections open until they idle out.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DiscardApp;
 
@@ -143,12 +139,6 @@ impl ConnApp for DiscardApp {
             while let Ok((_, _fin)) = conn.stream_recv(id, &mut buf) {}
         }
         while conn.dgram_recv(&mut buf).is_ok() {}
-    }
-}
-
-impl AppFactory for DiscardApp {
-    fn new_connection(&self, _shard: ShardId, _version: Version) -> Box<dyn ConnApp> {
-        Box::new(DiscardApp)
     }
 }
 
@@ -181,12 +171,41 @@ impl ConnApp for EchoApp {
     }
 }
 
-/// Factory for [`EchoApp`].
-#[derive(Debug, Default, Clone, Copy)]
-pub struct EchoFactory;
+/// An application with no per-core state: each connection's [`ConnApp`] is made from its ALPN
+/// alone (tests, benchmarks). Serves `alpns`; opens no connections.
+pub struct PerConnection<F> {
+    alpns: Vec<String>,
+    make: std::sync::Arc<F>,
+}
 
-impl AppFactory for EchoFactory {
-    fn new_connection(&self, _shard: ShardId, _version: Version) -> Box<dyn ConnApp> {
-        Box::new(EchoApp::default())
+impl<F> Clone for PerConnection<F> {
+    fn clone(&self) -> Self {
+        PerConnection { alpns: self.alpns.clone(), make: self.make.clone() }
+    }
+}
+
+impl<F: Fn(&[u8]) -> Box<dyn ConnApp> + Send + Sync + 'static> PerConnection<F> {
+    pub fn new(alpns: Vec<String>, make: F) -> Self {
+        PerConnection { alpns, make: std::sync::Arc::new(make) }
+    }
+}
+
+impl<F: Fn(&[u8]) -> Box<dyn ConnApp> + Send + Sync + 'static> AppFactory for PerConnection<F> {
+    type Shard = PerConnection<F>;
+
+    fn alpns(&self) -> Vec<String> {
+        self.alpns.clone()
+    }
+
+    fn shard_app(&self, _shard: ShardId, _cores: usize) -> Self {
+        self.clone()
+    }
+}
+
+impl<F: Fn(&[u8]) -> Box<dyn ConnApp> + Send + Sync + 'static> ShardApp for PerConnection<F> {
+    type Msg = ();
+
+    fn new_connection(&mut self, _conn: ConnHandle, alpn: &[u8]) -> Box<dyn ConnApp> {
+        (self.make)(alpn)
     }
 }

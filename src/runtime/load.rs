@@ -7,6 +7,12 @@ use std::time::{Duration, Instant};
 /// The window a busy share is measured over.
 pub const LOAD_WINDOW: Duration = Duration::from_secs(1);
 
+/// Whether a core busy `busy_pct` percent of the last second is over the admission threshold
+/// `threshold` (0 or 100: admission is off): the core then refuses new connections.
+pub fn over_threshold(busy_pct: u8, threshold: u8) -> bool {
+    (1..100).contains(&threshold) && busy_pct > threshold
+}
+
 /// Busy time of one core, per window.
 #[derive(Debug, Clone)]
 pub struct LoadMeter {
@@ -68,7 +74,6 @@ impl LoadMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::over_admission_threshold as over_threshold;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -24,6 +24,17 @@ use ring::hmac;
 
 use super::cid::derive_key;
 
+/// When the server answers an Initial with a Retry (address validation, RFC 9000 §8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryPolicy {
+    /// Never; accept every Initial that passes the connection cap.
+    Never,
+    /// Always require a validated address token.
+    Always,
+    /// Only while a core has more than this many handshakes in progress.
+    Auto { pending_handshakes: usize },
+}
+
 /// How long a retry token is accepted after it was minted. A client answers a Retry within
 /// one round trip, so this only has to cover slow paths and retransmitted Initials.
 pub const RETRY_TOKEN_LIFETIME: Duration = Duration::from_secs(10);

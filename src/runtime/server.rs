@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context};
 use glommio::{LocalExecutorBuilder, Placement};
 use tracing::{info, warn};
 
-use super::app::AppFactory;
+use super::app::{AppFactory, ShardApp};
 use super::cid::{self, ShardId};
 use super::mesh::{Mesh, Waker};
 use super::shard::{MeshMsg, Shard, ShardParts};
@@ -44,6 +44,8 @@ pub struct ServerHandle {
 /// the identity they were made with.
 #[derive(Default)]
 pub(crate) struct TlsSwap {
+    /// The application's ALPNs ([`AppFactory::alpns`]), which every server config offers.
+    pub(crate) alpns: Vec<String>,
     pub(crate) generation: AtomicU64,
     pub(crate) material: Mutex<Option<Arc<tls::TlsMaterial>>>,
 }
@@ -64,7 +66,7 @@ impl TlsReloader {
     pub fn reload(&self) -> anyhow::Result<String> {
         let material = tls::load_identity(&self.rc)?;
         // Fail here, not on a core, if quiche refuses it.
-        material.server_config(&self.rc)?;
+        material.server_config(&self.rc, &self.swap.alpns)?;
         let fingerprint = material.fingerprint().to_string();
         let identity = material.identity().clone();
         match self.swap.material.lock() {
@@ -188,7 +190,7 @@ impl ServerHandle {
 }
 
 /// Starts `rc.cores` cores serving QUIC on `rc.listen`, each running `app` on its connections.
-pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<ServerHandle> {
+pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<ServerHandle> {
     if rc.cores == 0 || rc.cores > 256 {
         bail!(
             "cores must be between 1 and 256 (connection IDs carry the core in one byte), got {}",
@@ -222,15 +224,20 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     };
     let stats: Arc<[ShardStats]> = (0..rc.cores).map(|_| ShardStats::default()).collect();
     let shutdown = Arc::new(AtomicBool::new(false));
-    let swap = Arc::new(TlsSwap::default());
+    let swap = Arc::new(TlsSwap { alpns: app.alpns(), ..TlsSwap::default() });
+    let outbound_alpns = app.outbound_alpns();
     // The identity in force (the cores take a new one only when the generation moves): what
     // the web listener's HTTPS uses until a reload replaces it.
     let material = Arc::new(material);
     if let Ok(mut m) = swap.material.lock() {
         *m = Some(material.clone());
     }
-    let mut endpoints = Mesh::<MeshMsg>::with_weight(rc.cores, mesh_capacity(rc.cores), MeshMsg::weight)
-        .context("creating the mesh")?;
+    let mut endpoints = Mesh::<MeshMsg<<F::Shard as ShardApp>::Msg>>::with_weight(
+        rc.cores,
+        mesh_capacity(rc.cores),
+        MeshMsg::weight,
+    )
+    .context("creating the mesh")?;
     let wakers: Vec<Waker> =
         (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
     let io_memory = io_memory_per_core(rc.cores);
@@ -243,8 +250,8 @@ pub fn start(rc: RuntimeConfig, app: Arc<dyn AppFactory>) -> anyhow::Result<Serv
     for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
         let cpu = allowed.get(i % allowed.len().max(1)).copied().unwrap_or(0);
         let placement = if rc.pin { Placement::Fixed(cpu) } else { Placement::Unbound };
-        let quic_config = material.server_config(&rc)?;
-        let client_config = tls::upstream_config(&rc)?;
+        let quic_config = material.server_config(&rc, &swap.alpns)?;
+        let client_config = tls::upstream_config(&rc, &outbound_alpns)?;
         let parts = ShardParts {
             client_config,
             tls_swap: swap.clone(),

@@ -4,8 +4,8 @@
 //! mesh → fire due timers → write GSO trains → arm one timer for the earliest deadline → wait
 //! for the socket, the doorbell or that timer. The clock is read once per turn.
 
-use crate::hash::HashMap;
-use crate::runtime::QuicConnection;
+use crate::QuicConnection;
+use ahash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
@@ -21,16 +21,13 @@ use futures_lite::future;
 use quiche::ConnectionId;
 use tracing::{debug, info, warn};
 
-use super::app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput, WebTransportConn};
+use super::app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
 use super::cid::{self, CidGenerator, ResetKey, ShardId, CID_LEN};
 use super::mesh::{Doorbell, MeshEndpoint};
-use super::moqt::{webtransport_handshake, WEBTRANSPORT_DEFAULT};
 use super::retry::RetryTokens;
 use super::stats::{ShardReport, ShardStats};
 use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
-use crate::webtransport::{self, WebTransport, ALPN as WEBTRANSPORT_ALPN};
-use crate::wire::Version;
 
 /// A receive lag beyond this is taken for a wall-clock step, not a queue (see
 /// `Shard::note_receive_lag`).
@@ -40,7 +37,7 @@ const MAX_RECEIVE_LAG: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Serving,
-    /// Shutdown asked; the application told its sessions (GOAWAY); serving until `until`.
+    /// Shutdown asked; the application told its sessions; serving until `until`.
     Draining {
         until: Instant,
     },
@@ -76,14 +73,14 @@ pub struct Forwarded {
 }
 
 /// What travels between cores: QUIC packets that arrived at the wrong core, and the
-/// application's own messages (the relay's).
-pub enum MeshMsg {
+/// application's own messages, `M` (the relay's).
+pub enum MeshMsg<M> {
     Packet(Forwarded),
     /// With what it weighs in bytes (the application says: [`ShardOutput::messages`]).
-    App(super::app::AppMessage, usize),
+    App(M, usize),
 }
 
-impl MeshMsg {
+impl<M> MeshMsg<M> {
     /// Its weight in the mesh's byte count ([`super::mesh::Mesh::with_weight`]).
     pub fn weight(&self) -> usize {
         match self {
@@ -132,9 +129,6 @@ struct Conn {
     gen: u32,
     /// A connection this core opened ([`Connect`]): the application's tag.
     outbound: Option<u64>,
-    /// ALPN `h3`: the WebTransport exchange, until its session is accepted and handed to the
-    /// application.
-    wt: Option<WebTransportConn>,
     /// An accepted connection: by when its application must have completed its own setup
     /// (`RuntimeConfig::setup_timeout` after the turn that accepted it); cleared once passed.
     setup_deadline: Option<Instant>,
@@ -153,7 +147,7 @@ impl Conn {
 }
 
 /// Everything one core owns.
-pub struct Shard {
+pub struct Shard<A: ShardApp> {
     id: ShardId,
     cores: usize,
     socket: Rc<glommio::net::UdpSocket>,
@@ -174,21 +168,18 @@ pub struct Shard {
     rc: RuntimeConfig,
     qlog_dir: Option<std::path::PathBuf>,
     conns: Vec<Option<Conn>>,
-    /// Scratch space for the WebTransport exchange of new `h3` connections.
-    h3_buf: Vec<u8>,
     free: Vec<usize>,
     by_cid: HashMap<ConnectionId<'static>, usize>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     dirty: Vec<usize>,
-    mesh: MeshEndpoint<MeshMsg>,
+    mesh: MeshEndpoint<MeshMsg<A::Msg>>,
     /// Reused buffer for one turn's mesh messages.
-    inbound: Vec<(usize, MeshMsg)>,
-    /// Per-core application state, when the factory has one.
-    shard_app: Option<Box<dyn ShardApp>>,
-    app_out: ShardOutput,
+    inbound: Vec<(usize, MeshMsg<A::Msg>)>,
+    /// The per-core application.
+    shard_app: A,
+    app_out: ShardOutput<A::Msg>,
     app_deadline: Option<Instant>,
     next_gen: u32,
-    app: Arc<dyn AppFactory>,
     cids: CidGenerator,
     rng: ring::rand::SystemRandom,
     reset: ResetKey,
@@ -226,27 +217,30 @@ pub struct Shard {
     batch: SendBatch,
     shutdown: Arc<AtomicBool>,
     drain_timeout: Duration,
-    goaway_timeout: Duration,
+    drain_grace: Duration,
 }
 
 /// What `Shard::new` needs beyond the config.
-pub struct ShardParts {
+pub struct ShardParts<F: AppFactory> {
     pub id: ShardId,
     pub socket: socket2::Socket,
     pub quic_config: quiche::Config,
     pub client_config: quiche::Config,
     pub tls_swap: Arc<super::server::TlsSwap>,
-    pub mesh: MeshEndpoint<MeshMsg>,
-    pub app: Arc<dyn AppFactory>,
+    pub mesh: MeshEndpoint<MeshMsg<<F::Shard as ShardApp>::Msg>>,
+    pub app: Arc<F>,
     pub secret: [u8; 32],
     pub stats: Arc<[ShardStats]>,
     pub shutdown: Arc<AtomicBool>,
     pub gro: bool,
 }
 
-impl Shard {
+impl<A: ShardApp> Shard<A> {
     /// Builds the shard inside its executor (glommio objects are thread-local).
-    pub fn new(rc: &RuntimeConfig, mut parts: ShardParts) -> std::io::Result<Shard> {
+    pub fn new<F: AppFactory<Shard = A>>(
+        rc: &RuntimeConfig,
+        mut parts: ShardParts<F>,
+    ) -> std::io::Result<Self> {
         let local = parts.socket.local_addr()?.as_socket().unwrap_or(rc.listen);
         let fd = parts.socket.as_raw_fd();
         let socket = Rc::new(glommio::net::UdpSocket::from(parts.socket));
@@ -271,7 +265,6 @@ impl Shard {
             rc: rc.clone(),
             qlog_dir: rc.qlog_dir.clone(),
             conns: Vec::new(),
-            h3_buf: vec![0; 16 * 1024],
             free: Vec::new(),
             by_cid: HashMap::default(),
             timers: BinaryHeap::new(),
@@ -282,7 +275,6 @@ impl Shard {
             app_out: ShardOutput::default(),
             app_deadline: None,
             next_gen: 0,
-            app: parts.app,
             cids: CidGenerator::new(),
             rng: ring::rand::SystemRandom::new(),
             reset: ResetKey::new(&parts.secret),
@@ -308,7 +300,7 @@ impl Shard {
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
             shutdown: parts.shutdown,
             drain_timeout: rc.drain_timeout,
-            goaway_timeout: rc.goaway_timeout,
+            drain_grace: rc.drain_grace,
         })
     }
 
@@ -323,7 +315,7 @@ impl Shard {
             Ok(m) => m.clone(),
             Err(_) => return,
         };
-        match material.map(|m| m.server_config(&self.rc)) {
+        match material.map(|m| m.server_config(&self.rc, &self.tls_swap.alpns)) {
             Some(Ok(config)) => {
                 self.quic_config = config;
                 info!(shard = self.id.0, "TLS identity reloaded");
@@ -344,28 +336,24 @@ impl Shard {
         ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
         loop {
             let now = Instant::now();
-            if let Some(app) = self.shard_app.as_mut() {
-                app.begin_turn(now);
-            }
+            self.shard_app.begin_turn(now);
             if let Some(pct) = self.load.turn(now) {
-                self.busy = crate::config::over_admission_threshold(pct, self.admission_busy_pct);
+                self.busy = super::load::over_threshold(pct, self.admission_busy_pct);
                 self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
                 self.recv_holding =
                     holds_gather_a_batch(std::mem::take(&mut self.window_datagrams), self.recv_coalesce);
                 ShardStats::set(&self.stats().busy_pct, u64::from(pct));
-                if let Some(app) = self.shard_app.as_mut() {
-                    app.set_load(pct);
-                }
+                self.shard_app.set_load(pct);
             }
             self.note_mesh_backlog();
             self.reload_tls();
             if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
-                phase = match self.shard_app.as_mut() {
-                    Some(app) if !self.goaway_timeout.is_zero() => {
-                        app.drain(now, self.goaway_timeout);
-                        Phase::Draining { until: now + self.goaway_timeout }
+                phase = match self.drain_grace.is_zero() {
+                    false => {
+                        self.shard_app.drain(now, self.drain_grace);
+                        Phase::Draining { until: now + self.drain_grace }
                     }
-                    _ => {
+                    true => {
                         self.close_all(0x0, b"server shutting down");
                         Phase::Closing { until: now + self.drain_timeout }
                     }
@@ -375,11 +363,12 @@ impl Shard {
             // draining period that follows needs no more packets from us.
             let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
             let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
-            // Links to parent relays serve the clients until those are gone; then they close.
+            // Connections this core opened (to upstream servers) serve the accepted ones until
+            // those are gone; then they close.
             let clients_gone = phase != Phase::Serving
                 && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
             // While draining, a core without connections keeps running until every core has
-            // none: the others may still need it (the track owner relays their objects).
+            // none: the others' applications may still need this core's.
             let all_cores_quiet =
                 || self.stats.iter().all(|s| ShardStats::get(&s.connections) == ShardStats::get(&s.outbound));
             match phase {
@@ -388,14 +377,15 @@ impl Shard {
                 Phase::Draining { .. } if clients_gone && all_cores_quiet() => {
                     for idx in 0..self.conns.len() {
                         if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
-                            let _ = conn.quic.close(true, 0x0, b"relay shutting down");
+                            let _ = conn.quic.close(true, 0x0, b"server shutting down");
                             mark_dirty(&mut self.dirty, conn, idx);
                         }
                     }
                     phase = Phase::Closing { until: now + self.drain_timeout };
                 }
                 Phase::Draining { until } if now >= until => {
-                    self.close_all(super::GOAWAY_TIMEOUT, b"GOAWAY_TIMEOUT");
+                    let (code, reason) = self.shard_app.drain_close();
+                    self.close_all(code, reason);
                     phase = Phase::Closing { until: now + self.drain_timeout };
                 }
                 Phase::Draining { .. } => {}
@@ -553,7 +543,6 @@ impl Shard {
     /// that queued there while the core was busy is older than the turn's clock says.
     fn note_receive_lag(&mut self) {
         let oldest = std::mem::take(&mut self.oldest_rx_ns);
-        let Some(app) = self.shard_app.as_mut() else { return };
         let lag = match oldest {
             0 => Duration::ZERO,
             ns => {
@@ -565,7 +554,7 @@ impl Shard {
                     .unwrap_or_default()
             }
         };
-        app.set_receive_lag(lag);
+        self.shard_app.set_receive_lag(lag);
     }
 
     /// Handles what other cores sent: datagrams they received for our connections, and
@@ -580,11 +569,7 @@ impl Shard {
                     ShardStats::add(&self.stats().forwarded_in, 1);
                     self.handle_owned(&mut p.data, p.from);
                 }
-                MeshMsg::App(msg, _) => {
-                    if let Some(app) = self.shard_app.as_mut() {
-                        app.on_message(src, msg);
-                    }
-                }
+                MeshMsg::App(msg, _) => self.shard_app.on_message(src, msg),
             }
         }
         self.inbound = inbound;
@@ -598,7 +583,6 @@ impl Shard {
     /// each turn). The relay stops opening new streams to a backed-up core and keeps the
     /// bytes under its per-pair limit.
     fn note_mesh_backlog(&mut self) {
-        let Some(app) = self.shard_app.as_mut() else { return };
         let cores = self.mesh.cores();
         if self.congested.len() != cores {
             self.congested = vec![false; cores];
@@ -611,7 +595,7 @@ impl Shard {
                 total += *b;
             }
         }
-        app.set_mesh_backlog(&self.congested, &self.mesh_bytes);
+        self.shard_app.set_mesh_backlog(&self.congested, &self.mesh_bytes);
         if let Some(s) = self.stats.get(self.id.index()) {
             s.mesh_queued_bytes.store(total as u64, Ordering::Relaxed);
         }
@@ -621,8 +605,7 @@ impl Shard {
     /// connections it wrote to, its next deadline). True when it woke connections, which are
     /// then serviced before the core waits again.
     fn poll_app(&mut self, now: Instant) -> bool {
-        let Some(app) = self.shard_app.as_mut() else { return false };
-        app.poll(now, &mut self.app_out);
+        self.shard_app.poll(now, &mut self.app_out);
         self.app_deadline = self.app_out.deadline.take();
         for (dst, msg, bytes) in self.app_out.messages.drain(..) {
             if self.mesh.send(dst, MeshMsg::App(msg, bytes)).is_err() {
@@ -783,7 +766,6 @@ impl Shard {
         let conn = Conn {
             quic,
             app: None,
-            wt: None,
             cids: cids.clone(),
             scheduled: None,
             paced_until: None,
@@ -868,7 +850,6 @@ impl Shard {
         let conn = Conn {
             quic,
             app: None,
-            wt: None,
             cids: vec![scid],
             scheduled: None,
             paced_until: None,
@@ -891,9 +872,7 @@ impl Shard {
 
     fn connect_failed(&mut self, tag: u64, why: &str) {
         debug!(shard = self.id.0, tag, why, "outbound connection failed");
-        if let Some(app) = self.shard_app.as_mut() {
-            app.connect_failed(tag, why);
-        }
+        self.shard_app.connect_failed(tag, why);
     }
 
     fn live_connections(&self) -> usize {
@@ -993,47 +972,17 @@ impl Shard {
                 conn.handshake_counted = false;
                 ShardStats::sub(&self.stats[shard.index()].handshakes, 1);
             }
+            // The handshake chose one of the ALPNs the application named (TLS offers no other).
             let alpn = conn.quic.application_proto();
-            match Version::from_alpn(alpn) {
-                None if alpn == WEBTRANSPORT_ALPN.as_bytes() && conn.outbound.is_none() => {
-                    let wt = conn.wt.get_or_insert_with(|| WebTransportConn {
-                        wt: WebTransport::server(
-                            Version::ALL.iter().map(|v| v.alpn().to_string()).collect(),
-                            WEBTRANSPORT_DEFAULT.alpn().to_string(),
-                            webtransport::Limits::default(),
-                        ),
-                        h3: Default::default(),
-                    });
-                    webtransport_handshake(&mut conn.quic, &mut wt.wt, &mut wt.h3, &mut self.h3_buf);
-                    let version = wt.wt.accepted().and_then(|a| Version::from_alpn(a.protocol.as_bytes()));
-                    if let (Some(v), Some(wt)) = (version, version.and_then(|_| conn.wt.take())) {
-                        let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
-                        let mut app = match self.shard_app.as_mut() {
-                            Some(app) => app.new_webtransport(handle, v, wt),
-                            None => self.app.new_webtransport(shard, v, wt),
-                        };
-                        if let Some(at) = conn.setup_deadline {
-                            app.set_setup_deadline(at);
-                        }
-                        conn.app = Some(app);
-                    }
-                }
-                Some(v) => {
-                    let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
-                    let mut app = match (self.shard_app.as_mut(), conn.outbound) {
-                        (Some(app), Some(tag)) => app.new_outbound(handle, v, tag),
-                        (Some(app), None) => app.new_connection(handle, v),
-                        (None, _) => self.app.new_connection(shard, v),
-                    };
-                    if let Some(at) = conn.setup_deadline {
-                        app.set_setup_deadline(at);
-                    }
-                    conn.app = Some(app);
-                }
-                None => {
-                    let _ = conn.quic.close(false, 0x178, b"no application protocol");
-                }
+            let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
+            let mut app = match conn.outbound {
+                Some(tag) => self.shard_app.new_outbound(handle, alpn, tag),
+                None => self.shard_app.new_connection(handle, alpn),
+            };
+            if let Some(at) = conn.setup_deadline {
+                app.set_setup_deadline(at);
             }
+            conn.app = Some(app);
             // Give the peer spare connection IDs (for migration), each naming this core.
             while conn.quic.scids_left() > 0 {
                 let c = self.cids.new_cid(shard);
@@ -1046,16 +995,11 @@ impl Shard {
         }
         if conn.setup_deadline.is_some_and(|at| at <= now) {
             // The application closes its own session if its setup is not done (it was given
-            // the deadline); without an application yet (the QUIC handshake or, for `h3`, the
-            // WebTransport CONNECT has not completed) the core closes the connection.
+            // the deadline); without an application yet (the QUIC handshake has not
+            // completed) the core closes the connection.
             conn.setup_deadline = None;
             if conn.app.is_none() {
-                let reason = b"setup did not complete in time";
-                let _ = match conn.quic.is_established() {
-                    // RFC 9114 §5.2: an HTTP/3 connection closed with no error to signal.
-                    true => conn.quic.close(true, webtransport::code::H3_NO_ERROR, reason),
-                    false => conn.quic.close(false, 0x0, reason),
-                };
+                let _ = conn.quic.close(false, 0x0, b"setup did not complete in time");
             }
         }
         if let Some(app) = conn.app.as_mut() {

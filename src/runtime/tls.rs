@@ -25,7 +25,6 @@ use boring::ssl::{SslContextBuilder, SslMethod, SslVersion};
 use boring::x509::X509;
 
 use super::RuntimeConfig;
-use crate::wire::Version;
 
 /// Validity period of the generated certificate. WebTransport `serverCertificateHashes`
 /// rejects certificates whose notAfter - notBefore exceeds 14 days.
@@ -46,14 +45,13 @@ pub const INITIAL_MAX_DATA: u64 = 16 * 1024 * 1024;
 /// connection window, so one stream cannot monopolise it.
 pub const INITIAL_MAX_STREAM_DATA: u64 = 1024 * 1024;
 
-/// Concurrent bidirectional streams a peer may open: the control stream, and in draft-22 one
-/// stream per request (SUBSCRIBE, FETCH, PUBLISH_NAMESPACE, ...), so a session with hundreds of
-/// tracks needs hundreds. quiche raises the limit again as streams finish.
+/// Concurrent bidirectional streams a peer may open: a relay's peers may open one per request,
+/// so a session with hundreds of tracks needs hundreds. quiche raises the limit again as streams finish.
 pub const INITIAL_MAX_STREAMS_BIDI: u64 = 1_000;
 
-/// Concurrent unidirectional streams a peer may open: one per subgroup (and per FETCH
-/// response in draft-16), and a relay peer publishes many tracks at once, each possibly with
-/// several live groups. Since the client config uses the same value, this is also how many
+/// Concurrent unidirectional streams a peer may open: a relay's peers open one per subgroup
+/// (or fetch response) and publish many tracks at once, each possibly with several live
+/// groups. Since the client config uses the same value, this is also how many
 /// subgroup streams the relay may keep open towards one subscriber.
 pub const INITIAL_MAX_STREAMS_UNI: u64 = 10_000;
 
@@ -151,17 +149,14 @@ impl TlsMaterial {
         &self.identity.fingerprint
     }
 
-    /// A server quiche config with this identity: ALPNs from [`Version::ALL`] and `h3`
-    /// (WebTransport), DATAGRAM on,
+    /// A server quiche config with this identity: `alpns` (the application's), DATAGRAM on,
     /// `rc.idle_timeout`, `rc.congestion_control` (an unknown name is an error naming it) and
     /// the transport limits above. Peers are not asked for certificates.
-    pub fn server_config(&self, rc: &RuntimeConfig) -> anyhow::Result<quiche::Config> {
+    pub fn server_config(&self, rc: &RuntimeConfig, alpns: &[String]) -> anyhow::Result<quiche::Config> {
         let builder = self.ssl_context()?;
         let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, builder)
             .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
-        // Raw MoQT, and HTTP/3 for WebTransport, on the same port.
-        let mut alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
-        alpns.push(crate::webtransport::ALPN);
+        let alpns: Vec<&str> = alpns.iter().map(String::as_str).collect();
         apply_transport(&mut config, &alpns, rc.idle_timeout, &rc.congestion_control)?;
         config.verify_peer(false);
         Ok(config)
@@ -192,9 +187,9 @@ impl TlsMaterial {
 }
 
 /// [`load_identity`] and one [`TlsMaterial::server_config`] in one call (tests, tools).
-pub fn server_config(rc: &RuntimeConfig) -> anyhow::Result<(quiche::Config, Identity)> {
+pub fn server_config(rc: &RuntimeConfig, alpns: &[String]) -> anyhow::Result<(quiche::Config, Identity)> {
     let material = load_identity(rc)?;
-    let config = material.server_config(rc)?;
+    let config = material.server_config(rc, alpns)?;
     Ok((config, material.identity))
 }
 
@@ -214,11 +209,11 @@ pub fn client_config(alpns: &[&str], verify_peer: bool) -> anyhow::Result<quiche
 pub const LINK_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The quiche config of connections the server opens to upstream relays: the server's
-/// transport settings, every MoQT ALPN, the peer checked against `rc.upstream_tls`.
-pub fn upstream_config(rc: &RuntimeConfig) -> anyhow::Result<quiche::Config> {
+/// transport settings, `alpns` (the application's), the peer checked against `rc.upstream_tls`.
+pub fn upstream_config(rc: &RuntimeConfig, alpns: &[String]) -> anyhow::Result<quiche::Config> {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)
         .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
-    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+    let alpns: Vec<&str> = alpns.iter().map(String::as_str).collect();
     apply_transport(&mut config, &alpns, LINK_IDLE_TIMEOUT, &rc.congestion_control)?;
     config.verify_peer(!rc.upstream_tls.insecure);
     if let Some(ca) = &rc.upstream_tls.ca {
@@ -351,17 +346,19 @@ fn system_time(t: &Asn1TimeRef) -> Option<SystemTime> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::runtime::cid::{CidGenerator, ResetKey, ShardId};
-    use crate::runtime::retry::RetryTokens;
-    use crate::runtime::QuicConnection;
-    use crate::runtime::TlsSource;
-    use std::net::SocketAddr;
+    use crate::cid::{CidGenerator, ShardId};
+    use crate::TlsSource;
     use std::path::PathBuf;
 
     fn rc() -> RuntimeConfig {
         RuntimeConfig::new("127.0.0.1:4433".parse().unwrap(), 1)
+    }
+
+    /// Two application protocols, as a server offers them.
+    fn alpns() -> Vec<String> {
+        vec!["app-a".to_string(), "app-b".to_string()]
     }
 
     /// A fresh directory under the system temp dir, removed on drop.
@@ -406,7 +403,7 @@ pub(crate) mod tests {
 
     #[test]
     fn self_signed_config_builds() {
-        let (_config, id) = server_config(&rc()).unwrap();
+        let (_config, id) = server_config(&rc(), &alpns()).unwrap();
         assert!(id.self_signed);
         assert!(is_fingerprint(&id.fingerprint), "{}", id.fingerprint);
         assert_eq!(id.fingerprint, hex_pairs(&id.sha256));
@@ -492,7 +489,7 @@ pub(crate) mod tests {
         let dir = TempDir::new("files");
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let (rc, cert) = pem_files(&dir, &key, &key);
-        let (_config, id) = server_config(&rc).unwrap();
+        let (_config, id) = server_config(&rc, &alpns()).unwrap();
         assert!(!id.self_signed);
         assert_eq!(id.fingerprint, fingerprint(cert.der()));
     }
@@ -503,7 +500,7 @@ pub(crate) mod tests {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let (rc, _cert) = pem_files(&dir, &key, &other);
-        assert!(server_config(&rc).is_err());
+        assert!(server_config(&rc, &alpns()).is_err());
     }
 
     #[test]
@@ -514,11 +511,11 @@ pub(crate) mod tests {
         std::fs::write(&garbage, "not a pem file").unwrap();
         let mut rc = rc();
         rc.tls = TlsSource::Files { cert: missing.clone(), key: garbage.clone() };
-        let err = format!("{:#}", server_config(&rc).err().unwrap());
+        let err = format!("{:#}", server_config(&rc, &alpns()).err().unwrap());
         assert!(err.contains(&missing.display().to_string()), "{err}");
 
         rc.tls = TlsSource::Files { cert: garbage.clone(), key: garbage.clone() };
-        let err = format!("{:#}", server_config(&rc).err().unwrap());
+        let err = format!("{:#}", server_config(&rc, &alpns()).err().unwrap());
         assert!(err.contains(&garbage.display().to_string()), "{err}");
     }
 
@@ -526,115 +523,24 @@ pub(crate) mod tests {
     fn unknown_congestion_control_names_the_value() {
         let mut rc = rc();
         rc.congestion_control = "warp-drive".to_string();
-        let err = format!("{:#}", server_config(&rc).err().unwrap());
+        let err = format!("{:#}", server_config(&rc, &alpns()).err().unwrap());
         assert!(err.contains("warp-drive"), "{err}");
         for ok in ["cubic", "reno", "bbr2"] {
             rc.congestion_control = ok.to_string();
-            assert!(server_config(&rc).is_ok(), "{ok}");
+            assert!(server_config(&rc, &alpns()).is_ok(), "{ok}");
         }
     }
 
-    // In-memory handshakes: the configs, retry tokens and reset tokens work with quiche itself.
-
-    const CLIENT: &str = "127.0.0.1:50000";
-    const SERVER: &str = "127.0.0.1:4433";
-
-    fn client_addr() -> SocketAddr {
-        CLIENT.parse().unwrap()
-    }
-
-    fn server_addr() -> SocketAddr {
-        SERVER.parse().unwrap()
-    }
-
-    /// Moves packets both ways until neither side has anything to send.
-    /// Moves packets both ways (in memory) until neither side has more to send.
-    pub(crate) fn exchange(client: &mut QuicConnection, server: &mut QuicConnection) {
-        let mut buf = vec![0u8; 65_535];
-        for _ in 0..100 {
-            let mut moved = false;
-            while let Ok((len, _)) = client.send(&mut buf) {
-                let info = quiche::RecvInfo { from: client_addr(), to: server_addr() };
-                let _ = server.recv(&mut buf[..len], info);
-                moved = true;
-            }
-            while let Ok((len, _)) = server.send(&mut buf) {
-                let info = quiche::RecvInfo { from: server_addr(), to: client_addr() };
-                let _ = client.recv(&mut buf[..len], info);
-                moved = true;
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
-    /// A client and a server connection, established in memory.
-    pub(crate) fn handshake(
-        alpns: &[&str],
-        retry: bool,
-    ) -> (QuicConnection, QuicConnection, Identity, ResetKey) {
-        let (mut server_cfg, id) = server_config(&rc()).unwrap();
-        let mut client_cfg = client_config(alpns, false).unwrap();
-        let cids = CidGenerator::new();
-        let reset = ResetKey::new(&[9; 32]);
-        let tokens = RetryTokens::new(&[9; 32]);
-        let now = SystemTime::now();
-
-        let client_scid = cids.new_cid(ShardId(200));
-        let mut client = quiche::connect_with_buffer_factory(
-            Some("localhost"),
-            &client_scid,
-            client_addr(),
-            server_addr(),
-            &mut client_cfg,
-        )
-        .unwrap();
-        let mut buf = vec![0u8; 65_535];
-        let (mut len, _) = client.send(&mut buf).unwrap();
-
-        let mut odcid = None;
-        if retry {
-            let hdr = quiche::Header::from_slice(&mut buf[..len], quiche::MAX_CONN_ID_LEN).unwrap();
-            assert!(hdr.token.as_deref().unwrap_or_default().is_empty());
-            let new_scid = cids.new_cid(ShardId(3));
-            let token = tokens.mint(client_addr(), &hdr.dcid, now);
-            let mut out = vec![0u8; 1500];
-            let rlen = quiche::retry(&hdr.scid, &hdr.dcid, &new_scid, &token, hdr.version, &mut out).unwrap();
-            let info = quiche::RecvInfo { from: server_addr(), to: client_addr() };
-            client.recv(&mut out[..rlen], info).unwrap();
-            len = client.send(&mut buf).unwrap().0;
-            let hdr = quiche::Header::from_slice(&mut buf[..len], quiche::MAX_CONN_ID_LEN).unwrap();
-            assert_eq!(hdr.dcid.as_ref(), new_scid.as_ref());
-            let token = hdr.token.unwrap();
-            odcid = Some(tokens.validate(&token, client_addr(), now).unwrap());
-        }
-
-        let hdr = quiche::Header::from_slice(&mut buf[..len], quiche::MAX_CONN_ID_LEN).unwrap();
-        let scid = if retry { hdr.dcid.clone().into_owned() } else { cids.new_cid(ShardId(3)) };
-        server_cfg.set_stateless_reset_token(Some(reset.token(&scid)));
-        let mut server = quiche::accept_with_buf_factory(
-            &scid,
-            odcid.as_ref(),
-            server_addr(),
-            client_addr(),
-            &mut server_cfg,
-        )
-        .unwrap();
-        let info = quiche::RecvInfo { from: client_addr(), to: server_addr() };
-        server.recv(&mut buf[..len], info).unwrap();
-        exchange(&mut client, &mut server);
-        assert!(client.is_established(), "client not established");
-        assert!(server.is_established(), "server not established");
-        (client, server, id, reset)
-    }
+    // In-memory handshakes (`crate::testing`): the configs, retry tokens and reset tokens
+    // work with quiche itself.
+    use crate::testing::{client_addr, exchange, handshake, server_addr};
 
     #[test]
-    fn handshake_negotiates_each_draft_and_pins_the_fingerprint() {
-        for v in Version::ALL {
-            let (client, server, id, _) = handshake(&[v.alpn()], false);
-            assert_eq!(client.application_proto(), v.alpn().as_bytes());
-            assert_eq!(server.application_proto(), v.alpn().as_bytes());
+    fn handshake_negotiates_each_alpn_and_pins_the_fingerprint() {
+        for alpn in alpns() {
+            let (client, server, id, _) = handshake(&[alpn.as_str()], false);
+            assert_eq!(client.application_proto(), alpn.as_bytes());
+            assert_eq!(server.application_proto(), alpn.as_bytes());
             let der = client.peer_cert().unwrap();
             assert_eq!(fingerprint(der), id.fingerprint);
             assert!(client.dgram_max_writable_len().is_some(), "DATAGRAM negotiated");
@@ -646,7 +552,7 @@ pub(crate) mod tests {
 
     #[test]
     fn handshake_rejects_unknown_alpn() {
-        let (mut server_cfg, _) = server_config(&rc()).unwrap();
+        let (mut server_cfg, _) = server_config(&rc(), &alpns()).unwrap();
         let mut client_cfg = client_config(&["h2"], false).unwrap();
         let cids = CidGenerator::new();
         let mut client = quiche::connect_with_buffer_factory(
@@ -675,12 +581,12 @@ pub(crate) mod tests {
         // idle timeout: quiche must be able to encode our transport parameters.
         let mut rc = rc();
         rc.idle_timeout = Duration::from_secs(365 * 24 * 3600);
-        let (mut cfg, _) = server_config(&rc).unwrap();
+        let (mut cfg, _) = server_config(&rc, &alpns()).unwrap();
         let cids = CidGenerator::new();
         let scid = cids.new_cid(ShardId(255));
         cfg.set_stateless_reset_token(Some(u128::MAX));
         let odcid = quiche::ConnectionId::from_vec(vec![0xff; quiche::MAX_CONN_ID_LEN]);
-        quiche::accept_with_buf_factory::<crate::runtime::SharedBufs>(
+        quiche::accept_with_buf_factory::<crate::SharedBufs>(
             &scid,
             Some(&odcid),
             server_addr(),
@@ -692,14 +598,14 @@ pub(crate) mod tests {
 
     #[test]
     fn handshake_after_retry() {
-        let (client, server, _, _) = handshake(&["moqt-22"], true);
-        assert_eq!(server.application_proto(), b"moqt-22");
+        let (client, server, _, _) = handshake(&["app-b"], true);
+        assert_eq!(server.application_proto(), b"app-b");
         assert!(client.is_established());
     }
 
     #[test]
     fn stateless_reset_closes_the_client() {
-        let (mut client, server, _, reset) = handshake(&["moqt-16"], false);
+        let (mut client, server, _, reset) = handshake(&["app-a"], false);
         let dcid = server.source_id().into_owned();
         let rng = ring::rand::SystemRandom::new();
         let mut out = [0u8; 100];

@@ -27,7 +27,7 @@ mod data_out;
 mod outgoing;
 mod verbs;
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -39,9 +39,9 @@ use super::error::{SessionCode, SessionError};
 use super::requests::{consumed_id, opens_stream, parity, referenced_id, RequestIds};
 use super::streams::{first_id, initiator, is_uni, ClosedStreams, RecvBuf, CLOSED_BIDI_WINDOW};
 use super::{Event, Transmit};
-use crate::wire::d22::control::message_type::SETUP as D22_SETUP;
-use crate::wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
-use crate::wire::{DecodeError, RequestErrorCode, VarInt, Version, Vi64};
+use wire::d22::control::message_type::SETUP as D22_SETUP;
+use wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
+use wire::{DecodeError, RequestErrorCode, VarInt, Version, Vi64};
 
 /// Stream reset / STOP_SENDING code used when a request is cancelled (draft-22 §12.5
 /// CANCELLED = 0x1).

@@ -25,7 +25,7 @@
 //! or by our STOP_SENDING. Streams dropped while held, refused by the stream limit, and
 //! padding streams end silently.
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 use std::collections::VecDeque;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -33,13 +33,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::error::{SessionCode, SessionError};
 use super::streams::{ClosedStreams, CLOSED_UNI_WINDOW};
 use super::{Event, Transmit};
-use crate::wire::d16::data as d16;
-use crate::wire::d18::data as d18;
-use crate::wire::d22::data as d22;
-use crate::wire::model::{
+use wire::d16::data as d16;
+use wire::d18::data as d18;
+use wire::d22::data as d22;
+use wire::model::{
     Datagram, FetchItem, GroupOrder, RequestId, SubgroupHeader, SubgroupObject, TrackAlias, UniStreamHeader,
 };
-use crate::wire::{DecodeError, Version};
+use wire::{DecodeError, Version};
 
 /// One object (or fetch End of Range) from a data stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub struct DataState {
     /// The track a peer's PUBLISH named for its alias: a later PUBLISH of the same track with
     /// the same alias takes the alias over (a publisher switching over on one session) rather
     /// than being DUPLICATE_TRACK_ALIAS, which is for a different track.
-    alias_tracks: HashMap<TrackAlias, crate::wire::model::FullTrackName>,
+    alias_tracks: HashMap<TrackAlias, wire::model::FullTrackName>,
     alias_of: HashMap<RequestId, TrackAlias>,
     /// Held streams in arrival order.
     held: Vec<u64>,
@@ -222,7 +222,7 @@ impl DataState {
         &mut self,
         alias: TrackAlias,
         rid: RequestId,
-        track: Option<&crate::wire::model::FullTrackName>,
+        track: Option<&wire::model::FullTrackName>,
         out: &mut Out<'_>,
     ) -> Result<(), SessionError> {
         let same_track = track.is_some_and(|t| self.alias_tracks.get(&alias) == Some(t));
@@ -590,7 +590,7 @@ fn payload_len(o: &DataObject) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::wire::model::{SubgroupId, SubgroupObject};
+    use wire::model::{SubgroupId, SubgroupObject};
 
     fn stream_bytes(alias: u64, payload: &[u8]) -> Vec<u8> {
         let h = SubgroupHeader {

@@ -2,11 +2,11 @@
 //! draft-16 §13.1.1 "Session Termination Error Codes", draft-18 §3.5 / §15.10.1, draft-22
 //! §12.2 / §16.11.1), the
 //! [`SessionError`] that the session's commands return, and the mapping from a codec's
-//! [`DecodeError::Invalid`](crate::wire::DecodeError) onto a termination code.
+//! [`DecodeError::Invalid`](wire::DecodeError) onto a termination code.
 
 use thiserror::Error;
 
-use crate::wire::{DecodeError, EncodeError, ErrorCode};
+use wire::{DecodeError, EncodeError, ErrorCode};
 
 /// A session termination code (the application error code of CONNECTION_CLOSE). The union of
 /// draft-16, draft-18 and draft-22; the code points agree where several define a name.

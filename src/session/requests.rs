@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use super::error::{SessionCode, SessionError};
-use crate::wire::model::{Message, RequestId, Role};
-use crate::wire::Version;
+use wire::model::{Message, RequestId, Role};
+use wire::Version;
 
 /// The parity bit of the Request IDs `role` generates (client even from 0, server odd from 1).
 pub const fn parity(role: Role) -> u64 {
@@ -362,7 +362,7 @@ mod tests {
     fn message_classes() {
         let sub = Message::Subscribe(Default::default());
         assert!(opens_stream(&sub));
-        let up = Message::RequestUpdate(crate::wire::model::RequestUpdate {
+        let up = Message::RequestUpdate(wire::model::RequestUpdate {
             request_id: RequestId(4),
             existing_request_id: RequestId(2),
             ..Default::default()

@@ -4,7 +4,7 @@
 //! parsed (the codecs report `NeedMore` for a partial one). Every buffer has a byte limit, so a
 //! peer cannot grow memory by sending a message that never completes (design §5).
 
-use crate::wire::model::Role;
+use wire::model::Role;
 
 /// The receive side of one stream.
 #[derive(Debug, Default)]

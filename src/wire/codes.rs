@@ -51,7 +51,7 @@ pub mod code {
     pub const REDIRECT_D22: u64 = 0x34;
     pub const CONFLICTING_FILTERS_D22: u64 = 0x35;
     pub const INVALID_FILTER_D22: u64 = 0x36;
-    /// PUBLISH_DONE, REQUEST_ERROR and stream reset MALFORMED_TRACK (both drafts).
+    /// PUBLISH_DONE, REQUEST_ERROR and stream reset MALFORMED_TRACK (every draft).
     pub const MALFORMED_TRACK: u64 = 0x12;
 
     /// PUBLISH_DONE UNAUTHORIZED.
@@ -69,7 +69,7 @@ pub mod code {
     /// PUBLISH_DONE TOO_FAR_BEHIND: 0x6 in draft-16, 0x5 in draft-18 and draft-22.
     pub const DONE_TOO_FAR_BEHIND_D16: u64 = 0x6;
     pub const DONE_TOO_FAR_BEHIND_D22: u64 = 0x5;
-    /// PUBLISH_DONE UPDATE_FAILED (both drafts).
+    /// PUBLISH_DONE UPDATE_FAILED (every draft).
     pub const DONE_UPDATE_FAILED: u64 = 0x8;
     /// PUBLISH_DONE EXCESSIVE_LOAD (draft-18 and draft-22).
     pub const DONE_EXCESSIVE_LOAD_D22: u64 = 0x9;

@@ -1,4 +1,4 @@
-//! Structures whose layout both drafts share, differing only in the integer encoding:
+//! Structures whose layout every draft shares, differing only in the integer encoding:
 //! Location, Track Namespace, Full Track Name, Reason Phrase, Key-Value-Pair lists
 //! (properties) and the authorization Token.
 
@@ -259,8 +259,8 @@ pub fn read_control_frame<V: VarInt>(buf: &[u8]) -> Result<(u64, &[u8], usize), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::error::ErrorCode;
-    use crate::wire::varint::{Quic, Vi64};
+    use crate::error::ErrorCode;
+    use crate::varint::{Quic, Vi64};
 
     fn props_of<V: VarInt>(bytes: &[u8]) -> Result<Properties, DecodeError> {
         read_properties(&mut Reader::<V>::new(bytes))

@@ -14,7 +14,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The code point on the wire (identical in both drafts).
+    /// The code point on the wire (identical in every draft).
     pub const fn code(self) -> u64 {
         match self {
             ErrorCode::ProtocolViolation => 0x3,

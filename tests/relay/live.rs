@@ -89,7 +89,7 @@ fn one_upstream_subscribe_feeds_subscribers_on_two_cores() {
     }
 }
 
-/// Subscribers of both drafts on one core and on the publisher's core, for one upstream
+/// Subscribers of every draft on one core and on the publisher's core, for one upstream
 /// (each gets its own downstream streams and its own Stream Count).
 #[test]
 fn mixed_subscribers_on_one_core_share_the_upstream() {

@@ -1,7 +1,6 @@
-//! Shared by the test files that declare `mod support;`: proptest strategies for the
-//! version-neutral model (`strategies`), and delivery of one session's transmits to its peer
-//! for the pair harnesses (`session`). Each file uses what it needs.
+//! Shared by the test files that declare `mod support;`: delivery of one session's transmits
+//! to its peer for the pair harnesses (`session`, the session crate's own test helper).
 #![allow(dead_code)]
 
+#[path = "../../src/session/tests/support/session.rs"]
 pub mod session;
-pub mod strategies;

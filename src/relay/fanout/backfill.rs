@@ -7,13 +7,13 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::{Down, Fanout, RECENT_STREAMS};
-use crate::hash::HashMap;
-use crate::relay::cache::CachedObject;
-use crate::relay::msg::StreamKey;
-use crate::relay::sessions::Sessions;
-use crate::relay::Cx;
-use crate::session::data_urgency;
-use crate::wire::model::{
+use crate::cache::CachedObject;
+use crate::msg::StreamKey;
+use crate::sessions::Sessions;
+use crate::Cx;
+use ahash::HashMap;
+use session::data_urgency;
+use wire::model::{
     Location, ObjectStatus, RequestId, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
 };
 
@@ -23,7 +23,7 @@ impl Fanout {
     /// stream is still open (`open`: stream, group, subgroup) keeps its downstream stream
     /// open, and its later objects continue it; the others are finished. Objects that came
     /// as datagrams are not sent again.
-    pub(in crate::relay) fn backfill(
+    pub(crate) fn backfill(
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,

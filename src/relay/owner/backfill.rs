@@ -5,10 +5,10 @@
 use std::cmp::Reverse;
 
 use super::{before, Answer, Owner, Source, UpstreamFetch, DEFAULT_FILL_WAIT};
-use crate::relay::cache::CachedObject;
-use crate::relay::msg::{FanoutMsg, UpFetchMsg};
-use crate::relay::Cx;
-use crate::wire::model::{Location, RequestId, TrackAlias};
+use crate::cache::CachedObject;
+use crate::msg::{FanoutMsg, UpFetchMsg};
+use crate::Cx;
+use wire::model::{Location, RequestId, TrackAlias};
 
 /// A subscription that wants the cached objects of its window (`OwnerMsg::Backfill`).
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +28,7 @@ impl Owner {
     /// What lies before the cache's first object (the relay joined the track later, or evicted
     /// it) is fetched upstream first (as for a FETCH, within the default FILL_TIMEOUT), unless
     /// the track's upstream SUBSCRIBE itself asked the publisher for it (`Track::asked`).
-    pub(in crate::relay) fn backfill(
+    pub(crate) fn backfill(
         &mut self,
         cx: &mut Cx<'_>,
         alias: TrackAlias,

@@ -1,4 +1,4 @@
-//! Glue between [`Session`] and the incoming data plane ([`DataState`](crate::session::data)):
+//! Glue between [`Session`] and the incoming data plane ([`DataState`](crate::data)):
 //! routing peer unidirectional data streams and datagrams into it, and keeping the Track Alias
 //! table in step with control messages (draft-16 "Track Alias", draft-22 §3.1.3): SUBSCRIBE_OK
 //! and PUBLISH from the peer add an alias; PUBLISH_DONE, cancellation, UNSUBSCRIBE and a
@@ -7,9 +7,9 @@
 use bytes::Bytes;
 
 use super::Session;
-use crate::session::data::Out;
-use crate::session::error::SessionError;
-use crate::wire::model::{Message, RequestId, TrackAlias};
+use crate::data::Out;
+use crate::error::SessionError;
+use wire::model::{Message, RequestId, TrackAlias};
 
 impl Session {
     /// A datagram arrived (draft-16 §10.3.1, draft-22 §11.2.1). Objects for an unknown Track

@@ -7,18 +7,18 @@
 
 use std::time::Instant;
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::session::error::SessionError;
-use crate::session::Transmit;
-use crate::wire::d16::data as d16;
-use crate::wire::d18::data as d18;
-use crate::wire::d22::data as d22;
-use crate::wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
-use crate::wire::{EncodeError, Version};
+use crate::error::SessionError;
+use crate::Transmit;
+use wire::d16::data as d16;
+use wire::d18::data as d18;
+use wire::d22::data as d22;
+use wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
+use wire::{EncodeError, Version};
 
 #[derive(Debug)]
 enum Writer {
@@ -172,7 +172,7 @@ impl Session {
         Ok(())
     }
 
-    /// Sets the send urgency of our data stream `stream` (see [`crate::session::data_urgency`]).
+    /// Sets the send urgency of our data stream `stream` (see [`crate::data_urgency`]).
     pub fn set_priority(&mut self, stream: u64, urgency: u8) -> Result<(), SessionError> {
         self.set_priority_ordered(stream, urgency, false)
     }
@@ -233,11 +233,11 @@ impl Session {
     /// Queues an OBJECT_DATAGRAM (one contiguous datagram: header and payload), with the
     /// urgency of its publisher priority.
     pub fn send_datagram(&mut self, header: &DatagramHeader, payload: &[u8]) -> Result<(), SessionError> {
-        let urgency = crate::session::data_urgency(128, header.publisher_priority.unwrap_or(128));
+        let urgency = crate::data_urgency(128, header.publisher_priority.unwrap_or(128));
         self.send_datagram_with_urgency(header, payload, urgency)
     }
 
-    /// [`Session::send_datagram`] with this urgency ([`crate::session::data_urgency`] of the
+    /// [`Session::send_datagram`] with this urgency ([`crate::data_urgency`] of the
     /// subscription's priority and the publisher's).
     pub fn send_datagram_with_urgency(
         &mut self,

@@ -6,12 +6,12 @@
 //! control stream; plus graceful FIN and cancellation (draft-22 §6.4.2.2-§6.4.2.3).
 
 use super::{ReqStream, Session, RESET_CANCELLED};
-use crate::session::error::{SessionCode, SessionError};
-use crate::session::requests::{consumed_id, opens_stream, referenced_id, Alloc};
-use crate::session::streams::RecvBuf;
-use crate::session::Transmit;
-use crate::wire::model::{Message, RequestId, Role, Setup};
-use crate::wire::Version;
+use crate::error::{SessionCode, SessionError};
+use crate::requests::{consumed_id, opens_stream, referenced_id, Alloc};
+use crate::streams::RecvBuf;
+use crate::Transmit;
+use wire::model::{Message, RequestId, Role, Setup};
+use wire::Version;
 
 impl Session {
     pub(super) fn send_setup(&mut self) {

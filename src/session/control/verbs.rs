@@ -7,12 +7,12 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Session;
-use crate::session::{SessionError, Transmit};
-use crate::wire::model::{
+use crate::{SessionError, Transmit};
+use wire::model::{
     FetchEnd, FetchOk, GoAway, GroupOrder, Location, LocationFilter, Message, Parameters, Properties,
     PublishDone, RequestError, RequestId, RequestOk, RequestUpdate,
 };
-use crate::wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
+use wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
 
 impl Session {
     /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-18 §10.6, draft-22 §9.4).

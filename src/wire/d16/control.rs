@@ -7,20 +7,20 @@
 
 use bytes::Bytes;
 
-use crate::wire::codec::{Reader, Writer};
-use crate::wire::common::{
+use crate::codec::{Reader, Writer};
+use crate::common::{
     read_control_frame, read_full_track_name, read_location, read_namespace, read_properties, read_reason,
     write_control, write_full_track_name, write_location, write_namespace, write_properties, write_reason,
 };
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::limits::MAX_GOAWAY_URI;
-use crate::wire::model::{
+use crate::error::{DecodeError, EncodeError};
+use crate::model::limits::MAX_GOAWAY_URI;
+use crate::model::{
     DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Location, LocationFilter,
     Message, Publish, PublishDone, PublishNamespace, PublishNamespaceCancel, PublishOk, RequestError,
     RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace, SubscribeOk,
     SubscribeOptions, TrackAlias,
 };
-use crate::wire::varint::Quic;
+use crate::varint::Quic;
 
 use super::params::{read_params, read_setup, write_params, write_setup, ParamMessage};
 

@@ -9,13 +9,13 @@
 
 use bytes::Bytes;
 
-use crate::wire::codec::{Reader, Writer};
-use crate::wire::common::{read_kv, read_location, read_token, write_kv, write_location, write_token};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{
+use crate::codec::{Reader, Writer};
+use crate::common::{read_kv, read_location, read_token, write_kv, write_location, write_token};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{
     setup_type, AuthToken, GroupOrder, KvValue, LocationFilter, Parameters, Role, SetupOptions,
 };
-use crate::wire::varint::Quic;
+use crate::varint::Quic;
 
 /// draft-16 Message Parameter code points (§13 "Message Parameters").
 pub mod param_type {

@@ -21,25 +21,25 @@
 use bytes::Bytes;
 
 use super::params::{allowed, read_params, read_setup_options, write_params, write_setup_options};
-use crate::wire::codec::{Reader, Writer};
-use crate::wire::common::{
+use crate::codec::{Reader, Writer};
+use crate::common::{
     read_control_frame, read_location, read_namespace, read_properties, read_reason, read_track_name,
     write_control, write_full_track_name, write_location, write_namespace, write_properties, write_reason,
     write_track_name,
 };
 // Identical in draft-18 and draft-22 (the same REQUEST_ERROR layout, REDIRECT code point and
 // request-stream rules): written once, in the draft-22 codec.
-use crate::wire::d22::control::{read_full_track_name, read_request_error, response_id, write_request_error};
-use crate::wire::d22::params::ParamSet;
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::limits::MAX_GOAWAY_URI;
-use crate::wire::model::{
+use crate::d22::control::{read_full_track_name, read_request_error, response_id, write_request_error};
+use crate::d22::params::ParamSet;
+use crate::error::{DecodeError, EncodeError};
+use crate::model::limits::MAX_GOAWAY_URI;
+use crate::model::{
     DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, GoAway, Location, LocationFilter, Message,
     Parameters, Properties, Publish, PublishDone, PublishNamespace, PublishOk, PublishSkipped, RequestId,
     RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace, SubscribeOk, SubscribeOptions,
     SubscribeTracks, TrackAlias, TrackNamespace,
 };
-use crate::wire::varint::{VarInt, Vi64};
+use crate::varint::{VarInt, Vi64};
 
 type R<'a> = Reader<'a, Vi64>;
 type W<'a> = Writer<'a, Vi64>;

@@ -1,15 +1,15 @@
 //! draft-18 data plane (draft-ietf-moq-transport-18 §3.4 and §11): unidirectional stream types
 //! (§3.4), OBJECT_DATAGRAM (§11.3.1), SUBGROUP_HEADER streams (§11.4.2), FETCH_HEADER streams
 //! (§11.4.4) and padding (§11.5), with vi64 integers. The logic lives in
-//! [`crate::wire::data`]; the rules are draft-22's but for one: the FIRST_OBJECT bit, Group
+//! [`crate::data`]; the rules are draft-22's but for one: the FIRST_OBJECT bit, Group
 //! and Object ID deltas on fetch streams ordered by the fetch's Group Order (§11.4.4.1), the
 //! control stream type 0x2F00 and the padding types are all here, while End of Timed-Out Range
 //! is not (§11.4.4 defines only 0x8C and 0x10C).
 
-use crate::wire::data::{self as shared, DataRules};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{Datagram, DatagramHeader, RequestId, SubgroupHeader, UniStreamHeader};
-use crate::wire::varint::Vi64;
+use crate::data::{self as shared, DataRules};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{Datagram, DatagramHeader, RequestId, SubgroupHeader, UniStreamHeader};
+use crate::varint::Vi64;
 
 /// Unidirectional stream type of the control stream; also the SETUP message type (§3.4, §10.3).
 pub const CONTROL_STREAM_TYPE: u64 = 0x2F00;

@@ -17,21 +17,21 @@
 use bytes::Bytes;
 
 use super::params::{allowed, read_params, read_setup_options, write_params, write_setup_options, ParamSet};
-use crate::wire::codec::{Reader, Writer};
-use crate::wire::common::{
+use crate::codec::{Reader, Writer};
+use crate::common::{
     read_control_frame, read_location, read_namespace, read_properties, read_reason, read_track_name,
     write_control, write_full_track_name, write_location, write_namespace, write_properties, write_reason,
     write_track_name,
 };
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::limits::MAX_GOAWAY_URI;
-use crate::wire::model::{
+use crate::error::{DecodeError, EncodeError};
+use crate::model::limits::MAX_GOAWAY_URI;
+use crate::model::{
     DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Message, Parameters,
     Properties, Publish, PublishDone, PublishNamespace, PublishSkipped, PublishStateNotify, Redirect,
     RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace,
     SubscribeOk, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
-use crate::wire::varint::{VarInt, Vi64};
+use crate::varint::{VarInt, Vi64};
 
 type R<'a> = Reader<'a, Vi64>;
 type W<'a> = Writer<'a, Vi64>;

@@ -1,14 +1,14 @@
 //! draft-22 data plane (draft-ietf-moq-transport-22 §6.4.1 and §11): unidirectional stream
 //! types (§6.4.1), OBJECT_DATAGRAM (§11.2.1), SUBGROUP_HEADER streams (§11.3.1), FETCH_HEADER
 //! streams (§11.4.1) and padding (§11.5), with vi64 integers. The logic lives in
-//! [`crate::wire::data`]; this module fixes the draft-22 rules: the FIRST_OBJECT bit, End of
+//! [`crate::data`]; this module fixes the draft-22 rules: the FIRST_OBJECT bit, End of
 //! Timed-Out Range (0x20C), Group/Object ID deltas on fetch streams ordered by the fetch's
 //! Group Order, the control stream type 0x2F00 and the padding types.
 
-use crate::wire::data::{self as shared, DataRules};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{Datagram, DatagramHeader, RequestId, SubgroupHeader, UniStreamHeader};
-use crate::wire::varint::Vi64;
+use crate::data::{self as shared, DataRules};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{Datagram, DatagramHeader, RequestId, SubgroupHeader, UniStreamHeader};
+use crate::varint::Vi64;
 
 /// Unidirectional stream type of the control stream; also the SETUP message type (§6.4.1, §9.1).
 pub const CONTROL_STREAM_TYPE: u64 = 0x2F00;

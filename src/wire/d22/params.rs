@@ -15,17 +15,17 @@
 
 use bytes::Bytes;
 
-use crate::wire::codec::{Reader, Writer};
-use crate::wire::common::{read_kv, read_location, read_namespace, read_token, write_kv, write_location};
-use crate::wire::common::{write_namespace, write_token};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::param_type as pt;
-use crate::wire::model::setup_type as st;
-use crate::wire::model::{
+use crate::codec::{Reader, Writer};
+use crate::common::{read_kv, read_location, read_namespace, read_token, write_kv, write_location};
+use crate::common::{write_namespace, write_token};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::param_type as pt;
+use crate::model::setup_type as st;
+use crate::model::{
     AuthToken, GroupOrder, KvValue, Location, LocationFilter, Parameters, Range, RangeFilter,
     RangeFilterKind, RangeSet, SetupOptions,
 };
-use crate::wire::varint::Vi64;
+use crate::varint::Vi64;
 
 type R<'a> = Reader<'a, Vi64>;
 type W<'a> = Writer<'a, Vi64>;

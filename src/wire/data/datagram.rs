@@ -2,10 +2,10 @@
 //! §11.5.2).
 
 use super::{check_status, datagram_bits, read_status, write_atomic, DataRules};
-use crate::wire::codec::Reader;
-use crate::wire::common::{read_object_properties, write_object_properties};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{Datagram, DatagramHeader, ObjectStatus, Properties, TrackAlias};
+use crate::codec::Reader;
+use crate::common::{read_object_properties, write_object_properties};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{Datagram, DatagramHeader, ObjectStatus, Properties, TrackAlias};
 
 /// True when `t` is a valid OBJECT_DATAGRAM type: only defined bits, and not both STATUS and
 /// END_OF_GROUP. draft-16 §10.3.1 (0x00-0x0F, 0x20-0x21, 0x24-0x25, 0x28-0x29, 0x2C-0x2D),

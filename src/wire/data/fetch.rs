@@ -3,11 +3,11 @@
 use std::marker::PhantomData;
 
 use super::{fetch_flags, id_in_range, write_atomic, DataRules};
-use crate::wire::codec::Reader;
-use crate::wire::common::{read_object_properties, write_object_properties};
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{FetchItem, FetchObject, GroupOrder, Location, Properties, RangeEnd};
-use crate::wire::varint::VarInt;
+use crate::codec::Reader;
+use crate::common::{read_object_properties, write_object_properties};
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{FetchItem, FetchObject, GroupOrder, Location, Properties, RangeEnd};
+use crate::varint::VarInt;
 
 /// What "the prior Object" means for the next item on a fetch stream (draft-16 §10.4.4.1,
 /// draft-22 §11.4.1.1-2).

@@ -2,10 +2,10 @@
 //! §11.3.1, §11.4.1, §11.5.1).
 
 use super::{subgroup_bits, write_atomic, DataRules, FETCH_HEADER_TYPE};
-use crate::wire::codec::Reader;
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{RequestId, SubgroupHeader, SubgroupId, TrackAlias, UniStreamHeader};
-use crate::wire::varint::VarInt;
+use crate::codec::Reader;
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{RequestId, SubgroupHeader, SubgroupId, TrackAlias, UniStreamHeader};
+use crate::varint::VarInt;
 
 /// True when `t` is a valid SUBGROUP_HEADER type: bit 4 set, SUBGROUP_ID_MODE not 0b11, no
 /// bit outside the defined ones (0x01-0x20, plus FIRST_OBJECT 0x40 in draft-22).

@@ -3,11 +3,11 @@
 use std::marker::PhantomData;
 
 use super::{check_status, id_in_range, read_status, write_atomic, write_props, DataRules};
-use crate::wire::codec::Reader;
-use crate::wire::common::read_object_properties;
-use crate::wire::error::{DecodeError, EncodeError};
-use crate::wire::model::{ObjectStatus, Properties, SubgroupHeader, SubgroupObject};
-use crate::wire::varint::VarInt;
+use crate::codec::Reader;
+use crate::common::read_object_properties;
+use crate::error::{DecodeError, EncodeError};
+use crate::model::{ObjectStatus, Properties, SubgroupHeader, SubgroupObject};
+use crate::varint::VarInt;
 
 /// Reads the objects of one subgroup stream, after its header (draft-16 §10.4.2 "Subgroup
 /// Object Fields", draft-22 §11.3.1 Figure 27): Object ID Delta, [Properties], Object Payload

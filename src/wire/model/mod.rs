@@ -120,7 +120,7 @@ impl GroupOrder {
 #[cfg(test)]
 mod code_points {
     use super::*;
-    use crate::wire::error::ErrorCode;
+    use crate::error::ErrorCode;
 
     #[test]
     fn message_parameters_draft22_table_14_and_draft16_13_2() {

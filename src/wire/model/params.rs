@@ -122,7 +122,7 @@ pub struct RangeSet {
     pub ranges: Vec<Range>,
 }
 
-/// Every message parameter of both drafts, typed. `None`/empty means absent.
+/// Every message parameter of every draft, typed. `None`/empty means absent.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Parameters {
     /// AUTHORIZATION_TOKEN (0x03), repeatable.
@@ -165,7 +165,7 @@ impl Parameters {
     }
 }
 
-/// Message parameter code points. The numbers are the same in both drafts where both have
+/// Message parameter code points. The numbers are the same in every draft that has
 /// the parameter (draft-16 §13.2, draft-22 §16.7).
 pub mod param_type {
     pub const OBJECT_DELIVERY_TIMEOUT: u64 = 0x02;

@@ -1,20 +1,20 @@
 //! Pair harness for the session data plane: subgroup streams, Track Aliases and datagrams,
-//! both drafts, delivered whole and byte by byte (draft-16 §10, "Track Alias"; draft-22
+//! every draft, delivered whole and byte by byte (draft-16 §10, "Track Alias"; draft-22
 //! §3.1.3-§3.1.3.1, §11). A client and a server [`Session`] back to back, no QUIC.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 use bytes::Bytes;
-use moq_edge::session::{DataObject, Event, Session, SessionConfig, Transmit};
-use moq_edge::wire::model::{
+use proptest::prelude::*;
+use session::{DataObject, Event, Session, SessionConfig, Transmit};
+use support::session::{deliver, Split};
+use wire::model::{
     DatagramHeader, FullTrackName, KvValue, Message, ObjectStatus, Properties, Publish, PublishDone,
     RequestId, Role, SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk,
     TrackAlias, TrackNamespace,
 };
-use moq_edge::wire::Version;
-use proptest::prelude::*;
-use support::session::{deliver, Split};
+use wire::Version;
 
 const BOTH: [Version; 3] = Version::ALL;
 const PROTOCOL_VIOLATION: u64 = 0x3;
@@ -432,7 +432,7 @@ proptest! {
 
 #[test]
 fn fetch_stream_objects_follow_the_fetch_group_order() {
-    use moq_edge::wire::model::{
+    use wire::model::{
         Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, Location, LocationFilter, Parameters, RangeEnd,
     };
     for v in BOTH {
@@ -484,21 +484,21 @@ fn fetch_stream_objects_follow_the_fetch_group_order() {
         let mut out = Vec::new();
         match v {
             Version::Draft16 => {
-                let mut w = moq_edge::wire::d16::data::FetchWriter::new(GroupOrder::Descending);
+                let mut w = wire::d16::data::FetchWriter::new(GroupOrder::Descending);
                 for (item, payload) in &items {
                     w.encode(item, &mut out).unwrap();
                     out.extend_from_slice(payload);
                 }
             }
             Version::Draft18 => {
-                let mut w = moq_edge::wire::d18::data::FetchWriter::new(GroupOrder::Descending);
+                let mut w = wire::d18::data::FetchWriter::new(GroupOrder::Descending);
                 for (item, payload) in &items {
                     w.encode(item, &mut out).unwrap();
                     out.extend_from_slice(payload);
                 }
             }
             Version::Draft22 => {
-                let mut w = moq_edge::wire::d22::data::FetchWriter::new(GroupOrder::Descending);
+                let mut w = wire::d22::data::FetchWriter::new(GroupOrder::Descending);
                 for (item, payload) in &items {
                     w.encode(item, &mut out).unwrap();
                     out.extend_from_slice(payload);
@@ -558,10 +558,10 @@ fn padding_streams_are_discarded() {
     for v in [Version::Draft18, Version::Draft22] {
         let mut p = Pair::ready(v, SessionConfig::default());
         let mut pad = Vec::new();
-        moq_edge::wire::d22::data::encode_padding_stream_header(&mut pad);
+        wire::d22::data::encode_padding_stream_header(&mut pad);
         assert_eq!(pad, {
             let mut d18 = Vec::new();
-            moq_edge::wire::d18::data::encode_padding_stream_header(&mut d18);
+            wire::d18::data::encode_padding_stream_header(&mut d18);
             d18
         });
         pad.extend_from_slice(&[0; 100]);

@@ -1,4 +1,4 @@
-//! PUBLISH_DONE after the data ([`Transmit::Hold`](crate::session::Transmit::Hold)): writes
+//! PUBLISH_DONE after the data ([`Transmit::Hold`](session::Transmit::Hold)): writes
 //! to a stream held back until the data streams they count are delivered or reset, or until a
 //! deadline (ARCHITECTURE.md, "Aggregation and state").
 
@@ -45,14 +45,12 @@ impl Pump {
 mod tests {
     use super::super::tests::{pair, subscribe_live};
     use super::*;
-    use crate::runtime::tls::tests::exchange;
-    use crate::session::Session;
-    use crate::wire::model::{
-        ObjectStatus, Properties, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
-    };
-    use crate::wire::Version;
     use bytes::Bytes;
+    use runtime::testing::exchange;
+    use session::Session;
     use std::time::Duration;
+    use wire::model::{ObjectStatus, Properties, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias};
+    use wire::Version;
 
     /// A PUBLISH_DONE written with `publish_done_after` waits for the subgroup stream it counts:
     /// the server's first flight carries the stream and not the message; the write after the
@@ -61,9 +59,9 @@ mod tests {
     /// subscription's request stream).
     #[test]
     fn publish_done_waits_until_its_streams_are_acknowledged() {
-        use crate::session::Event;
-        use crate::wire::model::{Message, SubscribeOk};
-        use crate::wire::DoneStatus;
+        use session::Event;
+        use wire::model::{Message, SubscribeOk};
+        use wire::DoneStatus;
         /// Moves the server's packets to the client only.
         fn flight(s: &mut QuicConnection, c: &mut QuicConnection) {
             let mut buf = vec![0u8; 65_535];

@@ -21,9 +21,9 @@ use bytes::Bytes;
 use ring::hmac;
 use serde::{Deserialize, Serialize};
 
-use crate::session::SessionCode;
-use crate::wire::model::{AuthToken, TrackNamespace};
-use crate::wire::RequestErrorCode;
+use session::SessionCode;
+use wire::model::{AuthToken, TrackNamespace};
+use wire::RequestErrorCode;
 
 /// What a token allows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -61,18 +61,37 @@ use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg
 use self::namespaces::{NamespaceTable, Via};
 use self::sessions::{Role, Sessions};
 pub use self::stats::{latency_histogram, CounterDef, RelayStats};
-use crate::auth::{Denied, Right};
-use crate::session::SessionCode;
-use crate::session::{DataObject, Event, Session};
-use crate::wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
-use crate::wire::RequestErrorCode;
+use auth::{Denied, Right};
+use session::SessionCode;
+use session::{DataObject, Event, Session};
+use wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
+use wire::RequestErrorCode;
+
+/// What the relay's PUBLISH_OK asks of a publisher (draft-22 §9.9 FORWARD; draft-16 PUBLISH_OK
+/// Forward): objects at once, or only while someone is subscribed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublishForward {
+    /// FORWARD=1 from the start and while the publisher stays: the relay takes the track,
+    /// caches it, and a first subscriber starts at once from the cache. Publishers that never
+    /// act on REQUEST_UPDATE work.
+    #[default]
+    Always,
+    /// FORWARD=0 while nobody is subscribed, REQUEST_UPDATE FORWARD=1 when someone is (and 0
+    /// again after the linger): ingest costs nothing while nobody watches.
+    OnDemand,
+}
+
+/// Whether a core busy `busy_pct` percent of the last second is over the admission
+/// threshold `threshold` (0 or 100: admission is off). The relay refuses new requests by it
+/// (the runtime, with the same rule, new connections).
+pub fn over_admission_threshold(busy_pct: u8, threshold: u8) -> bool {
+    (1..100).contains(&threshold) && busy_pct > threshold
+}
 
 /// The right a request needs, on which namespace (a joining FETCH has the right of the
 /// subscription it joins; responses and updates need none).
-fn needs_right(
-    msg: &Message,
-) -> Option<(RequestId, &Parameters, &crate::wire::model::TrackNamespace, Right)> {
-    use crate::wire::model::FetchKind;
+fn needs_right(msg: &Message) -> Option<(RequestId, &Parameters, &wire::model::TrackNamespace, Right)> {
+    use wire::model::FetchKind;
     Some(match msg {
         Message::PublishNamespace(m) => (m.request_id, &m.params, &m.namespace, Right::Publish),
         Message::Publish(m) => (m.request_id, &m.params, &m.track.namespace, Right::Publish),
@@ -152,7 +171,7 @@ pub struct RelayConfig {
     pub done_wait: Duration,
     /// Whether a publisher's PUBLISH is asked for objects at once or only while someone is
     /// subscribed.
-    pub publish_forward: crate::config::PublishForward,
+    pub publish_forward: PublishForward,
     /// PUBLISH_NAMESPACE per session.
     pub max_namespaces_per_session: usize,
     /// Namespaces (SUBSCRIBE_NAMESPACE) or tracks (PUBLISH offers) one namespace subscription
@@ -196,9 +215,9 @@ pub struct RelayConfig {
     /// The longest a SUBSCRIBE is held for a publisher to appear (draft-22
     /// RENDEZVOUS_TIMEOUT asks; the relay may shorten it).
     pub max_rendezvous: Duration,
-    /// Token keys: `Some` requires a token for every request (`crate::auth`); `None` is open
+    /// Token keys: `Some` requires a token for every request (`auth`); `None` is open
     /// mode (tokens are ignored).
-    pub auth: Option<std::sync::Arc<crate::auth::Keys>>,
+    pub auth: Option<std::sync::Arc<auth::Keys>>,
     /// MAX_AUTH_TOKEN_CACHE_SIZE the relay offers when tokens are required (bytes per session).
     pub auth_cache: usize,
     /// This relay's node ID (random per process), named in every SETUP to detect routing
@@ -215,8 +234,8 @@ pub struct RelayConfig {
 
 impl RelayConfig {
     /// The SETUP options the relay's sessions send.
-    pub fn server_setup(&self) -> crate::wire::model::SetupOptions {
-        crate::wire::model::SetupOptions {
+    pub fn server_setup(&self) -> wire::model::SetupOptions {
+        wire::model::SetupOptions {
             max_auth_token_cache_size: self.auth.as_ref().map(|_| self.auth_cache as u64),
             implementation: Some(links::implementation(self.node_id)),
             ..Default::default()
@@ -224,15 +243,12 @@ impl RelayConfig {
     }
 
     /// The SETUP options of the relay's upstream links: its node ID, and `token` (if any).
-    pub fn link_setup(&self, token: Option<&str>) -> crate::wire::model::SetupOptions {
+    pub fn link_setup(&self, token: Option<&str>) -> wire::model::SetupOptions {
         let auth_tokens = token
-            .map(|t| crate::wire::model::AuthToken::UseValue {
-                token_type: 0,
-                value: Bytes::from(t.to_string()),
-            })
+            .map(|t| wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
             .into_iter()
             .collect();
-        crate::wire::model::SetupOptions {
+        wire::model::SetupOptions {
             implementation: Some(links::implementation(self.node_id)),
             auth_tokens,
             ..Default::default()
@@ -245,7 +261,7 @@ impl Default for RelayConfig {
         RelayConfig {
             linger: Duration::from_secs(2),
             done_wait: Duration::from_secs(2),
-            publish_forward: crate::config::PublishForward::Always,
+            publish_forward: PublishForward::Always,
             max_namespaces_per_session: 256,
             max_namespace_matches: 10_000,
             max_subscriptions_per_session: 1024,
@@ -308,7 +324,7 @@ impl Mail {
 /// What the roles of one core share during one call: where they run, the shard's clock,
 /// the configuration, the namespace table, the outgoing mail and the counters. A role that
 /// takes a `Cx` touches no other role's state: it talks to them through `send`.
-pub(super) struct Cx<'a> {
+pub(crate) struct Cx<'a> {
     pub core: usize,
     pub cores: usize,
     pub now: Instant,
@@ -374,7 +390,7 @@ impl Cx<'_> {
     }
 
     /// The core that owns track `alias`.
-    pub fn owner_of(&self, alias: crate::wire::model::TrackAlias) -> usize {
+    pub fn owner_of(&self, alias: wire::model::TrackAlias) -> usize {
         alias::owner(alias, self.cores)
     }
 
@@ -405,12 +421,8 @@ macro_rules! cx {
             now: $shard.now,
             receive_lag: $shard.receive_lag,
             draining: $shard.goaway.is_some(),
-            overloaded: crate::config::over_admission_threshold(
-                $shard.busy_pct,
-                $shard.config.admission_busy_pct,
-            ) || $shard
-                .behind_at
-                .is_some_and(|t| $shard.now.saturating_duration_since(t) < BEHIND_WINDOW),
+            overloaded: over_admission_threshold($shard.busy_pct, $shard.config.admission_busy_pct)
+                || $shard.behind_at.is_some_and(|t| $shard.now.saturating_duration_since(t) < BEHIND_WINDOW),
             config: &$shard.config,
             namespaces: &$shard.namespaces,
             key: &$shard.key,
@@ -544,7 +556,7 @@ impl RelayShard {
 
     /// Whether the core is over its admission threshold.
     pub fn over_load(&self) -> bool {
-        crate::config::over_admission_threshold(self.busy_pct, self.config.admission_busy_pct)
+        over_admission_threshold(self.busy_pct, self.config.admission_busy_pct)
     }
 
     /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
@@ -1146,7 +1158,7 @@ impl RelayShard {
         conn: u64,
         rid: RequestId,
         params: &Parameters,
-        namespace: &crate::wire::model::TrackNamespace,
+        namespace: &wire::model::TrackNamespace,
         right: Right,
     ) -> Result<Option<Instant>, Refused> {
         if self.sessions.is_link(conn) {

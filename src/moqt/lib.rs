@@ -2,24 +2,34 @@
 //! STOP_SENDING and datagrams go into the session; its transmits go out through quiche, with
 //! a per-stream queue for what flow control does not take yet. It moves bytes and makes no
 //! protocol decision; what to do with requests is the [`RequestHandler`]'s business (the
-//! relay, when it exists).
+//! relay's, or our client's).
+//!
+//! This crate is where MoQT meets the runtime: which ALPN is which draft ([`SERVER_ALPNS`]),
+//! how an `h3` connection becomes a WebTransport session with MoQT inside it
+//! ([`WebTransportAccept`]), and the [`Pump`] that writes a session's transmits under flow
+//! control, shedding and delivery timeouts (ARCHITECTURE.md, "Transports").
 
-use crate::runtime::QuicConnection;
+mod accept;
+mod hold;
+
+pub use accept::{server_alpns, WebTransportAccept, WebTransportConn};
+
+use runtime::QuicConnection;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::hash::HashMap;
+use ahash::HashMap;
 
 use bytes::Bytes;
 use tracing::debug;
 
-use super::app::{AppFactory, ConnApp, WebTransportConn};
-use super::ShardId;
-use crate::session::{Event, Session, SessionConfig, Transmit};
-use crate::webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
-use crate::wire::model::{Message, RequestError, RequestId, Role, SetupOptions};
-use crate::wire::Version;
+use hold::Hold;
+use runtime::ConnApp;
+use session::{Event, Session, Transmit};
+use webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
+use wire::model::SetupOptions;
+use wire::Version;
 
 /// The draft a WebTransport client that offers no WT-Available-Protocols speaks: draft-16,
 /// the most widely deployed (a client of a draft without protocol negotiation in
@@ -29,7 +39,7 @@ pub const WEBTRANSPORT_DEFAULT: Version = Version::Draft16;
 /// What a WebTransport CONNECT says about the client's setup: its authority and path (with
 /// the query), and the `token` query parameter as an authorization token (a browser cannot
 /// put one in SETUP before it knows it may connect, and pages commonly carry it in the URL).
-pub fn setup_from_url(accepted: &crate::webtransport::Accepted) -> SetupOptions {
+pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
     let token = accepted.path.split_once('?').and_then(|(_, query)| {
         query.split('&').find_map(|kv| kv.strip_prefix("token=")).filter(|t| !t.is_empty())
     });
@@ -37,18 +47,12 @@ pub fn setup_from_url(accepted: &crate::webtransport::Accepted) -> SetupOptions 
         authority: Some(Bytes::from(accepted.authority.clone())),
         path: Some(Bytes::from(accepted.path.clone())),
         auth_tokens: token
-            .map(|t| crate::wire::model::AuthToken::UseValue {
-                token_type: 0,
-                value: Bytes::from(t.to_string()),
-            })
+            .map(|t| wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
             .into_iter()
             .collect(),
         ..SetupOptions::default()
     }
 }
-
-/// REQUEST_ERROR NOT_SUPPORTED (0x3) in both drafts.
-const NOT_SUPPORTED: u64 = 0x3;
 
 /// Decides what to answer to the peer's requests.
 pub trait RequestHandler {
@@ -56,52 +60,9 @@ pub trait RequestHandler {
     fn on_event(&mut self, session: &mut Session, event: Event);
 }
 
-/// The answer of a node that does not relay yet: every request gets REQUEST_ERROR
-/// NOT_SUPPORTED ("the endpoint does not support the type of request"), which is true of this
-/// build; the SETUP exchange itself is complete and correct.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RefuseRequests;
-
-impl RequestHandler for RefuseRequests {
-    fn on_event(&mut self, session: &mut Session, event: Event) {
-        let Event::Message(msg) = event else { return };
-        let request_id = match &msg {
-            Message::Subscribe(m) | Message::TrackStatus(m) => m.request_id,
-            Message::Publish(m) => m.request_id,
-            Message::Fetch(m) => m.request_id,
-            Message::PublishNamespace(m) => m.request_id,
-            Message::SubscribeNamespace(m) => m.request_id,
-            Message::SubscribeTracks(m) => m.request_id,
-            Message::RequestUpdate(m) => m.existing_request_id,
-            _ => return,
-        };
-        refuse(session, request_id);
-    }
-}
-
-fn refuse(session: &mut Session, request_id: RequestId) {
-    let error = Message::RequestError(RequestError {
-        request_id,
-        error_code: NOT_SUPPORTED,
-        retry_interval: 0,
-        reason: Bytes::from_static(b"moq-edge: relaying is not implemented in this build"),
-        redirect: None,
-    });
-    if let Err(e) = session.send(error) {
-        debug!(error = %e, "could not refuse request");
-    }
-    // draft-18/22: the request stream ends after the error (draft-16 has no request streams).
-    if session.version().request_streams() {
-        let _ = session.finish(request_id);
-    }
-}
-
 /// Moves bytes between one quiche connection and its [`Session`]: stream data, resets,
 /// STOP_SENDING and datagrams in; the session's transmits out, with a per-stream queue for
 /// what flow control does not take yet.
-mod hold;
-use hold::Hold;
-
 #[derive(Debug, Default)]
 pub struct Pump {
     /// Bytes the session wrote that quiche has not taken yet, per stream, in order, keyed by
@@ -187,7 +148,7 @@ struct Chunk {
 const DEFAULT_URGENCY: u8 = 127;
 
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
-/// both drafts (draft-16 §10.4.3, draft-22 §12.5).
+/// every draft (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_BACKLOG: u64 = 0x1;
 
 /// Bytes of our answers one peer request stream may have waiting for the peer's flow control
@@ -197,7 +158,7 @@ pub const RESET_BACKLOG: u64 = 0x1;
 pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
 pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 
-/// Stream reset code DELIVERY_TIMEOUT (0x2) in both drafts (draft-16 §10.4.3, draft-22 §12.5).
+/// Stream reset code DELIVERY_TIMEOUT (0x2) in every draft (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
 
 impl Pump {
@@ -332,7 +293,7 @@ impl Pump {
     /// A MoQT stream error code as it goes on the wire.
     fn wire_code(&self, code: u64) -> u64 {
         if self.wt.is_some() {
-            crate::webtransport::wire_code(code)
+            webtransport::wire_code(code)
         } else {
             code
         }
@@ -884,7 +845,7 @@ fn send_queue(
             }
             Err(quiche::Error::StreamStopped(code)) => {
                 // Over WebTransport `quic != id` and the code is in HTTP/3's space.
-                let code = if quic == id { code } else { crate::webtransport::app_code(code) };
+                let code = if quic == id { code } else { webtransport::app_code(code) };
                 session.on_stop_sending(id, code);
                 return Sent::Gone;
             }
@@ -979,29 +940,17 @@ impl<H: RequestHandler> ConnApp for MoqtApp<H> {
     }
 }
 
-/// Serves MoQT on every connection, refusing requests until the relay exists.
-#[derive(Debug, Default, Clone)]
-pub struct MoqtFactory {
-    pub config: SessionConfig,
-}
-
-impl AppFactory for MoqtFactory {
-    fn new_connection(&self, _shard: ShardId, version: Version) -> Box<dyn ConnApp> {
-        let session = Session::new(version, Role::Server, self.config.clone(), SetupOptions::default());
-        Box::new(MoqtApp::new(session, RefuseRequests))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::runtime::tls::tests::{exchange, handshake};
-    use crate::session::SessionConfig;
-    use crate::wire::model::{
+    use runtime::testing::{exchange, handshake};
+    use session::SessionConfig;
+    use std::time::Duration;
+    use wire::model::Role;
+    use wire::model::{
         ObjectStatus, Properties, SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
     };
-    use std::time::Duration;
 
     /// A client and server session over a quiche pair, set up; the server writes through
     /// `sp`.
@@ -1029,8 +978,8 @@ mod tests {
     }
 
     /// The client's SUBSCRIBE for `live/v` (queued, not written).
-    pub(super) fn subscribe_live(cs: &mut Session) -> crate::wire::model::RequestId {
-        use crate::wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
+    pub(super) fn subscribe_live(cs: &mut Session) -> wire::model::RequestId {
+        use wire::model::{FullTrackName, Message, Subscribe, TrackNamespace};
         let rid = cs.next_request_id().unwrap();
         let track =
             FullTrackName { namespace: TrackNamespace::from_strs(&["live"]), name: Bytes::from_static(b"v") };
@@ -1044,8 +993,8 @@ mod tests {
     /// and stopped with EXCESSIVE_LOAD (draft-18 §3.3.3, draft-22 §12.5).
     #[test]
     fn answers_a_peer_does_not_read_drop_its_request() {
-        use crate::session::Event;
-        use crate::wire::model::{Message, RequestOk, RequestUpdate};
+        use session::Event;
+        use wire::model::{Message, RequestOk, RequestUpdate};
         for version in [Version::Draft18, Version::Draft22] {
             let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
             let mut buf = vec![0u8; 65_536];
@@ -1234,13 +1183,10 @@ mod tests {
     /// lower stream ID first); the mapping keeps every data stream behind control streams.
     #[test]
     fn more_urgent_data_streams_are_sent_first() {
-        assert_eq!(crate::session::data_urgency(0, 0), 128);
-        assert_eq!(crate::session::data_urgency(255, 255), 255);
-        assert!(
-            crate::session::data_urgency(16, 255) > crate::session::data_urgency(15, 0),
-            "subscriber first"
-        );
-        assert!(crate::session::data_urgency(128, 0) < crate::session::data_urgency(128, 64));
+        assert_eq!(session::data_urgency(0, 0), 128);
+        assert_eq!(session::data_urgency(255, 255), 255);
+        assert!(session::data_urgency(16, 255) > session::data_urgency(15, 0), "subscriber first");
+        assert!(session::data_urgency(128, 0) < session::data_urgency(128, 64));
         for version in Version::ALL {
             let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
             let mut open = |urgency: u8, len: usize| {
@@ -1455,7 +1401,7 @@ mod tests {
         for version in Version::ALL {
             let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(version, Pump::default());
             for (object_id, urgency) in [(0u64, 250u8), (1, 130), (2, 200)] {
-                let header = crate::wire::model::DatagramHeader {
+                let header = wire::model::DatagramHeader {
                     track_alias: TrackAlias(1),
                     group_id: 0,
                     object_id,

@@ -1,6 +1,6 @@
 //! Delivery of one session's transmits to its peer, for the pair harnesses.
 
-use moq_edge::session::{Session, Transmit};
+use session::{Session, Transmit};
 
 /// Whole writes, or every stream write cut into single bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -8,11 +8,11 @@
 mod support;
 
 use bytes::Bytes;
-use moq_edge::wire::model::*;
-use moq_edge::wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt, Vi64};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use support::strategies;
+use wire::model::*;
+use wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt, Vi64};
 
 // ---------------------------------------------------------------------------------------------
 // Expected type sets, from the spec text
@@ -935,7 +935,7 @@ macro_rules! dialect_tests {
 
 dialect_tests! {
     mod draft16;
-    codec = moq_edge::wire::d16::data;
+    codec = wire::d16::data;
     varint = Quic;
     int = strategies::int62();
     subgroup_types = d16_subgroup_types();
@@ -948,7 +948,7 @@ dialect_tests! {
 // deltas, but no End of Timed-Out Range (§11.4.4 defines 0x8C and 0x10C only).
 dialect_tests! {
     mod draft18;
-    codec = moq_edge::wire::d18::data;
+    codec = wire::d18::data;
     varint = Vi64;
     int = strategies::int64();
     subgroup_types = d22_subgroup_types();
@@ -959,7 +959,7 @@ dialect_tests! {
 
 dialect_tests! {
     mod draft22;
-    codec = moq_edge::wire::d22::data;
+    codec = wire::d22::data;
     varint = Vi64;
     int = strategies::int64();
     subgroup_types = d22_subgroup_types();
@@ -974,7 +974,7 @@ dialect_tests! {
 
 mod draft16_only {
     use super::*;
-    use moq_edge::wire::d16::data as d;
+    use wire::d16::data as d;
 
     #[test]
     fn first_object_bit_is_unsupported() {
@@ -1204,7 +1204,7 @@ mod draft16_only {
 
 mod draft22_only {
     use super::*;
-    use moq_edge::wire::d22::data as d;
+    use wire::d22::data as d;
 
     #[test]
     fn control_stream_consumes_nothing() {
@@ -1403,7 +1403,7 @@ mod draft22_only {
 
 mod draft18_only {
     use super::*;
-    use moq_edge::wire::d18::data as d;
+    use wire::d18::data as d;
 
     /// §11.4.2: draft-18's SUBGROUP_HEADER types are draft-22's (0b0XX1XXXX, mode 0b11
     /// reserved), written out from the draft-18 figure's ranges.

@@ -37,16 +37,13 @@ pub const ALPN: &str = "h3";
 /// HTTP/3 error codes (RFC 9114 §8.1) and WebTransport's (draft-ietf-webtrans-http3 §9.5).
 pub mod code {
     pub const H3_NO_ERROR: u64 = 0x100;
-    pub const H3_GENERAL_PROTOCOL_ERROR: u64 = 0x101;
     pub const H3_STREAM_CREATION_ERROR: u64 = 0x103;
     pub const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
     pub const H3_FRAME_UNEXPECTED: u64 = 0x105;
     pub const H3_FRAME_ERROR: u64 = 0x106;
     pub const H3_EXCESSIVE_LOAD: u64 = 0x107;
-    pub const H3_ID_ERROR: u64 = 0x108;
     pub const H3_SETTINGS_ERROR: u64 = 0x109;
     pub const H3_MISSING_SETTINGS: u64 = 0x10a;
-    pub const H3_REQUEST_REJECTED: u64 = 0x10b;
     pub const H3_MESSAGE_ERROR: u64 = 0x10e;
     /// A stream for a session that does not exist (or not yet, past the buffering limit).
     pub const WT_BUFFERED_STREAM_REJECTED: u64 = 0x3994_bd84;

@@ -2,9 +2,9 @@
 //! (`use support::strategies::*;`).
 
 use bytes::Bytes;
-use moq_edge::wire::model::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
+use wire::model::*;
 
 /// Integers that exercise every encoded length of both integer encodings, up to `max`.
 pub fn int_upto(max: u64) -> impl Strategy<Value = u64> + Clone {

@@ -8,15 +8,15 @@
 mod support;
 
 use bytes::Bytes;
-use moq_edge::session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
-use moq_edge::wire::model::{
+use proptest::prelude::*;
+use session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
+use support::session::{deliver, Split};
+use wire::model::{
     FullTrackName, GoAway, Message, Parameters, Publish, PublishNamespace, RequestError, RequestId,
     RequestOk, RequestUpdate, Role, Setup, SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk,
     TrackAlias, TrackNamespace,
 };
-use moq_edge::wire::Version;
-use proptest::prelude::*;
-use support::session::{deliver, Split};
+use wire::Version;
 
 const BOTH: [Version; 3] = Version::ALL;
 /// The drafts with request streams (draft-18 §3.3, draft-22 §6.3).
@@ -181,7 +181,7 @@ fn draft22_setup_options_all_travel() {
     assert_eq!(p.s.events.first(), Some(&Event::Ready { peer: copts }));
 }
 
-/// SUBSCRIBE → SUBSCRIBE_OK and SUBSCRIBE → REQUEST_ERROR, both drafts, whole or byte-split.
+/// SUBSCRIBE → SUBSCRIBE_OK and SUBSCRIBE → REQUEST_ERROR, every draft, whole or byte-split.
 fn request_flow(v: Version, split: Split) -> (Vec<Event>, Vec<Event>, Vec<Transmit>) {
     let mut p = Pair::new(v);
     p.pump(split);
@@ -861,7 +861,7 @@ fn requests_from_the_server_consume_their_ids_whatever_the_answer() {
         p.pump(Split::Whole);
         assert!(!p.c.s.is_closed(), "{v:?}: {:?}", p.c.events);
         // The client refuses it.
-        let refuse = Message::RequestError(moq_edge::wire::model::RequestError {
+        let refuse = Message::RequestError(wire::model::RequestError {
             request_id: sn,
             error_code: 0x3,
             retry_interval: 0,
@@ -872,7 +872,7 @@ fn requests_from_the_server_consume_their_ids_whatever_the_answer() {
         let pn = p.s.s.next_request_id().unwrap();
         assert_eq!(pn.0, sn.0 + 2);
         p.s.s
-            .send(Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+            .send(Message::PublishNamespace(wire::model::PublishNamespace {
                 request_id: pn,
                 namespace: TrackNamespace::from_strs(&["x"]),
                 ..Default::default()
@@ -915,7 +915,7 @@ fn requests_on_other_streams_may_arrive_out_of_order() {
             .unwrap();
         let pn = p.s.s.next_request_id().unwrap();
         p.s.s
-            .send(Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+            .send(Message::PublishNamespace(wire::model::PublishNamespace {
                 request_id: pn,
                 namespace: TrackNamespace::from_strs(&["x"]),
                 ..Default::default()
@@ -938,7 +938,7 @@ fn requests_on_other_streams_may_arrive_out_of_order() {
         assert_eq!(ids, vec![pn, sn], "{v:?}");
         // draft-16: the same ID again on the control stream is still refused.
         if v == Version::Draft16 {
-            let again = Message::PublishNamespace(moq_edge::wire::model::PublishNamespace {
+            let again = Message::PublishNamespace(wire::model::PublishNamespace {
                 request_id: pn,
                 namespace: TrackNamespace::from_strs(&["y"]),
                 ..Default::default()

@@ -4,13 +4,13 @@
 mod support;
 
 use bytes::Bytes;
-use moq_edge::wire::d16::control::{decode_message, encode_message, message_type as mt};
-use moq_edge::wire::d16::params::{param_type as pt, ParamMessage};
-use moq_edge::wire::model::*;
-use moq_edge::wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use support::strategies::*;
+use wire::d16::control::{decode_message, encode_message, message_type as mt};
+use wire::d16::params::{param_type as pt, ParamMessage};
+use wire::model::*;
+use wire::{DecodeError, EncodeError, ErrorCode, Quic, VarInt};
 
 const MAX: u64 = (1 << 62) - 1;
 

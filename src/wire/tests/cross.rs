@@ -1,15 +1,15 @@
 //! The version-neutral model across dialects: what one draft decodes, the other draft encodes
-//! and decodes to the same value (for everything both drafts can express). This is what lets a
+//! and decodes to the same value (for everything both can express). This is what lets a
 //! draft-16 subscriber receive a track published over draft-22, and the reverse; draft-18 is
 //! checked against both.
 
 mod support;
 
 use bytes::Bytes;
-use moq_edge::wire::model::*;
-use moq_edge::wire::{d16, d18, d22, Version};
 use proptest::prelude::*;
 use support::strategies::*;
+use wire::model::*;
+use wire::{d16, d18, d22, Version};
 
 /// Decodes `bytes` in `from`, re-encodes in `to`, decodes again: returns both decoded values.
 fn transcode(from: Version, to: Version, bytes: &[u8], ctx: &DecodeContext) -> (Message, Message) {
@@ -22,7 +22,7 @@ fn transcode(from: Version, to: Version, bytes: &[u8], ctx: &DecodeContext) -> (
     (first, second)
 }
 
-/// Parameters of a SUBSCRIBE that both drafts can carry.
+/// Parameters of a SUBSCRIBE that every draft can carry.
 fn common_subscribe_params() -> impl Strategy<Value = Parameters> {
     let filter = prop_oneof![
         Just(LocationFilter::NextObject),

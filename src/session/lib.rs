@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::wire::model::{DatagramHeader, Message, RequestId, SetupOptions};
+use wire::model::{DatagramHeader, Message, RequestId, SetupOptions};
 
 /// What the session asks the transport to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +78,10 @@ pub enum Event {
     /// The SETUP exchange finished: requests may flow. `peer` is the peer's setup options.
     Ready { peer: SetupOptions },
     /// A control message from the peer: a request, a response, an update, a namespace
-    /// message. Responses carry the Request ID they answer in both drafts.
+    /// message. Responses carry the Request ID they answer in every draft.
     Message(Message),
     /// A message that names no Request ID on the wire and belongs to request `request_id`
-    /// (NAMESPACE / NAMESPACE_DONE on a SUBSCRIBE_NAMESPACE stream, both drafts).
+    /// (NAMESPACE / NAMESPACE_DONE on a SUBSCRIBE_NAMESPACE stream, every draft).
     RequestMessage { request_id: RequestId, message: Message },
     /// The peer cancelled request `request_id` (draft-22: reset or STOP_SENDING on its
     /// request stream; draft-16 expresses this with UNSUBSCRIBE/FETCH_CANCEL/... messages).

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use super::mesh::Waker;
 use crate::config::Directory;
-use crate::hash::{HashMap, HashSet};
-use crate::wire::model::TrackNamespace;
+use ahash::{HashMap, HashSet};
+use runtime::mesh::Waker;
+use wire::model::TrackNamespace;
 
 /// What a core asks of the directory.
 #[derive(Debug)]

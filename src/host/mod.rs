@@ -2,14 +2,15 @@
 //! connections (`Rc<RefCell<_>>`: one thread, no lock). Each connection's `on_io` moves bytes
 //! between quiche and its session ([`Pump`]) and lets the shard handle the session's events;
 //! the shard's writes into other sessions wake those connections, and its messages for other
-//! cores travel over the mesh as [`AppMessage`]s.
+//! cores travel over the mesh as they are ([`RelayMsg`], the shard app's message type).
 //!
 //! Upstream links: the relay's [`LinkSlots`] decide when and where to connect, retry and
 //! close; this glue executes their commands (DNS on a short-lived thread, `Connect`, closing
 //! a session), feeds back what happened, and keeps the links alive.
 
-use crate::hash::HashMap;
-use crate::runtime::QuicConnection;
+pub mod directory;
+
+use ahash::HashMap;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -19,21 +20,19 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::app::{
-    AppFactory, AppMessage, ConnApp, ConnHandle, Connect, DiscardApp, ShardApp, ShardOutput, WebTransportConn,
-};
-use super::directory::{DirEvent, DirRequest, DirectoryPort};
-use super::moqt::Pump;
-use super::ShardId;
+use self::directory::{DirEvent, DirRequest, DirectoryPort};
 use crate::config::{Config, Upstream};
-use crate::relay::alias::AliasKey;
-use crate::relay::directory::DirectoryAsk;
-use crate::relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
-use crate::relay::msg::RelayMsg;
-use crate::relay::{RelayConfig, RelayShard, RelayStats};
-use crate::session::{Session, SessionConfig};
-use crate::wire::model::{Role, SetupOptions};
-use crate::wire::Version;
+use moqt::{Pump, WebTransportAccept, WebTransportConn};
+use relay::alias::AliasKey;
+use relay::directory::DirectoryAsk;
+use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
+use relay::msg::RelayMsg;
+use relay::{RelayConfig, RelayShard, RelayStats};
+use runtime::app::DiscardApp;
+use runtime::{AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput};
+use session::{Session, SessionCode, SessionConfig};
+use wire::model::{Role, SetupOptions};
+use wire::Version;
 
 /// One core's relay state sizes, published after every turn (read by tests and metrics;
 /// relaxed atomics, written only by their core).
@@ -90,7 +89,7 @@ pub struct RelayFactory {
     pub upstreams: Vec<Upstream>,
     /// The namespace directory's end for each core (each core takes its own), and the token
     /// sent on the links it leads to.
-    pub directory: Option<(super::directory::Ports, Option<String>)>,
+    pub directory: Option<(directory::Ports, Option<String>)>,
     /// Where draining sends clients when no `goaway_uri` is configured: the least loaded
     /// sibling the directory names (set before the drain starts).
     pub drain_to: Arc<std::sync::Mutex<Option<String>>>,
@@ -100,7 +99,7 @@ impl Config {
     /// The relay's view of this configuration.
     pub fn relay(&self) -> RelayConfig {
         // The keys were checked by `resolve`.
-        let auth = match crate::auth::Keys::parse(&self.auth_keys) {
+        let auth = match auth::Keys::parse(&self.auth_keys) {
             Ok(keys) if self.auth_required => Some(std::sync::Arc::new(keys)),
             _ => None,
         };
@@ -146,12 +145,18 @@ impl RelayFactory {
 }
 
 impl AppFactory for RelayFactory {
-    fn new_connection(&self, _shard: ShardId, _version: Version) -> Box<dyn ConnApp> {
-        // Not used: every core has a shard app.
-        Box::new(DiscardApp)
+    type Shard = RelayHost;
+
+    fn alpns(&self) -> Vec<String> {
+        moqt::server_alpns()
     }
 
-    fn shard_app(&self, shard: ShardId, cores: usize) -> Option<Box<dyn ShardApp>> {
+    /// Upstream links speak MoQT over raw QUIC, any draft.
+    fn outbound_alpns(&self) -> Vec<String> {
+        Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
+    }
+
+    fn shard_app(&self, shard: ShardId, cores: usize) -> RelayHost {
         let now = Instant::now();
         let relay = RelayShard::new(
             shard.index(),
@@ -159,7 +164,7 @@ impl AppFactory for RelayFactory {
             self.relay.clone(),
             self.key.clone(),
             now,
-            crate::auth::unix_now(),
+            auth::unix_now(),
         );
         let host = Host {
             relay,
@@ -170,7 +175,6 @@ impl AppFactory for RelayFactory {
             pumps: HashMap::default(),
             buf: vec![0u8; 65_536],
             now,
-            outbox: Vec::new(),
             woken: Vec::new(),
             gauges: self.gauges.clone(),
             core: shard.index(),
@@ -186,7 +190,7 @@ impl AppFactory for RelayFactory {
             latency_at: now,
             wall_at: now + WALL_CLOCK_EVERY,
         };
-        Some(Box::new(RelayHost(Rc::new(RefCell::new(host)))))
+        RelayHost(Rc::new(RefCell::new(host)))
     }
 }
 
@@ -203,7 +207,6 @@ struct Host {
     /// Receive scratch buffer shared by the core's connections.
     buf: Vec<u8>,
     now: Instant,
-    outbox: Vec<(usize, RelayMsg, usize)>,
     woken: Vec<u64>,
     gauges: Arc<[RelayGauges]>,
     core: usize,
@@ -273,7 +276,7 @@ impl Host {
 
     /// Feeds the link slots what happened since the last turn (their parents' GOAWAYs, the
     /// answers of host names being resolved) and lets them start what is due.
-    fn run_links(&mut self, out: &mut ShardOutput) {
+    fn run_links(&mut self, out: &mut ShardOutput<RelayMsg>) {
         let now = self.now;
         for (conn, uri) in self.relay.take_link_goaways() {
             self.links.goaway(conn, &uri, now, &mut self.link_commands);
@@ -298,7 +301,7 @@ impl Host {
     /// Executes the link slots' commands. A host name is resolved on a short-lived thread (a
     /// slow or failing DNS answer never blocks the core; the core looks for the answer every
     /// [`RESOLVE_POLL`]).
-    fn link_commands(&mut self, out: &mut ShardOutput) {
+    fn link_commands(&mut self, out: &mut ShardOutput<RelayMsg>) {
         while !self.link_commands.is_empty() {
             for cmd in std::mem::take(&mut self.link_commands) {
                 match cmd {
@@ -347,7 +350,7 @@ impl Host {
 
     /// Keep-alives of the links (replaced ones too), and closing replaced links whose tracks
     /// have all moved.
-    fn links_keepalive(&mut self, out: &mut ShardOutput) {
+    fn links_keepalive(&mut self, out: &mut ShardOutput<RelayMsg>) {
         let mut moved_out = Vec::new();
         for slot in self.links.iter() {
             out.wake.extend(slot.conn().map(ConnHandle));
@@ -380,40 +383,55 @@ impl Host {
     }
 }
 
-struct RelayHost(Rc<RefCell<Host>>);
+/// One core's relay application: the host, shared with that core's connections.
+pub struct RelayHost(Rc<RefCell<Host>>);
 
-impl ShardApp for RelayHost {
-    fn new_connection(&mut self, conn: ConnHandle, version: Version) -> Box<dyn ConnApp> {
-        let mut host = self.0.borrow_mut();
-        let session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
-        host.relay.add_session(conn.0, session);
-        let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
-        host.pumps.insert(conn.0, pump);
-        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
-    }
-
-    fn new_webtransport(
-        &mut self,
+impl RelayHost {
+    /// A MoQT session of `version` on accepted connection `conn`, over raw QUIC or inside the
+    /// accepted WebTransport session `wt`.
+    fn serve(
+        host: &Rc<RefCell<Host>>,
         conn: ConnHandle,
         version: Version,
-        wt: WebTransportConn,
+        wt: Option<WebTransportConn>,
     ) -> Box<dyn ConnApp> {
-        let mut host = self.0.borrow_mut();
-        let mut session = Session::new(version, Role::Server, host.session.clone(), host.setup.clone());
-        if let Some(accepted) = wt.wt.accepted() {
-            session.set_transport_setup(super::moqt::setup_from_url(accepted));
+        let h = &mut *host.borrow_mut();
+        let mut session = Session::new(version, Role::Server, h.session.clone(), h.setup.clone());
+        let mut pump = Pump::with_backlog_limit(h.backlog).with_unsent_limit(h.unsent);
+        if let Some(wt) = wt {
+            if let Some(accepted) = wt.wt.accepted() {
+                session.set_transport_setup(moqt::setup_from_url(accepted));
+            }
+            pump = pump.with_webtransport(wt);
         }
-        host.relay.add_session(conn.0, session);
-        let pump =
-            Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent).with_webtransport(wt);
-        host.pumps.insert(conn.0, pump);
-        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: None })
+        h.relay.add_session(conn.0, session);
+        h.pumps.insert(conn.0, pump);
+        Box::new(RelayConn { key: conn.0, host: host.clone(), link: None })
+    }
+}
+
+impl ShardApp for RelayHost {
+    type Msg = RelayMsg;
+
+    fn new_connection(&mut self, conn: ConnHandle, alpn: &[u8]) -> Box<dyn ConnApp> {
+        match Version::from_alpn(alpn) {
+            Some(version) => RelayHost::serve(&self.0, conn, version, None),
+            // `h3`, the only other ALPN offered: MoQT inside WebTransport.
+            None => {
+                let host = self.0.clone();
+                Box::new(WebTransportAccept::new(webtransport::Limits::default(), move |version, wt| {
+                    RelayHost::serve(&host, conn, version, Some(wt))
+                }))
+            }
+        }
     }
 
-    fn new_outbound(&mut self, conn: ConnHandle, version: Version, tag: u64) -> Box<dyn ConnApp> {
+    fn new_outbound(&mut self, conn: ConnHandle, alpn: &[u8], tag: u64) -> Box<dyn ConnApp> {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
-        let Some(slot) = host.links.connected(tag, conn.0, now) else {
+        // Only MoQT ALPNs are offered upstream.
+        let (Some(version), Some(slot)) = (Version::from_alpn(alpn), host.links.connected(tag, conn.0, now))
+        else {
             return Box::new(DiscardApp);
         };
         let upstream = slot.upstream();
@@ -457,13 +475,10 @@ impl ShardApp for RelayHost {
         self.0.borrow_mut().relay.set_mesh_backlog(congested, bytes);
     }
 
-    fn on_message(&mut self, from: usize, msg: AppMessage) {
+    fn on_message(&mut self, from: usize, msg: RelayMsg) {
         let mut host = self.0.borrow_mut();
         let now = host.now;
-        match msg.downcast::<RelayMsg>() {
-            Ok(m) => host.relay.on_message(from, *m, now),
-            Err(_) => warn!(from, "a mesh message that is not the relay's"),
-        }
+        host.relay.on_message(from, msg, now);
     }
 
     fn drain(&mut self, now: Instant, timeout: std::time::Duration) {
@@ -476,13 +491,18 @@ impl ShardApp for RelayHost {
         }
     }
 
-    fn poll(&mut self, now: Instant, out: &mut ShardOutput) {
+    /// Sessions still open when the drain's time is up close with GOAWAY_TIMEOUT.
+    fn drain_close(&self) -> (u64, &'static [u8]) {
+        (SessionCode::GoawayTimeout.code(), b"GOAWAY_TIMEOUT")
+    }
+
+    fn poll(&mut self, now: Instant, out: &mut ShardOutput<RelayMsg>) {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
         if now >= host.wall_at {
             // The relay reads no clock: it measures token expiry against this.
             host.wall_at = now + WALL_CLOCK_EVERY;
-            host.relay.set_wall_clock(now, crate::auth::unix_now());
+            host.relay.set_wall_clock(now, auth::unix_now());
         }
         host.run_directory();
         out.deadline = host.relay.tick(now);
@@ -494,10 +514,7 @@ impl ShardApp for RelayHost {
             }
             out.deadline = [out.deadline, host.links_deadline()].into_iter().flatten().min();
         }
-        host.relay.take_outbox(&mut host.outbox);
-        for (dst, msg, bytes) in host.outbox.drain(..) {
-            out.messages.push((dst, Box::new(msg), bytes));
-        }
+        host.relay.take_outbox(&mut out.messages);
         host.relay.take_woken(&mut host.woken);
         out.wake.extend(host.woken.drain(..).map(ConnHandle));
         if let Some(g) = host.gauges.get(host.core) {
@@ -515,7 +532,7 @@ impl ShardApp for RelayHost {
             if now >= host.latency_at && !host.relay.stats.latency.is_empty() {
                 host.latency_at = now + Duration::from_secs(1);
                 if let Ok(mut shared) = g.latency.lock() {
-                    let h = shared.get_or_insert_with(crate::relay::latency_histogram);
+                    let h = shared.get_or_insert_with(relay::latency_histogram);
                     let _ = h.add(&host.relay.stats.latency);
                     host.relay.stats.latency.reset();
                 }

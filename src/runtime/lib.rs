@@ -2,19 +2,18 @@
 //! own SO_REUSEPORT UDP socket, its own quiche connections (which never leave it), its own
 //! timers, and its end of the cross-core mesh. This is the only layer that touches glommio,
 //! quiche, sockets, crossbeam and clocks; it makes no protocol decisions (those belong to the
-//! [`ConnApp`] it drives: the MoQT session, or a test/bench application).
+//! application it drives, [`AppFactory`]: the relay, or a test or benchmark application), and
+//! knows a connection only by the ALPN it chose.
 
 pub mod app;
 pub mod cid;
-pub mod directory;
 pub mod load;
 pub mod mesh;
-pub mod moqt;
-pub mod relay_host;
 pub mod retry;
 mod server;
 mod shard;
 mod stats;
+pub mod testing;
 pub mod tls;
 pub mod udp;
 
@@ -22,17 +21,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::config::RetryPolicy;
-pub use app::{
-    AppFactory, AppMessage, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput, WebTransportConn,
-};
+pub use app::{AppFactory, ConnApp, ConnHandle, Connect, ShardApp, ShardOutput};
 pub use cid::ShardId;
+pub use retry::RetryPolicy;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
 
 /// Stream data handed to quiche as shared byte slices rather than copied into buffers of its
-/// own: the relay gives every subscriber's connection the same object bytes
-/// ([`moqt::Pump`] writes with `stream_send_zc`), so a fan-out to N subscribers costs N
+/// own: an application may give many connections the same bytes (the relay's `Pump` writes
+/// each object with `stream_send_zc`), so a fan-out to N subscribers costs N
 /// reference counts instead of N allocations and copies, and the bytes quiche keeps for
 /// retransmission are the object's, once (ARCHITECTURE.md, "How an object travels").
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,7 +62,7 @@ pub enum TlsSource {
     SelfSigned,
 }
 
-/// Everything the runtime needs; built from [`crate::config::Config`] (or directly by tests).
+/// Everything the runtime needs (the `moq-edge` binary builds it from its configuration).
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub listen: SocketAddr,
@@ -75,8 +72,8 @@ pub struct RuntimeConfig {
     pub tls: TlsSource,
     /// QUIC idle timeout.
     pub idle_timeout: Duration,
-    /// An accepted connection whose application has not completed its own setup (MoQT SETUP,
-    /// over WebTransport the CONNECT first) this long after it was accepted is closed.
+    /// An accepted connection whose application has not completed its own setup this long
+    /// after it was accepted is closed (the application is told the deadline).
     pub setup_timeout: Duration,
     /// Connections one core accepts before refusing new ones.
     pub max_connections_per_core: usize,
@@ -111,10 +108,10 @@ pub struct RuntimeConfig {
     /// How long shutdown waits for connections to close.
     pub drain_timeout: Duration,
     /// Graceful shutdown: how long sessions are served after the application was asked to
-    /// drain ([`app::ShardApp::drain`], GOAWAY) before the rest are closed with
-    /// GOAWAY_TIMEOUT. Zero: close at once. Only for factories with a shard app.
-    pub goaway_timeout: Duration,
-    /// How connections this server opens (to upstream relays) check the peer's certificate.
+    /// drain ([`app::ShardApp::drain`]) before the rest are closed with
+    /// [`app::ShardApp::drain_close`]. Zero: close at once.
+    pub drain_grace: Duration,
+    /// How connections this server opens (to upstream servers) check the peer's certificate.
     pub upstream_tls: UpstreamTls,
     /// When set, every QUIC connection writes a qlog file (`<dir>/<connection id>.sqlog`).
     pub qlog_dir: Option<PathBuf>,
@@ -127,35 +124,6 @@ pub struct UpstreamTls {
     pub ca: Option<PathBuf>,
     /// Skip the check (labs and tests only).
     pub insecure: bool,
-}
-
-/// MoQT session termination code GOAWAY_TIMEOUT (0x10 in draft-16 and draft-22), the QUIC
-/// application error of connections still open when a graceful shutdown's time is up.
-pub const GOAWAY_TIMEOUT: u64 = 0x10;
-
-impl crate::config::Config {
-    /// The runtime's view of this configuration.
-    pub fn runtime(&self) -> RuntimeConfig {
-        use crate::config::Tls;
-        let mut rc = RuntimeConfig::new(self.listen, self.cores);
-        rc.tls = match &self.tls {
-            Tls::Files { cert, key } => TlsSource::Files { cert: cert.clone(), key: key.clone() },
-            Tls::SelfSigned => TlsSource::SelfSigned,
-        };
-        rc.congestion_control = self.congestion_control.clone();
-        rc.retry = self.retry;
-        rc.idle_timeout = self.idle_timeout;
-        rc.setup_timeout = self.setup_timeout;
-        rc.max_connections_per_core = self.max_connections_per_core;
-        rc.admission_busy_pct = self.admission_busy_pct;
-        rc.gso = self.gso;
-        rc.send_coalesce = self.send_coalesce;
-        rc.recv_coalesce = self.recv_coalesce;
-        rc.goaway_timeout = self.goaway_timeout;
-        rc.upstream_tls = UpstreamTls { ca: self.upstream_ca.clone(), insecure: self.upstream_insecure };
-        rc.qlog_dir = self.qlog_dir.clone();
-        rc
-    }
 }
 
 impl RuntimeConfig {
@@ -179,7 +147,7 @@ impl RuntimeConfig {
             retry: RetryPolicy::Auto { pending_handshakes: 1024 },
             secret: None,
             drain_timeout: Duration::from_secs(3),
-            goaway_timeout: Duration::ZERO,
+            drain_grace: Duration::ZERO,
             upstream_tls: UpstreamTls::default(),
             qlog_dir: None,
         }
