@@ -4,7 +4,8 @@
 
 use std::cmp::Reverse;
 
-use super::{before, Answer, Owner, Source, UpstreamFetch, DEFAULT_FILL_WAIT};
+use super::fetch::{before, DEFAULT_FILL_WAIT};
+use super::{Answer, Owner, Source, UpstreamFetch};
 use crate::cache::CachedObject;
 use crate::msg::{FanoutMsg, UpFetchMsg};
 use crate::Cx;
