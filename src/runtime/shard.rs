@@ -29,6 +29,9 @@ use super::stats::{ShardReport, ShardStats};
 use super::udp::{self, RecvBatch, SendBatch, Train, MAX_GSO_SEGMENTS};
 use super::{RetryPolicy, RuntimeConfig};
 
+mod conns;
+mod output;
+
 /// A receive lag beyond this is taken for a wall-clock step, not a queue (see
 /// `Shard::note_receive_lag`).
 const MAX_RECEIVE_LAG: Duration = Duration::from_secs(60);
@@ -336,62 +339,11 @@ impl<A: ShardApp> Shard<A> {
         ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
         loop {
             let now = Instant::now();
-            self.shard_app.begin_turn(now);
-            if let Some(pct) = self.load.turn(now) {
-                self.busy = super::load::over_threshold(pct, self.admission_busy_pct);
-                self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
-                self.recv_holding =
-                    holds_gather_a_batch(std::mem::take(&mut self.window_datagrams), self.recv_coalesce);
-                ShardStats::set(&self.stats().busy_pct, u64::from(pct));
-                self.shard_app.set_load(pct);
-            }
-            self.note_mesh_backlog();
-            self.reload_tls();
-            if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
-                phase = match self.drain_grace.is_zero() {
-                    false => {
-                        self.shard_app.drain(now, self.drain_grace);
-                        Phase::Draining { until: now + self.drain_grace }
-                    }
-                    true => {
-                        self.close_all(0x0, b"server shutting down");
-                        Phase::Closing { until: now + self.drain_timeout }
-                    }
-                };
-            }
-            // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
-            // draining period that follows needs no more packets from us.
-            let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
-            let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
-            // Connections this core opened (to upstream servers) serve the accepted ones until
-            // those are gone; then they close.
-            let clients_gone = phase != Phase::Serving
-                && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
-            // While draining, a core without connections keeps running until every core has
-            // none: the others' applications may still need this core's.
-            let all_cores_quiet =
-                || self.stats.iter().all(|s| ShardStats::get(&s.connections) == ShardStats::get(&s.outbound));
-            match phase {
-                Phase::Serving => {}
-                Phase::Draining { .. } if quiet && all_cores_quiet() => break,
-                Phase::Draining { .. } if clients_gone && all_cores_quiet() => {
-                    for idx in 0..self.conns.len() {
-                        if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
-                            let _ = conn.quic.close(true, 0x0, b"server shutting down");
-                            mark_dirty(&mut self.dirty, conn, idx);
-                        }
-                    }
-                    phase = Phase::Closing { until: now + self.drain_timeout };
-                }
-                Phase::Draining { until } if now >= until => {
-                    let (code, reason) = self.shard_app.drain_close();
-                    self.close_all(code, reason);
-                    phase = Phase::Closing { until: now + self.drain_timeout };
-                }
-                Phase::Draining { .. } => {}
-                Phase::Closing { until } if quiet || now >= until => break,
-                Phase::Closing { .. } => {}
-            }
+            self.begin_turn(now);
+            phase = match self.shutdown_step(phase, now) {
+                Some(next) => next,
+                None => break,
+            };
             let more_input = self.receive();
             self.note_receive_lag();
             let more_mesh = self.drain_mesh();
@@ -403,32 +355,105 @@ impl<A: ShardApp> Shard<A> {
                 future::yield_now().await;
                 continue;
             }
-            // Draining: look again every DRAIN_POLL whether every core is quiet yet.
-            let wake_by = match phase {
-                Phase::Draining { until } => Some(until.min(now + DRAIN_POLL)),
-                other => other.deadline(),
-            };
-            // The turn's work ends here: a second clock reading, for the load meter and the
-            // receive hold only.
-            let end = Instant::now();
-            self.load.wait(end);
-            let read = std::mem::take(&mut self.turn_datagrams);
-            if self.recv_holding && read > 0 && phase == Phase::Serving {
-                // Receive coalescing: the next datagrams gather until `recv_coalesce` after
-                // this turn began (a turn that took that long already let them gather: no
-                // sleep), or until the next timer if sooner, rather than waking for each.
-                let until = self
-                    .next_wake(None)
-                    .map_or(now + self.recv_coalesce, |t| t.min(now + self.recv_coalesce));
-                if until > end {
-                    glommio::timer::sleep(until - end).await;
-                }
-                continue;
-            }
-            self.wait(now, wake_by).await;
+            self.end_turn(now, phase).await;
         }
         info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
         ShardReport { cpu: udp::thread_cpu_time() }
+    }
+
+    /// The start of a turn at `now`: the application is told the time, and, when a load
+    /// window completes, the load (admission, send coalescing and the receive hold follow
+    /// it); the mesh backlog; a reloaded TLS identity.
+    fn begin_turn(&mut self, now: Instant) {
+        self.shard_app.begin_turn(now);
+        if let Some(pct) = self.load.turn(now) {
+            self.busy = super::load::over_threshold(pct, self.admission_busy_pct);
+            self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
+            self.recv_holding =
+                holds_gather_a_batch(std::mem::take(&mut self.window_datagrams), self.recv_coalesce);
+            ShardStats::set(&self.stats().busy_pct, u64::from(pct));
+            self.shard_app.set_load(pct);
+        }
+        self.note_mesh_backlog();
+        self.reload_tls();
+    }
+
+    /// Graceful shutdown, one turn's step: the phase to continue in, or `None` when the core
+    /// is done.
+    fn shutdown_step(&mut self, mut phase: Phase, now: Instant) -> Option<Phase> {
+        if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
+            phase = match self.drain_grace.is_zero() {
+                false => {
+                    self.shard_app.drain(now, self.drain_grace);
+                    Phase::Draining { until: now + self.drain_grace }
+                }
+                true => {
+                    self.close_all(0x0, b"server shutting down");
+                    Phase::Closing { until: now + self.drain_timeout }
+                }
+            };
+        }
+        // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
+        // draining period that follows needs no more packets from us.
+        let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
+        let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
+        // Connections this core opened (to upstream servers) serve the accepted ones until
+        // those are gone; then they close.
+        let clients_gone = phase != Phase::Serving
+            && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
+        // While draining, a core without connections keeps running until every core has
+        // none: the others' applications may still need this core's.
+        let all_cores_quiet =
+            || self.stats.iter().all(|s| ShardStats::get(&s.connections) == ShardStats::get(&s.outbound));
+        match phase {
+            Phase::Serving => {}
+            Phase::Draining { .. } if quiet && all_cores_quiet() => return None,
+            Phase::Draining { .. } if clients_gone && all_cores_quiet() => {
+                for idx in 0..self.conns.len() {
+                    if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
+                        let _ = conn.quic.close(true, 0x0, b"server shutting down");
+                        mark_dirty(&mut self.dirty, conn, idx);
+                    }
+                }
+                phase = Phase::Closing { until: now + self.drain_timeout };
+            }
+            Phase::Draining { until } if now >= until => {
+                let (code, reason) = self.shard_app.drain_close();
+                self.close_all(code, reason);
+                phase = Phase::Closing { until: now + self.drain_timeout };
+            }
+            Phase::Draining { .. } => {}
+            Phase::Closing { until } if quiet || now >= until => return None,
+            Phase::Closing { .. } => {}
+        }
+        Some(phase)
+    }
+
+    /// The end of a turn that began at `now` and left nothing to do at once: sleep for the
+    /// receive hold, or wait for input, the doorbell or the next deadline.
+    async fn end_turn(&mut self, now: Instant, phase: Phase) {
+        // Draining: look again every DRAIN_POLL whether every core is quiet yet.
+        let wake_by = match phase {
+            Phase::Draining { until } => Some(until.min(now + DRAIN_POLL)),
+            other => other.deadline(),
+        };
+        // The turn's work ends here: a second clock reading, for the load meter and the
+        // receive hold only.
+        let end = Instant::now();
+        self.load.wait(end);
+        let read = std::mem::take(&mut self.turn_datagrams);
+        if self.recv_holding && read > 0 && phase == Phase::Serving {
+            // Receive coalescing: the next datagrams gather until `recv_coalesce` after
+            // this turn began (a turn that took that long already let them gather: no
+            // sleep), or until the next timer if sooner, rather than waking for each.
+            let until =
+                self.next_wake(None).map_or(now + self.recv_coalesce, |t| t.min(now + self.recv_coalesce));
+            if until > end {
+                glommio::timer::sleep(until - end).await;
+            }
+            return;
+        }
+        self.wait(now, wake_by).await;
     }
 
     /// Sleeps until the socket is readable, the doorbell rings, or the earliest timer is due.
@@ -630,288 +655,6 @@ impl<A: ShardApp> Shard<A> {
         woke
     }
 
-    /// Routes one received datagram: to another core over the mesh when its connection ID
-    /// names that core (never for Initials, whose DCID the client chose), else handles it here.
-    fn handle_datagram(&mut self, data: &mut [u8], from: SocketAddr) {
-        ShardStats::add(&self.stats().datagrams_in, 1);
-        ShardStats::add(&self.stats().bytes_in, data.len() as u64);
-        let owner = match quiche::Header::from_slice(data, CID_LEN) {
-            Ok(hdr) if hdr.ty != quiche::Type::Initial => cid::shard_of(&hdr.dcid),
-            // A server's Initial for a connection one of our cores opened.
-            Ok(hdr) if self.reset.is_outbound(&hdr.dcid) => cid::shard_of(&hdr.dcid),
-            _ => None,
-        };
-        if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.cores) {
-            ShardStats::add(&self.stats().forwarded_out, 1);
-            // Droppable: a full queue means the owner is behind; QUIC recovers the loss.
-            let packet = MeshMsg::Packet(Forwarded { data: data.to_vec(), from });
-            if self.mesh.try_send(owner.index(), packet).is_err() {
-                ShardStats::add(&self.stats().dropped, 1);
-            }
-            return;
-        }
-        self.handle_owned(data, from);
-    }
-
-    /// Handles a datagram that belongs to this core (or to nobody yet).
-    fn handle_owned(&mut self, data: &mut [u8], from: SocketAddr) {
-        let hdr = match quiche::Header::from_slice(data, CID_LEN) {
-            Ok(h) => h,
-            Err(_) => {
-                ShardStats::add(&self.stats().dropped, 1);
-                return;
-            }
-        };
-        if let Some(&idx) = self.by_cid.get(&hdr.dcid) {
-            self.recv_into(idx, data, from);
-            return;
-        }
-        match hdr.ty {
-            quiche::Type::Short => self.stateless_reset(&hdr.dcid, data.len(), from),
-            quiche::Type::Initial => {
-                if !quiche::version_is_supported(hdr.version) {
-                    let mut out = [0u8; MAX_DATAGRAM];
-                    if let Ok(n) = quiche::negotiate_version(&hdr.scid, &hdr.dcid, &mut out) {
-                        self.send_raw(&out[..n], from);
-                    }
-                    return;
-                }
-                let (dcid, scid, token) = (hdr.dcid.into_owned(), hdr.scid.into_owned(), hdr.token);
-                self.accept(data, from, dcid, scid, token);
-            }
-            _ => ShardStats::add(&self.stats().dropped, 1),
-        }
-    }
-
-    /// A new connection from an Initial packet (after address validation when required).
-    fn accept(
-        &mut self,
-        data: &mut [u8],
-        from: SocketAddr,
-        dcid: ConnectionId<'static>,
-        client_scid: ConnectionId<'static>,
-        token: Option<Vec<u8>>,
-    ) {
-        let draining = self.shutdown.load(Ordering::Relaxed);
-        if draining || self.live_connections() >= self.max_conns {
-            ShardStats::add(&self.stats().refused, 1);
-            return;
-        }
-        if self.busy {
-            // Admission under load: a core over its budget takes no new connection (the
-            // client's Initial goes unanswered and it retries).
-            ShardStats::add(&self.stats().refused, 1);
-            ShardStats::add(&self.stats().refused_busy, 1);
-            return;
-        }
-        let token = token.unwrap_or_default();
-        let odcid = if token.is_empty() {
-            None
-        } else {
-            match self.retry_tokens.validate(&token, from, SystemTime::now()) {
-                Some(odcid) => Some(odcid),
-                None => {
-                    // An invalid token: drop (RFC 9000 §8.1.3 allows it; a new Initial without
-                    // a token starts over).
-                    ShardStats::add(&self.stats().refused, 1);
-                    return;
-                }
-            }
-        };
-        let must_retry = match self.retry {
-            RetryPolicy::Never => false,
-            RetryPolicy::Always => true,
-            RetryPolicy::Auto { pending_handshakes } => {
-                ShardStats::get(&self.stats().handshakes) as usize >= pending_handshakes
-            }
-        };
-        if must_retry && odcid.is_none() {
-            let new_scid = self.cids.new_cid(self.id);
-            let token = self.retry_tokens.mint(from, &dcid, SystemTime::now());
-            let mut out = [0u8; MAX_DATAGRAM];
-            if let Ok(n) =
-                quiche::retry(&client_scid, &dcid, &new_scid, &token, quiche::PROTOCOL_VERSION, &mut out)
-            {
-                ShardStats::add(&self.stats().retries, 1);
-                self.send_raw(&out[..n], from);
-            }
-            return;
-        }
-        // After a Retry the client addresses us with the CID we chose in it (ours, carrying
-        // this shard); otherwise choose one now.
-        let scid = if odcid.is_some() && cid::shard_of(&dcid) == Some(self.id) {
-            dcid.clone()
-        } else {
-            self.cids.new_cid(self.id)
-        };
-        self.quic_config.set_stateless_reset_token(Some(self.reset.token(&scid)));
-        let quic = match quiche::accept_with_buf_factory(
-            &scid,
-            odcid.as_ref(),
-            self.local,
-            from,
-            &mut self.quic_config,
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                debug!(error = %e, "accept failed");
-                ShardStats::add(&self.stats().refused, 1);
-                return;
-            }
-        };
-        let mut cids = vec![scid.clone()];
-        if dcid != scid {
-            cids.push(dcid.clone());
-        }
-        let conn = Conn {
-            quic,
-            app: None,
-            cids: cids.clone(),
-            scheduled: None,
-            paced_until: None,
-            flush_at: None,
-            handshake_counted: true,
-            dirty: false,
-            gen: self.next_gen,
-            outbound: None,
-            setup_deadline: None,
-            setup_armed: false,
-        };
-        let idx = self.insert_conn(conn);
-        let stats = self.stats();
-        ShardStats::add(&stats.accepted, 1);
-        ShardStats::add(&stats.connections, 1);
-        ShardStats::add(&stats.handshakes, 1);
-        self.recv_into(idx, data, from);
-    }
-
-    /// Puts `conn` in a free slot and registers its connection IDs.
-    fn insert_conn(&mut self, mut conn: Conn) -> usize {
-        conn.gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1);
-        if let Some(dir) = &self.qlog_dir {
-            let name = conn.cids.first().map(|c| hex(c)).unwrap_or_default();
-            match std::fs::File::create(dir.join(format!("{name}.sqlog"))) {
-                Ok(f) => conn.quic.set_qlog(
-                    Box::new(std::io::BufWriter::new(f)),
-                    "moq-edge".to_string(),
-                    format!("core {} connection {name}", self.id.0),
-                ),
-                Err(e) => warn!(error = %e, dir = %dir.display(), "qlog file not created"),
-            }
-        }
-        let cids = conn.cids.clone();
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.conns[i] = Some(conn);
-                i
-            }
-            None => {
-                self.conns.push(Some(conn));
-                self.conns.len() - 1
-            }
-        };
-        for c in cids {
-            self.by_cid.insert(c, idx);
-        }
-        idx
-    }
-
-    /// Opens a connection the application asked for (an upstream relay). It runs like any
-    /// other: when the handshake completes the application gets it with its tag.
-    fn connect(&mut self, c: Connect) {
-        // The socket may be IPv6 dual-stack: an IPv4 peer is then reached as a mapped address.
-        let peer = match (self.local, c.peer) {
-            (SocketAddr::V6(_), SocketAddr::V4(v4)) => {
-                SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
-            }
-            (SocketAddr::V4(_), SocketAddr::V6(v6)) => match v6.ip().to_ipv4_mapped() {
-                Some(ip) => SocketAddr::new(ip.into(), v6.port()),
-                None => return self.connect_failed(c.tag, "an IPv6 peer from an IPv4 socket"),
-            },
-            (_, p) => p,
-        };
-        if self.shutdown.load(Ordering::Relaxed) {
-            return self.connect_failed(c.tag, "shutting down");
-        }
-        let Some(scid) = self.reset.outbound_cid(self.id, &self.rng) else {
-            return self.connect_failed(c.tag, "the random number generator failed");
-        };
-        let quic = match quiche::connect_with_buffer_factory(
-            c.server_name.as_deref(),
-            &scid,
-            self.local,
-            peer,
-            &mut self.client_config,
-        ) {
-            Ok(q) => q,
-            Err(e) => return self.connect_failed(c.tag, &format!("{e}")),
-        };
-        let conn = Conn {
-            quic,
-            app: None,
-            cids: vec![scid],
-            scheduled: None,
-            paced_until: None,
-            flush_at: None,
-            handshake_counted: false,
-            dirty: false,
-            gen: 0,
-            outbound: Some(c.tag),
-            setup_deadline: None,
-            setup_armed: true,
-        };
-        let idx = self.insert_conn(conn);
-        ShardStats::add(&self.stats().connections, 1);
-        ShardStats::add(&self.stats().outbound, 1);
-        ShardStats::add(&self.stats().connects, 1);
-        if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
-            mark_dirty(&mut self.dirty, conn, idx);
-        }
-    }
-
-    fn connect_failed(&mut self, tag: u64, why: &str) {
-        debug!(shard = self.id.0, tag, why, "outbound connection failed");
-        self.shard_app.connect_failed(tag, why);
-    }
-
-    fn live_connections(&self) -> usize {
-        self.conns.len() - self.free.len()
-    }
-
-    fn recv_into(&mut self, idx: usize, data: &mut [u8], from: SocketAddr) {
-        let local = self.local;
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
-        let info = quiche::RecvInfo { from, to: local };
-        if let Err(e) = conn.quic.recv(data, info) {
-            debug!(error = %e, "quic recv");
-        }
-        mark_dirty(&mut self.dirty, conn, idx);
-    }
-
-    /// RFC 9000 §10.3: answer a short-header packet for an unknown connection.
-    fn stateless_reset(&mut self, dcid: &[u8], trigger_len: usize, to: SocketAddr) {
-        let mut out = [0u8; 64];
-        if let Some(n) = self.reset.stateless_reset(dcid, trigger_len, &self.rng, &mut out) {
-            ShardStats::add(&self.stats().stateless_resets, 1);
-            self.send_raw(&out[..n], to);
-        } else {
-            ShardStats::add(&self.stats().dropped, 1);
-        }
-    }
-
-    /// One datagram outside any connection (Retry, version negotiation, reset). Best effort:
-    /// if the socket buffer is full it is dropped, as the peer will retransmit.
-    fn send_raw(&mut self, buf: &[u8], to: SocketAddr) {
-        match udp::send(self.fd, to, buf, buf.len(), false) {
-            Ok(n) => {
-                ShardStats::add(&self.stats().datagrams_out, 1);
-                ShardStats::add(&self.stats().bytes_out, n as u64);
-            }
-            Err(_) => ShardStats::add(&self.stats().dropped, 1),
-        }
-    }
-
     /// Pops due timers; a connection whose deadline moved later is re-queued.
     fn fire_timers(&mut self, now: Instant) {
         while let Some(&Reverse((at, idx))) = self.timers.peek() {
@@ -946,295 +689,6 @@ impl<A: ShardApp> Shard<A> {
         }
     }
 
-    /// Runs the application and writes output for every connection touched this turn.
-    async fn service_dirty(&mut self, now: Instant) {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for &idx in &dirty {
-            self.service(idx, now).await;
-        }
-        self.send_batch().await;
-        // Reuse the buffer, keeping anything marked while servicing.
-        dirty.clear();
-        dirty.append(&mut self.dirty);
-        self.dirty = dirty;
-    }
-
-    async fn service(&mut self, idx: usize, now: Instant) {
-        let shard = self.id;
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
-        conn.dirty = false;
-        if !conn.setup_armed {
-            conn.setup_armed = true;
-            conn.setup_deadline = Some(now + self.rc.setup_timeout);
-        }
-        if conn.app.is_none() && conn.quic.is_established() {
-            if conn.handshake_counted {
-                conn.handshake_counted = false;
-                ShardStats::sub(&self.stats[shard.index()].handshakes, 1);
-            }
-            // The handshake chose one of the ALPNs the application named (TLS offers no other).
-            let alpn = conn.quic.application_proto();
-            let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
-            let mut app = match conn.outbound {
-                Some(tag) => self.shard_app.new_outbound(handle, alpn, tag),
-                None => self.shard_app.new_connection(handle, alpn),
-            };
-            if let Some(at) = conn.setup_deadline {
-                app.set_setup_deadline(at);
-            }
-            conn.app = Some(app);
-            // Give the peer spare connection IDs (for migration), each naming this core.
-            while conn.quic.scids_left() > 0 {
-                let c = self.cids.new_cid(shard);
-                if conn.quic.new_scid(&c, self.reset.token(&c), false).is_err() {
-                    break;
-                }
-                self.by_cid.insert(c.clone(), idx);
-                conn.cids.push(c);
-            }
-        }
-        if conn.setup_deadline.is_some_and(|at| at <= now) {
-            // The application closes its own session if its setup is not done (it was given
-            // the deadline); without an application yet (the QUIC handshake has not
-            // completed) the core closes the connection.
-            conn.setup_deadline = None;
-            if conn.app.is_none() {
-                let _ = conn.quic.close(false, 0x0, b"setup did not complete in time");
-            }
-        }
-        if let Some(app) = conn.app.as_mut() {
-            app.on_io(&mut conn.quic);
-        }
-        while let Some(retired) = conn.quic.retired_scid_next() {
-            self.by_cid.remove(&retired);
-            conn.cids.retain(|c| *c != retired);
-        }
-        // A busy core lets a connection's packets gather for up to `send_coalesce` (from the
-        // first turn that had something for it) so that they leave as one GSO train; a
-        // connection in its handshake or closing sends at once.
-        let hold = self.coalescing
-            && conn.quic.is_established()
-            && !conn.quic.is_closed()
-            && !conn.quic.is_draining();
-        let flush_now = match conn.flush_at {
-            _ if !hold => true,
-            Some(at) => at <= now,
-            None => {
-                conn.flush_at = Some(now + self.send_coalesce);
-                false
-            }
-        };
-        if flush_now {
-            conn.flush_at = None;
-            self.flush(idx, now).await;
-        }
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
-        if conn.quic.is_closed() {
-            self.close_conn(idx);
-            return;
-        }
-        // One heap entry per connection at its earliest deadline.
-        if let Some(at) = conn.next_deadline() {
-            if conn.scheduled.is_none_or(|s| at < s) {
-                conn.scheduled = Some(at);
-                self.timers.push(Reverse((at, idx)));
-            }
-        }
-    }
-
-    /// Writes everything quiche has for connection `idx` as GSO trains: up to 64 datagrams of
-    /// one size (the last may be shorter) to one destination, at most `send_quantum` bytes.
-    /// The trains join the turn's [`SendBatch`], sent when it fills and after the turn's
-    /// connections are written ([`Shard::send_batch`]).
-    ///
-    /// Pacing (`SendInfo.at`) is honoured per train: a train is queued when built, and when its
-    /// last packet's release time is still ahead, the connection sends nothing more until then
-    /// (its timer covers `paced_until`). Release times never decrease, so the next packet is
-    /// never sent before the last one's time.
-    async fn flush(&mut self, idx: usize, now: Instant) {
-        // A packet that could not join the previous train starts the next one; it already
-        // lies at the batch's end: (its length, its destination).
-        let mut carried: Option<(usize, SocketAddr)> = None;
-        loop {
-            if self.batch.is_full() || self.batch.end() > BATCH_FLUSH_BYTES {
-                let end = self.batch.end();
-                self.send_batch().await;
-                if let Some((n, _)) = carried {
-                    self.batch.buf.copy_within(end..end + n, 0);
-                }
-            }
-            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
-            if conn.paced_until.is_some_and(|p| p > now) && carried.is_none() {
-                return;
-            }
-            let limit = if self.gso {
-                conn.quic.send_quantum().clamp(MAX_DATAGRAM, MAX_GSO_SEGMENTS * MAX_DATAGRAM)
-            } else {
-                MAX_DATAGRAM
-            };
-            // Without GSO every datagram is its own train.
-            let max_segments = if self.gso { MAX_GSO_SEGMENTS } else { 1 };
-            let start = self.batch.end();
-            let buf = &mut self.batch.buf;
-            let (mut len, mut to) = match carried.take() {
-                Some((n, to)) => (n, Some(to)),
-                None => (0, None),
-            };
-            let mut segment = len;
-            let mut segments = usize::from(len > 0);
-            let mut last_at = None;
-            let mut finished = false;
-            while segments < max_segments && len < limit && start + len + MAX_DATAGRAM <= buf.len() {
-                let at = start + len;
-                match conn.quic.send(&mut buf[at..at + MAX_DATAGRAM]) {
-                    Ok((n, info)) => {
-                        last_at = Some(info.at);
-                        if to.is_none() {
-                            to = Some(info.to);
-                            segment = n;
-                        } else if to != Some(info.to) || n > segment {
-                            // It cannot join this train: it starts the next one.
-                            carried = Some((n, info.to));
-                            break;
-                        }
-                        len += n;
-                        segments += 1;
-                        if n < segment {
-                            break; // a shorter datagram must be the last of a train
-                        }
-                    }
-                    Err(quiche::Error::Done) => {
-                        finished = true;
-                        break;
-                    }
-                    Err(e) => {
-                        debug!(error = %e, "quic send");
-                        finished = true;
-                        break;
-                    }
-                }
-            }
-            if let Some(at) = last_at.filter(|at| *at > now + PACING_GRANULARITY) {
-                conn.paced_until = Some(at);
-            }
-            let Some(to) = to else { return };
-            if len > 0 {
-                self.batch.push(Train { start, len, segment, to });
-            }
-            if carried.is_none() && finished {
-                return;
-            }
-        }
-    }
-
-    /// Sends the batch's trains, `SEND_BATCH` per `sendmmsg`, and empties it.
-    async fn send_batch(&mut self) {
-        let count = self.batch.trains().len();
-        let mut i = 0;
-        while i < count {
-            match self.batch.send(self.fd, i, self.gso) {
-                Ok(n) if n > 0 => {
-                    let stats = &self.stats[self.id.index()];
-                    for t in &self.batch.trains()[i..i + n] {
-                        let datagrams = t.datagrams();
-                        ShardStats::add(&stats.datagrams_out, datagrams);
-                        ShardStats::add(&stats.bytes_out, t.len as u64);
-                        if self.gso && datagrams > 1 {
-                            ShardStats::add(&stats.gso_sends, 1);
-                        }
-                    }
-                    i += n;
-                }
-                Err(e) if self.gso && udp::is_gso_unsupported(&e) => {
-                    warn!(shard = self.id.0, error = %e, "kernel refused UDP_SEGMENT; sending without GSO");
-                    self.gso = false;
-                    // The trains already built go out datagram by datagram.
-                    for k in i..count {
-                        let t = self.batch.trains()[k];
-                        self.send_slowly(t).await;
-                    }
-                    break;
-                }
-                Ok(_) => {
-                    let t = self.batch.trains()[i];
-                    self.send_slowly(t).await;
-                    i += 1;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    let t = self.batch.trains()[i];
-                    self.send_slowly(t).await;
-                    i += 1;
-                }
-                Err(e) => {
-                    debug!(error = %e, "sendmmsg");
-                    ShardStats::add(&self.stats[self.id.index()].dropped, self.batch.trains()[i].datagrams());
-                    i += 1;
-                }
-            }
-        }
-        self.batch.clear();
-    }
-
-    /// Sends one train datagram by datagram through glommio, which awaits writability (the
-    /// socket buffer was full, or GSO was refused) instead of spinning.
-    async fn send_slowly(&mut self, t: Train) {
-        let segment = t.segment.max(1);
-        let mut off = t.start;
-        while off < t.start + t.len {
-            let end = (off + segment).min(t.start + t.len);
-            let chunk = self.batch.buf[off..end].to_vec();
-            match self.socket.send_to(&chunk, t.to).await {
-                Ok(_) => {
-                    ShardStats::add(&self.stats[self.id.index()].datagrams_out, 1);
-                    ShardStats::add(&self.stats[self.id.index()].bytes_out, chunk.len() as u64);
-                }
-                Err(_) => ShardStats::add(&self.stats[self.id.index()].dropped, 1),
-            }
-            off = end;
-        }
-    }
-
-    fn close_conn(&mut self, idx: usize) {
-        let Some(mut conn) = self.conns.get_mut(idx).and_then(Option::take) else { return };
-        match (conn.app.as_mut(), conn.outbound) {
-            (Some(app), _) => app.on_closed(&conn.quic),
-            (None, Some(tag)) => {
-                let why = match conn.quic.peer_error().or(conn.quic.local_error()) {
-                    Some(e) => {
-                        format!("closed during the handshake: {:?}", String::from_utf8_lossy(&e.reason))
-                    }
-                    None if conn.quic.is_timed_out() => "the handshake timed out".to_string(),
-                    None => "closed during the handshake".to_string(),
-                };
-                self.connect_failed(tag, &why);
-            }
-            (None, None) => {}
-        }
-        for c in &conn.cids {
-            if self.by_cid.get(c) == Some(&idx) {
-                self.by_cid.remove(c);
-            }
-        }
-        let stats = &self.stats[self.id.index()];
-        ShardStats::sub(&stats.connections, 1);
-        if conn.outbound.is_some() {
-            ShardStats::sub(&stats.outbound, 1);
-        }
-        if conn.handshake_counted {
-            ShardStats::sub(&stats.handshakes, 1);
-        }
-        self.free.push(idx);
-    }
-
-    /// Shutdown: close every connection with NO_ERROR; they drain and leave the table.
-    fn close_all(&mut self, code: u64, reason: &[u8]) {
-        for idx in 0..self.conns.len() {
-            if let Some(conn) = self.conns[idx].as_mut() {
-                let _ = conn.quic.close(true, code, reason);
-                mark_dirty(&mut self.dirty, conn, idx);
-            }
-        }
-    }
 }
 
 /// Receive coalescing pays while a hold of `hold` gathers [`RECV_COALESCE_MIN_BATCH`]
