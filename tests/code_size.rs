@@ -44,7 +44,9 @@ fn braces(line: &str, in_block: &mut bool) -> Vec<char> {
             if c.get(i + 1 + hashes) == Some(&'"') {
                 let close: String = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
                 let rest: String = c[i + 2 + hashes..].iter().collect();
-                i += 2 + hashes + rest.find(&close).map_or(rest.chars().count(), |at| rest[..at].chars().count());
+                i += 2
+                    + hashes
+                    + rest.find(&close).map_or(rest.chars().count(), |at| rest[..at].chars().count());
                 i += hashes;
             }
         } else if c[i] == '"' {
@@ -100,7 +102,8 @@ fn long_functions(text: &str) -> Vec<(usize, String, usize)> {
                 depth += if *b == '{' { 1 } else { -1 };
                 opened = true;
             }
-            let ends_declaration = !opened && lines[i].split("//").next().unwrap_or_default().trim_end().ends_with(';');
+            let ends_declaration =
+                !opened && lines[i].split("//").next().unwrap_or_default().trim_end().ends_with(';');
             if ends_declaration {
                 break;
             }

@@ -8,6 +8,8 @@
 use ahash::HashMap;
 
 mod backfill;
+mod data;
+mod ends;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -24,6 +26,7 @@ use super::msg::{
 use super::sessions::{Role, Sessions};
 use super::{update_allows, Cx, UpdateError};
 use auth::{Denied, Right};
+use data::{datagram_out, object_out, stream_end};
 use session::{data_urgency, SessionCode};
 use wire::model::property_type as pt;
 use wire::model::{
@@ -456,6 +459,56 @@ fn window(filter: Option<LocationFilter>, largest: Option<Location>) -> (Locatio
     }
 }
 
+/// A Location filter that selects nothing: a range that ends before it starts.
+fn filter_is_empty(f: LocationFilter) -> bool {
+    match f {
+        LocationFilter::AbsoluteRange { start, end } => end < start,
+        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => end_group < start.group,
+        _ => false,
+    }
+}
+
+/// A REQUEST_UPDATE's new tokens: the subscription is authorized again, until they expire
+/// (`None`: no tokens, or no expiry).
+fn renewed_auth(
+    cx: &Cx<'_>,
+    sessions: &mut Sessions,
+    conn: u64,
+    params: &Parameters,
+    namespace: &wire::model::TrackNamespace,
+) -> Result<Option<Instant>, UpdateError> {
+    if params.auth_tokens.is_empty() {
+        return Ok(None);
+    }
+    match sessions.check_auth(cx, conn, params, namespace, Right::Subscribe) {
+        Ok(until) => Ok(until),
+        Err(Denied::Request(code, why)) => Err(UpdateError::Refused(code, why)),
+        Err(Denied::Session(code, why)) => {
+            if let Some(s) = sessions.get_mut(conn) {
+                s.close(code, why);
+            }
+            Err(UpdateError::Refused(RequestErrorCode::InternalError, why))
+        }
+    }
+}
+
+/// A subscription's new SUBSCRIBER_PRIORITY moves the streams already open too (draft-22
+/// §5.1), not only new ones.
+fn reprioritize(
+    session: Option<&mut session::Session>,
+    sub: &LocalSub,
+    streams: &HashMap<StreamKey, FanStream>,
+    properties: &Properties,
+) {
+    let Some(s) = session else { return };
+    let default_publisher = default_publisher_priority(properties);
+    for (key, id) in sub.open.iter().filter_map(|(k, d)| Some((k, d.stream()?))) {
+        let publisher =
+            streams.get(key).and_then(|fs| fs.header.publisher_priority).unwrap_or(default_publisher);
+        let _ = s.set_priority_ordered(id, data_urgency(sub.priority, publisher), sub.descending);
+    }
+}
+
 impl Fanout {
     /// SUBSCRIBE `m`, authorized `until` (token mode).
     pub(super) fn subscribe(
@@ -713,13 +766,6 @@ impl Fanout {
         self.establish(cx, sessions, alias);
     }
 
-    /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
-    pub(super) fn upstream_lost(&mut self, alias: TrackAlias) {
-        if let Some(st) = self.tracks.get_mut(&alias).filter(|st| st.live) {
-            st.lost = true;
-        }
-    }
-
     pub(super) fn subscribe_error(
         &mut self,
         sessions: &mut Sessions,
@@ -738,144 +784,9 @@ impl Fanout {
         }
     }
 
-    /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
-    pub(super) fn track_done(
-        &mut self,
-        now: Instant,
-        sessions: &mut Sessions,
-        alias: TrackAlias,
-        status: DoneStatus,
-        reason: Bytes,
-    ) {
-        if !self.tracks.get(&alias).is_some_and(|st| st.live) {
-            // Not for this core's current SUBSCRIBE (still unanswered): it was sent to an
-            // earlier one that has since unsubscribed; the owner answers the current one.
-            return;
-        }
-        let Some(st) = self.tracks.remove(&alias) else { return };
-        for sub in st.subs {
-            self.forget_sub(sessions, sub.conn, sub.rid);
-            if !sub.established {
-                // Waiting while the upstream was lost (`SubTrack::lost`): never answered, so
-                // refused rather than ended.
-                let why = String::from_utf8_lossy(&reason).into_owned();
-                sessions.answer_error(sub.conn, sub.rid, RequestErrorCode::InternalError, &why, true);
-                continue;
-            }
-            let Some(s) = sessions.get_mut(sub.conn) else { continue };
-            // A malformed track's streams are reset with that code too (draft-22 §12.1).
-            let reset = if status == DoneStatus::MalformedTrack {
-                ResetCode::MalformedTrack
-            } else {
-                ResetCode::InternalError
-            };
-            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
-                let _ = s.reset_stream(id, reset);
-            }
-            // Its streams reach the subscriber first (`Session::publish_done_after`).
-            let streams = sub.recent.iter().copied().collect();
-            let done = (status, sub.streams, reason.clone());
-            debug!(conn = sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
-            if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
-                debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
-            }
-        }
-    }
-
     /// How many subscriptions session `conn` has here.
     pub(super) fn subscriptions(&self, conn: u64) -> usize {
         self.per_session.get(&conn).copied().unwrap_or(0)
-    }
-
-    fn forget_sub(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
-        self.by_req.remove(&(conn, rid));
-        sessions.forget_role(conn, rid, Role::Subscription);
-        if let Some(c) = self.per_session.get_mut(&conn) {
-            *c = c.saturating_sub(1);
-        }
-    }
-
-    /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
-    /// open streams are reset; the last subscription of a track on this core tells the owner.
-    pub(super) fn unsubscribe(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: u64,
-        rid: RequestId,
-    ) {
-        self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
-    }
-
-    /// Data streams of session `conn` that its transport reset (shed from its backlog, or
-    /// out of time): they are no longer open; a subscription that lost
-    /// `too_far_behind_streams` within [`SHED_WINDOW`] that way (not counting those lost to
-    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND. Streams
-    /// lost while the core is overloaded do not count: then every subscriber falls behind
-    /// because the relay does, and ending their subscriptions would turn an overload that
-    /// costs some groups into one that delivers nothing.
-    pub(super) fn streams_lost(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: u64,
-        streams: &[u64],
-        how: Lost,
-    ) {
-        let limit = cx.config.too_far_behind_streams.max(1);
-        let now = cx.now;
-        let mut behind = Vec::new();
-        for st in self.tracks.values_mut() {
-            let track_timeouts = st.timeouts;
-            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
-                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
-                sub.recent.retain(|id| !streams.contains(id));
-                sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
-                // A stream that ran out of a delivery timeout smaller than the freshness
-                // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
-                let own = sub.timeouts.with(track_timeouts).object;
-                let own_choice =
-                    how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
-                if lost == 0 || own_choice || cx.overloaded {
-                    continue;
-                }
-                if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
-                    sub.shed_since = Some(now);
-                    sub.shed_count = 0;
-                }
-                sub.shed_count += lost;
-                if sub.shed_count >= limit {
-                    behind.push(sub.rid);
-                }
-            }
-        }
-        for rid in behind {
-            cx.stats.too_far_behind += 1;
-            self.end_sub(cx, sessions, conn, rid, Ending::TooFarBehind);
-        }
-    }
-
-    /// Ends subscription `rid` of session `conn` from the relay's side: its open streams are
-    /// reset (as in `remove_sub`), then PUBLISH_DONE with its Stream Count, as `why` says.
-    fn end_sub(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId, why: Ending) {
-        let (reset, status, reason) = why.codes();
-        let Some(sub) = self.remove_sub(cx, sessions, conn, rid, reset) else { return };
-        let Some(s) = sessions.get_mut(conn) else { return };
-        if let Err(e) = s.publish_done(rid, status, sub.streams, Bytes::from_static(reason)) {
-            debug!(conn, error = %e, "PUBLISH_DONE not sent");
-        }
-    }
-
-    /// A REQUEST_UPDATE of subscription `rid` failed: it ends with UPDATE_FAILED (draft-16
-    /// §9.11, draft-22 §9.5.1).
-    pub(super) fn update_failed(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: u64,
-        rid: RequestId,
-    ) {
-        self.end_sub(cx, sessions, conn, rid, Ending::UpdateFailed);
     }
 
     /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest
@@ -916,20 +827,7 @@ impl Fanout {
         let alias = *self.by_req.get(&(conn, rid)).ok_or(UpdateError::Invalid("no such subscription"))?;
         let namespace = self.tracks.get(&alias).map(|st| st.track.namespace.clone());
         let namespace = namespace.ok_or(UpdateError::Invalid("no such subscription"))?;
-        // New tokens: the subscription is authorized again, until they expire.
-        let mut renewed = None;
-        if !m.params.auth_tokens.is_empty() {
-            match sessions.check_auth(cx, conn, &m.params, &namespace, Right::Subscribe) {
-                Ok(until) => renewed = until,
-                Err(Denied::Request(code, why)) => return Err(UpdateError::Refused(code, why)),
-                Err(Denied::Session(code, why)) => {
-                    if let Some(s) = sessions.get_mut(conn) {
-                        s.close(code, why);
-                    }
-                    return Err(UpdateError::Refused(RequestErrorCode::InternalError, why));
-                }
-            }
-        }
+        let renewed = renewed_auth(cx, sessions, conn, &m.params, &namespace)?;
         let st = self.tracks.get_mut(&alias).ok_or(UpdateError::Invalid("no such subscription"))?;
         let sub = st
             .subs
@@ -937,12 +835,7 @@ impl Fanout {
             .find(|s| s.conn == conn && s.rid == rid)
             .ok_or(UpdateError::Invalid("no such subscription"))?;
         if let Some(f) = m.params.location_filter {
-            let empty = match f {
-                LocationFilter::AbsoluteRange { start, end } => end < start,
-                LocationFilter::AbsoluteStartGroupEnd { start, end_group } => end_group < start.group,
-                _ => false,
-            };
-            if empty {
+            if filter_is_empty(f) {
                 return Err(UpdateError::Refused(RequestErrorCode::InvalidRange, "the new range is empty"));
             }
             sub.filter = Some(f);
@@ -955,18 +848,7 @@ impl Fanout {
         }
         if let Some(priority) = m.params.subscriber_priority {
             sub.priority = priority;
-            // The streams already open move too (draft-22 §5.1), not only new ones.
-            if let Some(s) = sessions.get_mut(conn) {
-                let default_publisher = default_publisher_priority(&st.info.properties);
-                for (key, id) in sub.open.iter().filter_map(|(k, d)| Some((k, d.stream()?))) {
-                    let publisher = st
-                        .streams
-                        .get(key)
-                        .and_then(|fs| fs.header.publisher_priority)
-                        .unwrap_or(default_publisher);
-                    let _ = s.set_priority_ordered(id, data_urgency(priority, publisher), sub.descending);
-                }
-            }
+            reprioritize(sessions.get_mut(conn), sub, &st.streams, &st.info.properties);
         }
         // Delivery timeouts: for objects and subgroups forwarded from now on.
         let t = Timeouts::from_params(&m.params);
@@ -997,79 +879,6 @@ impl Fanout {
         Ok(Parameters { largest_object: largest, expires, ..Parameters::default() })
     }
 
-    /// Ends the subscriptions whose authorization ran out: PUBLISH_DONE EXPIRED (draft-22
-    /// §12.4; draft-16 §13.1.2), their streams reset (draft-22: EXPIRED_AUTH_TOKEN).
-    pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
-        while let Some(&Reverse((at, conn, rid))) = self.expiries.peek() {
-            if at > cx.now {
-                break;
-            }
-            self.expiries.pop();
-            let current = self.by_req.get(&(conn, rid)).and_then(|alias| {
-                let st = self.tracks.get(alias)?;
-                st.subs.iter().find(|s| s.conn == conn && s.rid == rid).map(|s| s.until)
-            });
-            if current != Some(Some(at)) {
-                continue; // gone, or extended since
-            }
-            self.end_sub(cx, sessions, conn, rid, Ending::Expired);
-        }
-    }
-
-    /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
-    /// (a draft without that code gets CANCELLED, see `ResetCode`). The last subscription of
-    /// a track on this core tells the owner.
-    fn remove_sub(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: u64,
-        rid: RequestId,
-        reset: ResetCode,
-    ) -> Option<LocalSub> {
-        let &alias = self.by_req.get(&(conn, rid))?;
-        self.forget_sub(sessions, conn, rid);
-        let st = self.tracks.get_mut(&alias)?;
-        let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
-        let sub = st.subs.swap_remove(pos);
-        if let Some(s) = sessions.get_mut(conn) {
-            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
-                let _ = s.reset_stream(id, reset);
-            }
-        }
-        // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
-        // its UNSUBSCRIBE waits for the answer: a new local SUBSCRIBE meanwhile joins it, rather
-        // than sending a second SUBSCRIBE that the answer to the first would be taken for (the
-        // owner drops this core between the two, and objects in that gap would be lost).
-        if st.subs.is_empty() && st.live {
-            self.tracks.remove(&alias);
-            let from = cx.core;
-            cx.send(cx.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
-        }
-        for j in &sub.joins {
-            self.fetch_fail(
-                sessions,
-                conn,
-                j.rid,
-                false,
-                RequestErrorCode::InternalError,
-                "the joined subscription ended",
-            );
-        }
-        self.sync_forward(cx, alias);
-        self.fetch_cancel(sessions, conn, rid); // its fill, if the answer is still on its way
-        Some(sub)
-    }
-
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
-        let rids: Vec<RequestId> = self.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
-        for rid in rids {
-            self.unsubscribe(cx, sessions, conn, rid);
-        }
-        self.per_session.remove(&conn);
-        self.fetch_session_closed(conn);
-    }
-
     /// Objects and stream events from the owner, written to every subscription they pass.
     pub(super) fn data(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias, data: Data) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
@@ -1081,125 +890,11 @@ impl Fanout {
                 st.streams.insert(key, FanStream { header, objects: 0, timeouts: st.timeouts });
             }
             Data::Object { key, object, payload, received } => {
-                let Some(fs) = st.streams.get_mut(&key) else { return };
-                let at = Location { group: fs.header.group_id, object: object.object_id };
-                if st.info.largest.is_none_or(|l| at > l) {
-                    st.info.largest = Some(at);
-                }
-                let first = fs.objects == 0;
-                if first && !object.properties.is_empty() {
-                    fs.timeouts = Timeouts::from_properties(&st.info.properties, Some(&object.properties));
-                }
-                fs.objects += 1;
-                let now = cx.now;
-                let default_publisher = default_publisher_priority(&st.info.properties);
-                for sub in st.subs.iter_mut() {
-                    if !sub.wants(at) {
-                        continue;
-                    }
-                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
-                    let budget = smaller(sub.timeouts.with(fs.timeouts).object, cx.config.max_lag);
-                    let expires = budget.map(|t| received + t);
-                    let open = sub.open.iter().position(|(k, _)| *k == key);
-                    if expires.is_some_and(|e| e <= now) {
-                        // Late already (the mesh or this core was slow): the subgroup is over
-                        // for this subscriber, its stream reset if it had one.
-                        match open {
-                            Some(i) => {
-                                if let Down::Open(id) = std::mem::replace(&mut sub.open[i].1, Down::TimedOut)
-                                {
-                                    let _ = s.reset_stream(id, ResetCode::DeliveryTimeout);
-                                    cx.stats.delivery_timeouts += 1;
-                                }
-                            }
-                            None => sub.open.push((key, Down::TimedOut)),
-                        }
-                        continue;
-                    }
-                    let stream = match open.map(|i| sub.open[i].1) {
-                        Some(Down::TimedOut) => continue,
-                        Some(Down::Open(id)) => id,
-                        None => {
-                            let mut header = fs.header;
-                            // FIRST_OBJECT exists only in draft-22 (a draft-16 header cannot
-                            // carry it), and only when this stream starts at the first object.
-                            header.first_object &= first && s.marks_first_object();
-                            match s.open_subgroup(&header) {
-                                Ok(id) => {
-                                    let publisher = header.publisher_priority.unwrap_or(default_publisher);
-                                    let urgency = data_urgency(sub.priority, publisher);
-                                    let _ = s.set_priority_ordered(id, urgency, sub.descending);
-                                    sub.streams += 1;
-                                    sub.open.push((key, Down::Open(id)));
-                                    if sub.recent.len() == RECENT_STREAMS {
-                                        sub.recent.pop_front();
-                                    }
-                                    sub.recent.push_back(id);
-                                    id
-                                }
-                                Err(e) => {
-                                    debug!(conn = sub.conn, error = %e, "subgroup stream not opened");
-                                    continue;
-                                }
-                            }
-                        }
-                    };
-                    match s.send_object_until(stream, &object, payload.clone(), expires) {
-                        Ok(()) => {
-                            cx.stats.objects_out += 1;
-                            cx.stats.bytes_out += payload.len() as u64;
-                        }
-                        Err(e) => debug!(conn = sub.conn, error = %e, "object not sent"),
-                    }
-                }
-                let delay = now.saturating_duration_since(received).as_micros();
-                let _ = cx.stats.latency.record(u64::try_from(delay).unwrap_or(u64::MAX).max(1));
+                object_out(cx, sessions, st, key, &object, payload, received)
             }
-            Data::StreamEnd { key, reset } => {
-                let Some(fs) = st.streams.remove(&key) else { return };
-                let now = cx.now;
-                for sub in st.subs.iter_mut() {
-                    let Some(pos) = sub.open.iter().position(|(k, _)| *k == key) else { continue };
-                    let Down::Open(id) = sub.open.swap_remove(pos).1 else { continue };
-                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
-                    // SUBGROUP_DELIVERY_TIMEOUT runs from the FIN: delivered in full by then,
-                    // or reset.
-                    let deliver_by = sub.timeouts.with(fs.timeouts).subgroup.map(|t| now + t);
-                    let _ = match reset {
-                        None => s.finish_data_stream_by(id, deliver_by),
-                        Some(c) => s.reset_stream(id, c),
-                    };
-                }
-            }
+            Data::StreamEnd { key, reset } => stream_end(cx, sessions, st, key, reset),
             Data::Datagram { header, payload, received } => {
-                let at = Location { group: header.group_id, object: header.object_id };
-                if st.info.largest.is_none_or(|l| at > l) {
-                    st.info.largest = Some(at);
-                }
-                for sub in st.subs.iter() {
-                    if !sub.wants(at) {
-                        continue;
-                    }
-                    // Datagrams: the smaller of the two timeouts (draft-22 §5.2); a late one is
-                    // dropped. (Once in quiche's datagram queue it can no longer be.)
-                    let t = sub.timeouts.with(st.timeouts);
-                    let budget = smaller(smaller(t.object, t.subgroup), cx.config.max_lag);
-                    if budget.is_some_and(|t| received + t <= cx.now) {
-                        cx.stats.delivery_timeouts += 1;
-                        continue;
-                    }
-                    let Some(s) = sessions.get_mut(sub.conn) else { continue };
-                    let publisher =
-                        header.publisher_priority.unwrap_or(default_publisher_priority(&st.info.properties));
-                    let urgency = data_urgency(sub.priority, publisher);
-                    match s.send_datagram_with_urgency(&header, &payload, urgency) {
-                        Ok(()) => {
-                            cx.stats.objects_out += 1;
-                            cx.stats.bytes_out += payload.len() as u64;
-                        }
-                        Err(e) => debug!(conn = sub.conn, error = %e, "datagram not sent"),
-                    }
-                }
+                datagram_out(cx, sessions, st, &header, &payload, received)
             }
         }
     }

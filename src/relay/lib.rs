@@ -31,6 +31,7 @@
 
 pub mod alias;
 mod cache;
+mod config;
 pub mod directory;
 mod discovery;
 mod fanout;
@@ -56,6 +57,7 @@ use bytes::Bytes;
 use tracing::debug;
 
 use self::alias::AliasKey;
+pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
 use self::fanout::Lost;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
@@ -66,232 +68,6 @@ use session::SessionCode;
 use session::{DataObject, Event, Session};
 use wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
 use wire::RequestErrorCode;
-
-/// What the relay's PUBLISH_OK asks of a publisher (draft-22 §9.9 FORWARD; draft-16 PUBLISH_OK
-/// Forward): objects at once, or only while someone is subscribed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PublishForward {
-    /// FORWARD=1 from the start and while the publisher stays: the relay takes the track,
-    /// caches it, and a first subscriber starts at once from the cache. Publishers that never
-    /// act on REQUEST_UPDATE work.
-    #[default]
-    Always,
-    /// FORWARD=0 while nobody is subscribed, REQUEST_UPDATE FORWARD=1 when someone is (and 0
-    /// again after the linger): ingest costs nothing while nobody watches.
-    OnDemand,
-}
-
-/// Whether a core busy `busy_pct` percent of the last second is over the admission
-/// threshold `threshold` (0 or 100: admission is off). The relay refuses new requests by it
-/// (the runtime, with the same rule, new connections).
-pub fn over_admission_threshold(busy_pct: u8, threshold: u8) -> bool {
-    (1..100).contains(&threshold) && busy_pct > threshold
-}
-
-/// The right a request needs, on which namespace (a joining FETCH has the right of the
-/// subscription it joins; responses and updates need none).
-fn needs_right(msg: &Message) -> Option<(RequestId, &Parameters, &wire::model::TrackNamespace, Right)> {
-    use wire::model::FetchKind;
-    Some(match msg {
-        Message::PublishNamespace(m) => (m.request_id, &m.params, &m.namespace, Right::Publish),
-        Message::Publish(m) => (m.request_id, &m.params, &m.track.namespace, Right::Publish),
-        Message::Subscribe(m) | Message::TrackStatus(m) => {
-            (m.request_id, &m.params, &m.track.namespace, Right::Subscribe)
-        }
-        Message::Fetch(m) => match &m.kind {
-            FetchKind::Standalone { track } => (m.request_id, &m.params, &track.namespace, Right::Subscribe),
-            _ => return None,
-        },
-        Message::SubscribeNamespace(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
-        Message::SubscribeTracks(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
-        _ => return None,
-    })
-}
-
-/// A request was refused (and answered, or its session closed).
-#[derive(Debug)]
-struct Refused;
-
-/// Why a REQUEST_UPDATE was not applied.
-#[derive(Debug)]
-pub(crate) enum UpdateError {
-    /// A parameter not valid for the request: the session is closed (PROTOCOL_VIOLATION).
-    Invalid(&'static str),
-    /// REQUEST_ERROR with this code (a subscription is then ended with UPDATE_FAILED).
-    Refused(RequestErrorCode, &'static str),
-}
-
-/// The request `msg` starts, when it carries range filters (SUBSCRIBE, FETCH,
-/// SUBSCRIBE_TRACKS; draft-22 §3.3.2).
-fn range_filtered(msg: &Message) -> Option<RequestId> {
-    let (rid, params) = match msg {
-        Message::Subscribe(m) => (m.request_id, &m.params),
-        Message::Fetch(m) => (m.request_id, &m.params),
-        Message::SubscribeTracks(m) => (m.request_id, &m.params),
-        _ => return None,
-    };
-    params.range_filters.iter().any(|f| f.set.is_some()).then_some(rid)
-}
-
-/// Checks that `params` carries only parameters named in `allowed` (draft-22 §9.5 lists
-/// them per request kind; draft-16 requests take the same subsets).
-pub(crate) fn update_allows(params: &Parameters, allowed: &[&str]) -> Result<(), UpdateError> {
-    let present: [(&str, bool); 16] = [
-        ("AUTHORIZATION_TOKEN", !params.auth_tokens.is_empty()),
-        ("OBJECT_DELIVERY_TIMEOUT", params.object_delivery_timeout.is_some()),
-        ("RENDEZVOUS_TIMEOUT", params.rendezvous_timeout.is_some()),
-        ("SUBGROUP_DELIVERY_TIMEOUT", params.subgroup_delivery_timeout.is_some()),
-        ("EXPIRES", params.expires.is_some()),
-        ("LARGEST_OBJECT", params.largest_object.is_some()),
-        ("FILL_TIMEOUT", params.fill_timeout.is_some()),
-        ("FORWARD", params.forward.is_some()),
-        ("SUBSCRIBER_PRIORITY", params.subscriber_priority.is_some()),
-        ("LOCATION_FILTER", params.location_filter.is_some()),
-        ("GROUP_ORDER", params.group_order.is_some()),
-        ("FILL_PARAMETERS", params.fill_parameters.is_some()),
-        ("RANGE_FILTER", !params.range_filters.is_empty()),
-        ("NEW_GROUP_REQUEST", params.new_group_request.is_some()),
-        ("TRACK_NAMESPACE_PREFIX", params.track_namespace_prefix.is_some()),
-        ("INCLUDE_PROPERTIES", params.include_properties.is_some()),
-    ];
-    match present.iter().find(|(name, on)| *on && !allowed.contains(name)) {
-        Some(_) => Err(UpdateError::Invalid("a parameter this request cannot take")),
-        None => Ok(()),
-    }
-}
-
-/// Relay limits and timers.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    /// How long an upstream subscription outlives its last downstream subscriber (a quick
-    /// re-subscribe reuses it).
-    pub linger: Duration,
-    /// How long a PUBLISH_DONE from upstream waits for the data streams it counts before it
-    /// is passed on anyway.
-    pub done_wait: Duration,
-    /// Whether a publisher's PUBLISH is asked for objects at once or only while someone is
-    /// subscribed.
-    pub publish_forward: PublishForward,
-    /// PUBLISH_NAMESPACE per session.
-    pub max_namespaces_per_session: usize,
-    /// Namespaces (SUBSCRIBE_NAMESPACE) or tracks (PUBLISH offers) one namespace subscription
-    /// may match when it is made; past it, NAMESPACE_TOO_LARGE (draft-22; draft-16 has no
-    /// such code: EXCESSIVE_LOAD).
-    pub max_namespace_matches: usize,
-    /// Downstream subscriptions and upstream PUBLISHes per session.
-    pub max_subscriptions_per_session: usize,
-    /// Tracks owned by one shard.
-    pub max_tracks_per_shard: usize,
-    /// Bytes a session may have queued beyond what QUIC flow control takes; past it its oldest
-    /// subgroup streams are reset (CANCELLED) until half of it remains.
-    pub max_backlog: usize,
-    /// Bytes (`RelayMsg::weight`: payloads and the messages that carry them) this core may
-    /// have queued toward one other core, the limit per core pair of the mesh's data path.
-    /// Past half of it no new stream is forwarded there; an object that would pass it resets
-    /// its stream there (EXCESSIVE_LOAD; `shed.rs`).
-    pub mesh_queue: usize,
-    /// Subgroup bytes a connection's QUIC stack may hold not yet sent; beyond it they wait in
-    /// the session's queue (where `max_backlog` and `max_lag` apply) rather than in QUIC's,
-    /// which on a loss-free path grows to the subscriber's whole flow-control window.
-    pub max_unsent: usize,
-    /// Bytes of objects this shard caches for late joiners and FETCH (0: none).
-    pub cache_budget: usize,
-    /// GOAWAY's New Session URI when the relay drains (empty: clients reconnect to the URI
-    /// they used).
-    pub goaway_uri: Bytes,
-    /// A subscription that loses this many subgroup streams to its session's backlog (or to
-    /// `max_lag`) within 10 s is ended with PUBLISH_DONE TOO_FAR_BEHIND; streams shed while
-    /// the core is over its admission threshold (the relay is what falls behind) do not count.
-    pub too_far_behind_streams: u32,
-    /// Input that waited this long in the socket before the core read it means the core is
-    /// behind its input (a core keeping up reads it within a turn, a few milliseconds);
-    /// streams shed in the [`BEHIND_WINDOW`] after do not count toward TOO_FAR_BEHIND.
-    pub behind_lag: Duration,
-    /// The freshness budget of live delivery: an object not handed to QUIC within this of its
-    /// arrival is not sent, and its subgroup stream is reset (DELIVERY_TIMEOUT), as under a
-    /// delivery timeout (draft-22 §5.2) but for every subscription; a subscriber's own smaller
-    /// timeouts apply as they are. `None`: no budget.
-    pub max_lag: Option<Duration>,
-    /// The longest a SUBSCRIBE is held for a publisher to appear (draft-22
-    /// RENDEZVOUS_TIMEOUT asks; the relay may shorten it).
-    pub max_rendezvous: Duration,
-    /// Token keys: `Some` requires a token for every request (`auth`); `None` is open
-    /// mode (tokens are ignored).
-    pub auth: Option<std::sync::Arc<auth::Keys>>,
-    /// MAX_AUTH_TOKEN_CACHE_SIZE the relay offers when tokens are required (bytes per session).
-    pub auth_cache: usize,
-    /// This relay's node ID (random per process), named in every SETUP to detect routing
-    /// loops between relays (`links`).
-    pub node_id: u64,
-    /// Admission under load: while the runtime says the core was busier than this
-    /// percentage ([`RelayShard::set_load`]), new SUBSCRIBE, FETCH and namespace
-    /// subscriptions are refused with EXCESSIVE_LOAD; 0 (or 100): never.
-    pub admission_busy_pct: u8,
-    /// A namespace directory is configured (`directory.rs`): announcements are registered
-    /// there, and tracks nothing here serves are looked up there.
-    pub directory: bool,
-}
-
-impl RelayConfig {
-    /// The SETUP options the relay's sessions send.
-    pub fn server_setup(&self) -> wire::model::SetupOptions {
-        wire::model::SetupOptions {
-            max_auth_token_cache_size: self.auth.as_ref().map(|_| self.auth_cache as u64),
-            implementation: Some(links::implementation(self.node_id)),
-            ..Default::default()
-        }
-    }
-
-    /// The SETUP options of the relay's upstream links: its node ID, and `token` (if any).
-    pub fn link_setup(&self, token: Option<&str>) -> wire::model::SetupOptions {
-        let auth_tokens = token
-            .map(|t| wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
-            .into_iter()
-            .collect();
-        wire::model::SetupOptions {
-            implementation: Some(links::implementation(self.node_id)),
-            auth_tokens,
-            ..Default::default()
-        }
-    }
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        RelayConfig {
-            linger: Duration::from_secs(2),
-            done_wait: Duration::from_secs(2),
-            publish_forward: PublishForward::Always,
-            max_namespaces_per_session: 256,
-            max_namespace_matches: 10_000,
-            max_subscriptions_per_session: 1024,
-            max_tracks_per_shard: 100_000,
-            max_backlog: 1 << 20,
-            max_unsent: 128 << 10,
-            mesh_queue: 8 << 20,
-            cache_budget: 64 << 20,
-            goaway_uri: Bytes::new(),
-            too_far_behind_streams: 4,
-            behind_lag: Duration::from_millis(25),
-            max_lag: Some(Duration::from_secs(2)),
-            max_rendezvous: Duration::from_secs(30),
-            auth: None,
-            auth_cache: 4096,
-            node_id: random_node_id(),
-            admission_busy_pct: 0,
-            directory: false,
-        }
-    }
-}
-
-/// A random node ID (a relay's identity between relays).
-fn random_node_id() -> u64 {
-    let mut b = [0u8; 8];
-    // The CSPRNG does not fail on supported platforms; a zero ID would still work (it only
-    // has to differ from the parents' and children's).
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    u64::from_le_bytes(b)
-}
 
 /// Messages this shard sends: to itself (handled in the same turn) or to other cores.
 #[derive(Debug)]
@@ -435,6 +211,12 @@ macro_rules! cx {
         }
     };
 }
+
+// After `cx!`, which it uses.
+mod admit;
+
+use self::admit::{needs_right, range_filtered, Refused};
+pub(crate) use self::admit::{update_allows, UpdateError};
 
 /// Upstream subscription `seq` of core `core` (the core in the top bits).
 fn epoch(core: usize, seq: u64) -> Epoch {
@@ -1044,24 +826,6 @@ impl RelayShard {
         }
     }
 
-    /// The request `msg` makes, when it is new downstream work the core refuses because it is
-    /// over its admission threshold (counted).
-    fn admission_refused(&mut self, msg: &Message) -> Option<RequestId> {
-        if !self.over_load() {
-            return None;
-        }
-        let s = &mut self.stats;
-        let (rid, counter) = match msg {
-            Message::Subscribe(m) => (m.request_id, &mut s.admission_subscribes),
-            Message::Fetch(m) => (m.request_id, &mut s.admission_fetches),
-            Message::SubscribeNamespace(m) => (m.request_id, &mut s.admission_namespaces),
-            Message::SubscribeTracks(m) => (m.request_id, &mut s.admission_namespaces),
-            _ => return None,
-        };
-        *counter += 1;
-        Some(rid)
-    }
-
     /// A namespace subscriber accepted the relay's PUBLISH `rid`: it becomes a subscription.
     fn publish_accepted(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
@@ -1145,35 +909,6 @@ impl RelayShard {
                 }
                 _ => sessions.answer_error(conn, answer_rid, code, reason, false),
             },
-        }
-    }
-
-    /// Whether session `conn` may make request `rid` needing `right` on `namespace`: always
-    /// in open mode (`Ok(None)`); otherwise a token (SETUP's or the request's) must grant it,
-    /// and `Ok(Some(t))` says until when (the shard's clock). Answers REQUEST_ERROR
-    /// (UNAUTHORIZED, MALFORMED_AUTH_TOKEN, EXPIRED_AUTH_TOKEN) or closes the session (token
-    /// alias misuse) when not.
-    fn authorized(
-        &mut self,
-        conn: u64,
-        rid: RequestId,
-        params: &Parameters,
-        namespace: &wire::model::TrackNamespace,
-        right: Right,
-    ) -> Result<Option<Instant>, Refused> {
-        if self.sessions.is_link(conn) {
-            return Ok(None); // our configured parent: trusted like the configuration
-        }
-        match self.sessions.check_auth(&cx!(self), conn, params, namespace, right) {
-            Ok(until) => Ok(until),
-            Err(Denied::Request(code, why)) => {
-                self.sessions.answer_error(conn, rid, code, why, true);
-                Err(Refused)
-            }
-            Err(Denied::Session(code, why)) => {
-                self.sessions.close(conn, code, why);
-                Err(Refused)
-            }
         }
     }
 }

@@ -399,8 +399,8 @@ impl<A: ShardApp> Shard<A> {
         let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
-        let clients_gone = phase != Phase::Serving
-            && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
+        let clients_gone =
+            phase != Phase::Serving && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
         // While draining, a core without connections keeps running until every core has
         // none: the others' applications may still need this core's.
         let all_cores_quiet =
@@ -688,7 +688,6 @@ impl<A: ShardApp> Shard<A> {
             mark_dirty(&mut self.dirty, conn, idx);
         }
     }
-
 }
 
 /// Receive coalescing pays while a hold of `hold` gathers [`RECV_COALESCE_MIN_BATCH`]

@@ -405,66 +405,15 @@ impl DataState {
     fn process(&mut self, id: u64, out: &mut Out<'_>) -> Result<(), SessionError> {
         loop {
             let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
-            match &mut st.phase {
-                Phase::Header => {
-                    let r = self.version.decode_uni_stream_header(&st.buf);
-                    let (header, n) = match r {
-                        Ok(v) => v,
-                        Err(DecodeError::NeedMore) => {
-                            if st.fin {
-                                return Err(SessionError::violation("data stream ended inside its header"));
-                            }
-                            if st.buf.len() > HEADER_SLACK {
-                                return Err(SessionError::violation("data stream header too long"));
-                            }
-                            return Ok(());
-                        }
-                        Err(e) => return Err(e.into()),
-                    };
-                    st.buf.advance(n);
-                    match header {
-                        UniStreamHeader::Subgroup(h) => match self.aliases.get(&h.track_alias) {
-                            Some(&rid) => {
-                                st.phase = Phase::Objects {
-                                    request_id: rid,
-                                    reader: subgroup_reader(self.version, h),
-                                    pending: None,
-                                };
-                            }
-                            None => {
-                                let len = st.buf.len();
-                                if self.held.len() >= self.limits.max_held_streams
-                                    || self.held_bytes.saturating_add(len) > self.limits.max_held_bytes
-                                {
-                                    // Still in the Header phase: nothing held to undo.
-                                    self.abandon(id, false, out);
-                                    return Ok(());
-                                }
-                                st.phase = Phase::Held { header: h };
-                                self.held.push(id);
-                                self.held_bytes += len;
-                                return Ok(());
-                            }
-                        },
-                        UniStreamHeader::Fetch { request_id } => {
-                            let order =
-                                self.fetch_orders.get(&request_id).copied().unwrap_or(GroupOrder::Ascending);
-                            st.phase = Phase::Objects {
-                                request_id,
-                                reader: match self.version {
-                                    Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
-                                    Version::Draft18 => Reader::Fetch18(d18::FetchReader::new(order)),
-                                    Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
-                                },
-                                pending: None,
-                            };
-                        }
-                        UniStreamHeader::Padding => st.phase = Phase::Padding,
-                        UniStreamHeader::Control => {
-                            return Err(SessionError::violation("a control stream type on a data stream"))
-                        }
-                    }
+            if matches!(st.phase, Phase::Header) {
+                if !self.read_header(id, out)? {
+                    return Ok(());
                 }
+                continue;
+            }
+            match &mut st.phase {
+                // Read above.
+                Phase::Header => return Ok(()),
                 // Kept unparsed (FIN included) until the alias is known.
                 Phase::Held { .. } => return Ok(()),
                 Phase::Padding => {
@@ -535,6 +484,70 @@ impl DataState {
                 }
             }
         }
+    }
+
+    /// A data stream's header: the request its objects belong to (a subgroup's Track Alias, a
+    /// fetch's Request ID); a subgroup whose alias is not known yet is held (within limits).
+    /// `Ok(false)`: nothing more to read now (more bytes needed, held or abandoned).
+    fn read_header(&mut self, id: u64, out: &mut Out<'_>) -> Result<bool, SessionError> {
+        let Some(st) = self.streams.get_mut(&id) else { return Ok(false) };
+        let r = self.version.decode_uni_stream_header(&st.buf);
+        let (header, n) = match r {
+            Ok(v) => v,
+            Err(DecodeError::NeedMore) => {
+                if st.fin {
+                    return Err(SessionError::violation("data stream ended inside its header"));
+                }
+                if st.buf.len() > HEADER_SLACK {
+                    return Err(SessionError::violation("data stream header too long"));
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        st.buf.advance(n);
+        match header {
+            UniStreamHeader::Subgroup(h) => match self.aliases.get(&h.track_alias) {
+                Some(&rid) => {
+                    st.phase = Phase::Objects {
+                        request_id: rid,
+                        reader: subgroup_reader(self.version, h),
+                        pending: None,
+                    };
+                }
+                None => {
+                    let len = st.buf.len();
+                    if self.held.len() >= self.limits.max_held_streams
+                        || self.held_bytes.saturating_add(len) > self.limits.max_held_bytes
+                    {
+                        // Still in the Header phase: nothing held to undo.
+                        self.abandon(id, false, out);
+                        return Ok(false);
+                    }
+                    st.phase = Phase::Held { header: h };
+                    self.held.push(id);
+                    self.held_bytes += len;
+                    return Ok(false);
+                }
+            },
+            UniStreamHeader::Fetch { request_id } => {
+                let order = self.fetch_orders.get(&request_id).copied().unwrap_or(GroupOrder::Ascending);
+                st.phase = Phase::Objects {
+                    request_id,
+                    reader: match self.version {
+                        Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
+                        Version::Draft18 => Reader::Fetch18(d18::FetchReader::new(order)),
+                        Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
+                    },
+                    pending: None,
+                };
+            }
+            UniStreamHeader::Padding => st.phase = Phase::Padding,
+            UniStreamHeader::Control => {
+                return Err(SessionError::violation("a control stream type on a data stream"))
+            }
+        }
+        Ok(true)
     }
 
     /// A datagram from the peer (draft-16 §10.3.1, draft-22 §11.2.1, §11.5.2). A truncated

@@ -29,57 +29,7 @@ impl Owner {
         if let Err(why) = check_shape(t, &self.cache, alias, &data) {
             return self.malformed(cx, alias, why);
         }
-        match &data {
-            Data::StreamOpen { key, header } => {
-                let subgroup = match header.subgroup_id {
-                    SubgroupId::Zero => Some(0),
-                    SubgroupId::Explicit(id) => Some(id),
-                    SubgroupId::FirstObject => None,
-                };
-                t.streams.insert(*key, (*header, subgroup, None));
-            }
-            Data::Object { key, object, payload, received } => {
-                if let Some((h, subgroup, last)) = t.streams.get_mut(key) {
-                    *last = Some(object.object_id);
-                    let at = Location { group: h.group_id, object: object.object_id };
-                    t.info.largest = Some(max_location(t.info.largest, at));
-                    new_group_seen(&mut t.new_group, t.info.largest);
-                    let subgroup = *subgroup.get_or_insert(object.object_id);
-                    let max_age = max_cache_duration(&t.info.properties);
-                    if object.status == ObjectStatus::Normal && max_age != Some(Duration::ZERO) {
-                        let cached = CachedObject {
-                            subgroup: Some(subgroup),
-                            priority: h.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
-                            properties: object.properties.clone(),
-                            payload: payload.clone(),
-                            expires: max_age.map(|d| *received + d),
-                            from: Some(epoch),
-                        };
-                        cache_put(&mut self.cache, t, alias, at, cached);
-                    }
-                }
-            }
-            Data::StreamEnd { key, .. } => {
-                t.streams.remove(key);
-            }
-            Data::Datagram { header, payload, received } => {
-                let at = Location { group: header.group_id, object: header.object_id };
-                t.info.largest = Some(max_location(t.info.largest, at));
-                new_group_seen(&mut t.new_group, t.info.largest);
-                let max_age = max_cache_duration(&t.info.properties);
-                if header.status.is_none() && max_age != Some(Duration::ZERO) {
-                    let cached = CachedObject {
-                        subgroup: None,
-                        priority: header.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
-                        properties: header.properties.clone(),
-                        payload: payload.clone(),
-                        expires: max_age.map(|d| *received + d),
-                        from: Some(epoch),
-                    };
-                    cache_put(&mut self.cache, t, alias, at, cached);
-                }
-            }
-        }
+        remember(&mut self.cache, t, alias, epoch, &data);
         let n = t.cores.len();
         let ended = match &data {
             Data::StreamEnd { key, .. } => Some(*key),
@@ -107,6 +57,62 @@ impl Owner {
         if t.handover.old_source_done(t.streams.keys()) {
             // The old source's last forwarded stream ended: the move is complete.
             self.move_finish(cx, alias, true);
+        }
+    }
+}
+
+/// What `data` tells the track's state: open streams and their Subgroup IDs, the largest
+/// Location, and the objects worth caching (`MAX_CACHE_DURATION` 0: none).
+fn remember(cache: &mut Cache, t: &mut Track, alias: TrackAlias, epoch: Epoch, data: &Data) {
+    match data {
+        Data::StreamOpen { key, header } => {
+            let subgroup = match header.subgroup_id {
+                SubgroupId::Zero => Some(0),
+                SubgroupId::Explicit(id) => Some(id),
+                SubgroupId::FirstObject => None,
+            };
+            t.streams.insert(*key, (*header, subgroup, None));
+        }
+        Data::Object { key, object, payload, received } => {
+            if let Some((h, subgroup, last)) = t.streams.get_mut(key) {
+                *last = Some(object.object_id);
+                let at = Location { group: h.group_id, object: object.object_id };
+                t.info.largest = Some(max_location(t.info.largest, at));
+                new_group_seen(&mut t.new_group, t.info.largest);
+                let subgroup = *subgroup.get_or_insert(object.object_id);
+                let max_age = max_cache_duration(&t.info.properties);
+                if object.status == ObjectStatus::Normal && max_age != Some(Duration::ZERO) {
+                    let cached = CachedObject {
+                        subgroup: Some(subgroup),
+                        priority: h.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
+                        properties: object.properties.clone(),
+                        payload: payload.clone(),
+                        expires: max_age.map(|d| *received + d),
+                        from: Some(epoch),
+                    };
+                    cache_put(cache, t, alias, at, cached);
+                }
+            }
+        }
+        Data::StreamEnd { key, .. } => {
+            t.streams.remove(key);
+        }
+        Data::Datagram { header, payload, received } => {
+            let at = Location { group: header.group_id, object: header.object_id };
+            t.info.largest = Some(max_location(t.info.largest, at));
+            new_group_seen(&mut t.new_group, t.info.largest);
+            let max_age = max_cache_duration(&t.info.properties);
+            if header.status.is_none() && max_age != Some(Duration::ZERO) {
+                let cached = CachedObject {
+                    subgroup: None,
+                    priority: header.publisher_priority.unwrap_or(DEFAULT_PRIORITY),
+                    properties: header.properties.clone(),
+                    payload: payload.clone(),
+                    expires: max_age.map(|d| *received + d),
+                    from: Some(epoch),
+                };
+                cache_put(cache, t, alias, at, cached);
+            }
         }
     }
 }

@@ -327,17 +327,6 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
         mt::GOAWAY => Message::GoAway(read_goaway(r, ctx)?),
         mt::SUBSCRIBE => Message::Subscribe(read_subscribe(r, allowed::SUBSCRIBE)?),
         mt::TRACK_STATUS => Message::TrackStatus(read_subscribe(r, allowed::TRACK_STATUS)?),
-        mt::SUBSCRIBE_OK => {
-            let request_id = response_id(ctx)?;
-            let track_alias = TrackAlias(r.int()?);
-            let params = read_params(r, allowed::SUBSCRIBE_OK)?;
-            Message::SubscribeOk(SubscribeOk {
-                request_id,
-                track_alias,
-                params,
-                track_properties: read_properties(r)?,
-            })
-        }
         mt::PUBLISH => {
             let request_id = RequestId(r.int()?);
             let track = read_full_track_name(r)?;
@@ -346,6 +335,59 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
             Message::Publish(Publish {
                 request_id,
                 track,
+                track_alias,
+                params,
+                track_properties: read_properties(r)?,
+            })
+        }
+        mt::FETCH => Message::Fetch(read_fetch(r)?),
+        mt::PUBLISH_NAMESPACE => {
+            let (request_id, namespace, params) = read_prefixed_request(r, allowed::PUBLISH_NAMESPACE)?;
+            Message::PublishNamespace(PublishNamespace { request_id, namespace, params })
+        }
+        mt::SUBSCRIBE_NAMESPACE => {
+            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_NAMESPACE)?;
+            Message::SubscribeNamespace(SubscribeNamespace {
+                request_id,
+                prefix,
+                options: SubscribeOptions::Namespace,
+                params,
+            })
+        }
+        mt::SUBSCRIBE_TRACKS => {
+            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_TRACKS)?;
+            Message::SubscribeTracks(SubscribeTracks { request_id, prefix, params })
+        }
+        mt::PUBLISH_BLOCKED => {
+            let request_id = response_id(ctx)?;
+            let namespace_suffix = read_namespace(r, 0)?;
+            let track_name = read_track_name(r, namespace_suffix.byte_len())?;
+            Message::PublishSkipped(PublishSkipped { request_id, namespace_suffix, track_name })
+        }
+        mt::REQUEST_UPDATE => {
+            // The update's own Request ID is on the wire; the updated request is the stream's.
+            let existing_request_id = response_id(ctx)?;
+            let request_id = RequestId(r.int()?);
+            Message::RequestUpdate(RequestUpdate {
+                request_id,
+                existing_request_id,
+                params: read_params(r, allowed::REQUEST_UPDATE)?,
+            })
+        }
+        _ => return decode_response(ty, r, ctx),
+    })
+}
+
+/// The body of a response (or a message on a response's stream) of type `ty`.
+fn decode_response(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, DecodeError> {
+    use message_type as mt;
+    Ok(match ty {
+        mt::SUBSCRIBE_OK => {
+            let request_id = response_id(ctx)?;
+            let track_alias = TrackAlias(r.int()?);
+            let params = read_params(r, allowed::SUBSCRIBE_OK)?;
+            Message::SubscribeOk(SubscribeOk {
+                request_id,
                 track_alias,
                 params,
                 track_properties: read_properties(r)?,
@@ -371,25 +413,7 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
                 reason: read_reason(r)?,
             })
         }
-        mt::FETCH => Message::Fetch(read_fetch(r)?),
         mt::FETCH_OK => Message::FetchOk(read_fetch_ok(r, ctx)?),
-        mt::PUBLISH_NAMESPACE => {
-            let (request_id, namespace, params) = read_prefixed_request(r, allowed::PUBLISH_NAMESPACE)?;
-            Message::PublishNamespace(PublishNamespace { request_id, namespace, params })
-        }
-        mt::SUBSCRIBE_NAMESPACE => {
-            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_NAMESPACE)?;
-            Message::SubscribeNamespace(SubscribeNamespace {
-                request_id,
-                prefix,
-                options: SubscribeOptions::Namespace,
-                params,
-            })
-        }
-        mt::SUBSCRIBE_TRACKS => {
-            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_TRACKS)?;
-            Message::SubscribeTracks(SubscribeTracks { request_id, prefix, params })
-        }
         mt::NAMESPACE => {
             response_id(ctx)?;
             Message::Namespace(read_namespace(r, 0)?)
@@ -397,22 +421,6 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
         mt::NAMESPACE_DONE => {
             response_id(ctx)?;
             Message::NamespaceDone(read_namespace(r, 0)?)
-        }
-        mt::PUBLISH_BLOCKED => {
-            let request_id = response_id(ctx)?;
-            let namespace_suffix = read_namespace(r, 0)?;
-            let track_name = read_track_name(r, namespace_suffix.byte_len())?;
-            Message::PublishSkipped(PublishSkipped { request_id, namespace_suffix, track_name })
-        }
-        mt::REQUEST_UPDATE => {
-            // The update's own Request ID is on the wire; the updated request is the stream's.
-            let existing_request_id = response_id(ctx)?;
-            let request_id = RequestId(r.int()?);
-            Message::RequestUpdate(RequestUpdate {
-                request_id,
-                existing_request_id,
-                params: read_params(r, allowed::REQUEST_UPDATE)?,
-            })
         }
         mt::REQUEST_OK => {
             let request_id = response_id(ctx)?;

@@ -297,6 +297,59 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
         mt::GOAWAY => Message::GoAway(read_goaway(r, ctx)?),
         mt::SUBSCRIBE => Message::Subscribe(read_subscribe(r, allowed::SUBSCRIBE)?),
         mt::TRACK_STATUS => Message::TrackStatus(read_subscribe(r, allowed::TRACK_STATUS)?),
+        mt::PUBLISH => {
+            let request_id = RequestId(r.int()?);
+            let track = read_full_track_name(r)?;
+            let track_alias = TrackAlias(r.int()?);
+            let params = read_params(r, allowed::PUBLISH)?;
+            Message::Publish(Publish {
+                request_id,
+                track,
+                track_alias,
+                params,
+                track_properties: read_properties(r)?,
+            })
+        }
+        mt::FETCH => {
+            let request_id = RequestId(r.int()?);
+            let kind = FetchKind::Standalone { track: read_full_track_name(r)? };
+            Message::Fetch(Fetch { request_id, kind, params: read_params(r, allowed::FETCH)? })
+        }
+        mt::PUBLISH_NAMESPACE => {
+            let (request_id, namespace, params) = read_prefixed_request(r, allowed::PUBLISH_NAMESPACE)?;
+            Message::PublishNamespace(PublishNamespace { request_id, namespace, params })
+        }
+        mt::SUBSCRIBE_NAMESPACE => {
+            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_NAMESPACE)?;
+            Message::SubscribeNamespace(SubscribeNamespace {
+                request_id,
+                prefix,
+                options: SubscribeOptions::Namespace,
+                params,
+            })
+        }
+        mt::SUBSCRIBE_TRACKS => {
+            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_TRACKS)?;
+            Message::SubscribeTracks(SubscribeTracks { request_id, prefix, params })
+        }
+        mt::REQUEST_UPDATE => {
+            // The update's own Request ID is on the wire; the updated request is the stream's.
+            let existing_request_id = response_id(ctx)?;
+            let request_id = RequestId(r.int()?);
+            Message::RequestUpdate(RequestUpdate {
+                request_id,
+                existing_request_id,
+                params: read_params(r, allowed::REQUEST_UPDATE)?,
+            })
+        }
+        _ => return decode_response(ty, r, ctx),
+    })
+}
+
+/// The body of a response (or a message on a response's stream) of type `ty`.
+fn decode_response(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, DecodeError> {
+    use message_type as mt;
+    Ok(match ty {
         mt::SUBSCRIBE_OK => {
             let request_id = response_id(ctx)?;
             let track_alias = TrackAlias(r.int()?);
@@ -315,19 +368,6 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
                 params: read_params(r, allowed::PUBLISH_STATE_NOTIFY)?,
             })
         }
-        mt::PUBLISH => {
-            let request_id = RequestId(r.int()?);
-            let track = read_full_track_name(r)?;
-            let track_alias = TrackAlias(r.int()?);
-            let params = read_params(r, allowed::PUBLISH)?;
-            Message::Publish(Publish {
-                request_id,
-                track,
-                track_alias,
-                params,
-                track_properties: read_properties(r)?,
-            })
-        }
         mt::PUBLISH_DONE => {
             let request_id = response_id(ctx)?;
             let status_code = r.int()?;
@@ -339,29 +379,7 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
                 reason: read_reason(r)?,
             })
         }
-        mt::FETCH => {
-            let request_id = RequestId(r.int()?);
-            let kind = FetchKind::Standalone { track: read_full_track_name(r)? };
-            Message::Fetch(Fetch { request_id, kind, params: read_params(r, allowed::FETCH)? })
-        }
         mt::FETCH_OK => Message::FetchOk(read_fetch_ok(r, ctx)?),
-        mt::PUBLISH_NAMESPACE => {
-            let (request_id, namespace, params) = read_prefixed_request(r, allowed::PUBLISH_NAMESPACE)?;
-            Message::PublishNamespace(PublishNamespace { request_id, namespace, params })
-        }
-        mt::SUBSCRIBE_NAMESPACE => {
-            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_NAMESPACE)?;
-            Message::SubscribeNamespace(SubscribeNamespace {
-                request_id,
-                prefix,
-                options: SubscribeOptions::Namespace,
-                params,
-            })
-        }
-        mt::SUBSCRIBE_TRACKS => {
-            let (request_id, prefix, params) = read_prefixed_request(r, allowed::SUBSCRIBE_TRACKS)?;
-            Message::SubscribeTracks(SubscribeTracks { request_id, prefix, params })
-        }
         mt::NAMESPACE => {
             response_id(ctx)?;
             Message::Namespace(read_namespace(r, 0)?)
@@ -375,16 +393,6 @@ fn decode_body(ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> Result<Message, D
             let namespace_suffix = read_namespace(r, 0)?;
             let track_name = read_track_name(r, namespace_suffix.byte_len())?;
             Message::PublishSkipped(PublishSkipped { request_id, namespace_suffix, track_name })
-        }
-        mt::REQUEST_UPDATE => {
-            // The update's own Request ID is on the wire; the updated request is the stream's.
-            let existing_request_id = response_id(ctx)?;
-            let request_id = RequestId(r.int()?);
-            Message::RequestUpdate(RequestUpdate {
-                request_id,
-                existing_request_id,
-                params: read_params(r, allowed::REQUEST_UPDATE)?,
-            })
         }
         mt::REQUEST_OK => {
             let request_id = response_id(ctx)?;

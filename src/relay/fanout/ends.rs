@@ -1,0 +1,229 @@
+//! How downstream subscriptions end: the track's end or loss upstream, UNSUBSCRIBE, streams
+//! lost or shed, authorization that runs out, a closed session; each with its PUBLISH_DONE and
+//! its streams reset or finished.
+
+use super::*;
+
+impl Fanout {
+    /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
+    pub(crate) fn upstream_lost(&mut self, alias: TrackAlias) {
+        if let Some(st) = self.tracks.get_mut(&alias).filter(|st| st.live) {
+            st.lost = true;
+        }
+    }
+
+    /// The track ended upstream: PUBLISH_DONE to every subscription, with its Stream Count.
+    pub(crate) fn track_done(
+        &mut self,
+        now: Instant,
+        sessions: &mut Sessions,
+        alias: TrackAlias,
+        status: DoneStatus,
+        reason: Bytes,
+    ) {
+        if !self.tracks.get(&alias).is_some_and(|st| st.live) {
+            // Not for this core's current SUBSCRIBE (still unanswered): it was sent to an
+            // earlier one that has since unsubscribed; the owner answers the current one.
+            return;
+        }
+        let Some(st) = self.tracks.remove(&alias) else { return };
+        for sub in st.subs {
+            self.forget_sub(sessions, sub.conn, sub.rid);
+            if !sub.established {
+                // Waiting while the upstream was lost (`SubTrack::lost`): never answered, so
+                // refused rather than ended.
+                let why = String::from_utf8_lossy(&reason).into_owned();
+                sessions.answer_error(sub.conn, sub.rid, RequestErrorCode::InternalError, &why, true);
+                continue;
+            }
+            let Some(s) = sessions.get_mut(sub.conn) else { continue };
+            // A malformed track's streams are reset with that code too (draft-22 §12.1).
+            let reset = if status == DoneStatus::MalformedTrack {
+                ResetCode::MalformedTrack
+            } else {
+                ResetCode::InternalError
+            };
+            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
+                let _ = s.reset_stream(id, reset);
+            }
+            // Its streams reach the subscriber first (`Session::publish_done_after`).
+            let streams = sub.recent.iter().copied().collect();
+            let done = (status, sub.streams, reason.clone());
+            debug!(conn = sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
+            if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
+                debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
+            }
+        }
+    }
+
+    pub(super) fn forget_sub(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+        self.by_req.remove(&(conn, rid));
+        sessions.forget_role(conn, rid, Role::Subscription);
+        if let Some(c) = self.per_session.get_mut(&conn) {
+            *c = c.saturating_sub(1);
+        }
+    }
+
+    /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
+    /// open streams are reset; the last subscription of a track on this core tells the owner.
+    pub(crate) fn unsubscribe(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
+    }
+
+    /// Data streams of session `conn` that its transport reset (shed from its backlog, or
+    /// out of time): they are no longer open; a subscription that lost
+    /// `too_far_behind_streams` within [`SHED_WINDOW`] that way (not counting those lost to
+    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND. Streams
+    /// lost while the core is overloaded do not count: then every subscriber falls behind
+    /// because the relay does, and ending their subscriptions would turn an overload that
+    /// costs some groups into one that delivers nothing.
+    pub(crate) fn streams_lost(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        streams: &[u64],
+        how: Lost,
+    ) {
+        let limit = cx.config.too_far_behind_streams.max(1);
+        let now = cx.now;
+        let mut behind = Vec::new();
+        for st in self.tracks.values_mut() {
+            let track_timeouts = st.timeouts;
+            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
+                sub.recent.retain(|id| !streams.contains(id));
+                sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
+                // A stream that ran out of a delivery timeout smaller than the freshness
+                // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
+                let own = sub.timeouts.with(track_timeouts).object;
+                let own_choice =
+                    how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
+                if lost == 0 || own_choice || cx.overloaded {
+                    continue;
+                }
+                if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
+                    sub.shed_since = Some(now);
+                    sub.shed_count = 0;
+                }
+                sub.shed_count += lost;
+                if sub.shed_count >= limit {
+                    behind.push(sub.rid);
+                }
+            }
+        }
+        for rid in behind {
+            cx.stats.too_far_behind += 1;
+            self.end_sub(cx, sessions, conn, rid, Ending::TooFarBehind);
+        }
+    }
+
+    /// Ends subscription `rid` of session `conn` from the relay's side: its open streams are
+    /// reset (as in `remove_sub`), then PUBLISH_DONE with its Stream Count, as `why` says.
+    pub(super) fn end_sub(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        why: Ending,
+    ) {
+        let (reset, status, reason) = why.codes();
+        let Some(sub) = self.remove_sub(cx, sessions, conn, rid, reset) else { return };
+        let Some(s) = sessions.get_mut(conn) else { return };
+        if let Err(e) = s.publish_done(rid, status, sub.streams, Bytes::from_static(reason)) {
+            debug!(conn, error = %e, "PUBLISH_DONE not sent");
+        }
+    }
+
+    /// A REQUEST_UPDATE of subscription `rid` failed: it ends with UPDATE_FAILED (draft-16
+    /// §9.11, draft-22 §9.5.1).
+    pub(crate) fn update_failed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+    ) {
+        self.end_sub(cx, sessions, conn, rid, Ending::UpdateFailed);
+    }
+
+    /// Ends the subscriptions whose authorization ran out: PUBLISH_DONE EXPIRED (draft-22
+    /// §12.4; draft-16 §13.1.2), their streams reset (draft-22: EXPIRED_AUTH_TOKEN).
+    pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+        while let Some(&Reverse((at, conn, rid))) = self.expiries.peek() {
+            if at > cx.now {
+                break;
+            }
+            self.expiries.pop();
+            let current = self.by_req.get(&(conn, rid)).and_then(|alias| {
+                let st = self.tracks.get(alias)?;
+                st.subs.iter().find(|s| s.conn == conn && s.rid == rid).map(|s| s.until)
+            });
+            if current != Some(Some(at)) {
+                continue; // gone, or extended since
+            }
+            self.end_sub(cx, sessions, conn, rid, Ending::Expired);
+        }
+    }
+
+    /// Removes subscription `rid` of session `conn`, resetting its open streams with `reset`
+    /// (a draft without that code gets CANCELLED, see `ResetCode`). The last subscription of
+    /// a track on this core tells the owner.
+    pub(super) fn remove_sub(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: u64,
+        rid: RequestId,
+        reset: ResetCode,
+    ) -> Option<LocalSub> {
+        let &alias = self.by_req.get(&(conn, rid))?;
+        self.forget_sub(sessions, conn, rid);
+        let st = self.tracks.get_mut(&alias)?;
+        let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
+        let sub = st.subs.swap_remove(pos);
+        if let Some(s) = sessions.get_mut(conn) {
+            for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
+                let _ = s.reset_stream(id, reset);
+            }
+        }
+        // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and
+        // its UNSUBSCRIBE waits for the answer: a new local SUBSCRIBE meanwhile joins it, rather
+        // than sending a second SUBSCRIBE that the answer to the first would be taken for (the
+        // owner drops this core between the two, and objects in that gap would be lost).
+        if st.subs.is_empty() && st.live {
+            self.tracks.remove(&alias);
+            let from = cx.core;
+            cx.send(cx.owner_of(alias), OwnerMsg::Unsubscribe { alias, from });
+        }
+        for j in &sub.joins {
+            self.fetch_fail(
+                sessions,
+                conn,
+                j.rid,
+                false,
+                RequestErrorCode::InternalError,
+                "the joined subscription ended",
+            );
+        }
+        self.sync_forward(cx, alias);
+        self.fetch_cancel(sessions, conn, rid); // its fill, if the answer is still on its way
+        Some(sub)
+    }
+
+    pub(crate) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
+        let rids: Vec<RequestId> = self.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        for rid in rids {
+            self.unsubscribe(cx, sessions, conn, rid);
+        }
+        self.per_session.remove(&conn);
+        self.fetch_session_closed(conn);
+    }
+}
