@@ -465,180 +465,51 @@ impl Config {
         if cores == 0 || cores > 256 {
             bail!("config key `cores`: {cores} is out of range (1..=256)");
         }
-        let tls = match (cli.cert.clone().or(file.cert), cli.key.clone().or(file.key)) {
+        let tls = match (cli.cert.clone().or(file.cert.clone()), cli.key.clone().or(file.key.clone())) {
             (Some(cert), Some(key)) => Tls::Files { cert, key },
             (None, None) => Tls::SelfSigned,
             (Some(_), None) => bail!("config key `key`: required when `cert` is set"),
             (None, Some(_)) => bail!("config key `cert`: required when `key` is set"),
         };
-        let congestion_control =
-            cli.congestion_control.clone().or(file.congestion_control).unwrap_or_else(|| "cubic".into());
-        if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
-            bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
-        }
-        let retry = parse_retry(cli.retry.as_deref().or(file.retry.as_deref()).unwrap_or("auto"))?;
-        let idle_ms = cli.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(30_000);
-        if idle_ms == 0 {
-            bail!("config key `idle_timeout_ms`: must be greater than 0");
-        }
-        let setup_ms = cli.setup_timeout_ms.or(file.setup_timeout_ms).unwrap_or(5_000);
-        if setup_ms == 0 {
-            bail!("config key `setup_timeout_ms`: must be greater than 0");
-        }
-        let max_connections_per_core =
-            cli.max_connections_per_core.or(file.max_connections_per_core).unwrap_or(10_000);
-        if max_connections_per_core == 0 {
-            bail!("config key `max_connections_per_core`: must be greater than 0");
-        }
-        let admission_busy_pct = cli.admission_busy_pct.or(file.admission_busy_pct).unwrap_or(90);
-        if admission_busy_pct > 100 {
-            bail!("config key `admission_busy_pct`: {admission_busy_pct} is more than 100");
-        }
-        let gso = cli.gso.or(file.gso).unwrap_or(true);
-        let coalesce_us = cli.send_coalesce_us.or(file.send_coalesce_us).unwrap_or(0);
-        if coalesce_us > 20_000 {
-            bail!("config key `send_coalesce_us`: {coalesce_us} is more than 20000 (20 ms)");
-        }
-        let recv_coalesce_us = cli.recv_coalesce_us.or(file.recv_coalesce_us).unwrap_or(500);
-        if recv_coalesce_us > 5_000 {
-            bail!("config key `recv_coalesce_us`: {recv_coalesce_us} is more than 5000 (5 ms)");
-        }
-        let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
-        if linger_ms > 3_600_000 {
-            bail!("config key `linger_ms`: {linger_ms} is more than an hour");
-        }
-        let backlog_kib = cli.max_backlog_kib.or(file.max_backlog_kib).unwrap_or(1024);
-        if !(64..=1 << 20).contains(&backlog_kib) {
-            bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
-        }
-        let lag_ms = cli.max_lag_ms.or(file.max_lag_ms).unwrap_or(2_000);
-        if lag_ms > 600_000 {
-            bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
-        }
-        let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(128);
-        if !(16..=1 << 16).contains(&unsent_kib) {
-            bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
-        }
-        let mesh_mib = cli.mesh_queue_mib.or(file.mesh_queue_mib).unwrap_or(8);
-        if !(1..=4096).contains(&mesh_mib) {
-            bail!("config key `mesh_queue_mib`: {mesh_mib} is out of range (1..=4096)");
-        }
-        let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
-        if cache_mib > 1 << 20 {
-            bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
-        }
-        let goaway_ms = cli.goaway_timeout_ms.or(file.goaway_timeout_ms).unwrap_or(5_000);
-        if goaway_ms > 600_000 {
-            bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
-        }
-        let publish_forward = match cli.publish_forward.as_deref().or(file.publish_forward.as_deref()) {
-            None | Some("always") => PublishForward::Always,
-            Some("on-demand") => PublishForward::OnDemand,
-            Some(other) => {
-                bail!("config key `publish_forward`: {other:?} is neither \"always\" nor \"on-demand\"")
-            }
+        let Transport {
+            congestion_control,
+            retry,
+            idle_ms,
+            setup_ms,
+            max_connections_per_core,
+            admission_busy_pct,
+            gso,
+            coalesce_us,
+            recv_coalesce_us,
+        } = resolve_transport(cli, &file)?;
+        let RelayLimits {
+            linger_ms,
+            backlog_kib,
+            lag_ms,
+            unsent_kib,
+            mesh_mib,
+            cache_mib,
+            goaway_ms,
+            publish_forward,
+            goaway_uri,
+        } = resolve_relay_limits(cli, &file)?;
+        let (auth_required, auth_keys) = resolve_auth(cli, &file)?;
+        let token = cli.upstream_token.clone().or(file.upstream_token.clone());
+        let upstream_entries = if cli.upstreams.is_empty() {
+            file.upstream.clone().unwrap_or_default()
+        } else {
+            cli.upstreams.clone()
         };
-        let goaway_uri = cli.goaway_uri.clone().or(file.goaway_uri).unwrap_or_default();
-        // draft-22 §9.2: at most 8,192 bytes, and it should use the same scheme.
-        if goaway_uri.len() > 8192 {
-            bail!("config key `goaway_uri`: longer than 8192 bytes");
-        }
-        if !goaway_uri.is_empty() && !goaway_uri.starts_with("moqt://") {
-            bail!("config key `goaway_uri`: {goaway_uri:?} is not a moqt:// URI");
-        }
-        let auth = cli.auth.clone().or(file.auth).unwrap_or_else(|| "open".into());
-        let auth_required = match auth.as_str() {
-            "open" => false,
-            "tokens" => true,
-            other => bail!("config key `auth`: {other:?} is not one of open, tokens"),
-        };
-        let auth_keys =
-            if cli.auth_keys.is_empty() { file.auth_keys.unwrap_or_default() } else { cli.auth_keys.clone() };
-        let keys =
-            auth::Keys::parse(&auth_keys).map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
-        if auth_required && keys.is_empty() {
-            bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
-        }
-        let token = cli.upstream_token.clone().or(file.upstream_token);
-        let upstream_entries =
-            if cli.upstreams.is_empty() { file.upstream.unwrap_or_default() } else { cli.upstreams.clone() };
         let upstreams = parse_upstreams(&upstream_entries, token.as_deref())?;
-        let upstream_ca = cli.upstream_ca.clone().or(file.upstream_ca);
+        let upstream_ca = cli.upstream_ca.clone().or(file.upstream_ca.clone());
         if let Some(ca) = &upstream_ca {
             if !ca.is_file() {
                 bail!("config key `upstream_ca`: {} is not a readable file", ca.display());
             }
         }
         let upstream_insecure = cli.upstream_insecure.or(file.upstream_insecure).unwrap_or(false);
-        let directory = match cli.directory.clone().or(file.directory).filter(|d| !d.is_empty()) {
-            None => None,
-            Some(url) => {
-                let parsed = url::Url::parse(&url)
-                    .map_err(|e| anyhow!("config key `directory`: {url:?} is not a URL: {e}"))?;
-                if !matches!(parsed.scheme(), "redis" | "rediss") {
-                    bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] or rediss://…");
-                }
-                let ca = cli.directory_ca.clone().or(file.directory_ca);
-                if let Some(ca) = &ca {
-                    if !ca.is_file() {
-                        bail!("config key `directory_ca`: {} is not a readable file", ca.display());
-                    }
-                }
-                if parsed.host_str().is_none_or(str::is_empty) {
-                    bail!("config key `directory`: {url:?} names no host");
-                }
-                let advertise = cli.advertise.clone().or(file.advertise).unwrap_or_default();
-                if let Err(why) = moqt_host_port(&advertise) {
-                    bail!(
-                        "config key `advertise`: {advertise:?}: {why} (a directory needs moqt://HOST:PORT)"
-                    );
-                }
-                let prefix = cli.directory_prefix.clone().or(file.directory_prefix);
-                let prefix = prefix.unwrap_or_else(|| "moq-edge".into());
-                if prefix.is_empty()
-                    || prefix.len() > 64
-                    || prefix.contains(|c: char| c.is_whitespace() || "*?[]".contains(c))
-                {
-                    bail!("config key `directory_prefix`: {prefix:?} must be 1 to 64 characters, without spaces or * ? [ ]");
-                }
-                let lease_ms = cli.directory_lease_ms.or(file.directory_lease_ms).unwrap_or(6000);
-                if !(300..=600_000).contains(&lease_ms) {
-                    bail!("config key `directory_lease_ms`: {lease_ms} is not between 300 and 600000");
-                }
-                let lease = Duration::from_millis(lease_ms);
-                Some(Directory { url, ca, prefix, advertise, lease, token: token.clone() })
-            }
-        };
-        let metrics = match (cli.metrics, &file.metrics) {
-            (Some(a), _) => Some(a),
-            (None, Some(s)) if s.is_empty() => None,
-            (None, Some(s)) => {
-                Some(s.parse().with_context(|| format!("config key `metrics`: bad address {s:?}"))?)
-            }
-            (None, None) => None,
-        };
-        let web = match cli.web.as_deref().or(file.web.as_deref()) {
-            None => Web::Listen,
-            Some("off") => Web::Off,
-            Some(s) => Web::At(s.parse().with_context(|| {
-                format!("config key `web`: {s:?} is neither an address (HOST:PORT) nor `off`")
-            })?),
-        };
-        let log_format = match cli.log_format.as_deref().or(file.log_format.as_deref()).unwrap_or("human") {
-            "human" => LogFormat::Human,
-            "json" => LogFormat::Json,
-            other => bail!("config key `log_format`: {other:?} is not one of human, json"),
-        };
-        let log_level = cli.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".into());
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
-            bail!("config key `log_level`: {log_level:?}: {e}");
-        }
-        let qlog_dir = cli.qlog_dir.clone().or(file.qlog_dir).filter(|d| !d.as_os_str().is_empty());
-        if let Some(d) = &qlog_dir {
-            if !d.is_dir() {
-                bail!("config key `qlog_dir`: {} is not a directory", d.display());
-            }
-        }
+        let directory = resolve_directory(cli, &file, token.as_ref())?;
+        let Ops { metrics, web, log_format, log_level, qlog_dir } = resolve_ops(cli, &file)?;
         Ok(Config {
             upstreams,
             upstream_ca,
@@ -700,246 +571,247 @@ impl Config {
     }
 }
 
+/// The namespace directory (`directory` and the keys that go with it), if one is configured.
+fn resolve_directory(
+    cli: &Cli,
+    file: &FileConfig,
+    token: Option<&String>,
+) -> anyhow::Result<Option<Directory>> {
+    Ok(match cli.directory.clone().or(file.directory.clone()).filter(|d| !d.is_empty()) {
+        None => None,
+        Some(url) => {
+            let parsed = url::Url::parse(&url)
+                .map_err(|e| anyhow!("config key `directory`: {url:?} is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "redis" | "rediss") {
+                bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] or rediss://…");
+            }
+            let ca = cli.directory_ca.clone().or(file.directory_ca.clone());
+            if let Some(ca) = &ca {
+                if !ca.is_file() {
+                    bail!("config key `directory_ca`: {} is not a readable file", ca.display());
+                }
+            }
+            if parsed.host_str().is_none_or(str::is_empty) {
+                bail!("config key `directory`: {url:?} names no host");
+            }
+            let advertise = cli.advertise.clone().or(file.advertise.clone()).unwrap_or_default();
+            if let Err(why) = moqt_host_port(&advertise) {
+                bail!("config key `advertise`: {advertise:?}: {why} (a directory needs moqt://HOST:PORT)");
+            }
+            let prefix = cli.directory_prefix.clone().or(file.directory_prefix.clone());
+            let prefix = prefix.unwrap_or_else(|| "moq-edge".into());
+            if prefix.is_empty()
+                || prefix.len() > 64
+                || prefix.contains(|c: char| c.is_whitespace() || "*?[]".contains(c))
+            {
+                bail!("config key `directory_prefix`: {prefix:?} must be 1 to 64 characters, without spaces or * ? [ ]");
+            }
+            let lease_ms = cli.directory_lease_ms.or(file.directory_lease_ms).unwrap_or(6000);
+            if !(300..=600_000).contains(&lease_ms) {
+                bail!("config key `directory_lease_ms`: {lease_ms} is not between 300 and 600000");
+            }
+            let lease = Duration::from_millis(lease_ms);
+            Some(Directory { url, ca, prefix, advertise, lease, token: token.cloned() })
+        }
+    })
+}
+
+/// What an operator reads: the metrics endpoint, the web listener, logs and qlog.
+struct Ops {
+    metrics: Option<SocketAddr>,
+    web: Web,
+    log_format: LogFormat,
+    log_level: String,
+    qlog_dir: Option<PathBuf>,
+}
+
+fn resolve_ops(cli: &Cli, file: &FileConfig) -> anyhow::Result<Ops> {
+    let metrics = match (cli.metrics, &file.metrics) {
+        (Some(a), _) => Some(a),
+        (None, Some(s)) if s.is_empty() => None,
+        (None, Some(s)) => {
+            Some(s.parse().with_context(|| format!("config key `metrics`: bad address {s:?}"))?)
+        }
+        (None, None) => None,
+    };
+    let web = match cli.web.as_deref().or(file.web.as_deref()) {
+        None => Web::Listen,
+        Some("off") => Web::Off,
+        Some(s) => Web::At(s.parse().with_context(|| {
+            format!("config key `web`: {s:?} is neither an address (HOST:PORT) nor `off`")
+        })?),
+    };
+    let log_format = match cli.log_format.as_deref().or(file.log_format.as_deref()).unwrap_or("human") {
+        "human" => LogFormat::Human,
+        "json" => LogFormat::Json,
+        other => bail!("config key `log_format`: {other:?} is not one of human, json"),
+    };
+    let log_level = cli.log_level.clone().or(file.log_level.clone()).unwrap_or_else(|| "info".into());
+    if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
+        bail!("config key `log_level`: {log_level:?}: {e}");
+    }
+    let qlog_dir = cli.qlog_dir.clone().or(file.qlog_dir.clone()).filter(|d| !d.as_os_str().is_empty());
+    if let Some(d) = &qlog_dir {
+        if !d.is_dir() {
+            bail!("config key `qlog_dir`: {} is not a directory", d.display());
+        }
+    }
+    Ok(Ops { metrics, web, log_format, log_level, qlog_dir })
+}
+
+/// `auth` and `auth_keys`: whether requests need a token, and the keys that verify them.
+fn resolve_auth(cli: &Cli, file: &FileConfig) -> anyhow::Result<(bool, Vec<String>)> {
+    let auth = cli.auth.clone().or(file.auth.clone()).unwrap_or_else(|| "open".into());
+    let auth_required = match auth.as_str() {
+        "open" => false,
+        "tokens" => true,
+        other => bail!("config key `auth`: {other:?} is not one of open, tokens"),
+    };
+    let auth_keys = if cli.auth_keys.is_empty() {
+        file.auth_keys.clone().unwrap_or_default()
+    } else {
+        cli.auth_keys.clone()
+    };
+    let keys = auth::Keys::parse(&auth_keys).map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
+    if auth_required && keys.is_empty() {
+        bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
+    }
+    Ok((auth_required, auth_keys))
+}
+
+/// QUIC and the cores: congestion control, retry, timeouts, limits, batching.
+struct Transport {
+    congestion_control: String,
+    retry: RetryPolicy,
+    idle_ms: u64,
+    setup_ms: u64,
+    max_connections_per_core: usize,
+    admission_busy_pct: u8,
+    gso: bool,
+    coalesce_us: u64,
+    recv_coalesce_us: u64,
+}
+
+fn resolve_transport(cli: &Cli, file: &FileConfig) -> anyhow::Result<Transport> {
+    let congestion_control =
+        cli.congestion_control.clone().or(file.congestion_control.clone()).unwrap_or_else(|| "cubic".into());
+    if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
+        bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
+    }
+    let retry = parse_retry(cli.retry.as_deref().or(file.retry.as_deref()).unwrap_or("auto"))?;
+    let idle_ms = cli.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(30_000);
+    if idle_ms == 0 {
+        bail!("config key `idle_timeout_ms`: must be greater than 0");
+    }
+    let setup_ms = cli.setup_timeout_ms.or(file.setup_timeout_ms).unwrap_or(5_000);
+    if setup_ms == 0 {
+        bail!("config key `setup_timeout_ms`: must be greater than 0");
+    }
+    let max_connections_per_core =
+        cli.max_connections_per_core.or(file.max_connections_per_core).unwrap_or(10_000);
+    if max_connections_per_core == 0 {
+        bail!("config key `max_connections_per_core`: must be greater than 0");
+    }
+    let admission_busy_pct = cli.admission_busy_pct.or(file.admission_busy_pct).unwrap_or(90);
+    if admission_busy_pct > 100 {
+        bail!("config key `admission_busy_pct`: {admission_busy_pct} is more than 100");
+    }
+    let gso = cli.gso.or(file.gso).unwrap_or(true);
+    let coalesce_us = cli.send_coalesce_us.or(file.send_coalesce_us).unwrap_or(0);
+    if coalesce_us > 20_000 {
+        bail!("config key `send_coalesce_us`: {coalesce_us} is more than 20000 (20 ms)");
+    }
+    let recv_coalesce_us = cli.recv_coalesce_us.or(file.recv_coalesce_us).unwrap_or(500);
+    if recv_coalesce_us > 5_000 {
+        bail!("config key `recv_coalesce_us`: {recv_coalesce_us} is more than 5000 (5 ms)");
+    }
+    Ok(Transport {
+        congestion_control,
+        retry,
+        idle_ms,
+        setup_ms,
+        max_connections_per_core,
+        admission_busy_pct,
+        gso,
+        coalesce_us,
+        recv_coalesce_us,
+    })
+}
+
+/// The relay's timers, queues and cache, and how it leaves (GOAWAY).
+struct RelayLimits {
+    linger_ms: u64,
+    backlog_kib: u64,
+    lag_ms: u64,
+    unsent_kib: u64,
+    mesh_mib: u64,
+    cache_mib: u64,
+    goaway_ms: u64,
+    publish_forward: PublishForward,
+    goaway_uri: String,
+}
+
+fn resolve_relay_limits(cli: &Cli, file: &FileConfig) -> anyhow::Result<RelayLimits> {
+    let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
+    if linger_ms > 3_600_000 {
+        bail!("config key `linger_ms`: {linger_ms} is more than an hour");
+    }
+    let backlog_kib = cli.max_backlog_kib.or(file.max_backlog_kib).unwrap_or(1024);
+    if !(64..=1 << 20).contains(&backlog_kib) {
+        bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
+    }
+    let lag_ms = cli.max_lag_ms.or(file.max_lag_ms).unwrap_or(2_000);
+    if lag_ms > 600_000 {
+        bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
+    }
+    let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(128);
+    if !(16..=1 << 16).contains(&unsent_kib) {
+        bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
+    }
+    let mesh_mib = cli.mesh_queue_mib.or(file.mesh_queue_mib).unwrap_or(8);
+    if !(1..=4096).contains(&mesh_mib) {
+        bail!("config key `mesh_queue_mib`: {mesh_mib} is out of range (1..=4096)");
+    }
+    let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
+    if cache_mib > 1 << 20 {
+        bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
+    }
+    let goaway_ms = cli.goaway_timeout_ms.or(file.goaway_timeout_ms).unwrap_or(5_000);
+    if goaway_ms > 600_000 {
+        bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
+    }
+    let publish_forward = match cli.publish_forward.as_deref().or(file.publish_forward.as_deref()) {
+        None | Some("always") => PublishForward::Always,
+        Some("on-demand") => PublishForward::OnDemand,
+        Some(other) => {
+            bail!("config key `publish_forward`: {other:?} is neither \"always\" nor \"on-demand\"")
+        }
+    };
+    let goaway_uri = cli.goaway_uri.clone().or(file.goaway_uri.clone()).unwrap_or_default();
+    // draft-22 §9.2: at most 8,192 bytes, and it should use the same scheme.
+    if goaway_uri.len() > 8192 {
+        bail!("config key `goaway_uri`: longer than 8192 bytes");
+    }
+    if !goaway_uri.is_empty() && !goaway_uri.starts_with("moqt://") {
+        bail!("config key `goaway_uri`: {goaway_uri:?} is not a moqt:// URI");
+    }
+    Ok(RelayLimits {
+        linger_ms,
+        backlog_kib,
+        lag_ms,
+        unsent_kib,
+        mesh_mib,
+        cache_mib,
+        goaway_ms,
+        publish_forward,
+        goaway_uri,
+    })
+}
+
 fn load_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cli(args: &[&str]) -> Cli {
-        Cli::parse_from(std::iter::once("moq-edge").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn defaults() {
-        let c = Config::resolve(&cli(&[]), 8).expect("defaults resolve");
-        assert_eq!(c.listen, "[::]:4443".parse::<SocketAddr>().expect("addr"));
-        assert_eq!(c.cores, 8);
-        assert_eq!(c.tls, Tls::SelfSigned);
-    }
-
-    #[test]
-    fn flags_override_file() {
-        let dir = std::env::temp_dir().join(format!("moq-edge-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("tmp dir");
-        let path = dir.join("edge.toml");
-        std::fs::write(&path, "listen = \"127.0.0.1:5000\"\ncores = 2\n").expect("write");
-        let p = path.to_str().expect("utf8 path");
-        let c = Config::resolve(&cli(&["--config", p, "--cores", "3"]), 8).expect("resolves");
-        assert_eq!(c.listen, "127.0.0.1:5000".parse::<SocketAddr>().expect("addr"));
-        assert_eq!(c.cores, 3);
-        std::fs::write(&path, "listen = \"127.0.0.1:5000\"\nbogus = 1\n").expect("write");
-        let err = Config::resolve(&cli(&["--config", p]), 8).expect_err("unknown key rejected");
-        assert!(format!("{err:#}").contains("bogus"), "{err:#}");
-        std::fs::write(&path, "listen = \"nowhere\"\n").expect("write");
-        let err = Config::resolve(&cli(&["--config", p]), 8).expect_err("bad address rejected");
-        assert!(format!("{err:#}").contains("listen"), "{err:#}");
-        std::fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn linger_is_configurable_and_bounded() {
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().linger, Duration::from_secs(2));
-        let c = Config::resolve(&cli(&["--linger-ms", "250"]), 8).expect("linger");
-        assert_eq!(c.relay().linger, Duration::from_millis(250));
-        assert!(Config::resolve(&cli(&["--linger-ms", "3600001"]), 8).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_backlog, 1 << 20);
-        assert_eq!(
-            Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_lag,
-            Some(Duration::from_secs(2))
-        );
-        let off = Config::resolve(&cli(&["--max-lag-ms", "0"]), 8).expect("off");
-        assert_eq!(off.relay().max_lag, None);
-        assert!(Config::resolve(&cli(&["--max-lag-ms", "700000"]), 8).is_err());
-    }
-
-    #[test]
-    fn admission_threshold_defaults_to_90_and_0_or_100_turn_it_off() {
-        let c = Config::resolve(&cli(&[]), 8).expect("defaults");
-        assert_eq!(
-            (c.admission_busy_pct, c.relay().admission_busy_pct, c.runtime().admission_busy_pct),
-            (90, 90, 90)
-        );
-        for off in ["0", "100"] {
-            let c = Config::resolve(&cli(&["--admission-busy-pct", off]), 8).expect("off");
-            assert_eq!((c.relay().admission_busy_pct, c.runtime().admission_busy_pct), (0, 0));
-        }
-        assert!(Config::resolve(&cli(&["--admission-busy-pct", "101"]), 8).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().max_unsent, 128 << 10);
-        assert!(Config::resolve(&cli(&["--max-unsent-kib", "8"]), 8).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().mesh_queue, 8 << 20);
-        let c = Config::resolve(&cli(&["--mesh-queue-mib", "64"]), 8).expect("mesh queue");
-        assert_eq!(c.relay().mesh_queue, 64 << 20);
-        assert!(Config::resolve(&cli(&["--mesh-queue-mib", "0"]), 8).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 8).expect("defaults").relay().cache_budget, 128 << 20);
-        let c = Config::resolve(&cli(&["--cache-mib", "0", "--cores", "2"]), 8).expect("no cache");
-        assert_eq!(c.relay().cache_budget, 0);
-        assert!(Config::resolve(&cli(&["--cache-mib", "2000000"]), 8).is_err());
-        let c = Config::resolve(&cli(&["--max-backlog-kib", "256"]), 8).expect("backlog");
-        assert_eq!(c.relay().max_backlog, 256 * 1024);
-        assert!(Config::resolve(&cli(&["--max-backlog-kib", "63"]), 8).is_err());
-        let c = Config::resolve(&cli(&[]), 8).expect("defaults");
-        assert_eq!((c.runtime().drain_grace, c.relay().goaway_uri.len()), (Duration::from_secs(5), 0));
-        let c = Config::resolve(&cli(&["--goaway-timeout-ms", "0", "--goaway-uri", "moqt://b:4443"]), 8)
-            .expect("goaway");
-        assert_eq!(c.runtime().drain_grace, Duration::ZERO);
-        assert_eq!(&c.relay().goaway_uri[..], b"moqt://b:4443");
-        assert!(Config::resolve(&cli(&["--goaway-uri", "https://b"]), 8).is_err());
-        assert!(Config::resolve(&cli(&["--goaway-timeout-ms", "600001"]), 8).is_err());
-    }
-
-    #[test]
-    fn upstreams_route_prefixes_and_bad_ones_are_named() {
-        let c = Config::resolve(
-            &cli(&[
-                "--upstream",
-                "moqt://origin:4443",
-                "--upstream",
-                "live/sports=moqt://sports:5000",
-                "--upstream",
-                "news=moqt://origin:4443",
-                "--upstream-token",
-                "tok",
-            ]),
-            2,
-        )
-        .expect("upstreams");
-        assert_eq!(c.upstreams.len(), 2, "one link per parent");
-        assert_eq!((c.upstreams[0].host.as_str(), c.upstreams[0].port), ("origin", 4443));
-        assert_eq!(
-            c.upstreams[0].routes,
-            vec![TrackNamespace::from_strs::<&str>(&[]), TrackNamespace::from_strs(&["news"])]
-        );
-        assert_eq!(c.upstreams[1].routes, vec![TrackNamespace::from_strs(&["live", "sports"])]);
-        assert_eq!(c.upstreams[1].token.as_deref(), Some("tok"));
-        for bad in ["http://x:1", "moqt://:1", "moqt://x:0", "moqt://x:notaport"] {
-            let err = Config::resolve(&cli(&["--upstream", bad]), 2).expect_err(bad);
-            assert!(err.to_string().contains("upstream"), "{err}");
-        }
-        let many: Vec<String> = (0..=MAX_ROUTES_PER_UPSTREAM).map(|i| format!("p{i}=moqt://a:1")).collect();
-        let mut args = vec!["moq-edge".to_string()];
-        for m in &many {
-            args.extend(["--upstream".to_string(), m.clone()]);
-        }
-        let err = Config::resolve(&Cli::parse_from(args), 2).expect_err("too many prefixes");
-        assert!(err.to_string().contains("prefixes"), "{err}");
-        let two_defaults = cli(&["--upstream", "moqt://a:1", "--upstream", "moqt://b:1"]);
-        assert!(Config::resolve(&two_defaults, 2).is_err());
-        assert!(Config::resolve(&cli(&["--log-format", "xml"]), 2).is_err());
-        assert_eq!(Config::resolve(&cli(&[]), 2).expect("default").publish_forward, PublishForward::Always);
-        let on_demand = Config::resolve(&cli(&["--publish-forward", "on-demand"]), 2).expect("on-demand");
-        assert_eq!(on_demand.relay().publish_forward, PublishForward::OnDemand);
-        assert!(Config::resolve(&cli(&["--publish-forward", "sometimes"]), 2).is_err());
-        assert!(Config::resolve(&cli(&["--log-level", "info,=[bad"]), 2).is_err());
-        assert!(Config::resolve(&cli(&["--qlog-dir", "/nonexistent/qlog"]), 2).is_err());
-        let c =
-            Config::resolve(&cli(&["--metrics", "127.0.0.1:9090", "--log-format", "json"]), 2).expect("ok");
-        assert_eq!((c.metrics.map(|a| a.port()), c.log_format), (Some(9090), LogFormat::Json));
-    }
-
-    #[test]
-    fn web_follows_listen_moves_or_is_off() {
-        assert_eq!(Config::resolve(&cli(&[]), 2).expect("defaults").web, Web::Listen);
-        let c = Config::resolve(&cli(&["--web", "127.0.0.1:8080"]), 2).expect("an address");
-        assert_eq!(c.web, Web::At("127.0.0.1:8080".parse().expect("addr")));
-        assert_eq!(Config::resolve(&cli(&["--web", "off"]), 2).expect("off").web, Web::Off);
-        let err = Config::resolve(&cli(&["--web", "on"]), 2).expect_err("neither");
-        assert!(err.to_string().contains("`web`"), "{err}");
-        let dir = std::env::temp_dir().join(format!("moq-edge-cfg-web-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("tmp dir");
-        let path = dir.join("edge.toml");
-        std::fs::write(&path, "web = \"off\"\n").expect("write");
-        let p = path.to_str().expect("utf8 path");
-        assert_eq!(Config::resolve(&cli(&["--config", p]), 2).expect("file").web, Web::Off);
-        let c = Config::resolve(&cli(&["--config", p, "--web", "[::1]:80"]), 2).expect("flag wins");
-        assert_eq!(c.web, Web::At("[::1]:80".parse().expect("addr")));
-        std::fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn cert_needs_key_and_cores_range() {
-        assert!(Cli::try_parse_from(["moq-edge", "--cert", "a.pem"]).is_err());
-        assert!(Config::resolve(&cli(&["--cores", "0"]), 8).is_err());
-        assert!(Config::resolve(&cli(&["--cores", "257"]), 8).is_err());
-    }
-
-    #[test]
-    fn runtime_knobs() {
-        let c = Config::resolve(
-            &cli(&["--retry", "always", "--gso", "false", "--congestion-control", "reno"]),
-            2,
-        )
-        .expect("resolves");
-        let rc = c.runtime();
-        assert_eq!(rc.retry, RetryPolicy::Always);
-        assert!(!rc.gso);
-        assert_eq!(rc.congestion_control, "reno");
-        assert_eq!(rc.send_coalesce, Duration::ZERO, "off by default");
-        let c = Config::resolve(&cli(&["--send-coalesce-us", "4000"]), 2).expect("resolves");
-        assert_eq!(c.runtime().send_coalesce, Duration::from_millis(4));
-        assert!(Config::resolve(&cli(&["--send-coalesce-us", "20001"]), 2).is_err());
-        assert_eq!(rc.recv_coalesce, Duration::from_micros(500), "on by default");
-        let c = Config::resolve(&cli(&["--recv-coalesce-us", "300"]), 2).expect("resolves");
-        assert_eq!(c.runtime().recv_coalesce, Duration::from_micros(300));
-        assert!(Config::resolve(&cli(&["--recv-coalesce-us", "5001"]), 2).is_err());
-        assert!(Config::resolve(&cli(&["--retry", "sometimes"]), 2).is_err());
-        assert!(Config::resolve(&cli(&["--congestion-control", "vegas"]), 2).is_err());
-        assert!(Config::resolve(&cli(&["--idle-timeout-ms", "0"]), 2).is_err());
-        assert_eq!(
-            Config::resolve(&cli(&[]), 2).expect("defaults").runtime().setup_timeout,
-            Duration::from_secs(5)
-        );
-        let c = Config::resolve(&cli(&["--setup-timeout-ms", "250"]), 2).expect("setup timeout");
-        assert_eq!(c.runtime().setup_timeout, Duration::from_millis(250));
-        assert!(Config::resolve(&cli(&["--setup-timeout-ms", "0"]), 2).is_err());
-    }
-
-    #[test]
-    fn auth_modes_and_keys_are_checked() {
-        let c = Config::resolve(&cli(&[]), 8).expect("open by default");
-        assert!(!c.auth_required && c.relay().auth.is_none());
-        let err = Config::resolve(&cli(&["--auth", "tokens"]), 8).expect_err("tokens need a key");
-        assert!(err.to_string().contains("auth_keys"), "{err}");
-        assert!(Config::resolve(&cli(&["--auth", "maybe"]), 8).is_err());
-        assert!(Config::resolve(&cli(&["--auth", "tokens", "--auth-key", "k1=short"]), 8).is_err());
-        let key = "k1=MDEyMzQ1Njc4OWFiY2RlZg";
-        let c = Config::resolve(&cli(&["--auth", "tokens", "--auth-key", key]), 8).expect("a 16-byte key");
-        assert!(c.relay().auth.is_some());
-        assert_eq!(c.relay().server_setup().max_auth_token_cache_size, Some(4096));
-    }
-
-    #[test]
-    fn a_directory_needs_a_redis_url_and_an_advertised_moqt_url() {
-        let c = Config::resolve(&cli(&[]), 8).expect("off by default");
-        assert!(c.directory.is_none() && !c.relay().directory);
-        let ok = ["--directory", "redis://u:p@10.0.0.1:6379/2", "--advertise", "moqt://edge-a:4443"];
-        let c = Config::resolve(&cli(&ok), 8).expect("a directory");
-        let d = c.directory.as_ref().expect("configured");
-        assert_eq!(
-            (d.prefix.as_str(), d.lease, d.advertise.as_str()),
-            ("moq-edge", Duration::from_secs(6), "moqt://edge-a:4443")
-        );
-        assert!(c.relay().directory);
-        let err = Config::resolve(&cli(&["--directory", "redis://r:6379"]), 8).expect_err("no advertise");
-        assert!(err.to_string().contains("advertise"), "{err}");
-        let tls = ["--directory", "rediss://r:6379", "--advertise", "moqt://a:1"];
-        assert!(Config::resolve(&cli(&tls), 8).expect("TLS").directory.is_some_and(|d| d.ca.is_none()));
-        let other = ["--directory", "http://r:6379", "--advertise", "moqt://a:1"];
-        assert!(Config::resolve(&cli(&other), 8).is_err());
-        let no_ca =
-            ["--directory", "rediss://r:6379", "--advertise", "moqt://a:1", "--directory-ca", "/nonexistent"];
-        assert!(Config::resolve(&cli(&no_ca), 8)
-            .expect_err("no CA file")
-            .to_string()
-            .contains("directory_ca"));
-        for bad in
-            [["--directory-prefix", "a b"], ["--directory-prefix", "x*"], ["--directory-lease-ms", "100"]]
-        {
-            let args: Vec<&str> = ok.iter().chain(bad.iter()).copied().collect();
-            assert!(Config::resolve(&cli(&args), 8).is_err(), "{bad:?}");
-        }
-    }
-}
+mod tests;

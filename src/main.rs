@@ -25,67 +25,7 @@ fn main() -> anyhow::Result<()> {
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let config = Config::resolve(&cli, available)?;
     init_logs(&config);
-    let tls = match &config.tls {
-        Tls::Files { cert, key } => format!("certificate {} / key {}", cert.display(), key.display()),
-        Tls::SelfSigned => "self-signed ECDSA P-256 certificate, valid 14 days".to_string(),
-    };
-    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
-    println!("moq-edge {}", env!("CARGO_PKG_VERSION"));
-    println!("  listen     udp {}", config.listen);
-    println!("  cores      {}", config.cores);
-    println!("  alpn       {}", alpns.join(", "));
-    println!("  tls        {tls}");
-    println!("  linger     {} ms", config.linger.as_millis());
-    println!("  backlog    {} KiB per session", config.max_backlog / 1024);
-    match config.max_lag {
-        Some(lag) => println!("  max lag    {} ms", lag.as_millis()),
-        None => println!("  max lag    off"),
-    }
-    println!(
-        "  cache      {} MiB ({} MiB per core)",
-        config.cache >> 20,
-        (config.cache / config.cores) >> 20
-    );
-    match (config.auth_required, config.auth_keys.len()) {
-        (true, n) => println!("  auth       tokens required ({n} key(s))"),
-        (false, _) => println!("  auth       open (no token needed)"),
-    }
-    match config.goaway_uri.as_str() {
-        "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
-        uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),
-    }
-    if config.upstreams.is_empty() {
-        println!("  upstream   none (this relay is an origin)");
-    }
-    for u in &config.upstreams {
-        let routes: Vec<String> = u
-            .routes
-            .iter()
-            .map(|r| match r.fields().len() {
-                0 => "(default)".to_string(),
-                _ => r
-                    .fields()
-                    .iter()
-                    .map(|f| String::from_utf8_lossy(f).into_owned())
-                    .collect::<Vec<_>>()
-                    .join("/"),
-            })
-            .collect();
-        let check = if config.upstream_insecure { ", certificate NOT checked" } else { "" };
-        println!("  upstream   {} for {}{check}", u.url, routes.join(", "));
-    }
-    match config.metrics {
-        Some(a) => println!("  metrics    http://{a}/metrics, /healthz, /readyz"),
-        None => println!("  metrics    off"),
-    }
-    match config.web {
-        Web::Listen => println!("  web        tcp {} (watch page, /certificate.sha256)", config.listen),
-        Web::At(a) => println!("  web        tcp {a} (watch page, /certificate.sha256)"),
-        Web::Off => println!("  web        off"),
-    }
-    if let Some(d) = &config.qlog_dir {
-        println!("  qlog       {}", d.display());
-    }
+    print_summary(&config);
     if cli.check_config.is_some() {
         println!("configuration ok");
         return Ok(());
@@ -97,7 +37,7 @@ fn main() -> anyhow::Result<()> {
     factory.upstreams = config.upstreams.clone();
     let directory = match &config.directory {
         Some(d) => {
-            let (handle, ports) = moq_edge::host::directory::start(d.clone(), config.cores)?;
+            let (handle, ports) = moq_edge::host::redis_client::start(d.clone(), config.cores)?;
             let ports = Arc::new(std::sync::Mutex::new(ports.into_iter().map(Some).collect()));
             factory.directory = Some((ports, d.token.clone()));
             Some(handle)
@@ -168,6 +108,71 @@ fn main() -> anyhow::Result<()> {
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
     Ok(())
+}
+
+/// The configuration in force, one line per setting, on standard output.
+fn print_summary(config: &Config) {
+    let tls = match &config.tls {
+        Tls::Files { cert, key } => format!("certificate {} / key {}", cert.display(), key.display()),
+        Tls::SelfSigned => "self-signed ECDSA P-256 certificate, valid 14 days".to_string(),
+    };
+    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+    println!("moq-edge {}", env!("CARGO_PKG_VERSION"));
+    println!("  listen     udp {}", config.listen);
+    println!("  cores      {}", config.cores);
+    println!("  alpn       {}", alpns.join(", "));
+    println!("  tls        {tls}");
+    println!("  linger     {} ms", config.linger.as_millis());
+    println!("  backlog    {} KiB per session", config.max_backlog / 1024);
+    match config.max_lag {
+        Some(lag) => println!("  max lag    {} ms", lag.as_millis()),
+        None => println!("  max lag    off"),
+    }
+    println!(
+        "  cache      {} MiB ({} MiB per core)",
+        config.cache >> 20,
+        (config.cache / config.cores) >> 20
+    );
+    match (config.auth_required, config.auth_keys.len()) {
+        (true, n) => println!("  auth       tokens required ({n} key(s))"),
+        (false, _) => println!("  auth       open (no token needed)"),
+    }
+    match config.goaway_uri.as_str() {
+        "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
+        uri => println!("  shutdown   GOAWAY to {uri}, then {} ms", config.goaway_timeout.as_millis()),
+    }
+    if config.upstreams.is_empty() {
+        println!("  upstream   none (this relay is an origin)");
+    }
+    for u in &config.upstreams {
+        let routes: Vec<String> = u
+            .routes
+            .iter()
+            .map(|r| match r.fields().len() {
+                0 => "(default)".to_string(),
+                _ => r
+                    .fields()
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            })
+            .collect();
+        let check = if config.upstream_insecure { ", certificate NOT checked" } else { "" };
+        println!("  upstream   {} for {}{check}", u.url, routes.join(", "));
+    }
+    match config.metrics {
+        Some(a) => println!("  metrics    http://{a}/metrics, /healthz, /readyz"),
+        None => println!("  metrics    off"),
+    }
+    match config.web {
+        Web::Listen => println!("  web        tcp {} (watch page, /certificate.sha256)", config.listen),
+        Web::At(a) => println!("  web        tcp {a} (watch page, /certificate.sha256)"),
+        Web::Off => println!("  web        off"),
+    }
+    if let Some(d) = &config.qlog_dir {
+        println!("  qlog       {}", d.display());
+    }
 }
 
 /// Logs: `log_level` as the filter unless RUST_LOG is set; human-readable or JSON lines.

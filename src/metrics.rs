@@ -24,7 +24,7 @@ pub struct Sources {
     /// Readiness turns 503 once shutdown (the GOAWAY drain) has begun.
     pub shutdown: ShutdownTrigger,
     /// The namespace directory's figures, when one is configured.
-    pub directory: Option<Arc<crate::host::directory::DirectoryStats>>,
+    pub directory: Option<Arc<crate::host::redis_client::DirectoryStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -95,6 +95,57 @@ const LATENCY_BUCKETS: [f64; 14] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 
 /// The Prometheus text exposition of every metric.
+/// A family of per-core values: name, type, help, and the field it reads.
+type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> &AtomicU64);
+
+/// The runtime's per-core families, before the admission threshold's line.
+const SHARD_FAMILIES: &[Family<ShardStats>] = &[
+    ("moq_edge_connections", "gauge", "QUIC connections open.", |x| &x.connections),
+    ("moq_edge_handshakes_in_progress", "gauge", "QUIC handshakes not yet complete.", |x| &x.handshakes),
+    ("moq_edge_connections_accepted_total", "counter", "QUIC connections accepted (handshakes started).", |x| &x.accepted),
+    ("moq_edge_connections_opened_total", "counter", "QUIC connections opened to upstream relays.", |x| &x.connects),
+    ("moq_edge_initials_refused_total", "counter", "Initial packets refused (connection cap, bad token, draining, over the admission threshold).", |x| &x.refused),
+    ("moq_edge_initials_refused_busy_total", "counter", "Initial packets refused because the core was over its admission threshold (of moq_edge_initials_refused_total).", |x| &x.refused_busy),
+    ("moq_edge_core_busy_percent", "gauge", "Share of the last second the core was busy in its turns (not waiting for input), in percent.", |x| &x.busy_pct),
+];
+
+/// The runtime's per-core families after it.
+const SHARD_FAMILIES_AFTER: &[Family<ShardStats>] = &[
+    ("moq_edge_retries_total", "counter", "Stateless Retry packets sent.", |x| &x.retries),
+    ("moq_edge_stateless_resets_total", "counter", "Stateless resets sent.", |x| &x.stateless_resets),
+    ("moq_edge_udp_datagrams_in_total", "counter", "UDP datagrams received.", |x| &x.datagrams_in),
+    ("moq_edge_udp_recv_batches_total", "counter", "recvmmsg calls that returned datagrams (datagrams in / this: datagrams per read).", |x| &x.recv_batches),
+    ("moq_edge_udp_datagrams_out_total", "counter", "UDP datagrams sent.", |x| &x.datagrams_out),
+    ("moq_edge_udp_bytes_in_total", "counter", "UDP bytes received.", |x| &x.bytes_in),
+    ("moq_edge_udp_bytes_out_total", "counter", "UDP bytes sent.", |x| &x.bytes_out),
+    ("moq_edge_udp_dropped_total", "counter", "Datagrams dropped (unparseable, unknown version, full mesh queue).", |x| &x.dropped),
+    ("moq_edge_mesh_packets_forwarded_total", "counter", "QUIC packets handed to the core owning their connection.", |x| &x.forwarded_out),
+    ("moq_edge_mesh_backlog", "gauge", "Messages other cores had queued for this core at its last turn (256 or more: it ran out of budget).", |x| &x.mesh_backlog),
+    ("moq_edge_mesh_queued_bytes", "gauge", "Bytes of messages this core has queued for other cores that they have not taken yet (the limit, mesh_queue_mib, is per destination core).", |x| &x.mesh_queued_bytes),
+];
+
+/// The relay's per-core state gauges.
+const RELAY_FAMILIES: &[Family<RelayGauges>] = &[
+    ("moq_edge_sessions", "gauge", "MoQT sessions.", |x| &x.sessions),
+    ("moq_edge_subscriptions", "gauge", "Downstream subscriptions and FETCHes in progress.", |x| {
+        &x.subscriptions
+    }),
+    (
+        "moq_edge_tracks",
+        "gauge",
+        "Tracks owned (with held SUBSCRIBEs and upstream FETCHes in progress).",
+        |x| &x.tracks,
+    ),
+    (
+        "moq_edge_upstream_subscriptions",
+        "gauge",
+        "Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) and upstream FETCHes.",
+        |x| &x.upstreams,
+    ),
+    ("moq_edge_upstream_links_up", "gauge", "Links to parent relays that are set up.", |x| &x.links_up),
+    ("moq_edge_cache_bytes", "gauge", "Bytes of objects cached.", |x| &x.cache_bytes),
+];
+
 pub fn render(s: &Sources) -> String {
     let mut out = String::with_capacity(8192);
     let cores = s.cores.min(s.shards.len()).min(s.relay.len());
@@ -105,144 +156,21 @@ pub fn render(s: &Sources) -> String {
         s.relay[..cores].iter().map(|g| f(g).load(Ordering::Relaxed)).collect()
     };
     let m = &mut out;
-    family(m, "moq_edge_connections", "gauge", "QUIC connections open.", &shard(|x| &x.connections));
-    family(
-        m,
-        "moq_edge_handshakes_in_progress",
-        "gauge",
-        "QUIC handshakes not yet complete.",
-        &shard(|x| &x.handshakes),
-    );
-    family(
-        m,
-        "moq_edge_connections_accepted_total",
-        "counter",
-        "QUIC connections accepted (handshakes started).",
-        &shard(|x| &x.accepted),
-    );
-    family(
-        m,
-        "moq_edge_connections_opened_total",
-        "counter",
-        "QUIC connections opened to upstream relays.",
-        &shard(|x| &x.connects),
-    );
-    family(
-        m,
-        "moq_edge_initials_refused_total",
-        "counter",
-        "Initial packets refused (connection cap, bad token, draining, over the admission threshold).",
-        &shard(|x| &x.refused),
-    );
-    family(
-        m,
-        "moq_edge_initials_refused_busy_total",
-        "counter",
-        "Initial packets refused because the core was over its admission threshold (of moq_edge_initials_refused_total).",
-        &shard(|x| &x.refused_busy),
-    );
-    family(
-        m,
-        "moq_edge_core_busy_percent",
-        "gauge",
-        "Share of the last second the core was busy in its turns (not waiting for input), in percent.",
-        &shard(|x| &x.busy_pct),
-    );
+    for (name, kind, help, field) in SHARD_FAMILIES {
+        family(m, name, kind, help, &shard(*field));
+    }
     let threshold = s.shards.first().map_or(0, |st| st.admission_busy_pct.load(Ordering::Relaxed));
     let _ = writeln!(
         m,
         "# HELP moq_edge_admission_busy_threshold_percent A core busier than this refuses new work (0: off).\n\
          # TYPE moq_edge_admission_busy_threshold_percent gauge\nmoq_edge_admission_busy_threshold_percent {threshold}"
     );
-    family(m, "moq_edge_retries_total", "counter", "Stateless Retry packets sent.", &shard(|x| &x.retries));
-    family(
-        m,
-        "moq_edge_stateless_resets_total",
-        "counter",
-        "Stateless resets sent.",
-        &shard(|x| &x.stateless_resets),
-    );
-    family(
-        m,
-        "moq_edge_udp_datagrams_in_total",
-        "counter",
-        "UDP datagrams received.",
-        &shard(|x| &x.datagrams_in),
-    );
-    family(
-        m,
-        "moq_edge_udp_recv_batches_total",
-        "counter",
-        "recvmmsg calls that returned datagrams (datagrams in / this: datagrams per read).",
-        &shard(|x| &x.recv_batches),
-    );
-    family(
-        m,
-        "moq_edge_udp_datagrams_out_total",
-        "counter",
-        "UDP datagrams sent.",
-        &shard(|x| &x.datagrams_out),
-    );
-    family(m, "moq_edge_udp_bytes_in_total", "counter", "UDP bytes received.", &shard(|x| &x.bytes_in));
-    family(m, "moq_edge_udp_bytes_out_total", "counter", "UDP bytes sent.", &shard(|x| &x.bytes_out));
-    family(
-        m,
-        "moq_edge_udp_dropped_total",
-        "counter",
-        "Datagrams dropped (unparseable, unknown version, full mesh queue).",
-        &shard(|x| &x.dropped),
-    );
-    family(
-        m,
-        "moq_edge_mesh_packets_forwarded_total",
-        "counter",
-        "QUIC packets handed to the core owning their connection.",
-        &shard(|x| &x.forwarded_out),
-    );
-    family(
-        m,
-        "moq_edge_mesh_backlog",
-        "gauge",
-        "Messages other cores had queued for this core at its last turn (256 or more: it ran out of budget).",
-        &shard(|x| &x.mesh_backlog),
-    );
-    family(
-        m,
-        "moq_edge_mesh_queued_bytes",
-        "gauge",
-        "Bytes of messages this core has queued for other cores that they have not taken yet (the limit, mesh_queue_mib, is per destination core).",
-        &shard(|x| &x.mesh_queued_bytes),
-    );
-    family(m, "moq_edge_sessions", "gauge", "MoQT sessions.", &relay(|x| &x.sessions));
-    family(
-        m,
-        "moq_edge_subscriptions",
-        "gauge",
-        "Downstream subscriptions and FETCHes in progress.",
-        &relay(|x| &x.subscriptions),
-    );
-    family(
-        m,
-        "moq_edge_tracks",
-        "gauge",
-        "Tracks owned (with held SUBSCRIBEs and upstream FETCHes in progress).",
-        &relay(|x| &x.tracks),
-    );
-    family(
-        m,
-        "moq_edge_upstream_subscriptions",
-        "gauge",
-        "Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) and upstream FETCHes.",
-        &relay(|x| &x.upstreams),
-    );
-    family(
-        m,
-        "moq_edge_upstream_links_up",
-        "gauge",
-        "Links to parent relays that are set up.",
-        &relay(|x| &x.links_up),
-    );
-    family(m, "moq_edge_cache_bytes", "gauge", "Bytes of objects cached.", &relay(|x| &x.cache_bytes));
+    for (name, kind, help, field) in SHARD_FAMILIES_AFTER {
+        family(m, name, kind, help, &shard(*field));
+    }
+    for (name, kind, help, field) in RELAY_FAMILIES {
+        family(m, name, kind, help, &relay(*field));
+    }
     // The relay's counters, from their one table (`relay::RelayStats::COUNTERS`).
     let per_core: Vec<[u64; RelayStats::N]> = s.relay[..cores].iter().map(RelayGauges::counters).collect();
     let counter = |i: usize| -> Vec<u64> { per_core.iter().map(|c| c[i]).collect() };
@@ -272,8 +200,8 @@ pub fn render(s: &Sources) -> String {
     out
 }
 
-/// The namespace directory's families (`host::directory`).
-fn directory(out: &mut String, d: &crate::host::directory::DirectoryStats) {
+/// The namespace directory's families (`host::redis_client`).
+fn directory(out: &mut String, d: &crate::host::redis_client::DirectoryStats) {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let up = u64::from(d.up.load(Ordering::Relaxed));
     let gauge = |out: &mut String, name: &str, help: &str, v: u64| {

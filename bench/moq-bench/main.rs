@@ -174,75 +174,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Scenario::LateJoin(c) => ("late-join", c, 0),
     };
     let c = &common;
-    if c.publishers == 0 || c.subscribers == 0 || c.tracks == 0 || c.threads == 0 {
-        bail!("--publishers, --subscribers, --tracks and --threads must be at least 1");
-    }
-    if c.publishers > c.tracks {
-        bail!("--publishers ({}) must not exceed --tracks ({})", c.publishers, c.tracks);
-    }
-    if c.object_size < STAMP_LEN {
-        bail!("--object-size must be at least {STAMP_LEN} (the stamp)");
-    }
-    if !(c.rate > 0.0 && c.rate.is_finite()) || c.group_size == 0 || c.subgroups == 0 {
-        bail!("--rate must be positive, --group-size and --subgroups at least 1");
-    }
-    if !(c.duration > 0.0 && c.warmup >= 0.0 && c.duration.is_finite() && c.warmup.is_finite()) {
-        bail!("--duration must be positive and --warmup not negative");
-    }
-    let ns = c.namespace.clone().unwrap_or_else(|| format!("bench/{}", std::process::id()));
-    let namespace = parse_namespace(&ns).map_err(|e| anyhow::anyhow!(e))?;
-    // One namespace per publisher, so that each announces its own.
-    let tracks = (0..c.tracks)
-        .map(|t| {
-            let mut fields: Vec<Bytes> = namespace.fields().to_vec();
-            fields.push(Bytes::from(format!("p{}", t % c.publishers)));
-            FullTrackName { namespace: TrackNamespace(fields), name: Bytes::from(format!("t{t}")) }
-        })
-        .collect();
-    let plan = Plan {
-        peer: parse_relay(&c.relay)?,
-        publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
-        version: c.draft,
-        tracks,
-        publishers: c.publishers,
-        rate: c.rate,
-        group_size: c.group_size,
-        subgroups: c.subgroups,
-        object_size: c.object_size,
-        datagrams: c.datagrams,
-        warmup: Duration::from_secs_f64(c.warmup),
-        duration: Duration::from_secs_f64(c.duration),
-        hold: Duration::from_millis(hold_ms),
-        timeout: Duration::from_secs(c.timeout_s),
-    };
-
-    // Subscriber connections, dealt round robin to the threads.
-    let mut shares: Vec<Vec<Member>> = (0..c.threads).map(|_| Vec::new()).collect();
-    let members: Vec<Member> = match name {
-        "tracks" => (0..c.subscribers).map(|_| Member::new((0..c.tracks).collect(), None)).collect(),
-        _ => {
-            let n = c.subscribers * c.tracks;
-            (0..n)
-                .map(|k| {
-                    let join = (name == "late-join")
-                        .then(|| plan.warmup + plan.duration.mul_f64(0.8 * (k as f64 + 0.5) / n as f64));
-                    Member::new(vec![k % c.tracks], join)
-                })
-                .collect()
-        }
-    };
-    let sessions = members.len();
-    if c.stall > 0 && (name == "churn" || c.stall >= sessions) {
-        bail!("--stall needs a scenario other than churn and fewer than {sessions} subscriber connections");
-    }
-    let mut members = members;
-    for m in members.iter_mut().take(c.stall) {
-        m.stall = true;
-    }
-    for (k, m) in members.into_iter().enumerate() {
-        shares[k % c.threads].push(m);
-    }
-    shares.retain(|s| !s.is_empty());
+    check(c)?;
+    let plan = plan(c, hold_ms)?;
+    let (shares, sessions) = deal(name, c, &plan)?;
 
     let ctl = Control::default();
     let mut relay = RelayFigures::default();
@@ -310,6 +244,89 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         total.merge(t);
     }
     report(name, c, &plan, sessions, &total, &pub_report, gen_cpu_s, &relay)
+}
+
+/// The options' ranges and how they combine.
+fn check(c: &Common) -> anyhow::Result<()> {
+    if c.publishers == 0 || c.subscribers == 0 || c.tracks == 0 || c.threads == 0 {
+        bail!("--publishers, --subscribers, --tracks and --threads must be at least 1");
+    }
+    if c.publishers > c.tracks {
+        bail!("--publishers ({}) must not exceed --tracks ({})", c.publishers, c.tracks);
+    }
+    if c.object_size < STAMP_LEN {
+        bail!("--object-size must be at least {STAMP_LEN} (the stamp)");
+    }
+    if !(c.rate > 0.0 && c.rate.is_finite()) || c.group_size == 0 || c.subgroups == 0 {
+        bail!("--rate must be positive, --group-size and --subgroups at least 1");
+    }
+    if !(c.duration > 0.0 && c.warmup >= 0.0 && c.duration.is_finite() && c.warmup.is_finite()) {
+        bail!("--duration must be positive and --warmup not negative");
+    }
+    Ok(())
+}
+
+/// What the threads run: the tracks (one namespace per publisher, so that each announces its
+/// own), rates and times.
+fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
+    let ns = c.namespace.clone().unwrap_or_else(|| format!("bench/{}", std::process::id()));
+    let namespace = parse_namespace(&ns).map_err(|e| anyhow::anyhow!(e))?;
+    // One namespace per publisher, so that each announces its own.
+    let tracks = (0..c.tracks)
+        .map(|t| {
+            let mut fields: Vec<Bytes> = namespace.fields().to_vec();
+            fields.push(Bytes::from(format!("p{}", t % c.publishers)));
+            FullTrackName { namespace: TrackNamespace(fields), name: Bytes::from(format!("t{t}")) }
+        })
+        .collect();
+    Ok(Plan {
+        peer: parse_relay(&c.relay)?,
+        publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
+        version: c.draft,
+        tracks,
+        publishers: c.publishers,
+        rate: c.rate,
+        group_size: c.group_size,
+        subgroups: c.subgroups,
+        object_size: c.object_size,
+        datagrams: c.datagrams,
+        warmup: Duration::from_secs_f64(c.warmup),
+        duration: Duration::from_secs_f64(c.duration),
+        hold: Duration::from_millis(hold_ms),
+        timeout: Duration::from_secs(c.timeout_s),
+    })
+}
+
+/// The subscriber connections of scenario `name`, dealt round robin to the threads (the first
+/// `--stall` of them stop reading); and how many there are.
+fn deal(name: &str, c: &Common, plan: &Plan) -> anyhow::Result<(Vec<Vec<Member>>, usize)> {
+    let mut shares: Vec<Vec<Member>> = (0..c.threads).map(|_| Vec::new()).collect();
+    let members: Vec<Member> = match name {
+        "tracks" => (0..c.subscribers).map(|_| Member::new((0..c.tracks).collect(), None)).collect(),
+        _ => {
+            let n = c.subscribers * c.tracks;
+            (0..n)
+                .map(|k| {
+                    let join = (name == "late-join")
+                        .then(|| plan.warmup + plan.duration.mul_f64(0.8 * (k as f64 + 0.5) / n as f64));
+                    Member::new(vec![k % c.tracks], join)
+                })
+                .collect()
+        }
+    };
+    let sessions = members.len();
+    if c.stall > 0 && (name == "churn" || c.stall >= sessions) {
+        bail!("--stall needs a scenario other than churn and fewer than {sessions} subscriber connections");
+    }
+    let mut members = members;
+    for m in members.iter_mut().take(c.stall) {
+        m.stall = true;
+    }
+    for (k, m) in members.into_iter().enumerate() {
+        shares[k % c.threads].push(m);
+    }
+    shares.retain(|s| !s.is_empty());
+    Ok((shares, sessions))
 }
 
 /// The main thread's part of a run: starts it, prints progress, samples the relay at the
@@ -438,117 +455,17 @@ fn report(
     let lost_allowed = c.datagrams;
     let intact = t.duplicated == 0 && t.reordered == 0 && t.malformed == 0 && (lost_allowed || t.lost == 0);
 
-    println!("\n== moq-bench {name}: {} ({}) ==", c.relay, c.draft.alpn());
-    println!(
-        "load        {} publisher(s), {sessions} subscriber connection(s), {} track(s); {} B objects, {}/s per track, \
-         {} per group, {}",
-        c.publishers,
-        c.tracks,
-        c.object_size,
-        c.rate,
-        c.group_size,
-        if c.datagrams { "datagrams".to_string() } else { format!("{} subgroup stream(s) per group", c.subgroups) }
-    );
-    println!("window      {secs:.1} s measured after {:.1} s warm-up", plan.warmup.as_secs_f64());
-    println!(
-        "delivered   {} objects, {} bytes: {:.0} objects/s, {gbps:.3} Gbit/s",
-        t.delivered_objects,
-        t.delivered_bytes,
-        t.delivered_objects as f64 / secs
-    );
-    println!(
-        "integrity   expected {}, lost {}{}, duplicated {}, reordered {}, malformed {}, streams reset {}, \
-         subscribe errors {}  => {}",
-        t.expected,
-        t.lost,
-        if lost_allowed { " (datagrams: allowed)" } else { "" },
-        t.duplicated,
-        t.reordered,
-        t.malformed,
-        t.resets,
-        t.subscribe_errors,
-        if intact { "OK" } else { "FAILED" }
-    );
-    if t.stalled > 0 {
-        println!(
-            "stalled     {} subscriber connection(s) stopped reading after the warm-up (not counted above)",
-            t.stalled
-        );
-    }
-    println!("latency µs  {}", line(&t.latency));
-    if name == "churn" || name == "late-join" {
-        println!("subscribe→OK µs           {}", line(&t.subscribe_ok));
-        println!("subscribe→first object µs {}", line(&t.join));
-        println!("joins {}, sessions opened {}", t.joins, t.sessions);
-        if name == "late-join" && t.joins > 0 {
-            println!(
-                "missed of the group in progress: {:.1} objects per joiner on average",
-                t.missed_in_group as f64 / t.joins as f64
-            );
-        }
-    }
+    print_traffic(name, c, plan, sessions, t, intact, gbps);
     println!(
         "publisher   {} objects sent, fell behind by at most {:.1} ms",
         published.objects_sent,
         published.max_lag.as_secs_f64() * 1e3
     );
     println!("generator   {gen_cpu_s:.2} CPU s (publishers and subscribers, whole run)");
-    let mut relay_json = json!(null);
-    if let Some(pid) = c.relay_pid {
-        let growth = relay.rss_max.saturating_sub(relay.start.rss_bytes);
-        println!(
-            "relay {pid}   CPU {} in the window, RSS {:.1} MiB at start, {:.1} MiB max (+{:.1} MiB)",
-            relay.window_cpu_s.map_or("n/a".into(), |s| format!("{s:.2} s ({:.2} cores)", s / secs)),
-            relay.start.rss_bytes as f64 / 1048576.0,
-            relay.rss_max as f64 / 1048576.0,
-            growth as f64 / 1048576.0
-        );
-        match cycles_per_byte {
-            _ if relay.window_cpu_s == Some(0.0) => println!(
-                "            cycles per byte: n/a (process {pid} used no CPU in the window: is --relay-pid the relay?)"
-            ),
-            Some(cpb) => println!(
-                "            {cpb:.2} cycles per delivered byte (CPU s × {:.2} GHz / bytes); target ≤ 5: {}",
-                ghz.unwrap_or(0.0),
-                if cpb <= 5.0 { "met".to_string() } else { format!("missed by {:.1}x", cpb / 5.0) }
-            ),
-            None => println!(
-                "            cycles per byte: n/a (no window sample, no clock, or nothing delivered)"
-            ),
-        }
-        if sessions > 0 {
-            println!(
-                "            RSS growth per subscriber connection {:.1} KiB (target: 2000 on one core under 200 MiB, \
-                 i.e. ≤ 102 KiB)",
-                growth as f64 / 1024.0 / sessions as f64
-            );
-        }
-        // Mean RSS of the first and the last quarter of the samples taken in the measured
-        // window, after the warm-up (a leak shows as growth).
-        let warmup = plan.warmup.as_secs_f64();
-        let window = relay.rss_samples.iter().position(|s| s.0 >= warmup).unwrap_or(relay.rss_samples.len());
-        let measured = &relay.rss_samples[window..];
-        let n = measured.len();
-        let mean = |xs: &[(f64, u64)]| xs.iter().map(|x| x.1 as f64).sum::<f64>() / xs.len().max(1) as f64;
-        let quarters = (n >= 4).then(|| (mean(&measured[..n / 4]), mean(&measured[n - n / 4..])));
-        if let Some((first, last)) = quarters {
-            println!(
-                "            RSS mean {:.1} MiB in the first quarter of the measured window, {:.1} MiB in the last ({:+.1} %)",
-                first / 1048576.0,
-                last / 1048576.0,
-                (last / first - 1.0) * 100.0
-            );
-        }
-        relay_json = json!({
-            "pid": pid,
-            "cpu_s": relay.window_cpu_s,
-            "rss_start_bytes": relay.start.rss_bytes,
-            "rss_max_bytes": relay.rss_max,
-            "rss_samples": relay.rss_samples.iter().map(|(t, b)| json!([t, b])).collect::<Vec<_>>(),
-            "rss_first_quarter_bytes": quarters.map(|q| q.0),
-            "rss_last_quarter_bytes": quarters.map(|q| q.1),
-        });
-    }
+    let relay_json = match c.relay_pid {
+        Some(pid) => print_relay(pid, relay, plan.warmup.as_secs_f64(), sessions, secs, cycles_per_byte, ghz),
+        None => json!(null),
+    };
     if !t.latency.is_empty() {
         let p99 = t.latency.value_at_quantile(0.99);
         println!(
@@ -604,4 +521,124 @@ fn report(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(intact)
+}
+
+/// The load, the window and what was delivered, with its integrity.
+fn print_traffic(name: &str, c: &Common, plan: &Plan, sessions: usize, t: &Tally, intact: bool, gbps: f64) {
+    let secs = plan.duration.as_secs_f64();
+    let lost_allowed = c.datagrams;
+    println!("\n== moq-bench {name}: {} ({}) ==", c.relay, c.draft.alpn());
+    println!(
+        "load        {} publisher(s), {sessions} subscriber connection(s), {} track(s); {} B objects, {}/s per track, \
+         {} per group, {}",
+        c.publishers,
+        c.tracks,
+        c.object_size,
+        c.rate,
+        c.group_size,
+        if c.datagrams { "datagrams".to_string() } else { format!("{} subgroup stream(s) per group", c.subgroups) }
+    );
+    println!("window      {secs:.1} s measured after {:.1} s warm-up", plan.warmup.as_secs_f64());
+    println!(
+        "delivered   {} objects, {} bytes: {:.0} objects/s, {gbps:.3} Gbit/s",
+        t.delivered_objects,
+        t.delivered_bytes,
+        t.delivered_objects as f64 / secs
+    );
+    println!(
+        "integrity   expected {}, lost {}{}, duplicated {}, reordered {}, malformed {}, streams reset {}, \
+         subscribe errors {}  => {}",
+        t.expected,
+        t.lost,
+        if lost_allowed { " (datagrams: allowed)" } else { "" },
+        t.duplicated,
+        t.reordered,
+        t.malformed,
+        t.resets,
+        t.subscribe_errors,
+        if intact { "OK" } else { "FAILED" }
+    );
+    if t.stalled > 0 {
+        println!(
+            "stalled     {} subscriber connection(s) stopped reading after the warm-up (not counted above)",
+            t.stalled
+        );
+    }
+    println!("latency µs  {}", line(&t.latency));
+    if name == "churn" || name == "late-join" {
+        println!("subscribe→OK µs           {}", line(&t.subscribe_ok));
+        println!("subscribe→first object µs {}", line(&t.join));
+        println!("joins {}, sessions opened {}", t.joins, t.sessions);
+        if name == "late-join" && t.joins > 0 {
+            println!(
+                "missed of the group in progress: {:.1} objects per joiner on average",
+                t.missed_in_group as f64 / t.joins as f64
+            );
+        }
+    }
+}
+
+/// The relay process `pid`'s CPU and memory in the window (`warmup` s after the start, `secs`
+/// long); returns them for the JSON report.
+fn print_relay(
+    pid: u32,
+    relay: &RelayFigures,
+    warmup: f64,
+    sessions: usize,
+    secs: f64,
+    cycles_per_byte: Option<f64>,
+    ghz: Option<f64>,
+) -> serde_json::Value {
+    let growth = relay.rss_max.saturating_sub(relay.start.rss_bytes);
+    println!(
+        "relay {pid}   CPU {} in the window, RSS {:.1} MiB at start, {:.1} MiB max (+{:.1} MiB)",
+        relay.window_cpu_s.map_or("n/a".into(), |s| format!("{s:.2} s ({:.2} cores)", s / secs)),
+        relay.start.rss_bytes as f64 / 1048576.0,
+        relay.rss_max as f64 / 1048576.0,
+        growth as f64 / 1048576.0
+    );
+    match cycles_per_byte {
+        _ if relay.window_cpu_s == Some(0.0) => println!(
+            "            cycles per byte: n/a (process {pid} used no CPU in the window: is --relay-pid the relay?)"
+        ),
+        Some(cpb) => println!(
+            "            {cpb:.2} cycles per delivered byte (CPU s × {:.2} GHz / bytes); target ≤ 5: {}",
+            ghz.unwrap_or(0.0),
+            if cpb <= 5.0 { "met".to_string() } else { format!("missed by {:.1}x", cpb / 5.0) }
+        ),
+        None => println!(
+            "            cycles per byte: n/a (no window sample, no clock, or nothing delivered)"
+        ),
+    }
+    if sessions > 0 {
+        println!(
+            "            RSS growth per subscriber connection {:.1} KiB (target: 2000 on one core under 200 MiB, \
+             i.e. ≤ 102 KiB)",
+            growth as f64 / 1024.0 / sessions as f64
+        );
+    }
+    // Mean RSS of the first and the last quarter of the samples taken in the measured
+    // window, after the warm-up (a leak shows as growth).
+    let window = relay.rss_samples.iter().position(|s| s.0 >= warmup).unwrap_or(relay.rss_samples.len());
+    let measured = &relay.rss_samples[window..];
+    let n = measured.len();
+    let mean = |xs: &[(f64, u64)]| xs.iter().map(|x| x.1 as f64).sum::<f64>() / xs.len().max(1) as f64;
+    let quarters = (n >= 4).then(|| (mean(&measured[..n / 4]), mean(&measured[n - n / 4..])));
+    if let Some((first, last)) = quarters {
+        println!(
+            "            RSS mean {:.1} MiB in the first quarter of the measured window, {:.1} MiB in the last ({:+.1} %)",
+            first / 1048576.0,
+            last / 1048576.0,
+            (last / first - 1.0) * 100.0
+        );
+    }
+    json!({
+        "pid": pid,
+        "cpu_s": relay.window_cpu_s,
+        "rss_start_bytes": relay.start.rss_bytes,
+        "rss_max_bytes": relay.rss_max,
+        "rss_samples": relay.rss_samples.iter().map(|(t, b)| json!([t, b])).collect::<Vec<_>>(),
+        "rss_first_quarter_bytes": quarters.map(|q| q.0),
+        "rss_last_quarter_bytes": quarters.map(|q| q.1),
+    })
 }

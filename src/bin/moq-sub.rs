@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use moq_edge::client::cli::TrackArgs;
 use moq_edge::client::stamp::{now_micros, read_stamp, SeqStats};
-use moq_edge::client::{ClientError, Subscriber};
+use moq_edge::client::{ClientError, Received, Subscriber};
 use moq_edge::wire::model::LocationFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -74,10 +74,7 @@ fn main() -> anyhow::Result<()> {
         version.alpn()
     );
 
-    let mut stats = SeqStats::default();
-    let mut objects: u64 = 0;
-    let mut bytes: u64 = 0;
-    let (mut latency_sum, mut latency_max, mut latency_n) = (0u128, 0u64, 0u64);
+    let mut tally = Tally::default();
     let out = std::io::stdout();
     let started = Instant::now();
     let mut goaway_seen = false;
@@ -94,24 +91,11 @@ fn main() -> anyhow::Result<()> {
         }
         let mut lines = out.lock();
         for r in sub.take_received(rid) {
-            objects += 1;
-            bytes += r.payload.len() as u64;
-            let mut line = format!("group {} object {} size {}", r.group, r.object, r.payload.len());
-            if let Some(stamp) = read_stamp(&r.payload) {
-                stats.record(stamp.seq);
-                let latency = now_micros().saturating_sub(stamp.micros);
-                latency_sum += u128::from(latency);
-                latency_max = latency_max.max(latency);
-                latency_n += 1;
-                line.push_str(&format!(" seq {} latency_us {latency}", stamp.seq));
-            }
-            if r.via_datagram {
-                line.push_str(" datagram");
-            }
+            let line = tally.record(&r);
             if !args.quiet {
                 writeln!(lines, "{line}")?;
             }
-            if args.count.is_some_and(|n| objects >= n) {
+            if args.count.is_some_and(|n| tally.objects >= n) {
                 break;
             }
         }
@@ -122,7 +106,7 @@ fn main() -> anyhow::Result<()> {
             let uri = String::from_utf8_lossy(&g.new_session_uri);
             eprintln!("moq-sub: GOAWAY from the relay, New Session URI {uri:?}");
         }
-        if args.count.is_some_and(|n| objects >= n) {
+        if args.count.is_some_and(|n| tally.objects >= n) {
             sub.unsubscribe(rid)?;
             break "count reached".to_string();
         }
@@ -140,14 +124,52 @@ fn main() -> anyhow::Result<()> {
     };
     let resets = sub.core().subscription(rid).map_or(0, |s| s.resets.len());
     sub.close()?;
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "moq-sub: {reason}; received {objects} objects ({bytes} bytes) in {secs:.1} s; gaps {} ({} missing), \
-         late/duplicate {}, streams reset {resets}",
-        stats.gaps, stats.missing, stats.out_of_order
-    );
-    if latency_n > 0 {
-        println!("moq-sub: latency avg {} us, max {latency_max} us", latency_sum / u128::from(latency_n));
-    }
+    tally.summary(&reason, started.elapsed().as_secs_f64(), resets);
     Ok(())
+}
+
+/// What was received: counts, sequence gaps and latency of stamped payloads.
+#[derive(Default)]
+struct Tally {
+    stats: SeqStats,
+    objects: u64,
+    bytes: u64,
+    latency_sum: u128,
+    latency_max: u64,
+    latency_n: u64,
+}
+
+impl Tally {
+    /// Counts object `r`; returns its output line.
+    fn record(&mut self, r: &Received) -> String {
+        self.objects += 1;
+        self.bytes += r.payload.len() as u64;
+        let mut line = format!("group {} object {} size {}", r.group, r.object, r.payload.len());
+        if let Some(stamp) = read_stamp(&r.payload) {
+            self.stats.record(stamp.seq);
+            let latency = now_micros().saturating_sub(stamp.micros);
+            self.latency_sum += u128::from(latency);
+            self.latency_max = self.latency_max.max(latency);
+            self.latency_n += 1;
+            line.push_str(&format!(" seq {} latency_us {latency}", stamp.seq));
+        }
+        if r.via_datagram {
+            line.push_str(" datagram");
+        }
+        line
+    }
+
+    /// The closing lines: why it ended, what came in `secs`, and the latency.
+    fn summary(&self, reason: &str, secs: f64, resets: usize) {
+        let (objects, bytes, stats) = (self.objects, self.bytes, &self.stats);
+        println!(
+            "moq-sub: {reason}; received {objects} objects ({bytes} bytes) in {secs:.1} s; gaps {} ({} missing), \
+             late/duplicate {}, streams reset {resets}",
+            stats.gaps, stats.missing, stats.out_of_order
+        );
+        if self.latency_n > 0 {
+            let avg = self.latency_sum / u128::from(self.latency_n);
+            println!("moq-sub: latency avg {avg} us, max {} us", self.latency_max);
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! close; this glue executes their commands (DNS on a short-lived thread, `Connect`, closing
 //! a session), feeds back what happened, and keeps the links alive.
 
-pub mod directory;
+pub mod redis_client;
 
 use ahash::HashMap;
 use std::cell::RefCell;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use self::directory::{DirEvent, DirRequest, DirectoryPort};
+use self::redis_client::{DirEvent, DirRequest, DirectoryPort};
 use crate::config::{Config, Upstream};
 use moqt::{Pump, WebTransportAccept, WebTransportConn};
 use relay::alias::AliasKey;
@@ -89,7 +89,7 @@ pub struct RelayFactory {
     pub upstreams: Vec<Upstream>,
     /// The namespace directory's end for each core (each core takes its own), and the token
     /// sent on the links it leads to.
-    pub directory: Option<(directory::Ports, Option<String>)>,
+    pub directory: Option<(redis_client::Ports, Option<String>)>,
     /// Where draining sends clients when no `goaway_uri` is configured: the least loaded
     /// sibling the directory names (set before the drain starts).
     pub drain_to: Arc<std::sync::Mutex<Option<String>>>,

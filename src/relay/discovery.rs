@@ -21,8 +21,9 @@ use tracing::debug;
 
 use super::fanout::Fanout;
 use super::msg::OwnerMsg;
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::{update_allows, Cx, UpdateError};
+use crate::unheeded;
 use session::SessionError;
 use wire::model::{
     FullTrackName, Location, Message, Parameters, Properties, Publish, PublishSkipped, RequestId,
@@ -32,14 +33,14 @@ use wire::{DoneStatus, RequestErrorCode};
 
 /// Which request made a namespace subscription (overlap is checked per kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum SubKind {
     Namespace,
     Tracks,
 }
 
 /// The namespace subscription an offer is made for.
 #[derive(Debug, Clone)]
-struct Via {
+struct OfferFor {
     rid: RequestId,
     prefix: TrackNamespace,
     /// A draft-22 SUBSCRIBE_TRACKS (PUBLISH_SKIPPED exists there only).
@@ -52,14 +53,14 @@ struct Via {
 struct Offer {
     conn: u64,
     forward: bool,
-    via: Via,
+    via: OfferFor,
 }
 
 /// One namespace subscription of a session on this core.
 #[derive(Debug)]
 struct NsSub {
     prefix: TrackNamespace,
-    kind: Kind,
+    kind: SubKind,
     /// Report namespaces (NAMESPACE / NAMESPACE_DONE).
     namespaces: bool,
     /// Offer tracks (PUBLISH), with this Forward State.
@@ -134,7 +135,7 @@ impl Discovery {
             SubscribeOptions::Both => (true, true),
         };
         let publishes = publishes.then_some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: Kind::Namespace, namespaces, publishes, until };
+        let sub = NsSub { prefix: m.prefix, kind: SubKind::Namespace, namespaces, publishes, until };
         self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
@@ -149,7 +150,7 @@ impl Discovery {
         until: Option<Instant>,
     ) {
         let publishes = Some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: Kind::Tracks, namespaces: false, publishes, until };
+        let sub = NsSub { prefix: m.prefix, kind: SubKind::Tracks, namespaces: false, publishes, until };
         self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
@@ -198,7 +199,7 @@ impl Discovery {
         if !sessions.answer_ok(conn, rid, Parameters::default()) {
             return;
         }
-        sessions.register(conn, rid, Role::NamespaceSub);
+        sessions.register(conn, rid, Holder::NamespaceSub);
         if sub.namespaces {
             let Some(s) = sessions.get_mut(conn) else { return };
             for namespace in cx.namespaces.distinct_under(&sub.prefix) {
@@ -218,7 +219,7 @@ impl Discovery {
             None => Vec::new(),
         };
         let forward = sub.publishes.unwrap_or(true);
-        let via = Via { rid, prefix: sub.prefix.clone(), tracks: sub.kind == Kind::Tracks };
+        let via = OfferFor { rid, prefix: sub.prefix.clone(), tracks: sub.kind == SubKind::Tracks };
         if sub.namespaces {
             self.watches.push((sub.prefix.clone(), true));
         }
@@ -243,7 +244,7 @@ impl Discovery {
             .iter()
             .filter_map(|((conn, rid), s)| {
                 let forward = s.publishes?;
-                let via = Via { rid: *rid, prefix: s.prefix.clone(), tracks: s.kind == Kind::Tracks };
+                let via = OfferFor { rid: *rid, prefix: s.prefix.clone(), tracks: s.kind == SubKind::Tracks };
                 track.namespace.starts_with(&s.prefix).then_some(Offer { conn: *conn, forward, via })
             })
             .collect();
@@ -327,7 +328,7 @@ impl Discovery {
             Ok(rid) => {
                 let until = self.subs.get(&(conn, via.rid)).and_then(|s| s.until);
                 self.pushes.insert((conn, rid), Push { alias, forward, until });
-                sessions.register(conn, rid, Role::Offer);
+                sessions.register(conn, rid, Holder::Offer);
             }
             Err(e) => {
                 debug!(conn, error = %e, "PUBLISH not offered");
@@ -337,7 +338,7 @@ impl Discovery {
                         namespace_suffix: suffix(&track.namespace, &via.prefix),
                         track_name: track.name,
                     };
-                    let _ = s.send_on(via.rid, Message::PublishSkipped(skipped));
+                    unheeded(s.send_on(via.rid, Message::PublishSkipped(skipped)), "PUBLISH_SKIPPED");
                 }
             }
         }
@@ -367,7 +368,10 @@ impl Discovery {
 
     fn ended_before_ok(sessions: &mut Sessions, conn: u64, rid: RequestId) {
         let Some(s) = sessions.get_mut(conn) else { return };
-        let _ = s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended"));
+        unheeded(
+            s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended")),
+            "PUBLISH_DONE",
+        );
     }
 
     /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes: the request
@@ -377,7 +381,7 @@ impl Discovery {
         if self.pushes.remove(&(conn, rid)).is_some() {
             sessions.forget(conn, rid);
             if let Some(s) = sessions.get_mut(conn) {
-                let _ = s.end_request(rid);
+                unheeded(s.end_request(rid), "end request");
             }
         }
     }

@@ -23,8 +23,9 @@ use super::fetch::{fetch_range, Fetches};
 use super::msg::{
     Data, FanoutMsg, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo, UpStart,
 };
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::{update_allows, Cx, UpdateError};
+use crate::unheeded;
 use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
 use session::{data_urgency, SessionCode};
@@ -162,7 +163,7 @@ fn smaller(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 
 /// How a subscriber's streams were lost in its session's transport ([`Fanout::streams_lost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Lost {
+pub(super) enum StreamLoss {
     /// Shed from a backlog over its limit.
     Backlog,
     /// Reset because an object's time ran out before QUIC took it.
@@ -505,7 +506,10 @@ fn reprioritize(
     for (key, id) in sub.open.iter().filter_map(|(k, d)| Some((k, d.stream()?))) {
         let publisher =
             streams.get(key).and_then(|fs| fs.header.publisher_priority).unwrap_or(default_publisher);
-        let _ = s.set_priority_ordered(id, data_urgency(sub.priority, publisher), sub.descending);
+        unheeded(
+            s.set_priority_ordered(id, data_urgency(sub.priority, publisher), sub.descending),
+            "priority",
+        );
     }
 }
 
@@ -568,7 +572,7 @@ impl Fanout {
         }
         *count += 1;
         self.by_req.insert((conn, rid), alias);
-        sessions.register(conn, rid, Role::Subscription);
+        sessions.register(conn, rid, Holder::Subscription);
         let sub = LocalSub {
             conn,
             rid,

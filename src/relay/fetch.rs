@@ -15,8 +15,9 @@ use tracing::debug;
 
 use super::fanout::{Fanout, Join, DEFAULT_PRIORITY};
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::Cx;
+use crate::unheeded;
 use session::data_urgency;
 use wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
@@ -128,7 +129,7 @@ impl Fanout {
         if self.fetches.pending.insert((ask.conn, ask.rid), ask.priority).is_none() {
             *self.fetches.per_session.entry(ask.conn).or_default() += 1;
         }
-        sessions.register_also(ask.conn, ask.rid, Role::Fetch);
+        sessions.register_also(ask.conn, ask.rid, Holder::Fetch);
         let who = sessions.requester(ask.conn);
         cx.send(cx.owner_of(alias), OwnerMsg::Fetch { alias, track, ask, who });
     }
@@ -138,14 +139,14 @@ impl Fanout {
         if self.fetches.pending.insert((conn, rid), DEFAULT_PRIORITY).is_none() {
             *self.fetches.per_session.entry(conn).or_default() += 1;
         }
-        sessions.register_also(conn, rid, Role::Fetch);
+        sessions.register_also(conn, rid, Holder::Fetch);
     }
 
     /// Forgets a pending FETCH; its stream's subscriber priority, or `None` if it was not
     /// pending (answered or cancelled already).
     fn fetch_forget(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) -> Option<u8> {
         let priority = self.fetches.pending.remove(&(conn, rid))?;
-        sessions.forget_role(conn, rid, Role::Fetch);
+        sessions.forget_holder(conn, rid, Holder::Fetch);
         if let Some(c) = self.fetches.per_session.get_mut(&conn) {
             *c = c.saturating_sub(1);
         }
@@ -177,7 +178,7 @@ impl Fanout {
         // draft-22 §3.4.1: a fill failure is a fill fetch stream reset right after its header.
         let Some(s) = sessions.get_mut(conn) else { return };
         if let Ok(stream) = s.open_fetch_stream(rid) {
-            let _ = s.reset_stream(stream, ResetCode::InternalError);
+            unheeded(s.reset_stream(stream, ResetCode::InternalError), "reset");
         }
     }
 
@@ -218,15 +219,18 @@ impl Fanout {
         // Among the data streams by subscriber then publisher priority (draft-22 §5.1), not
         // at the urgency of control streams ahead of all live data.
         let publisher = super::fanout::default_publisher_priority(&data.properties);
-        let _ = s.set_priority_ordered(stream, data_urgency(priority, publisher), data.descending);
+        unheeded(
+            s.set_priority_ordered(stream, data_urgency(priority, publisher), data.descending),
+            "priority",
+        );
         if let Err(e) = write_items(s, stream, &data) {
             debug!(conn, error = %e, "fetch stream not written");
-            let _ = s.reset_stream(stream, ResetCode::InternalError);
+            unheeded(s.reset_stream(stream, ResetCode::InternalError), "reset");
             return;
         }
-        let _ = s.finish_data_stream(stream);
+        unheeded(s.finish_data_stream(stream), "finish");
         if !fill {
-            let _ = s.end_request(rid);
+            unheeded(s.end_request(rid), "end request");
         }
     }
 }

@@ -15,9 +15,10 @@ use tracing::debug;
 
 use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo, UpStart};
 use super::namespaces::Via;
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::shed::{Gate, Shed};
 use super::Cx;
+use crate::unheeded;
 use session::SessionError;
 use wire::model::{
     DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
@@ -33,7 +34,7 @@ fn count_unknown(n: u64) -> bool {
 }
 
 #[derive(Debug)]
-enum Kind {
+enum UpstreamKind {
     /// A SUBSCRIBE the relay sent; `established` after SUBSCRIBE_OK; `forward` is the Forward
     /// State it last asked for (SUBSCRIBE says 1; REQUEST_UPDATE changes it).
     Subscribe { established: bool, forward: bool },
@@ -45,7 +46,7 @@ enum Kind {
 struct Upstream {
     alias: TrackAlias,
     epoch: Epoch,
-    kind: Kind,
+    kind: UpstreamKind,
     open_streams: u64,
     streams_seen: u64,
     /// PUBLISH_DONE received and held: status, reason, Stream Count, give up waiting at.
@@ -155,7 +156,7 @@ impl Ingest {
         count.0 += 1;
         let rid = m.request_id;
         self.namespaces.insert((conn, rid), m.namespace.clone());
-        sessions.register(conn, rid, Role::Namespace);
+        sessions.register(conn, rid, Holder::Namespace);
         // REQUEST_OK once every core has the namespace (`Ingest::namespace_known`).
         self.announcing.insert((conn, rid), cx.cores);
         let publisher = cx.me(conn);
@@ -176,7 +177,7 @@ impl Ingest {
         namespace: TrackNamespace,
     ) {
         self.namespaces.insert((conn, rid), namespace);
-        sessions.register(conn, rid, Role::Namespace);
+        sessions.register(conn, rid, Holder::Namespace);
     }
 
     /// One more core applied announcement `rid` of session `conn`.
@@ -257,7 +258,7 @@ impl Ingest {
         let up = Upstream {
             alias,
             epoch,
-            kind: Kind::Subscribe { established: false, forward: true },
+            kind: UpstreamKind::Subscribe { established: false, forward: true },
             open_streams: 0,
             streams_seen: 0,
             done: None,
@@ -269,7 +270,7 @@ impl Ingest {
         };
         self.ups.insert((conn, rid), up);
         self.by_epoch.insert(epoch, (conn, rid));
-        sessions.register(conn, rid, Role::Upstream);
+        sessions.register(conn, rid, Holder::Upstream);
     }
 
     pub(super) fn subscribe_ok(
@@ -280,7 +281,7 @@ impl Ingest {
         m: SubscribeOk,
     ) {
         let Some(up) = self.ups.get_mut(&(conn, m.request_id)) else { return };
-        let Kind::Subscribe { established, .. } = &mut up.kind else { return };
+        let UpstreamKind::Subscribe { established, .. } = &mut up.kind else { return };
         if *established {
             return;
         }
@@ -314,7 +315,7 @@ impl Ingest {
         let key = (conn, m.request_id);
         if !matches!(
             self.ups.get(&key),
-            Some(Upstream { kind: Kind::Subscribe { established: false, .. }, .. })
+            Some(Upstream { kind: UpstreamKind::Subscribe { established: false, .. }, .. })
         ) {
             // An answer to one of our REQUEST_UPDATEs (draft-22 sends it on the SUBSCRIBE's
             // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
@@ -345,7 +346,7 @@ impl Ingest {
             epoch,
             // The Forward State the PUBLISH set (absent = 1); draft-22 PUBLISH_OK cannot
             // change it.
-            kind: Kind::Publish { answered: false, forward: m.params.forward.unwrap_or(true) },
+            kind: UpstreamKind::Publish { answered: false, forward: m.params.forward.unwrap_or(true) },
             open_streams: 0,
             streams_seen: 0,
             update_blocked: false,
@@ -360,7 +361,7 @@ impl Ingest {
         }
         self.ups.insert((conn, m.request_id), up);
         self.by_epoch.insert(epoch, (conn, m.request_id));
-        sessions.register(conn, m.request_id, Role::Upstream);
+        sessions.register(conn, m.request_id, Holder::Upstream);
         let info = TrackInfo {
             largest: m.params.largest_object,
             properties: m.track_properties,
@@ -377,15 +378,15 @@ impl Ingest {
         let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
         let (answered, current) = match &mut up.kind {
-            Kind::Publish { answered, forward } => (answered, forward),
-            Kind::Subscribe { established: true, forward: current } => {
+            UpstreamKind::Publish { answered, forward } => (answered, forward),
+            UpstreamKind::Subscribe { established: true, forward: current } => {
                 if *current == forward {
                     return;
                 }
                 *current = forward;
                 return self.send_update(sessions, conn, rid, forward);
             }
-            Kind::Subscribe { established: false, .. } => return,
+            UpstreamKind::Subscribe { established: false, .. } => return,
         };
         let Some(s) = sessions.get_mut(conn) else { return };
         let result = if !*answered && s.publish_ok_has_forward() {
@@ -457,7 +458,7 @@ impl Ingest {
             return;
         }
         let forward = match up.kind {
-            Kind::Subscribe { forward, .. } | Kind::Publish { forward, .. } => forward,
+            UpstreamKind::Subscribe { forward, .. } | UpstreamKind::Publish { forward, .. } => forward,
         };
         self.send_update(sessions, conn, rid, forward);
     }
@@ -531,8 +532,8 @@ impl Ingest {
         }
         cx.send(owner, OwnerMsg::UpstreamDone { alias, epoch, status, reason });
         if let Some(s) = sessions.get_mut(key.0) {
-            let _ = s.end_request(key.1); // our side of the request's stream ends too
-                                          //WOKEN (key.0);
+            unheeded(s.end_request(key.1), "end request"); // our side of the request's stream ends too
+                                                           //WOKEN (key.0);
         }
     }
 
@@ -549,7 +550,7 @@ impl Ingest {
             self.published_log.push((namespace.clone(), false));
         }
         sessions.forget(key.0, key.1);
-        if let Kind::Publish { .. } = up.kind {
+        if let UpstreamKind::Publish { .. } = up.kind {
             if let Some(c) = self.per_session.get_mut(&key.0) {
                 c.1 = c.1.saturating_sub(1);
             }

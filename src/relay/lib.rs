@@ -58,16 +58,25 @@ use tracing::debug;
 
 use self::alias::AliasKey;
 pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
-use self::fanout::Lost;
+use self::fanout::StreamLoss;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
-use self::sessions::{Role, Sessions};
+use self::sessions::{Holder, Sessions};
 pub use self::stats::{latency_histogram, CounterDef, RelayStats};
 use auth::{Denied, Right};
 use session::SessionCode;
 use session::{DataObject, Event, Session};
 use wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
 use wire::RequestErrorCode;
+
+/// A session call whose failure leaves the relay nothing to do (the stream was already reset
+/// or finished, the request already ended, the session is closing): logged at debug, so
+/// that what the relay dropped can be seen.
+pub(crate) fn unheeded(result: Result<(), session::SessionError>, what: &'static str) {
+    if let Err(e) = result {
+        debug!(error = %e, what, "session call refused");
+    }
+}
 
 /// Messages this shard sends: to itself (handled in the same turn) or to other cores.
 #[derive(Debug)]
@@ -385,7 +394,7 @@ impl RelayShard {
     pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, Lost::Backlog);
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Backlog);
         self.run_local();
     }
 
@@ -396,7 +405,7 @@ impl RelayShard {
     pub fn streams_expired(&mut self, conn: u64, streams: &[u64], now: Instant) {
         self.now = now;
         self.stats.lag_resets += streams.len() as u64;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, Lost::Lag);
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Lag);
         self.run_local();
     }
 
@@ -791,14 +800,14 @@ impl RelayShard {
             Message::SubscribeOk(m) => self.ingest.subscribe_ok(cx, sessions, conn, m),
             // Answers to the relay's own requests go to the role that made the request.
             Message::RequestError(m) => match sessions.role(conn, m.request_id) {
-                Some(Role::Offer) => self.discovery.publish_refused(sessions, conn, m.request_id),
-                Some(Role::Forwarded) => self.links.answer(cx, conn, m.request_id, Some(&m.reason)),
-                Some(Role::UpFetch) => self.upfetch.refused(cx, sessions, conn, m.request_id),
+                Some(Holder::Offer) => self.discovery.publish_refused(sessions, conn, m.request_id),
+                Some(Holder::Forwarded) => self.links.answer(cx, conn, m.request_id, Some(&m.reason)),
+                Some(Holder::UpFetch) => self.upfetch.refused(cx, sessions, conn, m.request_id),
                 _ => self.ingest.request_error(cx, sessions, conn, m),
             },
             Message::RequestOk(m) => match sessions.role(conn, m.request_id) {
-                Some(Role::Forwarded) => self.links.answer(cx, conn, m.request_id, None),
-                Some(Role::Offer) => self.publish_accepted(conn, m.request_id, &m.params),
+                Some(Holder::Forwarded) => self.links.answer(cx, conn, m.request_id, None),
+                Some(Holder::Offer) => self.publish_accepted(conn, m.request_id, &m.params),
                 // An answer to one of the relay's REQUEST_UPDATEs upstream.
                 _ => self.ingest.update_answered(sessions, conn, m.request_id),
             },
@@ -839,11 +848,11 @@ impl RelayShard {
     fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match sessions.role(conn, rid) {
-            Some(Role::Subscription) => self.fanout.unsubscribe(cx, sessions, conn, rid),
-            Some(Role::NamespaceSub) => self.discovery.cancelled(sessions, conn, rid),
-            Some(Role::Offer) => self.discovery.publish_refused(sessions, conn, rid),
-            Some(Role::Fetch) => self.fanout.fetch_cancel(sessions, conn, rid),
-            Some(Role::Namespace) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
+            Some(Holder::Subscription) => self.fanout.unsubscribe(cx, sessions, conn, rid),
+            Some(Holder::NamespaceSub) => self.discovery.cancelled(sessions, conn, rid),
+            Some(Holder::Offer) => self.discovery.publish_refused(sessions, conn, rid),
+            Some(Holder::Fetch) => self.fanout.fetch_cancel(sessions, conn, rid),
+            Some(Holder::Namespace) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
             _ => self.ingest.cancelled(cx, sessions, conn, rid),
         }
     }
@@ -858,12 +867,12 @@ impl RelayShard {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         let mut old_prefix = None;
         let result = match role {
-            Some(Role::Subscription) => self.fanout.update(cx, sessions, conn, &m),
-            Some(Role::NamespaceSub) => self.discovery.update(conn, existing, &m.params).map(|old| {
+            Some(Holder::Subscription) => self.fanout.update(cx, sessions, conn, &m),
+            Some(Holder::NamespaceSub) => self.discovery.update(conn, existing, &m.params).map(|old| {
                 old_prefix = old;
                 Parameters::default()
             }),
-            Some(Role::Upstream) => match self.ingest.published(conn, existing).cloned() {
+            Some(Holder::Upstream) => match self.ingest.published(conn, existing).cloned() {
                 // The publisher updating its own PUBLISH (draft-22 §9.5, draft-16 §9.11): a new
                 // token, which must grant what the PUBLISH does.
                 Some(ns) => update_allows(&m.params, &["AUTHORIZATION_TOKEN"]).and_then(|_| {
@@ -879,7 +888,7 @@ impl RelayShard {
                     Err(UpdateError::Refused(RequestErrorCode::DoesNotExist, "not a request it may update"))
                 }
             },
-            Some(Role::Fetch | Role::Namespace) => {
+            Some(Holder::Fetch | Holder::Namespace) => {
                 update_allows(&m.params, &["AUTHORIZATION_TOKEN", "SUBSCRIBER_PRIORITY"])
                     .map(|_| Parameters::default())
             }
@@ -898,11 +907,11 @@ impl RelayShard {
                 sessions.close(conn, SessionCode::ProtocolViolation, format!("REQUEST_UPDATE: {what}"));
             }
             Err(UpdateError::Refused(code, reason)) => match role {
-                Some(Role::Subscription) => {
+                Some(Holder::Subscription) => {
                     sessions.answer_error(conn, answer_rid, code, reason, false);
                     self.fanout.update_failed(cx, sessions, conn, existing);
                 }
-                Some(Role::NamespaceSub) => {
+                Some(Holder::NamespaceSub) => {
                     // draft-22 §9.5.1: a failed namespace update closes the request stream.
                     sessions.answer_error(conn, answer_rid, code, reason, true);
                     self.discovery.cancelled(sessions, conn, existing);

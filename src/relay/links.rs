@@ -19,7 +19,7 @@ use bytes::Bytes;
 
 use super::msg::{IngestMsg, NamespaceMsg, SessionRef};
 use super::namespaces::Via;
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::Cx;
 use ahash::{HashMap, HashSet};
 use session::SessionCode;
@@ -344,7 +344,7 @@ impl Links {
         let f = Forwarded { rid: up_rid, who, held, answered: false };
         link.forwarded.insert(namespace.clone(), f);
         link.by_rid.insert(up_rid, namespace.clone());
-        sessions.register(up.conn, up_rid, Role::Forwarded);
+        sessions.register(up.conn, up_rid, Holder::Forwarded);
         if hold {
             self.waits.push_back((now, up.conn, namespace.clone()));
         }

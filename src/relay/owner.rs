@@ -110,14 +110,12 @@ struct Track {
     paused: Vec<usize>,
     /// The Forward State asked of a SUBSCRIBE upstream (a PUBLISH keeps its in `Source`).
     forward: bool,
-    /// Every core was told the track is available (its upstream is Established).
-    available: bool,
     /// What its objects promised so far (malformed track detection).
     shape: Shape,
     /// Who asked first (the loop rules when the upstream is chosen again).
     who: Requester,
-    /// The upstream link went away: subscribers are kept while the relay subscribes again.
-    lost: Option<Lost>,
+    /// Whether its upstream is Established and announced, or lost and being sought again.
+    state: TrackState,
     /// Moves between sources without a gap (a parent's GOAWAY).
     handover: Handover,
     /// Further accepted PUBLISHes of the track (draft-22 §7.3): their objects are merged with
@@ -138,9 +136,68 @@ struct Track {
     asked: UpStart,
 }
 
+/// Where a track's upstream stands, as its subscribers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrackState {
+    /// Not Established yet: the first upstream SUBSCRIBE (or the PUBLISH) is on its way, and
+    /// subscribers wait.
+    Starting,
+    /// Established, and every core was told the track is available (`TrackAvailable`).
+    Live,
+    /// Its upstream link went away: subscribers are kept while the relay subscribes again.
+    /// `announced`: the cores had been told it was available.
+    Lost { lost: LostUpstream, announced: bool },
+}
+
+impl TrackState {
+    /// Every core was told the track is available.
+    fn announced(self) -> bool {
+        matches!(self, TrackState::Live | TrackState::Lost { announced: true, .. })
+    }
+
+    /// The cores are being told the track is available.
+    fn mark_announced(&mut self) {
+        match self {
+            TrackState::Starting => *self = TrackState::Live,
+            TrackState::Lost { announced, .. } => *announced = true,
+            TrackState::Live => {}
+        }
+    }
+
+    fn lost(&self) -> Option<&LostUpstream> {
+        match self {
+            TrackState::Lost { lost, .. } => Some(lost),
+            _ => None,
+        }
+    }
+
+    fn lost_mut(&mut self) -> Option<&mut LostUpstream> {
+        match self {
+            TrackState::Lost { lost, .. } => Some(lost),
+            _ => None,
+        }
+    }
+
+    /// The upstream link went away (`lost` says until when subscribers wait).
+    fn set_lost(&mut self, lost: LostUpstream) {
+        *self = TrackState::Lost { lost, announced: self.announced() };
+    }
+
+    /// An upstream is Established again; true when the track had lost its upstream.
+    fn recovered(&mut self) -> bool {
+        match *self {
+            TrackState::Lost { announced, .. } => {
+                *self = if announced { TrackState::Live } else { TrackState::Starting };
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A track whose upstream link was lost (`OwnerMsg::UpstreamLost`).
-#[derive(Debug, Clone, Copy)]
-struct Lost {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LostUpstream {
     /// Subscribers get PUBLISH_DONE if no upstream is Established by then.
     until: Instant,
     /// When to try routing and subscribing again.
@@ -172,10 +229,9 @@ impl Track {
             statuses: Vec::new(),
             paused: Vec::new(),
             forward: true,
-            available: false,
             shape: Shape::default(),
             who: Requester::default(),
-            lost: None,
+            state: TrackState::Starting,
             handover: Handover::default(),
             extra: Vec::new(),
             merge: None,
@@ -234,7 +290,7 @@ pub struct Owner {
     fetching: HashMap<u64, UpstreamFetch>,
     fetch_deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
     next_fetch: u64,
-    /// When to look at tracks whose upstream link was lost (`Track::lost`), checked lazily.
+    /// When to look at tracks whose upstream link was lost (`TrackState::Lost`), checked lazily.
     lost: BinaryHeap<Reverse<(Instant, u64)>>,
     /// When to try again to move tracks whose new parent refused them (`Track::move_from`).
     moves: BinaryHeap<Reverse<(Instant, u64)>>,

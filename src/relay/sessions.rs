@@ -11,15 +11,16 @@ use tracing::debug;
 
 use super::namespaces::Requester;
 use super::Cx;
+use crate::unheeded;
 use auth::{Denied, Right, SessionAuth};
 use session::{Session, SessionCode};
 use wire::model::{AuthToken, Message, Parameters, RequestId, RequestOk, TrackNamespace};
 use wire::RequestErrorCode;
 
-/// Which role holds a request of a session: the one its answers, cancellation and
+/// Which role holds a request of a session (its holder): the one its answers, cancellation and
 /// REQUEST_UPDATE go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
+pub(super) enum Holder {
     /// The peer's SUBSCRIBE, or the relay's PUBLISH the peer accepted (fan-out).
     Subscription,
     /// The peer's FETCH, until it is answered (fan-out).
@@ -61,7 +62,7 @@ struct Woken {
 pub(super) struct Sessions {
     map: HashMap<u64, Session>,
     peers: HashMap<u64, Peer>,
-    requests: HashMap<(u64, RequestId), Role>,
+    requests: HashMap<(u64, RequestId), Holder>,
     woken: Woken,
 }
 
@@ -141,13 +142,13 @@ impl Sessions {
     // --- the request registry --------------------------------------------------------------
 
     /// Request `rid` of session `conn` is now `role`'s.
-    pub fn register(&mut self, conn: u64, rid: RequestId, role: Role) {
+    pub fn register(&mut self, conn: u64, rid: RequestId, role: Holder) {
         self.requests.insert((conn, rid), role);
     }
 
     /// Request `rid` of session `conn` is `role`'s too, unless another role holds it (a fill
     /// fetch stream has its subscription's Request ID).
-    pub fn register_also(&mut self, conn: u64, rid: RequestId, role: Role) {
+    pub fn register_also(&mut self, conn: u64, rid: RequestId, role: Holder) {
         self.requests.entry((conn, rid)).or_insert(role);
     }
 
@@ -157,14 +158,14 @@ impl Sessions {
     }
 
     /// Request `rid` of session `conn` is over for `role`, if it held it.
-    pub fn forget_role(&mut self, conn: u64, rid: RequestId, role: Role) {
+    pub fn forget_holder(&mut self, conn: u64, rid: RequestId, role: Holder) {
         if self.role(conn, rid) == Some(role) {
             self.forget(conn, rid);
         }
     }
 
     /// The role that holds request `rid` of session `conn`.
-    pub fn role(&self, conn: u64, rid: RequestId) -> Option<Role> {
+    pub fn role(&self, conn: u64, rid: RequestId) -> Option<Holder> {
         self.requests.get(&(conn, rid)).copied()
     }
 
@@ -199,7 +200,7 @@ impl Sessions {
             debug!(conn, error = %e, "REQUEST_ERROR not sent");
         }
         if end {
-            let _ = s.end_request(rid);
+            unheeded(s.end_request(rid), "end request");
         }
     }
 

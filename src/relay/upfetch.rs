@@ -11,8 +11,9 @@ use tracing::debug;
 
 use super::cache::CachedObject;
 use super::msg::{OwnerMsg, Piece, SessionRef, UpFetchMsg};
-use super::sessions::{Role, Sessions};
+use super::sessions::{Holder, Sessions};
 use super::Cx;
+use crate::unheeded;
 use session::DataObject;
 use wire::model::{
     Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
@@ -83,7 +84,7 @@ impl UpFetches {
         match sent {
             Some(rid) => {
                 self.by_req.insert((conn, rid), (alias, id));
-                sessions.register(conn, rid, Role::UpFetch);
+                sessions.register(conn, rid, Holder::UpFetch);
             }
             None => self.done(cx, alias, id, false),
         }
@@ -146,7 +147,7 @@ impl UpFetches {
         self.streams.retain(|_, r| *r != rid);
         let Some(s) = sessions.get_mut(conn) else { return };
         // draft-22 sessions send this as the request stream's cancellation.
-        let _ = s.send(Message::FetchCancel(rid));
+        unheeded(s.send(Message::FetchCancel(rid)), "FETCH_CANCEL");
     }
 
     /// The end of a data stream of session `conn`; true when it was an upstream fetch stream.

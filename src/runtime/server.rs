@@ -201,21 +201,7 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     let fingerprint = material.fingerprint().to_string();
     let identity = Arc::new(Mutex::new(material.identity().clone()));
 
-    // Bind in shard order: socket index in the reuseport group == shard.
-    let mut sockets = Vec::with_capacity(rc.cores);
-    let mut addr = rc.listen;
-    for i in 0..rc.cores {
-        let (socket, gro) = udp::bind_reuseport(addr).with_context(|| format!("binding UDP {addr}"))?;
-        if i == 0 {
-            addr = socket.local_addr()?.as_socket().unwrap_or(addr);
-            if rc.steering && rc.cores > 1 {
-                if let Err(e) = udp::attach_steering(&socket) {
-                    warn!(error = %e, "reuseport steering program refused; the mesh hands packets over instead");
-                }
-            }
-        }
-        sockets.push((socket, gro));
-    }
+    let (sockets, addr) = bind_sockets(&rc)?;
 
     let secret = match rc.secret {
         Some(s) => s,
@@ -287,34 +273,39 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     drop(ready_tx);
     // Wait until every core runs; a core whose executor could not start (io_uring refused)
     // never reports, and its thread's error explains why.
-    let mut started = 0;
-    while started < rc.cores {
-        match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(_) => started += 1,
-            Err(_) => {
-                let reloader =
-                    TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
-                let handle = ServerHandle {
-                    local_addr: addr,
-                    fingerprint,
-                    identity,
-                    stats,
-                    shutdown,
-                    wakers,
-                    threads,
-                    reloader,
-                };
-                let result = handle.shutdown();
-                return Err(io_uring_hint(match result {
-                    Err(e) => e,
-                    Ok(_) => anyhow!("a core did not start"),
-                }));
-            }
-        }
+    let started = (0..rc.cores).all(|_| ready_rx.recv_timeout(Duration::from_secs(10)).is_ok());
+    let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
+    let handle =
+        ServerHandle { local_addr: addr, fingerprint, identity, stats, shutdown, wakers, threads, reloader };
+    if !started {
+        return Err(io_uring_hint(match handle.shutdown() {
+            Err(e) => e,
+            Ok(_) => anyhow!("a core did not start"),
+        }));
     }
     info!(%addr, cores = rc.cores, io_memory, "serving QUIC");
-    let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
-    Ok(ServerHandle { local_addr: addr, fingerprint, identity, stats, shutdown, wakers, threads, reloader })
+    Ok(handle)
+}
+
+/// One SO_REUSEPORT socket per core, bound in shard order (socket index in the reuseport
+/// group == shard), the steering program attached to the first; and the address they serve
+/// (the port the first was given, when `rc.listen` asked for any).
+fn bind_sockets(rc: &RuntimeConfig) -> anyhow::Result<(Vec<(socket2::Socket, bool)>, SocketAddr)> {
+    let mut sockets = Vec::with_capacity(rc.cores);
+    let mut addr = rc.listen;
+    for i in 0..rc.cores {
+        let (socket, gro) = udp::bind_reuseport(addr).with_context(|| format!("binding UDP {addr}"))?;
+        if i == 0 {
+            addr = socket.local_addr()?.as_socket().unwrap_or(addr);
+            if rc.steering && rc.cores > 1 {
+                if let Err(e) = udp::attach_steering(&socket) {
+                    warn!(error = %e, "reuseport steering program refused; the mesh hands packets over instead");
+                }
+            }
+        }
+        sockets.push((socket, gro));
+    }
+    Ok((sockets, addr))
 }
 
 /// A copy of the shared identity (a poisoned lock still holds a whole value: it is only ever

@@ -3,6 +3,7 @@
 //! reset when late, finished when the upstream stream ends), or as a datagram.
 
 use super::*;
+use crate::unheeded;
 use wire::model::{DatagramHeader, SubgroupObject};
 
 /// An object of upstream stream `key`: sent on each wanting subscription's stream for it.
@@ -41,7 +42,7 @@ pub(super) fn object_out(
             match open {
                 Some(i) => {
                     if let Down::Open(id) = std::mem::replace(&mut sub.open[i].1, Down::TimedOut) {
-                        let _ = s.reset_stream(id, ResetCode::DeliveryTimeout);
+                        unheeded(s.reset_stream(id, ResetCode::DeliveryTimeout), "reset");
                         cx.stats.delivery_timeouts += 1;
                     }
                 }
@@ -61,7 +62,7 @@ pub(super) fn object_out(
                     Ok(id) => {
                         let publisher = header.publisher_priority.unwrap_or(default_publisher);
                         let urgency = data_urgency(sub.priority, publisher);
-                        let _ = s.set_priority_ordered(id, urgency, sub.descending);
+                        unheeded(s.set_priority_ordered(id, urgency, sub.descending), "priority");
                         sub.streams += 1;
                         sub.open.push((key, Down::Open(id)));
                         if sub.recent.len() == RECENT_STREAMS {
@@ -107,10 +108,11 @@ pub(super) fn stream_end(
         // SUBGROUP_DELIVERY_TIMEOUT runs from the FIN: delivered in full by then,
         // or reset.
         let deliver_by = sub.timeouts.with(fs.timeouts).subgroup.map(|t| now + t);
-        let _ = match reset {
+        let ended = match reset {
             None => s.finish_data_stream_by(id, deliver_by),
             Some(c) => s.reset_stream(id, c),
         };
+        unheeded(ended, "end stream");
     }
 }
 

@@ -3,6 +3,7 @@
 //! its streams reset or finished.
 
 use super::*;
+use crate::unheeded;
 
 impl Fanout {
     /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
@@ -44,7 +45,7 @@ impl Fanout {
                 ResetCode::InternalError
             };
             for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
-                let _ = s.reset_stream(id, reset);
+                unheeded(s.reset_stream(id, reset), "reset");
             }
             // Its streams reach the subscriber first (`Session::publish_done_after`).
             let streams = sub.recent.iter().copied().collect();
@@ -58,7 +59,7 @@ impl Fanout {
 
     pub(super) fn forget_sub(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
         self.by_req.remove(&(conn, rid));
-        sessions.forget_role(conn, rid, Role::Subscription);
+        sessions.forget_holder(conn, rid, Holder::Subscription);
         if let Some(c) = self.per_session.get_mut(&conn) {
             *c = c.saturating_sub(1);
         }
@@ -89,7 +90,7 @@ impl Fanout {
         sessions: &mut Sessions,
         conn: u64,
         streams: &[u64],
-        how: Lost,
+        how: StreamLoss,
     ) {
         let limit = cx.config.too_far_behind_streams.max(1);
         let now = cx.now;
@@ -103,8 +104,8 @@ impl Fanout {
                 // A stream that ran out of a delivery timeout smaller than the freshness
                 // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
                 let own = sub.timeouts.with(track_timeouts).object;
-                let own_choice =
-                    how == Lost::Lag && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
+                let own_choice = how == StreamLoss::Lag
+                    && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
                 if lost == 0 || own_choice || cx.overloaded {
                     continue;
                 }
@@ -191,7 +192,7 @@ impl Fanout {
         let sub = st.subs.swap_remove(pos);
         if let Some(s) = sessions.get_mut(conn) {
             for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
-                let _ = s.reset_stream(id, reset);
+                unheeded(s.reset_stream(id, reset), "reset");
             }
         }
         // While the owner has not answered this core's SUBSCRIBE, the track stays (empty) and

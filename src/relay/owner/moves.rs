@@ -13,7 +13,9 @@ impl Owner {
         let on_link: Vec<TrackAlias> = self
             .tracks
             .iter()
-            .filter(|(_, t)| t.source.publisher() == from && t.handover.moving.is_none() && t.lost.is_none())
+            .filter(|(_, t)| {
+                t.source.publisher() == from && t.handover.moving.is_none() && t.state.lost().is_none()
+            })
             .map(|(a, _)| *a)
             .collect();
         for alias in on_link {
@@ -52,7 +54,9 @@ impl Owner {
             let Some(t) = self.tracks.get(&alias) else { continue };
             match t.handover.from {
                 Some(from)
-                    if t.handover.moving.is_none() && t.lost.is_none() && t.source.publisher() == from =>
+                    if t.handover.moving.is_none()
+                        && t.state.lost().is_none()
+                        && t.source.publisher() == from =>
                 {
                     self.move_track(cx, alias, from)
                 }

@@ -56,8 +56,8 @@ impl Owner {
         let now = cx.now;
         let mut again = Vec::new();
         let tracks = if self.lost.is_empty() { None } else { Some(self.tracks.iter_mut()) };
-        for (alias, t) in tracks.into_iter().flatten().filter(|(_, t)| t.lost.is_some()) {
-            if let Some(l) = t.lost.as_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
+        for (alias, t) in tracks.into_iter().flatten().filter(|(_, t)| t.state.lost().is_some()) {
+            if let Some(l) = t.state.lost_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
                 if l.retry_at > now {
                     l.retry_at = now;
                     again.push(Reverse((now, alias.0)));
@@ -153,7 +153,7 @@ impl Owner {
             .filter(|(_, t)| {
                 matches!(t.source, Source::Subscribed { .. })
                     && t.handover.moving.is_none()
-                    && t.lost.is_none()
+                    && t.state.lost().is_none()
                     && t.extra.is_empty()
                     && t.source.publisher() != via
                     && t.name.namespace.starts_with(prefix)

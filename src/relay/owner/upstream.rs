@@ -40,7 +40,7 @@ impl Owner {
             return;
         }
         t.source = Source::Subscribed { publisher, epoch };
-        let was_lost = t.lost.take().is_some();
+        let was_lost = t.state.recovered();
         t.info.properties = info.properties;
         t.info.group_order = info.group_order;
         if let Some(l) = info.largest {
@@ -66,10 +66,10 @@ impl Owner {
     /// Tells every core that `alias` has an Established upstream (once).
     pub(super) fn announce(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
-        if t.available {
+        if t.state.announced() {
             return;
         }
-        t.available = true;
+        t.state.mark_announced();
         let (track, properties) = (t.name.clone(), t.info.properties.clone());
         for core in 0..cx.cores {
             let msg =
@@ -94,7 +94,7 @@ impl Owner {
         for s in std::mem::take(&mut t.extra) {
             cx.send(s.publisher().core, IngestMsg::UpstreamStop { alias, epoch: s.epoch() });
         }
-        if t.available {
+        if t.state.announced() {
             for core in 0..cx.cores {
                 cx.send(core, DiscoveryMsg::TrackGone { alias });
             }
@@ -132,7 +132,7 @@ impl Owner {
         if t.promote() {
             return; // another publisher of the namespace may have the track
         }
-        if let Some(l) = t.lost.as_mut().filter(|l| l.until > cx.now) {
+        if let Some(l) = t.state.lost_mut().filter(|l| l.until > cx.now) {
             // Subscribing again after a lost link: the parent may not know the track yet
             // (its publisher reconnecting too); try again until the grace period ends.
             l.retry_at = cx.now + UPSTREAM_RETRY;
@@ -212,18 +212,18 @@ impl Owner {
             cx.send(core, FanoutMsg::UpstreamLost { alias });
         }
         let until = cx.now + UPSTREAM_LOST_GRACE;
-        t.lost = Some(Lost { until, retry_at: cx.now + UPSTREAM_RETRY });
+        t.state.set_lost(LostUpstream { until, retry_at: cx.now + UPSTREAM_RETRY });
         self.lost.push(Reverse((cx.now + UPSTREAM_RETRY, alias.0)));
     }
 
-    /// Lost tracks: subscribe again when due; end them when the grace period is over. The
+    /// Tracks whose upstream was lost: subscribe again when due; end them when the grace period is over. The
     /// heap holds one entry per scheduled look at a track (stale ones are skipped).
     pub(super) fn lost_tick(&mut self, cx: &mut Cx<'_>) {
         let now = cx.now;
         while let Some(alias) = pop_due(&mut self.lost, now) {
             let alias = TrackAlias(alias);
             let Some((lost, name, who)) =
-                self.tracks.get(&alias).and_then(|t| t.lost.map(|l| (l, t.name.clone(), t.who)))
+                self.tracks.get(&alias).and_then(|t| t.state.lost().map(|l| (*l, t.name.clone(), t.who)))
             else {
                 continue;
             };
@@ -248,7 +248,7 @@ impl Owner {
             let publisher = cx.namespaces.route(&name.namespace, who);
             let epoch = cx.new_epoch();
             let Some(t) = self.tracks.get_mut(&alias) else { continue };
-            let Some(l) = t.lost.as_mut() else { continue };
+            let Some(l) = t.state.lost_mut() else { continue };
             match publisher {
                 Some(publisher) => {
                     // The answer (UpstreamOk / UpstreamError) decides what follows; the grace
