@@ -10,7 +10,6 @@
 
 pub mod redis_client;
 
-use ahash::HashMap;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -172,7 +171,7 @@ impl AppFactory for RelayFactory {
             unsent: self.relay.max_unsent,
             session: self.session.clone(),
             setup: self.relay.server_setup(),
-            pumps: HashMap::default(),
+            draining: false,
             buf: vec![0u8; 65_536],
             now,
             woken: Vec::new(),
@@ -203,7 +202,8 @@ struct Host {
     /// Subgroup bytes a connection's quiche may hold unsent (see `Pump::with_unsent_limit`).
     unsent: usize,
     session: SessionConfig,
-    pumps: HashMap<u64, Pump>,
+    /// The server is draining: each connection asks its WebTransport peer to drain too.
+    draining: bool,
     /// Receive scratch buffer shared by the core's connections.
     buf: Vec<u8>,
     now: Instant,
@@ -373,14 +373,6 @@ impl Host {
         }
         self.link_commands(out);
     }
-
-    /// Writes session `conn`'s output into its connection.
-    fn flush(&mut self, key: u64, conn: &mut QuicConnection) {
-        let (Some(session), Some(pump)) = (self.relay.session_mut(key), self.pumps.get_mut(&key)) else {
-            return;
-        };
-        pump.write(conn, session, self.now);
-    }
 }
 
 /// One core's relay application: the host, shared with that core's connections.
@@ -405,8 +397,7 @@ impl RelayHost {
             pump = pump.with_webtransport(wt);
         }
         h.relay.add_session(conn.0, session);
-        h.pumps.insert(conn.0, pump);
-        Box::new(RelayConn { key: conn.0, host: host.clone(), link: None })
+        Box::new(RelayConn { key: conn.0, host: host.clone(), pump, link: None, drained: false })
     }
 }
 
@@ -444,8 +435,8 @@ impl ShardApp for RelayHost {
         if directory {
             host.relay.mark_directory_link(conn.0);
         }
-        host.pumps.insert(conn.0, Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent));
-        Box::new(RelayConn { key: conn.0, host: self.0.clone(), link: Some(now) })
+        let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
+        Box::new(RelayConn { key: conn.0, host: self.0.clone(), pump, link: Some(now), drained: false })
     }
 
     fn connect_failed(&mut self, tag: u64, why: &str) {
@@ -486,9 +477,8 @@ impl ShardApp for RelayHost {
         host.now = now;
         let sibling = host.drain_to.lock().ok().and_then(|s| s.clone());
         host.relay.go_away_to(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX), sibling.as_deref());
-        for pump in host.pumps.values_mut() {
-            pump.drain_webtransport();
-        }
+        // Each WebTransport connection passes it on at its next turn (GOAWAY wakes them all).
+        host.draining = true;
     }
 
     /// Sessions still open when the drain's time is up close with GOAWAY_TIMEOUT.
@@ -541,10 +531,15 @@ impl ShardApp for RelayHost {
     }
 }
 
-/// One connection's view: its key in the shard.
+/// One connection of the relay: its key in the shard (whose relay holds its session), and
+/// what moves its bytes.
 struct RelayConn {
     key: u64,
     host: Rc<RefCell<Host>>,
+    /// The glue between quiche and the session (its queues, WebTransport, holds).
+    pump: Pump,
+    /// This connection passed the server's drain on to its WebTransport peer.
+    drained: bool,
     /// An upstream link: when it last sent a keep-alive.
     link: Option<Instant>,
 }
@@ -567,16 +562,21 @@ impl ConnApp for RelayConn {
             let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
             self.link = Some(now);
         }
-        if let (Some(session), Some(pump)) = (host.relay.session_mut(key), host.pumps.get_mut(&key)) {
-            pump.read(conn, session, &mut host.buf);
+        if host.draining && !self.drained {
+            self.drained = true;
+            self.pump.drain_webtransport();
+        }
+        if let Some(session) = host.relay.session_mut(key) {
+            self.pump.read(conn, session, &mut host.buf);
         }
         loop {
             host.relay.handle_events(key, now);
-            host.flush(key, conn);
+            if let Some(session) = host.relay.session_mut(key) {
+                self.pump.write(conn, session, now);
+            }
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
-            let (shed, expired) =
-                host.pumps.get_mut(&key).map(|p| (p.take_shed(), p.take_expired())).unwrap_or_default();
+            let (shed, expired) = (self.pump.take_shed(), self.pump.take_expired());
             if !shed.is_empty() || !expired.is_empty() {
                 if !shed.is_empty() {
                     host.relay.streams_shed(key, &shed, now);
@@ -596,7 +596,6 @@ impl ConnApp for RelayConn {
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
-        host.pumps.remove(&self.key);
         if self.link.is_some() {
             let why = match conn.peer_error().or(conn.local_error()) {
                 Some(e) => {

@@ -27,12 +27,6 @@ use wire::model::{
 };
 use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
-/// PUBLISH_DONE Stream Count values that mean "unknown" (2^62-1 is what draft-16 peers
-/// send, 2^64-1 what draft-22 says).
-fn count_unknown(n: u64) -> bool {
-    n >= (1 << 62) - 1
-}
-
 #[derive(Debug)]
 enum UpstreamKind {
     /// A SUBSCRIBE the relay sent; `established` after SUBSCRIBE_OK; `forward` is the Forward
@@ -517,7 +511,8 @@ impl Ingest {
     fn try_finish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, key: (u64, RequestId), force: bool) {
         let Some(up) = self.ups.get(&key) else { return };
         let Some((_, _, count, _)) = &up.done else { return };
-        let complete = up.open_streams == 0 && (count_unknown(*count) || up.streams_seen >= *count);
+        let complete =
+            up.open_streams == 0 && (wire::model::stream_count_unknown(*count) || up.streams_seen >= *count);
         if !complete && !force {
             return;
         }

@@ -433,9 +433,8 @@ impl Owner {
     }
 }
 
-/// The largest Object ID a draft-16 varint can carry (draft-22's are wider): "the rest of
-/// the group" in an End of Range marker.
-pub(super) const LAST_OBJECT: u64 = (1 << 62) - 1;
+/// "The rest of the group" as an Object ID, in every draft (`wire::model::LAST_OBJECT`).
+pub(super) use wire::model::LAST_OBJECT;
 
 /// Our NEW_GROUP_REQUEST (`outstanding`) is no longer outstanding once the Largest Group grew
 /// past what it was when we sent it (draft-22 §9.20.19).

@@ -137,6 +137,12 @@ pub struct PublishDone {
     pub reason: Bytes,
 }
 
+/// Whether a PUBLISH_DONE Stream Count `n` means "unknown": 2^62-1 (the largest draft-16's
+/// varint carries, what draft-16 peers send) or more (draft-22 says 2^64-1).
+pub fn stream_count_unknown(n: u64) -> bool {
+    n >= (1 << 62) - 1
+}
+
 /// PUBLISH_STATE_NOTIFY (draft-22 only).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PublishStateNotify {

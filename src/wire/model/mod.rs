@@ -45,6 +45,10 @@ pub enum Role {
     Server,
 }
 
+/// The largest Object ID every draft's encoding can carry (draft-16's varint; draft-22's are
+/// wider): where a range or End of Range marker means "the rest of the group".
+pub const LAST_OBJECT: u64 = (1 << 62) - 1;
+
 /// {Group, Object}; ordered as the drafts define (group first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Location {
