@@ -10,6 +10,8 @@
 //!   sends, PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track
 //!   Alias to the relay's.
 //! - `upfetch.rs` (`UpFetches`): the relay's FETCHes to a publisher for what its cache lacks.
+//! - `config.rs` (`RelayConfig`) and `admit.rs` (what a request passes before a role sees it:
+//!   its right, admission under load, what a REQUEST_UPDATE may change).
 //! - `owner.rs` (`Owner`, track owner, `alias % cores`): one entry per track with its single
 //!   upstream subscription, the set of cores that have subscribers, the open upstream streams
 //!   and the largest location; it aggregates subscriptions and forwards each object once per

@@ -1,7 +1,8 @@
 //! `runtime`: the thread-per-core QUIC server. One glommio executor per core, each with its
 //! own SO_REUSEPORT UDP socket, its own quiche connections (which never leave it), its own
 //! timers, and its end of the cross-core mesh. This is the only layer that touches glommio,
-//! quiche, sockets, crossbeam and clocks; it makes no protocol decisions (those belong to the
+//! sockets and crossbeam, and the one that owns quiche's connections and drives their timers
+//! (the `moqt` crate above writes into them); it makes no protocol decisions (those belong to the
 //! application it drives, [`AppFactory`]: the relay, or a test or benchmark application), and
 //! knows a connection only by the ALPN it chose.
 
