@@ -428,19 +428,23 @@ impl IngestMsg {
     }
 }
 
+/// FETCH `start..=end` of `track` upstream on session `publisher`, for the owner's pending
+/// fetch `id`.
+#[derive(Debug)]
+pub struct UpFetchStart {
+    pub alias: TrackAlias,
+    pub id: u64,
+    pub track: FullTrackName,
+    pub publisher: SessionRef,
+    pub start: Location,
+    pub end: Location,
+}
+
 /// Messages to the upstream fetch role on the core of a publisher or upstream link session.
 #[derive(Debug)]
 pub enum UpFetchMsg {
-    /// FETCH `start..=end` of `track` upstream on session `publisher`, for the owner's
-    /// pending fetch `id`.
-    Start {
-        alias: TrackAlias,
-        id: u64,
-        track: FullTrackName,
-        publisher: SessionRef,
-        start: Location,
-        end: Location,
-    },
+    /// FETCH the range of a track upstream, for the owner's pending fetch.
+    Start(UpFetchStart),
     /// Upstream fetch `id` is no longer wanted (FILL_TIMEOUT).
     Cancel { id: u64, publisher: SessionRef },
 }

@@ -28,7 +28,7 @@ use super::malformed::Shape;
 use super::merge::Merge;
 use super::msg::{
     Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
-    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg, UpStart,
+    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg, UpFetchStart, UpStart,
 };
 use super::namespaces::Requester;
 use super::shed::{Gate, Shed};
@@ -134,6 +134,17 @@ struct Track {
     new_group_waiting: Option<u64>,
     /// Where the source's upstream SUBSCRIBE started (what the publisher sends live).
     asked: UpStart,
+}
+
+/// What a new upstream subscription serves: the track, the cores whose SUBSCRIBEs wait for
+/// it, who asked first (the loop rules), and the first subscribers' NEW_GROUP_REQUEST and
+/// start.
+struct Wanted {
+    track: FullTrackName,
+    waiting: Vec<usize>,
+    who: Requester,
+    new_group: Option<u64>,
+    start: UpStart,
 }
 
 /// Where a track's upstream stands, as its subscribers see it.

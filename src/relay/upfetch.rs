@@ -10,15 +10,12 @@ use bytes::Bytes;
 use tracing::debug;
 
 use super::cache::CachedObject;
-use super::msg::{OwnerMsg, Piece, SessionRef, UpFetchMsg};
+use super::msg::{OwnerMsg, Piece, UpFetchMsg, UpFetchStart};
 use super::sessions::{Holder, Sessions};
 use super::Cx;
 use crate::unheeded;
 use session::DataObject;
-use wire::model::{
-    Fetch, FetchItem, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, RequestId,
-    TrackAlias,
-};
+use wire::model::{Fetch, FetchItem, FetchKind, LocationFilter, Message, Parameters, RequestId, TrackAlias};
 
 /// Upstream FETCHes this core sent.
 #[derive(Debug, Default)]
@@ -39,26 +36,14 @@ impl UpFetches {
     /// A message for the upstream fetch role of this core.
     pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: UpFetchMsg) {
         match msg {
-            UpFetchMsg::Start { alias, id, track, publisher, start, end } => {
-                self.start(cx, sessions, alias, id, track, publisher, start, end)
-            }
+            UpFetchMsg::Start(m) => self.start(cx, sessions, m),
             UpFetchMsg::Cancel { id, publisher } => self.cancel(sessions, publisher.conn, id),
         }
     }
 
     /// The owner's request: FETCH `start..=end` of `track` on `publisher`'s session.
-    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
-    pub(super) fn start(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        alias: TrackAlias,
-        id: u64,
-        track: FullTrackName,
-        publisher: SessionRef,
-        start: Location,
-        end: Location,
-    ) {
+    pub(super) fn start(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, m: UpFetchStart) {
+        let UpFetchStart { alias, id, track, publisher, start, end } = m;
         let conn = publisher.conn;
         let sent = sessions.get_mut(conn).and_then(|s| {
             let rid = s.next_request_id().ok()?;

@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use super::fetch::{before, DEFAULT_FILL_WAIT};
 use super::{Answer, Owner, Source, UpstreamFetch};
 use crate::cache::CachedObject;
-use crate::msg::{FanoutMsg, UpFetchMsg};
+use crate::msg::{FanoutMsg, UpFetchMsg, UpFetchStart};
 use crate::Cx;
 use wire::model::{Location, RequestId, TrackAlias};
 
@@ -60,7 +60,10 @@ impl Owner {
         let answer = Answer::Backfill(b);
         self.fetching
             .insert(id, UpstreamFetch { alias, publisher, answer, gap, upstream: Vec::new(), bytes: 0 });
-        cx.send(publisher.core, UpFetchMsg::Start { alias, id, track, publisher, start, end: gap });
+        cx.send(
+            publisher.core,
+            UpFetchMsg::Start(UpFetchStart { alias, id, track, publisher, start, end: gap }),
+        );
     }
 
     /// Answers backfill `b`: `fetched` (objects from upstream, before the cache's first),

@@ -252,7 +252,7 @@ impl Owner {
         let answer = Answer::Fetch { ask, data, cached };
         let pending = UpstreamFetch { alias, publisher, answer, gap, upstream: Vec::new(), bytes: 0 };
         self.fetching.insert(id, pending);
-        let msg = UpFetchMsg::Start { alias, id, track, publisher, start, end: gap };
+        let msg = UpFetchMsg::Start(UpFetchStart { alias, id, track, publisher, start, end: gap });
         cx.send(publisher.core, msg);
     }
 

@@ -80,7 +80,14 @@ impl Owner {
                 self.held.insert(alias, h);
                 continue;
             };
-            self.start_upstream(cx, alias, h.name, publisher, h.waiting, h.who, (h.new_group, h.start));
+            let wanted = Wanted {
+                track: h.name,
+                waiting: h.waiting,
+                who: h.who,
+                new_group: h.new_group,
+                start: h.start,
+            };
+            self.start_upstream(cx, alias, publisher, wanted);
             if let Some(t) = self.tracks.get_mut(&alias) {
                 t.fetches.extend(h.fetches);
                 t.statuses.extend(h.statuses);

@@ -128,22 +128,24 @@ impl Owner {
                 FanoutMsg::SubscribeError { alias, code: RequestErrorCode::DoesNotExist, reason },
             );
         };
-        self.start_upstream(cx, alias, track, publisher, vec![from], who, (new_group, start));
+        self.start_upstream(
+            cx,
+            alias,
+            publisher,
+            Wanted { track, waiting: vec![from], who, new_group, start },
+        );
     }
 
-    /// A new track: SUBSCRIBE upstream to `publisher` and every other announcer, with the
-    /// first subscribers' NEW_GROUP_REQUEST and start (`first`).
-    #[allow(clippy::too_many_arguments)]
+    /// A new track: SUBSCRIBE upstream to `publisher` and every other announcer, for what
+    /// its first subscribers asked (`wanted`).
     pub(super) fn start_upstream(
         &mut self,
         cx: &mut Cx<'_>,
         alias: TrackAlias,
-        track: FullTrackName,
         publisher: SessionRef,
-        waiting: Vec<usize>,
-        who: Requester,
-        (new_group, start): (Option<u64>, UpStart),
+        wanted: Wanted,
     ) {
+        let Wanted { track, waiting, who, new_group, start } = wanted;
         let epoch = cx.new_epoch();
         let source = Source::Pending { publisher, epoch };
         let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
