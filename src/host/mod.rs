@@ -26,7 +26,7 @@ use relay::alias::AliasKey;
 use relay::directory::DirectoryAsk;
 use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use relay::msg::RelayMsg;
-use relay::{RelayConfig, RelayShard, RelayStats};
+use relay::{ConnId, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
 use runtime::{AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput};
 use session::{Session, SessionCode, SessionConfig};
@@ -207,7 +207,7 @@ struct Host {
     /// Receive scratch buffer shared by the core's connections.
     buf: Vec<u8>,
     now: Instant,
-    woken: Vec<u64>,
+    woken: Vec<ConnId>,
     gauges: Arc<[RelayGauges]>,
     core: usize,
     /// This core's upstream links.
@@ -353,12 +353,12 @@ impl Host {
     fn links_keepalive(&mut self, out: &mut ShardOutput<RelayMsg>) {
         let mut moved_out = Vec::new();
         for slot in self.links.iter() {
-            out.wake.extend(slot.conn().map(ConnHandle));
+            out.wake.extend(slot.conn().map(handle));
             for &old in slot.replaced() {
                 if self.relay.link_moved_out(old) {
                     moved_out.push(old);
                 }
-                out.wake.push(ConnHandle(old));
+                out.wake.push(handle(old));
             }
         }
         for conn in moved_out {
@@ -367,12 +367,21 @@ impl Host {
         // Links to relays the directory no longer routes anything to close once idle.
         for conn in self.links.unrouted() {
             if self.relay.link_idle(conn) && self.relay.close_link(conn) {
-                info!(conn, "link to a relay the directory no longer names: closed");
+                info!(%conn, "link to a relay the directory no longer names: closed");
                 self.links.retire(conn);
             }
         }
         self.link_commands(out);
     }
+}
+
+/// The relay's name for a connection the runtime handed over, and back.
+fn id(conn: ConnHandle) -> ConnId {
+    ConnId(conn.0)
+}
+
+fn handle(conn: ConnId) -> ConnHandle {
+    ConnHandle(conn.0)
 }
 
 /// One core's relay application: the host, shared with that core's connections.
@@ -396,8 +405,8 @@ impl RelayHost {
             }
             pump = pump.with_webtransport(wt);
         }
-        h.relay.add_session(conn.0, session);
-        Box::new(RelayConn { key: conn.0, host: host.clone(), pump, link: None, drained: false })
+        h.relay.add_session(id(conn), session);
+        Box::new(RelayConn { key: id(conn), host: host.clone(), pump, link: None, drained: false })
     }
 }
 
@@ -421,7 +430,8 @@ impl ShardApp for RelayHost {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
         // Only MoQT ALPNs are offered upstream.
-        let (Some(version), Some(slot)) = (Version::from_alpn(alpn), host.links.connected(tag, conn.0, now))
+        let (Some(version), Some(slot)) =
+            (Version::from_alpn(alpn), host.links.connected(tag, id(conn), now))
         else {
             return Box::new(DiscardApp);
         };
@@ -431,12 +441,12 @@ impl ShardApp for RelayHost {
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
         let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
         let directory = slot.is_directory();
-        host.relay.add_link(conn.0, session, routes, replaces);
+        host.relay.add_link(id(conn), session, routes, replaces);
         if directory {
-            host.relay.mark_directory_link(conn.0);
+            host.relay.mark_directory_link(id(conn));
         }
         let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
-        Box::new(RelayConn { key: conn.0, host: self.0.clone(), pump, link: Some(now), drained: false })
+        Box::new(RelayConn { key: id(conn), host: self.0.clone(), pump, link: Some(now), drained: false })
     }
 
     fn connect_failed(&mut self, tag: u64, why: &str) {
@@ -506,7 +516,7 @@ impl ShardApp for RelayHost {
         }
         host.relay.take_outbox(&mut out.messages);
         host.relay.take_woken(&mut host.woken);
-        out.wake.extend(host.woken.drain(..).map(ConnHandle));
+        out.wake.extend(host.woken.drain(..).map(handle));
         if let Some(g) = host.gauges.get(host.core) {
             let (tracks, subscriptions, upstreams) = host.relay.state_counts();
             let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
@@ -534,7 +544,7 @@ impl ShardApp for RelayHost {
 /// One connection of the relay: its key in the shard (whose relay holds its session), and
 /// what moves its bytes.
 struct RelayConn {
-    key: u64,
+    key: ConnId,
     host: Rc<RefCell<Host>>,
     /// The glue between quiche and the session (its queues, WebTransport, holds).
     pump: Pump,

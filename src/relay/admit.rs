@@ -2,6 +2,7 @@
 //! admission while the core is over its load threshold, and what a REQUEST_UPDATE may change.
 
 use super::*;
+use crate::msg::ConnId;
 
 /// The right a request needs, on which namespace (a joining FETCH has the right of the
 /// subscription it joins; responses and updates need none).
@@ -103,7 +104,7 @@ impl RelayShard {
     /// alias misuse) when not.
     pub(super) fn authorized(
         &mut self,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         params: &Parameters,
         namespace: &wire::model::TrackNamespace,

@@ -15,6 +15,7 @@
 //!   that has the publisher, so one hop is enough, and no request goes round in a loop).
 //! - Discovery: the prefixes of this core's namespace subscriptions are watched.
 
+use crate::msg::ConnId;
 use ahash::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -48,7 +49,7 @@ pub struct Directory {
     /// Lookups sent and not answered yet.
     looking: HashSet<TrackNamespace>,
     /// Announcements of this core's sessions registered: (namespace, session).
-    announced: HashSet<(TrackNamespace, u64)>,
+    announced: HashSet<(TrackNamespace, ConnId)>,
     /// Prefixes of this core's namespace subscriptions, counted.
     watched: HashMap<TrackNamespace, u32>,
 }
@@ -83,14 +84,14 @@ impl Directory {
     }
 
     /// Session `conn` of this core announced `namespace`.
-    pub fn announced(&mut self, namespace: &TrackNamespace, conn: u64) {
+    pub fn announced(&mut self, namespace: &TrackNamespace, conn: ConnId) {
         if self.enabled && self.announced.insert((namespace.clone(), conn)) {
             self.out.push(DirectoryAsk::Register(namespace.clone()));
         }
     }
 
     /// Session `conn` of this core withdrew `namespace` (or closed).
-    pub fn withdrawn(&mut self, namespace: &TrackNamespace, conn: u64) {
+    pub fn withdrawn(&mut self, namespace: &TrackNamespace, conn: ConnId) {
         if self.announced.remove(&(namespace.clone(), conn)) {
             self.out.push(DirectoryAsk::Unregister(namespace.clone()));
         }
@@ -132,6 +133,7 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::ConnId;
 
     fn ns(f: &[&str]) -> TrackNamespace {
         TrackNamespace::from_strs(f)
@@ -140,11 +142,11 @@ mod tests {
     #[test]
     fn registrations_and_watches_are_counted_once_per_change() {
         let mut d = Directory::new(true);
-        d.announced(&ns(&["live"]), 1);
-        d.announced(&ns(&["live"]), 1);
-        d.announced(&ns(&["live"]), 2);
-        d.withdrawn(&ns(&["live"]), 3);
-        d.withdrawn(&ns(&["live"]), 1);
+        d.announced(&ns(&["live"]), ConnId(1));
+        d.announced(&ns(&["live"]), ConnId(1));
+        d.announced(&ns(&["live"]), ConnId(2));
+        d.withdrawn(&ns(&["live"]), ConnId(3));
+        d.withdrawn(&ns(&["live"]), ConnId(1));
         d.watch(&ns(&["a"]), true);
         d.watch(&ns(&["a"]), true);
         d.watch(&ns(&["a"]), false);
@@ -171,7 +173,7 @@ mod tests {
     #[test]
     fn off_it_asks_nothing_and_resolves_only_end_users() {
         let mut d = Directory::new(false);
-        d.announced(&ns(&["live"]), 1);
+        d.announced(&ns(&["live"]), ConnId(1));
         d.published(ns(&["live"]), true);
         d.watch(&ns(&["a"]), true);
         assert!(d.take().is_empty());

@@ -14,6 +14,7 @@
 //! available), now and as they appear, except tracks the session already subscribes to.
 //! The subscriber's PUBLISH_OK makes it a subscription like a SUBSCRIBE's (`fanout.rs`).
 
+use crate::msg::ConnId;
 use ahash::HashMap;
 use std::time::Instant;
 
@@ -51,7 +52,7 @@ struct OfferFor {
 /// `forward`.
 #[derive(Debug, Clone)]
 struct Offer {
-    conn: u64,
+    conn: ConnId,
     forward: bool,
     via: OfferFor,
 }
@@ -72,13 +73,13 @@ struct NsSub {
 
 #[derive(Debug, Default)]
 pub struct Discovery {
-    subs: HashMap<(u64, RequestId), NsSub>,
-    per_session: HashMap<u64, usize>,
+    subs: HashMap<(ConnId, RequestId), NsSub>,
+    per_session: HashMap<ConnId, usize>,
     /// Tracks with an Established upstream anywhere in the relay.
     tracks: HashMap<TrackAlias, (FullTrackName, Properties)>,
     /// Our PUBLISHes not answered yet, with the FORWARD they asked for (the answer's
     /// absent FORWARD keeps it).
-    pushes: HashMap<(u64, RequestId), Push>,
+    pushes: HashMap<(ConnId, RequestId), Push>,
     /// Offers waiting for the owner's Largest Object (a PUBLISH must carry it, draft-22
     /// §9.8): (session, FORWARD, namespace subscription) per track.
     offering: HashMap<TrackAlias, Vec<Offer>>,
@@ -125,7 +126,7 @@ impl Discovery {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         fanout: &Fanout,
-        conn: u64,
+        conn: ConnId,
         m: SubscribeNamespace,
         until: Option<Instant>,
     ) {
@@ -145,7 +146,7 @@ impl Discovery {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         fanout: &Fanout,
-        conn: u64,
+        conn: ConnId,
         m: SubscribeTracks,
         until: Option<Instant>,
     ) {
@@ -159,7 +160,7 @@ impl Discovery {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         fanout: &Fanout,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         sub: NsSub,
     ) {
@@ -204,7 +205,7 @@ impl Discovery {
             let Some(s) = sessions.get_mut(conn) else { return };
             for namespace in cx.namespaces.distinct_under(&sub.prefix) {
                 if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &sub.prefix))) {
-                    debug!(conn, error = %e, "NAMESPACE not sent");
+                    debug!(%conn, error = %e, "NAMESPACE not sent");
                     break;
                 }
             }
@@ -331,7 +332,7 @@ impl Discovery {
                 sessions.register(conn, rid, Holder::Offer);
             }
             Err(e) => {
-                debug!(conn, error = %e, "PUBLISH not offered");
+                debug!(%conn, error = %e, "PUBLISH not offered");
                 if via.tracks {
                     let skipped = PublishSkipped {
                         request_id: via.rid,
@@ -349,7 +350,7 @@ impl Discovery {
     pub(super) fn publish_ok(
         &mut self,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         params: &Parameters,
     ) -> Option<Accepted> {
@@ -366,7 +367,7 @@ impl Discovery {
         Some(Accepted { track, params, until })
     }
 
-    fn ended_before_ok(sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    fn ended_before_ok(sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         let Some(s) = sessions.get_mut(conn) else { return };
         unheeded(
             s.publish_done(rid, DoneStatus::TrackEnded, 0, bytes::Bytes::from_static(b"the track ended")),
@@ -377,7 +378,7 @@ impl Discovery {
     /// The subscriber refused (REQUEST_ERROR) or cancelled one of our PUBLISHes: the request
     /// is over, so our side of its stream ends too (draft-22: FIN), and the peer's stream
     /// credit comes back.
-    pub(super) fn publish_refused(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn publish_refused(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if self.pushes.remove(&(conn, rid)).is_some() {
             sessions.forget(conn, rid);
             if let Some(s) = sessions.get_mut(conn) {
@@ -388,7 +389,7 @@ impl Discovery {
 
     /// The subscriber cancelled (draft-16: FIN or reset of the stream; draft-22: reset or
     /// STOP_SENDING).
-    pub(super) fn cancelled(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn cancelled(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if let Some(sub) = self.subs.remove(&(conn, rid)) {
             if sub.namespaces {
                 self.watches.push((sub.prefix, false));
@@ -405,7 +406,7 @@ impl Discovery {
     /// (for [`Self::updated`], once REQUEST_OK is sent).
     pub(super) fn update(
         &mut self,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         params: &wire::model::Parameters,
     ) -> Result<Option<TrackNamespace>, UpdateError> {
@@ -433,7 +434,7 @@ impl Discovery {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         old: &TrackNamespace,
     ) {
@@ -448,13 +449,13 @@ impl Discovery {
                 continue;
             }
             if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &prefix))) {
-                debug!(conn, error = %e, "NAMESPACE not sent");
+                debug!(%conn, error = %e, "NAMESPACE not sent");
                 break;
             }
         }
     }
 
-    pub(super) fn session_closed(&mut self, conn: u64) {
+    pub(super) fn session_closed(&mut self, conn: ConnId) {
         let watches = &mut self.watches;
         self.subs.retain(|(c, _), s| {
             if *c == conn && s.namespaces {
@@ -480,7 +481,7 @@ impl Discovery {
             let suffix = suffix(namespace, &sub.prefix);
             let msg = if appeared { Message::Namespace(suffix) } else { Message::NamespaceDone(suffix) };
             if let Err(e) = s.send_on(*rid, msg) {
-                debug!(conn, error = %e, "NAMESPACE / NAMESPACE_DONE not sent");
+                debug!(%conn, error = %e, "NAMESPACE / NAMESPACE_DONE not sent");
             }
         }
     }

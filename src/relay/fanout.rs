@@ -5,6 +5,7 @@
 //! first object that passes the subscription's filter; objects are written in the order they
 //! arrive, payloads shared, never copied.
 
+use crate::msg::ConnId;
 use ahash::HashMap;
 
 mod backfill;
@@ -38,7 +39,7 @@ use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
 #[derive(Debug)]
 struct LocalSub {
-    conn: u64,
+    conn: ConnId,
     rid: RequestId,
     /// Made by the relay's PUBLISH to a namespace subscriber (no SUBSCRIBE_OK to send).
     pushed: bool,
@@ -241,7 +242,7 @@ impl Ending {
 /// Location at SUBSCRIBE_OK.
 fn join_ask(
     core: usize,
-    conn: u64,
+    conn: ConnId,
     j: Join,
     largest: Option<Location>,
     priority: u8,
@@ -372,11 +373,11 @@ struct SubTrack {
 #[derive(Debug, Default)]
 pub struct Fanout {
     tracks: HashMap<TrackAlias, SubTrack>,
-    by_req: HashMap<(u64, RequestId), TrackAlias>,
-    per_session: HashMap<u64, usize>,
+    by_req: HashMap<(ConnId, RequestId), TrackAlias>,
+    per_session: HashMap<ConnId, usize>,
     /// Subscriptions' `until`, soonest first; an entry whose subscription is gone or was
     /// extended is skipped when it comes due.
-    expiries: BinaryHeap<Reverse<(Instant, u64, RequestId)>>,
+    expiries: BinaryHeap<Reverse<(Instant, ConnId, RequestId)>>,
     /// FETCHes waiting for their owner's answer (`fetch.rs`).
     pub(super) fetches: Fetches,
 }
@@ -421,7 +422,7 @@ impl Fanout {
 /// Properties where the draft carries them); the request then ends.
 fn status_answer(
     sessions: &mut Sessions,
-    conn: u64,
+    conn: ConnId,
     rid: RequestId,
     answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
 ) {
@@ -433,7 +434,7 @@ fn status_answer(
     };
     let Some(s) = sessions.get_mut(conn) else { return };
     if let Err(e) = s.track_status_ok(rid, info.largest, info.properties) {
-        debug!(conn, error = %e, "TRACK_STATUS answer not sent");
+        debug!(%conn, error = %e, "TRACK_STATUS answer not sent");
     }
 }
 
@@ -474,7 +475,7 @@ fn filter_is_empty(f: LocationFilter) -> bool {
 fn renewed_auth(
     cx: &Cx<'_>,
     sessions: &mut Sessions,
-    conn: u64,
+    conn: ConnId,
     params: &Parameters,
     namespace: &wire::model::TrackNamespace,
 ) -> Result<Option<Instant>, UpdateError> {
@@ -519,7 +520,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: Subscribe,
         until: Option<Instant>,
     ) {
@@ -533,7 +534,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         a: Accepted,
     ) {
@@ -542,11 +543,18 @@ impl Fanout {
     }
 
     /// Whether session `conn` has a subscription of `alias` on this core.
-    pub(super) fn session_has(&self, conn: u64, alias: TrackAlias) -> bool {
+    pub(super) fn session_has(&self, conn: ConnId, alias: TrackAlias) -> bool {
         self.tracks.get(&alias).is_some_and(|st| st.subs.iter().any(|s| s.conn == conn))
     }
 
-    fn add(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId, asked: Asked<'_>) {
+    fn add(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: ConnId,
+        rid: RequestId,
+        asked: Asked<'_>,
+    ) {
         let Asked { track, params, until, by } = asked;
         let alias = cx.key.alias(&track);
         if by == By::Subscribe && self.session_has(conn, alias) {
@@ -637,7 +645,7 @@ impl Fanout {
     /// for their joining FETCHes and fill streams.
     fn establish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
-        let mut asks: Vec<(u64, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
+        let mut asks: Vec<(ConnId, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
         let track_descending = track_descending(&st.info);
         for sub in st.subs.iter_mut().filter(|s| !s.established) {
             sub.established = true;
@@ -677,7 +685,7 @@ impl Fanout {
                 track_properties: st.info.properties.clone(),
             });
             if let Err(e) = s.send(ok) {
-                debug!(conn = sub.conn, error = %e, "SUBSCRIBE_OK not sent");
+                debug!(conn = %sub.conn, error = %e, "SUBSCRIBE_OK not sent");
             }
         }
         let track = st.track.clone();
@@ -711,7 +719,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         joined: RequestId,
         join: Join,
     ) {
@@ -789,7 +797,7 @@ impl Fanout {
     }
 
     /// How many subscriptions session `conn` has here.
-    pub(super) fn subscriptions(&self, conn: u64) -> usize {
+    pub(super) fn subscriptions(&self, conn: ConnId) -> usize {
         self.per_session.get(&conn).copied().unwrap_or(0)
     }
 
@@ -803,7 +811,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: &RequestUpdate,
     ) -> Result<Parameters, UpdateError> {
         update_allows(

@@ -8,6 +8,7 @@
 //! The whole answer is written at once (payloads shared with the cache, not copied); the
 //! session's send backlog bounds what it costs a slow subscriber.
 
+use crate::msg::ConnId;
 use ahash::HashMap;
 
 use bytes::Bytes;
@@ -28,8 +29,8 @@ use wire::{RequestErrorCode, ResetCode};
 #[derive(Debug, Default)]
 pub(super) struct Fetches {
     /// FETCHes waiting for their answer, with the subscriber priority of their stream.
-    pending: HashMap<(u64, RequestId), u8>,
-    per_session: HashMap<u64, usize>,
+    pending: HashMap<(ConnId, RequestId), u8>,
+    per_session: HashMap<ConnId, usize>,
 }
 
 impl Fetches {
@@ -60,7 +61,7 @@ pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart,
 }
 
 impl Fanout {
-    pub(super) fn fetch_request(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, m: Fetch) {
+    pub(super) fn fetch_request(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, m: Fetch) {
         let rid = m.request_id;
         let count = self.fetches.per_session.get(&conn).copied().unwrap_or(0);
         if count >= cx.config.max_subscriptions_per_session {
@@ -135,7 +136,7 @@ impl Fanout {
     }
 
     /// Remembers a FETCH that waits for its subscription (a joining FETCH before SUBSCRIBE_OK).
-    pub(super) fn fetch_hold(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn fetch_hold(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if self.fetches.pending.insert((conn, rid), DEFAULT_PRIORITY).is_none() {
             *self.fetches.per_session.entry(conn).or_default() += 1;
         }
@@ -144,7 +145,7 @@ impl Fanout {
 
     /// Forgets a pending FETCH; its stream's subscriber priority, or `None` if it was not
     /// pending (answered or cancelled already).
-    fn fetch_forget(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) -> Option<u8> {
+    fn fetch_forget(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) -> Option<u8> {
         let priority = self.fetches.pending.remove(&(conn, rid))?;
         sessions.forget_holder(conn, rid, Holder::Fetch);
         if let Some(c) = self.fetches.per_session.get_mut(&conn) {
@@ -155,7 +156,7 @@ impl Fanout {
 
     /// FETCH_CANCEL (draft-16) or a cancelled request stream (draft-22) before the answer:
     /// the answer is dropped when it comes.
-    pub(super) fn fetch_cancel(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn fetch_cancel(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         self.fetch_forget(sessions, conn, rid);
     }
 
@@ -163,7 +164,7 @@ impl Fanout {
     pub(super) fn fetch_fail(
         &mut self,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         fill: bool,
         code: RequestErrorCode,
@@ -182,7 +183,7 @@ impl Fanout {
         }
     }
 
-    pub(super) fn fetch_session_closed(&mut self, conn: u64) {
+    pub(super) fn fetch_session_closed(&mut self, conn: ConnId) {
         self.fetches.pending.retain(|(c, _), _| *c != conn);
         self.fetches.per_session.remove(&conn);
     }
@@ -191,7 +192,7 @@ impl Fanout {
     pub(super) fn fetch_answer(
         &mut self,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         fill: bool,
         answer: Result<FetchData, (RequestErrorCode, Bytes)>,
@@ -208,13 +209,13 @@ impl Fanout {
         let Some(s) = sessions.get_mut(conn) else { return };
         if !fill {
             if let Err(e) = s.fetch_ok(rid, data.end, data.whole_group, data.properties.clone()) {
-                debug!(conn, error = %e, "FETCH_OK not sent");
+                debug!(%conn, error = %e, "FETCH_OK not sent");
                 return;
             }
         }
         let stream = match s.open_fetch_stream(rid) {
             Ok(id) => id,
-            Err(e) => return debug!(conn, error = %e, "fetch stream not opened"),
+            Err(e) => return debug!(%conn, error = %e, "fetch stream not opened"),
         };
         // Among the data streams by subscriber then publisher priority (draft-22 §5.1), not
         // at the urgency of control streams ahead of all live data.
@@ -224,7 +225,7 @@ impl Fanout {
             "priority",
         );
         if let Err(e) = write_items(s, stream, &data) {
-            debug!(conn, error = %e, "fetch stream not written");
+            debug!(%conn, error = %e, "fetch stream not written");
             unheeded(s.reset_stream(stream, ResetCode::InternalError), "reset");
             return;
         }

@@ -7,6 +7,7 @@
 //! (or after [`RelayConfig::done_wait`](super::RelayConfig)), so no subscriber is told "done"
 //! while objects are still on their way.
 
+use crate::msg::ConnId;
 use ahash::HashMap;
 use std::time::{Duration, Instant};
 
@@ -63,19 +64,19 @@ struct Upstream {
 
 #[derive(Debug, Default)]
 pub struct Ingest {
-    ups: HashMap<(u64, RequestId), Upstream>,
-    by_epoch: HashMap<Epoch, (u64, RequestId)>,
+    ups: HashMap<(ConnId, RequestId), Upstream>,
+    by_epoch: HashMap<Epoch, (ConnId, RequestId)>,
     /// Upstream data streams: (session, stream id) → (session's request, key).
-    streams: HashMap<(u64, u64), (RequestId, StreamKey)>,
+    streams: HashMap<(ConnId, u64), (RequestId, StreamKey)>,
     /// Streams not forwarded (further) to their track's owner core because the mesh to it
     /// was backed up or full (`shed.rs`).
     shed: Shed,
     next_stream: u64,
-    namespaces: HashMap<(u64, RequestId), TrackNamespace>,
+    namespaces: HashMap<(ConnId, RequestId), TrackNamespace>,
     /// Announcements not yet applied by every core: cores still to confirm.
-    announcing: HashMap<(u64, RequestId), usize>,
+    announcing: HashMap<(ConnId, RequestId), usize>,
     /// Sessions' counts of namespaces and upstream subscriptions (limits).
-    per_session: HashMap<u64, (usize, usize)>,
+    per_session: HashMap<ConnId, (usize, usize)>,
     /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
     /// (`RelayShard::take_directory`).
     published_log: Vec<(TrackNamespace, bool)>,
@@ -92,7 +93,7 @@ impl Ingest {
     }
 
     /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
-    pub fn published(&self, conn: u64, rid: RequestId) -> Option<&TrackNamespace> {
+    pub fn published(&self, conn: ConnId, rid: RequestId) -> Option<&TrackNamespace> {
         self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref())
     }
 
@@ -134,7 +135,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: PublishNamespace,
     ) {
         let count = self.per_session.entry(conn).or_default();
@@ -166,7 +167,7 @@ impl Ingest {
     pub(super) fn add_route(
         &mut self,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         namespace: TrackNamespace,
     ) {
@@ -175,7 +176,7 @@ impl Ingest {
     }
 
     /// One more core applied announcement `rid` of session `conn`.
-    pub(super) fn namespace_known(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn namespace_known(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         let Some(left) = self.announcing.get_mut(&(conn, rid)) else { return };
         *left -= 1;
         if *left > 0 {
@@ -189,7 +190,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
     ) {
         let Some(namespace) = self.namespaces.remove(&(conn, rid)) else { return };
@@ -237,7 +238,7 @@ impl Ingest {
         // A start the publisher's draft cannot express (a relative start of several groups to
         // a draft-16 publisher) asks for everything: the subscriber's window still applies.
         let location_filter = start.filter().filter(|&f| s.carries_filter(f));
-        debug!(conn, rid = rid.0, ?location_filter, alias = alias.0, "upstream SUBSCRIBE");
+        debug!(%conn, rid = rid.0, ?location_filter, alias = alias.0, "upstream SUBSCRIBE");
         let params = Parameters {
             forward: Some(true),
             location_filter,
@@ -246,7 +247,7 @@ impl Ingest {
         };
         let namespace = track.namespace.clone();
         if let Err(e) = s.send(Message::Subscribe(Subscribe { request_id: rid, track, params })) {
-            debug!(conn, error = %e, "upstream SUBSCRIBE not sent");
+            debug!(%conn, error = %e, "upstream SUBSCRIBE not sent");
             return cx.send(owner, refuse(RequestErrorCode::InternalError, "upstream SUBSCRIBE failed"));
         }
         let up = Upstream {
@@ -271,7 +272,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: SubscribeOk,
     ) {
         let Some(up) = self.ups.get_mut(&(conn, m.request_id)) else { return };
@@ -303,7 +304,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: RequestError,
     ) {
         let key = (conn, m.request_id);
@@ -321,7 +322,7 @@ impl Ingest {
         cx.send(cx.owner_of(up.alias), msg);
     }
 
-    pub(super) fn publish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, m: Publish) {
+    pub(super) fn publish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, m: Publish) {
         let count = self.per_session.entry(conn).or_default();
         if count.1 >= cx.config.max_subscriptions_per_session {
             return sessions.answer_error(
@@ -406,14 +407,14 @@ impl Ingest {
         };
         *current = forward;
         if let Err(e) = result {
-            debug!(conn, error = %e, "PUBLISH answer not sent");
+            debug!(%conn, error = %e, "PUBLISH answer not sent");
         }
     }
 
     /// REQUEST_UPDATE FORWARD `forward` of upstream request `rid`; while the publisher's
     /// MAX_REQUEST_UPDATES are all outstanding it waits, and the latest Forward State goes
     /// out when one is answered (`Ingest::update_answered`).
-    fn send_update(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId, forward: bool) {
+    fn send_update(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId, forward: bool) {
         let Some(s) = sessions.get_mut(conn) else { return };
         let params = Parameters { forward: Some(forward), ..Parameters::default() };
         let sent = s.next_request_id().and_then(|request_id| {
@@ -426,7 +427,7 @@ impl Ingest {
                     up.update_blocked = true;
                 }
             }
-            Err(e) => debug!(conn, error = %e, "REQUEST_UPDATE not sent"),
+            Err(e) => debug!(%conn, error = %e, "REQUEST_UPDATE not sent"),
         }
     }
 
@@ -440,13 +441,13 @@ impl Ingest {
             s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
         });
         if let Err(e) = sent {
-            debug!(conn, error = %e, "NEW_GROUP_REQUEST not sent");
+            debug!(%conn, error = %e, "NEW_GROUP_REQUEST not sent");
         }
     }
 
     /// The publisher answered one of our REQUEST_UPDATEs of `rid` (REQUEST_OK or
     /// REQUEST_ERROR): a waiting one goes now.
-    pub(super) fn update_answered(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn update_answered(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         if !std::mem::take(&mut up.update_blocked) {
             return;
@@ -477,7 +478,7 @@ impl Ingest {
         self.remove_upstream(sessions, (conn, rid));
         if let Some(s) = sessions.get_mut(conn) {
             if let Err(e) = s.send(Message::Unsubscribe(rid)) {
-                debug!(conn, error = %e, "upstream UNSUBSCRIBE not sent");
+                debug!(%conn, error = %e, "upstream UNSUBSCRIBE not sent");
             }
         }
     }
@@ -486,7 +487,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         m: PublishDone,
     ) {
         let deadline = cx.now + cx.config.done_wait;
@@ -499,7 +500,13 @@ impl Ingest {
     }
 
     /// The publisher cancelled one of its requests (draft-22 reset / STOP_SENDING).
-    pub(super) fn cancelled(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn cancelled(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        conn: ConnId,
+        rid: RequestId,
+    ) {
         if let Some(up) = self.ups.get_mut(&(conn, rid)) {
             let reason = Bytes::from_static(b"the publisher cancelled the subscription");
             up.done = Some((DoneStatus::InternalError, reason, 0, cx.now));
@@ -508,7 +515,13 @@ impl Ingest {
     }
 
     /// Passes a held PUBLISH_DONE on once its streams have all ended (or `force`).
-    fn try_finish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, key: (u64, RequestId), force: bool) {
+    fn try_finish(
+        &mut self,
+        cx: &mut Cx<'_>,
+        sessions: &mut Sessions,
+        key: (ConnId, RequestId),
+        force: bool,
+    ) {
         let Some(up) = self.ups.get(&key) else { return };
         let Some((_, _, count, _)) = &up.done else { return };
         let complete =
@@ -537,7 +550,7 @@ impl Ingest {
     fn remove_upstream(
         &mut self,
         sessions: &mut Sessions,
-        key: (u64, RequestId),
+        key: (ConnId, RequestId),
     ) -> Option<(Upstream, Vec<StreamKey>)> {
         let up = self.ups.remove(&key)?;
         self.by_epoch.remove(&up.epoch);
@@ -565,7 +578,7 @@ impl Ingest {
     pub(super) fn object(
         &mut self,
         cx: &mut Cx<'_>,
-        conn: u64,
+        conn: ConnId,
         stream: u64,
         rid: RequestId,
         header: SubgroupHeader,
@@ -601,7 +614,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         stream: u64,
         reset: Option<u64>,
     ) {
@@ -617,7 +630,7 @@ impl Ingest {
     pub(super) fn datagram(
         &mut self,
         cx: &mut Cx<'_>,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         mut header: DatagramHeader,
         payload: Bytes,
@@ -637,7 +650,7 @@ impl Ingest {
     /// the next renewal before that.
     fn renew(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
         let now = cx.now;
-        let due: Vec<(u64, RequestId)> =
+        let due: Vec<(ConnId, RequestId)> =
             self.ups.iter().filter(|(_, u)| u.renew.is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
         for (conn, rid) in due {
             let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
@@ -657,14 +670,14 @@ impl Ingest {
                 s.send(Message::RequestUpdate(RequestUpdate { request_id, existing_request_id: rid, params }))
             });
             if let Err(e) = sent {
-                debug!(conn, error = %e, "upstream renewal not sent");
+                debug!(%conn, error = %e, "upstream renewal not sent");
             }
         }
     }
 
     pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
         self.renew(cx, sessions);
-        let due: Vec<(u64, RequestId)> = self
+        let due: Vec<(ConnId, RequestId)> = self
             .ups
             .iter()
             .filter(|(_, u)| u.done.as_ref().is_some_and(|d| d.3 <= cx.now))
@@ -676,12 +689,12 @@ impl Ingest {
     }
 
     /// Whether the relay has an upstream subscription on session `conn`.
-    pub(super) fn has_upstreams(&self, conn: u64) -> bool {
+    pub(super) fn has_upstreams(&self, conn: ConnId) -> bool {
         self.ups.keys().any(|(c, _)| *c == conn)
     }
 
     /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
         let namespaces: Vec<RequestId> =
             self.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in namespaces {

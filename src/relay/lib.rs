@@ -61,6 +61,7 @@ use tracing::debug;
 use self::alias::AliasKey;
 pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
 use self::fanout::StreamLoss;
+pub use self::msg::ConnId;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
 use self::namespaces::{NamespaceTable, Via};
 use self::sessions::{Holder, Sessions};
@@ -182,7 +183,7 @@ impl Cx<'_> {
     }
 
     /// Session `conn` of this core, as other cores name it.
-    pub fn me(&self, conn: u64) -> SessionRef {
+    pub fn me(&self, conn: ConnId) -> SessionRef {
         SessionRef { core: self.core, conn }
     }
 
@@ -378,14 +379,14 @@ impl RelayShard {
         }
     }
 
-    fn send_goaway(&mut self, conn: u64) {
+    fn send_goaway(&mut self, conn: ConnId) {
         let Some(goaway) = self.goaway.clone() else { return };
         if self.sessions.is_link(conn) {
             return; // GOAWAY goes from server to client; a link's parent is our server
         }
         if let Some(s) = self.sessions.get_mut(conn) {
             if let Err(e) = s.go_away(goaway) {
-                debug!(conn, error = %e, "GOAWAY not sent");
+                debug!(%conn, error = %e, "GOAWAY not sent");
             }
         }
     }
@@ -393,7 +394,7 @@ impl RelayShard {
     /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
     /// subscriber was not taking; a subscription that keeps losing streams this way is ended
     /// with TOO_FAR_BEHIND.
-    pub fn streams_shed(&mut self, conn: u64, streams: &[u64], now: Instant) {
+    pub fn streams_shed(&mut self, conn: ConnId, streams: &[u64], now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
         self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Backlog);
@@ -404,7 +405,7 @@ impl RelayShard {
     /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
     /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward
     /// TOO_FAR_BEHIND like streams shed from the backlog.
-    pub fn streams_expired(&mut self, conn: u64, streams: &[u64], now: Instant) {
+    pub fn streams_expired(&mut self, conn: ConnId, streams: &[u64], now: Instant) {
         self.now = now;
         self.stats.lag_resets += streams.len() as u64;
         self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Lag);
@@ -412,9 +413,9 @@ impl RelayShard {
     }
 
     /// A new session on this core, named `conn` (unique on this core).
-    pub fn add_session(&mut self, conn: u64, mut session: Session) {
-        session.set_log_id(self.core, conn);
-        session.set_log_id(self.core, conn);
+    pub fn add_session(&mut self, conn: ConnId, mut session: Session) {
+        session.set_log_id(self.core, conn.0);
+        session.set_log_id(self.core, conn.0);
         self.sessions.insert(conn, session);
     }
 
@@ -424,13 +425,13 @@ impl RelayShard {
     /// move to this one once it is up.
     pub fn add_link(
         &mut self,
-        conn: u64,
+        conn: ConnId,
         mut session: Session,
         routes: Vec<TrackNamespace>,
-        replaces: Option<u64>,
+        replaces: Option<ConnId>,
     ) {
         self.links.add(conn, routes, replaces);
-        session.set_log_id(self.core, conn);
+        session.set_log_id(self.core, conn.0);
         self.sessions.insert(conn, session);
         self.sessions.mark_link(conn);
     }
@@ -438,31 +439,31 @@ impl RelayShard {
     /// Link `conn` leads to a relay the namespace directory named, not to a parent: local
     /// announcements are not forwarded up it (the directory already tells every relay where
     /// they are; forwarding would make the other relay hold them too).
-    pub fn mark_directory_link(&mut self, conn: u64) {
+    pub fn mark_directory_link(&mut self, conn: ConnId) {
         self.links.mark_directory(conn);
     }
 
     /// Whether session `conn` is an upstream link of this core.
-    pub fn is_link(&self, conn: u64) -> bool {
+    pub fn is_link(&self, conn: ConnId) -> bool {
         self.sessions.is_link(conn)
     }
 
     /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
     /// the same parent).
-    pub fn take_link_goaways(&mut self) -> Vec<(u64, Bytes)> {
+    pub fn take_link_goaways(&mut self) -> Vec<(ConnId, Bytes)> {
         self.links.take_goaways()
     }
 
     /// Whether link `conn` was replaced and carries no subscription any more, neither ours
     /// nor the parent's (its subscribers move too, and it ends them on the old link): time to
     /// close it.
-    pub fn link_moved_out(&self, conn: u64) -> bool {
+    pub fn link_moved_out(&self, conn: ConnId) -> bool {
         self.links.moved(conn) && !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
     }
 
     /// Closes link `conn` (its tracks moved to its replacement); false when it was closed
     /// already.
-    pub fn close_link(&mut self, conn: u64) -> bool {
+    pub fn close_link(&mut self, conn: ConnId) -> bool {
         match self.sessions.get_mut(conn) {
             Some(s) if !s.is_closed() => {
                 s.close(SessionCode::NoError, "moved to the new session");
@@ -515,7 +516,7 @@ impl RelayShard {
     /// Link `conn` (on this core) takes namespace prefix `prefix` as a route (`on`) or drops
     /// it: the directory names the relay it leads to as the one serving `prefix`. A link not
     /// set up yet takes the routes its slot gives when it is (`add_link`).
-    pub fn link_route(&mut self, conn: u64, prefix: TrackNamespace, on: bool, now: Instant) {
+    pub fn link_route(&mut self, conn: ConnId, prefix: TrackNamespace, on: bool, now: Instant) {
         self.now = now;
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         if on {
@@ -529,7 +530,7 @@ impl RelayShard {
     }
 
     /// Whether link `conn` carries nothing: no subscription of ours, none of the parent's.
-    pub fn link_idle(&self, conn: u64) -> bool {
+    pub fn link_idle(&self, conn: ConnId) -> bool {
         !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
     }
 
@@ -544,7 +545,7 @@ impl RelayShard {
     }
 
     /// Session `conn`, in its own turn (the runtime flushes it afterwards).
-    pub fn session_mut(&mut self, conn: u64) -> Option<&mut Session> {
+    pub fn session_mut(&mut self, conn: ConnId) -> Option<&mut Session> {
         self.sessions.in_turn(conn)
     }
 
@@ -571,7 +572,7 @@ impl RelayShard {
 
     /// Handles every queued event of session `conn`, then the messages this shard sent
     /// itself.
-    pub fn handle_events(&mut self, conn: u64, now: Instant) {
+    pub fn handle_events(&mut self, conn: ConnId, now: Instant) {
         self.now = now;
         loop {
             let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
@@ -582,12 +583,12 @@ impl RelayShard {
 
     /// The connection under session `conn` is gone: forget the session and everything it
     /// had (subscriptions end upstream, its tracks end downstream).
-    pub fn remove_session(&mut self, conn: u64, now: Instant) {
+    pub fn remove_session(&mut self, conn: ConnId, now: Instant) {
         self.now = now;
         if !self.sessions.remove(conn) {
             return;
         }
-        debug!(core = self.core, conn, "connection gone");
+        debug!(core = self.core, %conn, "connection gone");
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         self.fanout.session_closed(cx, sessions, conn);
         self.discovery.session_closed(conn);
@@ -626,7 +627,7 @@ impl RelayShard {
     }
 
     /// Sessions written to since the last call.
-    pub fn take_woken(&mut self, out: &mut Vec<u64>) {
+    pub fn take_woken(&mut self, out: &mut Vec<ConnId>) {
         self.sessions.take_woken(out);
     }
 
@@ -704,7 +705,7 @@ impl RelayShard {
         }
     }
 
-    fn on_event(&mut self, conn: u64, event: Event) {
+    fn on_event(&mut self, conn: ConnId, event: Event) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match event {
             Event::Ready { peer } => {
@@ -724,11 +725,11 @@ impl RelayShard {
             Event::RequestMessage { .. } => {}
             Event::Message(msg) => {
                 // Every request and answer a peer sends (the relay's own: `Session::send`).
-                debug!(core = self.core, conn, ?msg, "message in");
+                debug!(core = self.core, %conn, ?msg, "message in");
                 self.on_control(conn, msg)
             }
             Event::Cancelled { request_id } => {
-                debug!(core = self.core, conn, rid = request_id.0, "request cancelled by the peer");
+                debug!(core = self.core, %conn, rid = request_id.0, "request cancelled by the peer");
                 self.on_cancelled(conn, request_id)
             }
             Event::Object {
@@ -750,7 +751,7 @@ impl RelayShard {
                 self.ingest.datagram(cx, conn, request_id, header, payload)
             }
             Event::Closed { code, reason } => {
-                debug!(core = self.core, conn, code, %reason, "session closed");
+                debug!(core = self.core, %conn, code, %reason, "session closed");
             }
         }
     }
@@ -759,7 +760,7 @@ impl RelayShard {
     /// old routes are withdrawn, and every owner moves the old link's tracks (make before
     /// break: the old link closes once none is left on it, [`RelayShard::link_moved_out`]).
     /// Again when a replacement that failed is itself replaced.
-    fn link_replaced(&mut self, old: u64) {
+    fn link_replaced(&mut self, old: ConnId) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         let Some(routes) = self.links.mark_moved(old) else { return };
         for rid in routes {
@@ -771,7 +772,7 @@ impl RelayShard {
         }
     }
 
-    fn on_control(&mut self, conn: u64, msg: Message) {
+    fn on_control(&mut self, conn: ConnId, msg: Message) {
         // Range filters (draft-22 §3.3.2) are allowed only up to our MAX_FILTER_RANGES, which
         // this relay does not offer (0): refused INVALID_FILTER, never accepted and ignored.
         if let Some(rid) = range_filtered(&msg) {
@@ -838,7 +839,7 @@ impl RelayShard {
     }
 
     /// A namespace subscriber accepted the relay's PUBLISH `rid`: it becomes a subscription.
-    fn publish_accepted(&mut self, conn: u64, rid: RequestId, params: &Parameters) {
+    fn publish_accepted(&mut self, conn: ConnId, rid: RequestId, params: &Parameters) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         if let Some(a) = self.discovery.publish_ok(sessions, conn, rid, params) {
             self.fanout.accepted_publish(cx, sessions, conn, rid, a);
@@ -847,7 +848,7 @@ impl RelayShard {
 
     /// The peer cancelled request `rid` (draft-16: UNSUBSCRIBE-like stream ends; draft-22: a
     /// reset or STOP_SENDING of its request stream).
-    fn on_cancelled(&mut self, conn: u64, rid: RequestId) {
+    fn on_cancelled(&mut self, conn: ConnId, rid: RequestId) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match sessions.role(conn, rid) {
             Some(Holder::Subscription) => self.fanout.unsubscribe(cx, sessions, conn, rid),
@@ -862,7 +863,7 @@ impl RelayShard {
     /// REQUEST_UPDATE (draft-16 §9.11, draft-22 §9.5) of a request of session `conn`:
     /// exactly one REQUEST_OK or REQUEST_ERROR. The relay answers at once, so no update is
     /// ever outstanding here (draft-22 MAX_REQUEST_UPDATES cannot be exceeded).
-    fn on_request_update(&mut self, conn: u64, m: RequestUpdate) {
+    fn on_request_update(&mut self, conn: ConnId, m: RequestUpdate) {
         let existing = m.existing_request_id;
         let Some(answer_rid) = self.sessions.get(conn).map(|s| s.update_answer_id(&m)) else { return };
         let role = self.sessions.role(conn, existing);

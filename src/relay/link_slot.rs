@@ -8,6 +8,7 @@
 //! connection). Links replaced after their parent's GOAWAY stay open (make before break)
 //! until they carry nothing, at most [`MAX_OLD_LINKS`] of them.
 
+use crate::msg::ConnId;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,7 @@ pub enum LinkCommand {
     /// [`LinkSlots::connected`] or [`LinkSlots::connect_failed`].
     Connect { slot: u64, peer: SocketAddr, server_name: String },
     /// Close replaced link `conn` (the relay closes its session with NO_ERROR).
-    Close { slot: u64, conn: u64, why: CloseReason },
+    Close { slot: u64, conn: ConnId, why: CloseReason },
 }
 
 /// Why a replaced link is closed.
@@ -50,7 +51,7 @@ enum State {
     Down { retry_at: Instant, backoff: Duration },
     Resolving { host: String, backoff: Duration },
     Connecting { backoff: Duration },
-    Up { conn: u64, since: Instant, backoff: Duration },
+    Up { conn: ConnId, since: Instant, backoff: Duration },
 }
 
 /// One configured parent's link.
@@ -61,7 +62,7 @@ pub struct LinkSlot {
     state: State,
     /// Connections whose parent sent GOAWAY, oldest first: open while their tracks move to
     /// the slot's new connection (make before break), closed once none is left on them.
-    old: Vec<u64>,
+    old: Vec<ConnId>,
     /// Where the next connection goes instead of the configured parent (a GOAWAY's New
     /// Session URI).
     target: Option<(String, u16)>,
@@ -82,7 +83,7 @@ impl LinkSlot {
     }
 
     /// The link connection that is up.
-    pub fn conn(&self) -> Option<u64> {
+    pub fn conn(&self) -> Option<ConnId> {
         match self.state {
             State::Up { conn, .. } => Some(conn),
             _ => None,
@@ -96,7 +97,7 @@ impl LinkSlot {
     }
 
     /// Replaced links still open, oldest first.
-    pub fn replaced(&self) -> &[u64] {
+    pub fn replaced(&self) -> &[ConnId] {
         &self.old
     }
 
@@ -139,7 +140,7 @@ impl LinkSlot {
     }
 
     /// A [`LinkCommand::Connect`] finished its handshake: link `conn` is up.
-    pub fn connected(&mut self, conn: u64, now: Instant) {
+    pub fn connected(&mut self, conn: ConnId, now: Instant) {
         self.state = State::Up { conn, since: now, backoff: self.backoff() };
     }
 
@@ -150,7 +151,7 @@ impl LinkSlot {
 
     /// Connection `conn` closed: a replaced link is forgotten; the link that was up is
     /// connected again after the backoff.
-    pub fn closed(&mut self, conn: u64, why: &str, now: Instant) {
+    pub fn closed(&mut self, conn: ConnId, why: &str, now: Instant) {
         self.old.retain(|&c| c != conn);
         if self.conn() == Some(conn) {
             self.down(now, why);
@@ -160,7 +161,7 @@ impl LinkSlot {
     /// The parent of link `conn` sent GOAWAY: the slot connects again (to the New Session URI
     /// when there is one; at once unless the link was up for less than [`LINK_STABLE`]) while
     /// the old connection stays open; the relay moves the tracks once the new one is up.
-    pub fn goaway(&mut self, conn: u64, uri: &[u8], now: Instant, out: &mut Vec<LinkCommand>) {
+    pub fn goaway(&mut self, conn: ConnId, uri: &[u8], now: Instant, out: &mut Vec<LinkCommand>) {
         let State::Up { conn: up, since, backoff } = self.state else { return };
         if up != conn {
             return;
@@ -193,7 +194,7 @@ impl LinkSlot {
 
     /// Replaced link `conn` carries no subscription any more (the relay's
     /// `link_moved_out`): it is closed.
-    pub fn carries_nothing(&mut self, conn: u64, out: &mut Vec<LinkCommand>) {
+    pub fn carries_nothing(&mut self, conn: ConnId, out: &mut Vec<LinkCommand>) {
         if self.old.contains(&conn) {
             out.push(LinkCommand::Close { slot: self.tag, conn, why: CloseReason::MovedOut });
         }
@@ -256,7 +257,7 @@ impl LinkSlots {
         on: bool,
         token: Option<&str>,
         now: Instant,
-    ) -> Result<Option<u64>, &'static str> {
+    ) -> Result<Option<ConnId>, &'static str> {
         let i = match self.slots.iter().position(|s| s.directory && s.upstream.url == url) {
             Some(i) => i,
             None if !on => return Ok(None),
@@ -282,7 +283,7 @@ impl LinkSlots {
 
     /// Directory slots with no route left: the connection each has up (to close once it
     /// carries nothing). One with none (and no replaced links) is removed at once.
-    pub fn unrouted(&mut self) -> Vec<u64> {
+    pub fn unrouted(&mut self) -> Vec<ConnId> {
         self.slots.retain(|s| {
             !s.directory || !s.upstream.routes.is_empty() || s.conn().is_some() || !s.old.is_empty()
         });
@@ -295,7 +296,7 @@ impl LinkSlots {
 
     /// The directory slot whose link is `conn` is closed by the relay: it is removed (it is
     /// not connected again).
-    pub fn retire(&mut self, conn: u64) {
+    pub fn retire(&mut self, conn: ConnId) {
         self.slots.retain(|s| !(s.directory && s.conn() == Some(conn)));
     }
 
@@ -346,7 +347,7 @@ impl LinkSlots {
     }
 
     /// Slot `tag`'s connection is up as `conn`; the slot (None: no such slot).
-    pub fn connected(&mut self, tag: u64, conn: u64, now: Instant) -> Option<&LinkSlot> {
+    pub fn connected(&mut self, tag: u64, conn: ConnId, now: Instant) -> Option<&LinkSlot> {
         let s = self.by_tag(tag)?;
         s.connected(conn, now);
         Some(s)
@@ -360,21 +361,21 @@ impl LinkSlots {
     }
 
     /// See [`LinkSlot::closed`].
-    pub fn closed(&mut self, conn: u64, why: &str, now: Instant) {
+    pub fn closed(&mut self, conn: ConnId, why: &str, now: Instant) {
         for s in &mut self.slots {
             s.closed(conn, why, now);
         }
     }
 
     /// See [`LinkSlot::goaway`] (a connection no slot has up is ignored).
-    pub fn goaway(&mut self, conn: u64, uri: &[u8], now: Instant, out: &mut Vec<LinkCommand>) {
+    pub fn goaway(&mut self, conn: ConnId, uri: &[u8], now: Instant, out: &mut Vec<LinkCommand>) {
         if let Some(s) = self.slots.iter_mut().find(|s| s.conn() == Some(conn)) {
             s.goaway(conn, uri, now, out);
         }
     }
 
     /// See [`LinkSlot::carries_nothing`].
-    pub fn carries_nothing(&mut self, conn: u64, out: &mut Vec<LinkCommand>) {
+    pub fn carries_nothing(&mut self, conn: ConnId, out: &mut Vec<LinkCommand>) {
         for s in &mut self.slots {
             s.carries_nothing(conn, out);
         }
@@ -416,7 +417,7 @@ mod tests {
 
     fn goaway(slot: &mut LinkSlot, conn: u64, uri: &str, now: Instant) -> Vec<LinkCommand> {
         let mut out = Vec::new();
-        slot.goaway(conn, uri.as_bytes(), now, &mut out);
+        slot.goaway(ConnId(conn), uri.as_bytes(), now, &mut out);
         out
     }
 
@@ -424,7 +425,7 @@ mod tests {
     fn up(conn: u64, t0: Instant) -> LinkSlot {
         let mut slot = LinkSlot::new(0, parent("127.0.0.1"), t0);
         assert_eq!(tick(&mut slot, t0), vec![connect("127.0.0.1:4443", "127.0.0.1")]);
-        slot.connected(conn, t0);
+        slot.connected(ConnId(conn), t0);
         slot
     }
 
@@ -435,8 +436,8 @@ mod tests {
         assert_eq!(slot.next_deadline(), Some(t0));
         assert_eq!(tick(&mut slot, t0), vec![connect("127.0.0.1:4443", "127.0.0.1")]);
         assert_eq!((slot.next_deadline(), tick(&mut slot, t0 + LINK_BACKOFF_MAX)), (None, vec![]));
-        slot.connected(7, t0 + 3 * MS);
-        assert_eq!((slot.conn(), slot.next_deadline()), (Some(7), None));
+        slot.connected(ConnId(7), t0 + 3 * MS);
+        assert_eq!((slot.conn(), slot.next_deadline()), (Some(ConnId(7)), None));
     }
 
     #[test]
@@ -488,16 +489,16 @@ mod tests {
         }
         // Backoff now 4 s. A link up for less than LINK_STABLE keeps it growing...
         assert_eq!(tick(&mut slot, now).len(), 1);
-        slot.connected(1, now);
+        slot.connected(ConnId(1), now);
         let closed = now + LINK_STABLE - MS;
-        slot.closed(1, "idle timeout", closed);
+        slot.closed(ConnId(1), "idle timeout", closed);
         assert_eq!(slot.next_deadline(), Some(closed + 4000 * MS));
         // ...one up for LINK_STABLE starts again from 250 ms.
         now = closed + 4000 * MS;
         assert_eq!(tick(&mut slot, now).len(), 1);
-        slot.connected(2, now);
+        slot.connected(ConnId(2), now);
         let closed = now + LINK_STABLE;
-        slot.closed(2, "closed", closed);
+        slot.closed(ConnId(2), "closed", closed);
         assert_eq!(slot.next_deadline(), Some(closed + LINK_BACKOFF_MIN));
         tick(&mut slot, closed + LINK_BACKOFF_MIN);
         slot.connect_failed("no answer", closed + LINK_BACKOFF_MIN);
@@ -510,13 +511,13 @@ mod tests {
         let mut slot = up(1, t0);
         let t1 = t0 + LINK_STABLE;
         assert_eq!(goaway(&mut slot, 1, "moqt://10.0.0.2:5000/relay", t1), vec![]);
-        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (None, &[1][..], Some(t1)));
+        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (None, &[ConnId(1)][..], Some(t1)));
         assert_eq!(tick(&mut slot, t1), vec![connect("10.0.0.2:5000", "10.0.0.2")]);
-        slot.connected(2, t1 + MS);
-        assert_eq!((slot.conn(), slot.replaced()), (Some(2), &[1][..]));
+        slot.connected(ConnId(2), t1 + MS);
+        assert_eq!((slot.conn(), slot.replaced()), (Some(ConnId(2)), &[ConnId(1)][..]));
         // The URI was for that connection only: a later reconnection goes to the parent.
-        slot.closed(2, "closed", t1 + 2 * MS);
-        assert_eq!(slot.replaced(), &[1]);
+        slot.closed(ConnId(2), "closed", t1 + 2 * MS);
+        assert_eq!(slot.replaced(), &[ConnId(1)]);
         let retry = slot.next_deadline().unwrap();
         assert_eq!(tick(&mut slot, retry), vec![connect("127.0.0.1:4443", "127.0.0.1")]);
     }
@@ -529,7 +530,7 @@ mod tests {
             let t1 = t0 + LINK_STABLE;
             assert_eq!(goaway(&mut slot, 1, uri, t1), vec![], "{uri}");
             assert_eq!(tick(&mut slot, t1), vec![connect("127.0.0.1:4443", "127.0.0.1")], "{uri}");
-            assert_eq!(slot.replaced(), &[1]);
+            assert_eq!(slot.replaced(), &[ConnId(1)]);
         }
     }
 
@@ -547,8 +548,8 @@ mod tests {
             assert_eq!(tick(&mut slot, at), vec![connect("10.0.0.2:5000", "10.0.0.2")]);
             waits.push((at - now).as_millis() as u64);
             conn += 1;
-            slot.connected(conn, at);
-            slot.closed(conn - 1, "closed", at); // its tracks moved
+            slot.connected(ConnId(conn), at);
+            slot.closed(ConnId(conn - 1), "closed", at); // its tracks moved
             now = at + MS;
         }
         assert_eq!(waits, [250, 500, 1000]);
@@ -570,13 +571,13 @@ mod tests {
             now += LINK_STABLE;
             assert_eq!(goaway(&mut slot, conn, "", now), vec![]);
             tick(&mut slot, now);
-            slot.connected(conn + 1, now);
+            slot.connected(ConnId(conn + 1), now);
         }
-        assert_eq!(slot.replaced(), &[1, 2]);
+        assert_eq!(slot.replaced(), &[ConnId(1), ConnId(2)]);
         now += LINK_STABLE;
-        let close = LinkCommand::Close { slot: 0, conn: 1, why: CloseReason::TooManyReplaced };
+        let close = LinkCommand::Close { slot: 0, conn: ConnId(1), why: CloseReason::TooManyReplaced };
         assert_eq!(goaway(&mut slot, 3, "", now), vec![close]);
-        assert_eq!(slot.replaced(), &[2, 3]);
+        assert_eq!(slot.replaced(), &[ConnId(2), ConnId(3)]);
         assert_eq!(tick(&mut slot, now), vec![connect("127.0.0.1:4443", "127.0.0.1")]);
     }
 
@@ -587,17 +588,17 @@ mod tests {
         let t1 = t0 + LINK_STABLE;
         goaway(&mut slot, 1, "", t1);
         tick(&mut slot, t1);
-        slot.connected(2, t1);
+        slot.connected(ConnId(2), t1);
         let mut out = Vec::new();
-        slot.carries_nothing(2, &mut out); // the link that is up is never closed so
-        slot.carries_nothing(9, &mut out); // nor a connection the slot does not know
-        assert_eq!((out.as_slice(), slot.replaced()), (&[][..], &[1][..]));
-        slot.carries_nothing(1, &mut out);
-        assert_eq!(out, vec![LinkCommand::Close { slot: 0, conn: 1, why: CloseReason::MovedOut }]);
-        assert_eq!(slot.replaced(), &[1], "kept until its connection is closed");
+        slot.carries_nothing(ConnId(2), &mut out); // the link that is up is never closed so
+        slot.carries_nothing(ConnId(9), &mut out); // nor a connection the slot does not know
+        assert_eq!((out.as_slice(), slot.replaced()), (&[][..], &[ConnId(1)][..]));
+        slot.carries_nothing(ConnId(1), &mut out);
+        assert_eq!(out, vec![LinkCommand::Close { slot: 0, conn: ConnId(1), why: CloseReason::MovedOut }]);
+        assert_eq!(slot.replaced(), &[ConnId(1)], "kept until its connection is closed");
         // The replaced link closing leaves the slot's link up and no reconnection pending.
-        slot.closed(1, "closed", t1 + MS);
-        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (Some(2), &[][..], None));
+        slot.closed(ConnId(1), "closed", t1 + MS);
+        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (Some(ConnId(2)), &[][..], None));
     }
 
     #[test]
@@ -605,8 +606,8 @@ mod tests {
         let t0 = Instant::now();
         let mut slot = up(1, t0);
         assert_eq!(goaway(&mut slot, 5, "moqt://10.0.0.2:5000", t0 + MS), vec![]);
-        slot.closed(5, "closed", t0 + MS);
-        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (Some(1), &[][..], None));
+        slot.closed(ConnId(5), "closed", t0 + MS);
+        assert_eq!((slot.conn(), slot.replaced(), slot.next_deadline()), (Some(ConnId(1)), &[][..], None));
     }
 
     #[test]
@@ -622,17 +623,17 @@ mod tests {
         let peer = addr("10.0.0.2:4443");
         assert_eq!(out, vec![LinkCommand::Connect { slot: 1, peer, server_name: "10.0.0.2".into() }]);
         assert!(!slots.has_links());
-        assert!(slots.connected(0, 4, t0).is_none());
-        assert_eq!(slots.connected(1, 4, t0).map(LinkSlot::conn), Some(Some(4)));
+        assert!(slots.connected(0, ConnId(4), t0).is_none());
+        assert_eq!(slots.connected(1, ConnId(4), t0).map(LinkSlot::conn), Some(Some(ConnId(4))));
         assert!(slots.has_links());
         out.clear();
-        slots.goaway(4, b"", t0 + LINK_STABLE, &mut out);
+        slots.goaway(ConnId(4), b"", t0 + LINK_STABLE, &mut out);
         slots.tick(t0 + LINK_STABLE, &mut out);
         assert_eq!(out, vec![LinkCommand::Connect { slot: 1, peer, server_name: "10.0.0.2".into() }]);
         slots.connect_failed(1, "refused", t0 + LINK_STABLE);
         assert_eq!(slots.next_deadline(), Some(t0 + LINK_STABLE + LINK_BACKOFF_MIN));
         assert!(slots.has_links(), "the replaced link is open");
-        slots.closed(4, "closed", t0 + LINK_STABLE);
+        slots.closed(ConnId(4), "closed", t0 + LINK_STABLE);
         assert!(!slots.has_links());
     }
 }

@@ -13,6 +13,7 @@
 //! relays, so a cycle of three or more relays configured as each other's parents is not
 //! detected by these rules (see ARCHITECTURE.md).
 
+use crate::msg::ConnId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -86,7 +87,7 @@ struct Link {
     forwarded: HashMap<TrackNamespace, Forwarded>,
     by_rid: HashMap<RequestId, TrackNamespace>,
     /// The link this one replaces (its parent sent GOAWAY).
-    replaces: Option<u64>,
+    replaces: Option<ConnId>,
     /// Its replacement is up: its tracks are moving there, and it closes once they have.
     moved: bool,
     /// It leads to a relay the namespace directory named (`RelayShard::mark_directory_link`):
@@ -112,13 +113,13 @@ const FORWARD_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
 pub struct Links {
-    on_core: HashMap<u64, Link>,
+    on_core: HashMap<ConnId, Link>,
     /// Forwarded announcements not yet answered, oldest first: (forwarded at, link, namespace);
     /// their held confirmations are released [`FORWARD_WAIT`] later at the latest.
-    waits: std::collections::VecDeque<(Instant, u64, TrackNamespace)>,
+    waits: std::collections::VecDeque<(Instant, ConnId, TrackNamespace)>,
     /// Links whose parent sent GOAWAY, with its New Session URI, for the runtime to open
     /// their replacements.
-    goaways: Vec<(u64, Bytes)>,
+    goaways: Vec<(ConnId, Bytes)>,
 }
 
 /// Tells every core that tracks under `namespace` come from link `publisher`, whose parent
@@ -141,7 +142,7 @@ fn announce_route(
 /// namespaces (each with its route's request ID), and the link it replaces.
 pub(super) struct LinkUp {
     pub routes: Vec<(RequestId, TrackNamespace)>,
-    pub replaces: Option<u64>,
+    pub replaces: Option<ConnId>,
 }
 
 impl Links {
@@ -149,7 +150,7 @@ impl Links {
     /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
     /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
     /// move to this one once it is up.
-    pub(super) fn add(&mut self, conn: u64, routes: Vec<TrackNamespace>, replaces: Option<u64>) {
+    pub(super) fn add(&mut self, conn: ConnId, routes: Vec<TrackNamespace>, replaces: Option<ConnId>) {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
         let routes = routes.into_iter().take(MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
@@ -159,25 +160,25 @@ impl Links {
 
     /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
     /// the same parent).
-    pub(super) fn take_goaways(&mut self) -> Vec<(u64, Bytes)> {
+    pub(super) fn take_goaways(&mut self) -> Vec<(ConnId, Bytes)> {
         std::mem::take(&mut self.goaways)
     }
 
     /// Link `conn` leads to a relay the namespace directory named.
-    pub(super) fn mark_directory(&mut self, conn: u64) {
+    pub(super) fn mark_directory(&mut self, conn: ConnId) {
         if let Some(link) = self.on_core.get_mut(&conn) {
             link.directory = true;
         }
     }
 
     /// Whether link `conn` was replaced (its tracks are moving to its replacement).
-    pub(super) fn moved(&self, conn: u64) -> bool {
+    pub(super) fn moved(&self, conn: ConnId) -> bool {
         self.on_core.get(&conn).is_some_and(|l| l.moved)
     }
 
     /// GOAWAY from a link's parent: its replacement is opened by the runtime.
-    pub(super) fn goaway(&mut self, conn: u64, new_session_uri: Bytes) {
-        tracing::info!(conn, uri = %String::from_utf8_lossy(&new_session_uri), "upstream parent going away");
+    pub(super) fn goaway(&mut self, conn: ConnId, new_session_uri: Bytes) {
+        tracing::info!(%conn, uri = %String::from_utf8_lossy(&new_session_uri), "upstream parent going away");
         self.goaways.push((conn, new_session_uri));
     }
 
@@ -193,7 +194,7 @@ impl Links {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         peer: &SetupOptions,
     ) -> Option<LinkUp> {
         let node = node_of(peer);
@@ -204,13 +205,13 @@ impl Links {
         // A parent that is not a moq-edge has no node ID: it still gets one (never ours).
         let parent = node.unwrap_or(u64::MAX ^ cx.config.node_id);
         if parent == cx.config.node_id {
-            tracing::warn!(conn, "upstream link leads back to this relay: closed (routing loop)");
+            tracing::warn!(%conn, "upstream link leads back to this relay: closed (routing loop)");
             sessions.close(conn, SessionCode::ProtocolViolation, "routing loop: the upstream is this relay");
             return None;
         }
         link.peer = Some(parent);
         tracing::info!(
-            conn,
+            %conn,
             parent = format!("{parent:016x}"),
             routes = link.routes.len(),
             "upstream link up"
@@ -233,7 +234,7 @@ impl Links {
     pub(super) fn add_route(
         &mut self,
         cx: &mut Cx<'_>,
-        conn: u64,
+        conn: ConnId,
         prefix: TrackNamespace,
     ) -> Option<RequestId> {
         let link = self.on_core.get_mut(&conn)?;
@@ -247,7 +248,7 @@ impl Links {
                 link.routes.len() - 1
             }
             None => {
-                tracing::warn!(conn, "upstream link has no room for another route");
+                tracing::warn!(%conn, "upstream link has no room for another route");
                 return None;
             }
         };
@@ -263,7 +264,7 @@ impl Links {
 
     /// Link `conn` drops route `prefix`. Returns its request ID when it had been announced
     /// (the caller withdraws it).
-    pub(super) fn remove_route(&mut self, conn: u64, prefix: &TrackNamespace) -> Option<RequestId> {
+    pub(super) fn remove_route(&mut self, conn: ConnId, prefix: &TrackNamespace) -> Option<RequestId> {
         let link = self.on_core.get_mut(&conn)?;
         let i = link.routes.iter().position(|r| r.as_ref() == Some(prefix))?;
         link.routes[i] = None;
@@ -272,7 +273,7 @@ impl Links {
 
     /// Link `old`'s replacement is up: it is marked moved, and the first time, the request
     /// IDs of its routes are returned (to withdraw). `None`: no such link here.
-    pub(super) fn mark_moved(&mut self, old: u64) -> Option<Vec<RequestId>> {
+    pub(super) fn mark_moved(&mut self, old: ConnId) -> Option<Vec<RequestId>> {
         let link = self.on_core.get_mut(&old)?;
         if std::mem::replace(&mut link.moved, true) {
             return Some(Vec::new());
@@ -284,7 +285,7 @@ impl Links {
     /// The namespace table of this core changed: a link on this core whose route now covers
     /// announcements it has not forwarded yet forwards them (called after routes and
     /// announcements are applied).
-    pub(super) fn forward_all(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, link_conn: u64) {
+    pub(super) fn forward_all(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, link_conn: ConnId) {
         let all: Vec<(TrackNamespace, SessionRef, Option<u64>)> =
             cx.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
         for (namespace, publisher, node) in all {
@@ -328,13 +329,13 @@ impl Links {
         }
         let Some(s) = sessions.get_mut(up.conn) else { return false };
         let Ok(up_rid) = s.next_request_id() else {
-            tracing::warn!(conn = up.conn, "upstream allows no more requests: announcement not forwarded");
+            tracing::warn!(conn = %up.conn, "upstream allows no more requests: announcement not forwarded");
             return false;
         };
         let msg =
             PublishNamespace { request_id: up_rid, namespace: namespace.clone(), params: Default::default() };
         if let Err(e) = s.send(Message::PublishNamespace(msg)) {
-            tracing::debug!(conn = up.conn, error = %e, "PUBLISH_NAMESPACE not forwarded");
+            tracing::debug!(conn = %up.conn, error = %e, "PUBLISH_NAMESPACE not forwarded");
             return false;
         }
         let mut who = HashSet::default();
@@ -405,18 +406,18 @@ impl Links {
         // draft-22 sessions send this as the request stream's cancellation (§3.3.2).
         let sent = s.send(Message::PublishNamespaceDone(rid));
         if let Err(e) = sent {
-            tracing::debug!(conn, error = %e, "PUBLISH_NAMESPACE withdrawal not sent");
+            tracing::debug!(%conn, error = %e, "PUBLISH_NAMESPACE withdrawal not sent");
         }
     }
 
     /// The parent answered forwarded announcement `rid` of link `conn` (REQUEST_OK, or
     /// REQUEST_ERROR with `refused`, which is logged): its held confirmations go out.
-    pub(super) fn answer(&mut self, cx: &mut Cx<'_>, conn: u64, rid: RequestId, refused: Option<&Bytes>) {
+    pub(super) fn answer(&mut self, cx: &mut Cx<'_>, conn: ConnId, rid: RequestId, refused: Option<&Bytes>) {
         let Some(link) = self.on_core.get_mut(&conn) else { return };
         let Some(namespace) = link.by_rid.get(&rid) else { return };
         let Some(f) = link.forwarded.get_mut(namespace) else { return };
         if let Some(reason) = refused {
-            tracing::warn!(conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
+            tracing::warn!(%conn, ?namespace, reason = %String::from_utf8_lossy(reason), "upstream refused a forwarded announcement");
         }
         f.answered = true;
         let held = std::mem::take(&mut f.held);
@@ -424,9 +425,9 @@ impl Links {
     }
 
     /// Session `conn` is gone.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: u64) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: ConnId) {
         if let Some(link) = self.on_core.remove(&conn) {
-            tracing::info!(conn, "upstream link down");
+            tracing::info!(%conn, "upstream link down");
             let held = link.forwarded.into_values().flat_map(|f| f.held).collect();
             self.release(cx, held);
         }

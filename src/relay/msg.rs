@@ -14,17 +14,29 @@ use wire::model::{
 };
 use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
+/// A connection's session on its core, as the relay names it: the runtime's handle of the
+/// connection (its slot and generation on the core), so that a key never mixes with a Request
+/// ID, a stream ID or a Track Alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ConnId(pub u64);
+
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// A session on some core (the relay's name for a connection: core and per-core id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionRef {
     pub core: usize,
-    pub conn: u64,
+    pub conn: ConnId,
 }
 
 impl SessionRef {
     /// Who "announced" a namespace that another relay of the cluster registered in the
     /// namespace directory (`namespaces::Via::Remote`): no session.
-    pub const REMOTE: SessionRef = SessionRef { core: usize::MAX, conn: u64::MAX };
+    pub const REMOTE: SessionRef = SessionRef { core: usize::MAX, conn: ConnId(u64::MAX) };
 }
 
 /// One upstream data stream, named by the ingest core and a per-core sequence number.
@@ -207,7 +219,7 @@ pub enum OwnerMsg {
     Backfill {
         alias: TrackAlias,
         from: usize,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         start: Location,
         end: Option<Location>,
@@ -311,7 +323,7 @@ pub enum OwnerMsg {
         alias: TrackAlias,
         track: FullTrackName,
         from: usize,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         who: super::namespaces::Requester,
     },
@@ -333,7 +345,7 @@ pub enum FanoutMsg {
     /// continue the subscription's streams.
     Backfill {
         alias: TrackAlias,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         objects: Vec<(Location, CachedObject)>,
         /// (stream, group, subgroup).
@@ -366,14 +378,14 @@ pub enum FanoutMsg {
     /// Owner → the asking core.
     FetchAnswer {
         alias: TrackAlias,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         fill: bool,
         answer: Result<FetchData, (RequestErrorCode, Bytes)>,
     },
     /// Owner → the asking core: what a SUBSCRIBE_OK would carry, or an error.
     StatusAnswer {
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         answer: Result<TrackInfo, (RequestErrorCode, Bytes)>,
     },
@@ -391,7 +403,7 @@ pub enum IngestMsg {
     /// A core applied announcement `rid` of session `conn` (on the core this goes to): once
     /// every core has, the publisher gets REQUEST_OK, so a SUBSCRIBE it prompts finds the
     /// namespace on whichever core it arrives.
-    NamespaceKnown { conn: u64, rid: RequestId },
+    NamespaceKnown { conn: ConnId, rid: RequestId },
     /// SUBSCRIBE `track` upstream on session `publisher`.
     UpstreamSubscribe {
         alias: TrackAlias,
@@ -533,7 +545,7 @@ pub enum FetchBound {
 #[derive(Debug, Clone)]
 pub struct FetchAsk {
     pub from: usize,
-    pub conn: u64,
+    pub conn: ConnId,
     /// The FETCH's Request ID (for a fill: the SUBSCRIBE's).
     pub rid: RequestId,
     pub start: FetchStart,

@@ -139,6 +139,7 @@ impl NamespaceTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::ConnId;
 
     fn ns(f: &[&str]) -> TrackNamespace {
         TrackNamespace::from_strs(f)
@@ -147,9 +148,9 @@ mod tests {
     #[test]
     fn longest_prefix_then_newest_wins() {
         let (a, b, c) = (
-            SessionRef { core: 0, conn: 1 },
-            SessionRef { core: 1, conn: 2 },
-            SessionRef { core: 0, conn: 3 },
+            SessionRef { core: 0, conn: ConnId(1) },
+            SessionRef { core: 1, conn: ConnId(2) },
+            SessionRef { core: 0, conn: ConnId(3) },
         );
         let mut t = NamespaceTable::default();
         let any = Requester::default();
@@ -176,9 +177,9 @@ mod tests {
     #[test]
     fn upstream_routes_lose_ties_and_are_never_taken_back_upstream() {
         let (link, publisher, other) = (
-            SessionRef { core: 0, conn: 1 },
-            SessionRef { core: 1, conn: 2 },
-            SessionRef { core: 1, conn: 3 },
+            SessionRef { core: 0, conn: ConnId(1) },
+            SessionRef { core: 1, conn: ConnId(2) },
+            SessionRef { core: 1, conn: ConnId(3) },
         );
         let mut t = NamespaceTable::default();
         let any = Requester::default();

@@ -27,8 +27,8 @@ use super::handover::{Handover, Move};
 use super::malformed::Shape;
 use super::merge::Merge;
 use super::msg::{
-    Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg, OwnerMsg,
-    Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg, UpFetchStart, UpStart,
+    ConnId, Data, DiscoveryMsg, Epoch, FanoutMsg, FetchAsk, FetchBound, FetchData, FetchStart, IngestMsg,
+    OwnerMsg, Piece, SessionRef, StreamKey, TrackInfo, UpFetchMsg, UpFetchStart, UpStart,
 };
 use super::namespaces::Requester;
 use super::shed::{Gate, Shed};
@@ -105,7 +105,7 @@ struct Track {
     /// FETCHes waiting for the upstream to be Established (the End Location is not known).
     fetches: Vec<FetchAsk>,
     /// TRACK_STATUS requests waiting for the same: (core, session, request).
-    statuses: Vec<(usize, u64, RequestId)>,
+    statuses: Vec<(usize, ConnId, RequestId)>,
     /// Cores whose subscriptions are all paused (FORWARD 0).
     paused: Vec<usize>,
     /// The Forward State asked of a SUBSCRIBE upstream (a PUBLISH keeps its in `Source`).

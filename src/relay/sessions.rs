@@ -4,6 +4,7 @@
 //! the shard dispatches answers, cancellations and updates by (ARCHITECTURE.md, "The relay
 //! layer"). Looking a session up to write to it notes that it has output for the runtime.
 
+use crate::msg::ConnId;
 use ahash::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -53,32 +54,32 @@ struct Peer {
 /// Sessions written to outside their own turn, each once.
 #[derive(Debug, Default)]
 struct Woken {
-    list: Vec<u64>,
-    set: HashSet<u64>,
+    list: Vec<ConnId>,
+    set: HashSet<ConnId>,
 }
 
 /// One core's sessions (see the module header).
 #[derive(Debug, Default)]
 pub(super) struct Sessions {
-    map: HashMap<u64, Session>,
-    peers: HashMap<u64, Peer>,
-    requests: HashMap<(u64, RequestId), Holder>,
+    map: HashMap<ConnId, Session>,
+    peers: HashMap<ConnId, Peer>,
+    requests: HashMap<(ConnId, RequestId), Holder>,
     woken: Woken,
 }
 
 impl Sessions {
-    pub fn insert(&mut self, conn: u64, session: Session) {
+    pub fn insert(&mut self, conn: ConnId, session: Session) {
         self.map.insert(conn, session);
     }
 
     /// Removes session `conn` (its connection is gone); false when it was not here. Who its
     /// peer was stays known until [`Sessions::forget_peer`], while the roles clean up.
-    pub fn remove(&mut self, conn: u64) -> bool {
+    pub fn remove(&mut self, conn: ConnId) -> bool {
         self.map.remove(&conn).is_some()
     }
 
     /// Forgets the peer of a removed session, and its requests.
-    pub fn forget_peer(&mut self, conn: u64) {
+    pub fn forget_peer(&mut self, conn: ConnId) {
         self.peers.remove(&conn);
         self.requests.retain(|(c, _), _| *c != conn);
     }
@@ -88,12 +89,12 @@ impl Sessions {
     }
 
     /// Session `conn`, to read.
-    pub fn get(&self, conn: u64) -> Option<&Session> {
+    pub fn get(&self, conn: ConnId) -> Option<&Session> {
         self.map.get(&conn)
     }
 
     /// Session `conn`, to write to: noted as having output.
-    pub fn get_mut(&mut self, conn: u64) -> Option<&mut Session> {
+    pub fn get_mut(&mut self, conn: ConnId) -> Option<&mut Session> {
         let s = self.map.get_mut(&conn)?;
         if self.woken.set.insert(conn) {
             self.woken.list.push(conn);
@@ -102,17 +103,17 @@ impl Sessions {
     }
 
     /// Session `conn` without noting it (its own turn: the runtime flushes it anyway).
-    pub fn in_turn(&mut self, conn: u64) -> Option<&mut Session> {
+    pub fn in_turn(&mut self, conn: ConnId) -> Option<&mut Session> {
         self.map.get_mut(&conn)
     }
 
     /// The sessions that are set up and are not upstream links.
-    pub fn downstream_ready(&self) -> Vec<u64> {
+    pub fn downstream_ready(&self) -> Vec<ConnId> {
         self.map.iter().filter(|(c, s)| s.is_ready() && !self.is_link(**c)).map(|(c, _)| *c).collect()
     }
 
     /// Sessions written to since the last call.
-    pub fn take_woken(&mut self, out: &mut Vec<u64>) {
+    pub fn take_woken(&mut self, out: &mut Vec<ConnId>) {
         self.woken.set.clear();
         out.append(&mut self.woken.list);
     }
@@ -120,21 +121,21 @@ impl Sessions {
     // --- who the peer is -------------------------------------------------------------------
 
     /// Session `conn` is one of this core's upstream links.
-    pub fn mark_link(&mut self, conn: u64) {
+    pub fn mark_link(&mut self, conn: ConnId) {
         self.peers.entry(conn).or_default().link = true;
     }
 
-    pub fn is_link(&self, conn: u64) -> bool {
+    pub fn is_link(&self, conn: ConnId) -> bool {
         self.peers.get(&conn).is_some_and(|p| p.link)
     }
 
     /// The peer of `conn` named its relay node ID in SETUP.
-    pub fn set_node(&mut self, conn: u64, node: u64) {
+    pub fn set_node(&mut self, conn: ConnId, node: u64) {
         self.peers.entry(conn).or_default().node = Some(node);
     }
 
     /// Who session `conn` is, for the loop rules of routing.
-    pub fn requester(&self, conn: u64) -> Requester {
+    pub fn requester(&self, conn: ConnId) -> Requester {
         let peer = self.peers.get(&conn);
         Requester { from_upstream: peer.is_some_and(|p| p.link), node: peer.and_then(|p| p.node) }
     }
@@ -142,44 +143,44 @@ impl Sessions {
     // --- the request registry --------------------------------------------------------------
 
     /// Request `rid` of session `conn` is now `role`'s.
-    pub fn register(&mut self, conn: u64, rid: RequestId, role: Holder) {
+    pub fn register(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         self.requests.insert((conn, rid), role);
     }
 
     /// Request `rid` of session `conn` is `role`'s too, unless another role holds it (a fill
     /// fetch stream has its subscription's Request ID).
-    pub fn register_also(&mut self, conn: u64, rid: RequestId, role: Holder) {
+    pub fn register_also(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         self.requests.entry((conn, rid)).or_insert(role);
     }
 
     /// Request `rid` of session `conn` is over.
-    pub fn forget(&mut self, conn: u64, rid: RequestId) {
+    pub fn forget(&mut self, conn: ConnId, rid: RequestId) {
         self.requests.remove(&(conn, rid));
     }
 
     /// Request `rid` of session `conn` is over for `role`, if it held it.
-    pub fn forget_holder(&mut self, conn: u64, rid: RequestId, role: Holder) {
+    pub fn forget_holder(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         if self.role(conn, rid) == Some(role) {
             self.forget(conn, rid);
         }
     }
 
     /// The role that holds request `rid` of session `conn`.
-    pub fn role(&self, conn: u64, rid: RequestId) -> Option<Holder> {
+    pub fn role(&self, conn: ConnId, rid: RequestId) -> Option<Holder> {
         self.requests.get(&(conn, rid)).copied()
     }
 
     // --- answers ---------------------------------------------------------------------------
 
     /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
-    pub fn answer_ok(&mut self, conn: u64, rid: RequestId, params: Parameters) -> bool {
+    pub fn answer_ok(&mut self, conn: ConnId, rid: RequestId, params: Parameters) -> bool {
         let Some(s) = self.get_mut(conn) else { return false };
         let ok =
             Message::RequestOk(RequestOk { request_id: rid, params, track_properties: Default::default() });
         match s.send(ok) {
             Ok(()) => true,
             Err(e) => {
-                debug!(conn, error = %e, "REQUEST_OK not sent");
+                debug!(%conn, error = %e, "REQUEST_OK not sent");
                 false
             }
         }
@@ -189,7 +190,7 @@ impl Sessions {
     /// (its stream ends where it has one).
     pub fn answer_error(
         &mut self,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         code: RequestErrorCode,
         reason: &str,
@@ -197,7 +198,7 @@ impl Sessions {
     ) {
         let Some(s) = self.get_mut(conn) else { return };
         if let Err(e) = s.request_error(rid, code, reason) {
-            debug!(conn, error = %e, "REQUEST_ERROR not sent");
+            debug!(%conn, error = %e, "REQUEST_ERROR not sent");
         }
         if end {
             unheeded(s.end_request(rid), "end request");
@@ -205,7 +206,7 @@ impl Sessions {
     }
 
     /// Closes session `conn` with `code`.
-    pub fn close(&mut self, conn: u64, code: SessionCode, why: impl Into<String>) {
+    pub fn close(&mut self, conn: ConnId, code: SessionCode, why: impl Into<String>) {
         if let Some(s) = self.get_mut(conn) {
             s.close(code, why.into());
         }
@@ -214,7 +215,7 @@ impl Sessions {
     // --- tokens ----------------------------------------------------------------------------
 
     /// The SETUP's tokens authorize the whole session; a bad one closes it.
-    pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: u64, tokens: &[AuthToken]) {
+    pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: ConnId, tokens: &[AuthToken]) {
         let Some(keys) = cx.config.auth.as_deref() else { return };
         match SessionAuth::from_setup(keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
             Ok(a) => self.peers.entry(conn).or_default().auth = Some(a),
@@ -229,7 +230,7 @@ impl Sessions {
     pub fn check_auth(
         &mut self,
         cx: &Cx<'_>,
-        conn: u64,
+        conn: ConnId,
         params: &Parameters,
         namespace: &TrackNamespace,
         right: Right,

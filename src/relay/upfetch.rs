@@ -4,6 +4,7 @@
 //! of the fetch stream (FIN: complete; a reset, REQUEST_ERROR or the session closing: not)
 //! ends it. The owner holds the FETCH's answer until then, or until FILL_TIMEOUT.
 
+use crate::msg::ConnId;
 use ahash::HashMap;
 
 use bytes::Bytes;
@@ -21,9 +22,9 @@ use wire::model::{Fetch, FetchItem, FetchKind, LocationFilter, Message, Paramete
 #[derive(Debug, Default)]
 pub struct UpFetches {
     /// (publisher session, our FETCH's Request ID) → (track, the owner's fetch id).
-    by_req: HashMap<(u64, RequestId), (TrackAlias, u64)>,
+    by_req: HashMap<(ConnId, RequestId), (TrackAlias, u64)>,
     /// Their fetch streams: (session, stream) → Request ID.
-    streams: HashMap<(u64, u64), RequestId>,
+    streams: HashMap<(ConnId, u64), RequestId>,
 }
 
 impl UpFetches {
@@ -61,7 +62,7 @@ impl UpFetches {
             match s.send(Message::Fetch(fetch)) {
                 Ok(()) => Some(rid),
                 Err(e) => {
-                    debug!(conn, error = %e, "upstream FETCH not sent");
+                    debug!(%conn, error = %e, "upstream FETCH not sent");
                     None
                 }
             }
@@ -80,7 +81,7 @@ impl UpFetches {
     }
 
     /// REQUEST_ERROR for upstream FETCH `rid` of session `conn`: nothing comes.
-    pub(super) fn refused(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn refused(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if let Some((alias, id)) = self.by_req.remove(&(conn, rid)) {
             sessions.forget(conn, rid);
             self.streams.retain(|_, r| *r != rid);
@@ -92,7 +93,7 @@ impl UpFetches {
     pub(super) fn item(
         &mut self,
         cx: &mut Cx<'_>,
-        conn: u64,
+        conn: ConnId,
         stream: u64,
         rid: RequestId,
         object: DataObject,
@@ -121,7 +122,7 @@ impl UpFetches {
 
     /// The owner gave up on upstream fetch `id` (FILL_TIMEOUT): FETCH_CANCEL (draft-16), or
     /// the request stream cancelled (draft-22).
-    pub(super) fn cancel(&mut self, sessions: &mut Sessions, conn: u64, id: u64) {
+    pub(super) fn cancel(&mut self, sessions: &mut Sessions, conn: ConnId, id: u64) {
         let Some(rid) =
             self.by_req.iter().find(|((c, _), (_, i))| *c == conn && *i == id).map(|((_, r), _)| *r)
         else {
@@ -140,7 +141,7 @@ impl UpFetches {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         stream: u64,
         reset: Option<u64>,
     ) -> bool {
@@ -153,7 +154,7 @@ impl UpFetches {
     }
 
     /// The publisher's session is gone: its upstream fetches end incomplete.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: u64) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: ConnId) {
         let gone: Vec<(RequestId, (TrackAlias, u64))> =
             self.by_req.iter().filter(|((c, _), _)| *c == conn).map(|((_, r), v)| (*r, *v)).collect();
         for (rid, (alias, id)) in gone {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_edge::relay::alias::{self, AliasKey};
 use moq_edge::relay::msg::RelayMsg;
-use moq_edge::relay::{RelayConfig, RelayShard};
+use moq_edge::relay::{ConnId, RelayConfig, RelayShard};
 use moq_edge::session::{DataObject, Event, Session, SessionConfig, Transmit};
 use moq_edge::wire::model::{
     FullTrackName, Message, RequestId, Role, SetupOptions, SubgroupHeader, SubgroupObject, TrackAlias,
@@ -35,7 +35,7 @@ pub struct Client {
     pub version: Version,
     pub core: usize,
     /// The relay's name for the connection (unique per core only: ids repeat across cores).
-    pub conn: u64,
+    pub conn: ConnId,
     pub session: Session,
     /// Events of the client session not yet taken.
     pub events: Vec<Event>,
@@ -130,7 +130,7 @@ impl Relay {
     /// for the caller (the relay may refuse the session).
     pub fn connect_with(&mut self, core: usize, version: Version, setup: SetupOptions) -> ClientId {
         self.next_conn[core] += 1;
-        let conn = self.next_conn[core];
+        let conn = ConnId(self.next_conn[core]);
         let server = Session::new(version, Role::Server, SessionConfig::default(), self.server_setup.clone());
         self.shards[core].add_session(conn, server);
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
@@ -140,7 +140,7 @@ impl Relay {
     }
 
     /// Adds the test's end of a connection (relay-side session `conn` on `core`).
-    fn push_client(&mut self, version: Version, core: usize, conn: u64, session: Session) -> ClientId {
+    fn push_client(&mut self, version: Version, core: usize, conn: ConnId, session: Session) -> ClientId {
         self.clients.push(Client {
             version,
             core,
@@ -186,10 +186,10 @@ impl Relay {
         version: Version,
         routes: Vec<moq_edge::wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
-        replaces: Option<u64>,
+        replaces: Option<ConnId>,
     ) -> ClientId {
         self.next_conn[core] += 1;
-        let conn = self.next_conn[core];
+        let conn = ConnId(self.next_conn[core]);
         let setup = self.shards[core].config().link_setup(None);
         let relay_side = Session::new(version, Role::Client, SessionConfig::default(), setup);
         self.shards[core].add_link(conn, relay_side, routes, replaces);
@@ -380,7 +380,7 @@ impl Relay {
 
     /// Writes the relay-side session's output into its client; a Close ends the connection
     /// (the runtime then calls `remove_session`).
-    fn flush_relay_session(&mut self, core: usize, conn: u64) {
+    fn flush_relay_session(&mut self, core: usize, conn: ConnId) {
         let Some(c) = self.clients.iter().position(|c| c.core == core && c.conn == conn) else { return };
         let Some(s) = self.shards[core].session_mut(conn) else { return };
         let out: Vec<Transmit> = std::iter::from_fn(|| s.poll_transmit()).collect();

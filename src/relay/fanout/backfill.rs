@@ -3,6 +3,7 @@
 //! on the same FIFO queue that carries the track's objects to this core, so every object it
 //! forwarded before answering is in the answer, and every one after follows it.
 
+use crate::msg::ConnId;
 use bytes::Bytes;
 use tracing::debug;
 
@@ -28,7 +29,7 @@ impl Fanout {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         alias: TrackAlias,
-        (conn, rid): (u64, RequestId),
+        (conn, rid): (ConnId, RequestId),
         objects: Vec<(Location, CachedObject)>,
         open: Vec<(StreamKey, u64, u64)>,
     ) {
@@ -60,7 +61,7 @@ impl Fanout {
                     let id = match s.open_subgroup(&header) {
                         Ok(id) => id,
                         Err(e) => {
-                            debug!(conn, error = %e, "backfill stream not opened");
+                            debug!(%conn, error = %e, "backfill stream not opened");
                             continue;
                         }
                     };
@@ -89,7 +90,7 @@ impl Fanout {
                     cx.stats.objects_out += 1;
                     cx.stats.bytes_out += len;
                 }
-                Err(e) => debug!(conn, error = %e, "backfill object not sent"),
+                Err(e) => debug!(%conn, error = %e, "backfill object not sent"),
             }
         }
         for key in order {
@@ -98,11 +99,11 @@ impl Fanout {
                 Some((upstream, ..)) => sub.open.push((*upstream, Down::Open(id))),
                 None => {
                     if let Err(e) = s.finish_data_stream(id) {
-                        debug!(conn, error = %e, "backfill stream not finished");
+                        debug!(%conn, error = %e, "backfill stream not finished");
                     }
                 }
             }
         }
-        debug!(conn, rid = rid.0, alias = alias.0, streams = streams.len(), "backfill sent");
+        debug!(%conn, rid = rid.0, alias = alias.0, streams = streams.len(), "backfill sent");
     }
 }

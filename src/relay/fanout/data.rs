@@ -72,7 +72,7 @@ pub(super) fn object_out(
                         id
                     }
                     Err(e) => {
-                        debug!(conn = sub.conn, error = %e, "subgroup stream not opened");
+                        debug!(conn = %sub.conn, error = %e, "subgroup stream not opened");
                         continue;
                     }
                 }
@@ -83,7 +83,7 @@ pub(super) fn object_out(
                 cx.stats.objects_out += 1;
                 cx.stats.bytes_out += payload.len() as u64;
             }
-            Err(e) => debug!(conn = sub.conn, error = %e, "object not sent"),
+            Err(e) => debug!(conn = %sub.conn, error = %e, "object not sent"),
         }
     }
     let delay = now.saturating_duration_since(received).as_micros();
@@ -149,7 +149,7 @@ pub(super) fn datagram_out(
                 cx.stats.objects_out += 1;
                 cx.stats.bytes_out += payload.len() as u64;
             }
-            Err(e) => debug!(conn = sub.conn, error = %e, "datagram not sent"),
+            Err(e) => debug!(conn = %sub.conn, error = %e, "datagram not sent"),
         }
     }
 }

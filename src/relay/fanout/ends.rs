@@ -3,6 +3,7 @@
 //! its streams reset or finished.
 
 use super::*;
+use crate::msg::ConnId;
 use crate::unheeded;
 
 impl Fanout {
@@ -50,14 +51,14 @@ impl Fanout {
             // Its streams reach the subscriber first (`Session::publish_done_after`).
             let streams = sub.recent.iter().copied().collect();
             let done = (status, sub.streams, reason.clone());
-            debug!(conn = sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
+            debug!(conn = %sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
             if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
-                debug!(conn = sub.conn, error = %e, "PUBLISH_DONE not sent");
+                debug!(conn = %sub.conn, error = %e, "PUBLISH_DONE not sent");
             }
         }
     }
 
-    pub(super) fn forget_sub(&mut self, sessions: &mut Sessions, conn: u64, rid: RequestId) {
+    pub(super) fn forget_sub(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         self.by_req.remove(&(conn, rid));
         sessions.forget_holder(conn, rid, Holder::Subscription);
         if let Some(c) = self.per_session.get_mut(&conn) {
@@ -71,7 +72,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
     ) {
         self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
@@ -88,7 +89,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         streams: &[u64],
         how: StreamLoss,
     ) {
@@ -131,7 +132,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         why: Ending,
     ) {
@@ -139,7 +140,7 @@ impl Fanout {
         let Some(sub) = self.remove_sub(cx, sessions, conn, rid, reset) else { return };
         let Some(s) = sessions.get_mut(conn) else { return };
         if let Err(e) = s.publish_done(rid, status, sub.streams, Bytes::from_static(reason)) {
-            debug!(conn, error = %e, "PUBLISH_DONE not sent");
+            debug!(%conn, error = %e, "PUBLISH_DONE not sent");
         }
     }
 
@@ -149,7 +150,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
     ) {
         self.end_sub(cx, sessions, conn, rid, Ending::UpdateFailed);
@@ -181,7 +182,7 @@ impl Fanout {
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
-        conn: u64,
+        conn: ConnId,
         rid: RequestId,
         reset: ResetCode,
     ) -> Option<LocalSub> {
@@ -219,7 +220,7 @@ impl Fanout {
         Some(sub)
     }
 
-    pub(crate) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: u64) {
+    pub(crate) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
         let rids: Vec<RequestId> = self.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in rids {
             self.unsubscribe(cx, sessions, conn, rid);

@@ -2,6 +2,7 @@
 //! "Aggregation and state"): the cached objects of its window, after an upstream fetch of what
 //! lies before the cache when the publisher was not asked for it already.
 
+use crate::msg::ConnId;
 use std::cmp::Reverse;
 
 use super::fetch::{before, DEFAULT_FILL_WAIT};
@@ -15,7 +16,7 @@ use wire::model::{Location, RequestId, TrackAlias};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Backfill {
     pub(super) from: usize,
-    pub(super) conn: u64,
+    pub(super) conn: ConnId,
     pub(super) rid: RequestId,
     pub(super) start: Location,
     pub(super) end: Option<Location>,
@@ -34,7 +35,7 @@ impl Owner {
         cx: &mut Cx<'_>,
         alias: TrackAlias,
         from: usize,
-        (conn, rid): (u64, RequestId),
+        (conn, rid): (ConnId, RequestId),
         (start, end): (Location, Option<Location>),
     ) {
         let b = Backfill { from, conn, rid, start, end };

@@ -116,7 +116,7 @@ impl Owner {
         cx: &mut Cx<'_>,
         alias: TrackAlias,
         track: FullTrackName,
-        (from, conn, rid): (usize, u64, RequestId),
+        (from, conn, rid): (usize, ConnId, RequestId),
         who: Requester,
     ) {
         let fail = |code: RequestErrorCode, reason: &'static [u8]| FanoutMsg::StatusAnswer {

@@ -27,7 +27,7 @@ pub(super) struct Held {
     pub(super) lookup: bool,
     pub(super) fetches: Vec<FetchAsk>,
     /// TRACK_STATUS requests: (core, session, request).
-    pub(super) statuses: Vec<(usize, u64, RequestId)>,
+    pub(super) statuses: Vec<(usize, ConnId, RequestId)>,
 }
 
 impl Held {
@@ -125,7 +125,7 @@ impl Owner {
         alias: TrackAlias,
         waiting: Vec<usize>,
         fetches: Vec<FetchAsk>,
-        statuses: Vec<(usize, u64, RequestId)>,
+        statuses: Vec<(usize, ConnId, RequestId)>,
         code: RequestErrorCode,
     ) {
         let reason = match code {
