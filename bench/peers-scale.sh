@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20 point 4: scaling with cores, moq-edge beside moq-dev's moq-relay with one worker per
+# Scaling with cores, moq-edge beside moq-dev's moq-relay with one worker per
 # core (and moq-relay-ietf with RELAYS), for a machine with 16 CPUs: each relay on CPUs 0..k-1
 # for k in CORES_LIST, moq-bench on GEN_CPUS (8-15), the multi-track shape of bench/scale.sh
 # (8 publishers, 16 tracks, 25 subscribers per track: 400 connections) at PER_CORE objects/s

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moq-edge side by side with the peer relays, as issue 20 asks: each relay alone on CPU 0,
+# moq-edge side by side with the peer relays: each relay alone on CPU 0,
 # moq-bench on CPU 1, the same moq-bench fan-out scenarios against each, one table: relay CPU
 # seconds per delivered GB (lower is better), the ratio to moq-edge's in the same run,
 # publish→receive latency p50/p99, and lost objects.

@@ -27,7 +27,7 @@ if [[ -z ${BIN:-} ]]; then
     BIN=target/release
 fi
 if (($# == 0)); then
-    # The issue-6 target scenario: one publisher, 100 subscribers, 1200-byte objects.
+    # The target scenario (bench/README.md, "Targets"): one publisher, 100 subscribers, 1200-byte objects.
     set -- fanout --subscribers 100 --object-size 1200 --rate 300 --duration 10 --warmup 2
 fi
 scenario=$1
