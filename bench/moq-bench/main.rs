@@ -243,7 +243,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     for t in &tallies {
         total.merge(t);
     }
-    report(name, c, &plan, sessions, &total, &pub_report, gen_cpu_s, &relay)
+    let measured = Measured { tally: &total, published: &pub_report, gen_cpu_s, relay: &relay };
+    report(name, c, &plan, sessions, measured)
 }
 
 /// The options' ranges and how they combine.
@@ -432,17 +433,19 @@ fn line(h: &Histogram<u64>) -> String {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
-fn report(
-    name: &str,
-    c: &Common,
-    plan: &Plan,
-    sessions: usize,
-    t: &Tally,
-    published: &PubReport,
+/// What a run measured: the subscribers' tally, the publisher's, the generator's CPU and the
+/// relay process's figures.
+struct Measured<'a> {
+    tally: &'a Tally,
+    published: &'a PubReport,
     gen_cpu_s: f64,
-    relay: &RelayFigures,
-) -> anyhow::Result<bool> {
+    relay: &'a RelayFigures,
+}
+
+/// Prints the run's report (and writes it as JSON with `--json`); true when delivery was intact
+/// (nothing duplicated, reordered or malformed; nothing lost, unless over datagrams).
+fn report(name: &str, c: &Common, plan: &Plan, sessions: usize, m: Measured<'_>) -> anyhow::Result<bool> {
+    let Measured { tally: t, published, gen_cpu_s, relay } = m;
     let secs = plan.duration.as_secs_f64();
     let gbps = t.delivered_bytes as f64 * 8.0 / secs / 1e9;
     let ghz = c.cpu_ghz.or_else(procfs::cpu_ghz);

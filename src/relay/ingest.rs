@@ -20,11 +20,10 @@ use super::sessions::{Holder, Sessions};
 use super::shed::{Gate, Shed};
 use super::Cx;
 use crate::unheeded;
-use session::SessionError;
+use session::{DataObject, SessionError};
 use wire::model::{
     DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
-    RequestError, RequestId, RequestUpdate, SubgroupHeader, SubgroupId, SubgroupObject, Subscribe,
-    SubscribeOk, TrackAlias, TrackNamespace,
+    RequestError, RequestId, RequestUpdate, SubgroupId, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use wire::{DoneStatus, RequestErrorCode, ResetCode};
 
@@ -574,17 +573,17 @@ impl Ingest {
         Some((up, open))
     }
 
-    #[allow(clippy::too_many_arguments)] // the fields of the message it handles
     pub(super) fn object(
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
         stream: u64,
         rid: RequestId,
-        header: SubgroupHeader,
-        object: SubgroupObject,
+        object: DataObject,
         payload: Bytes,
     ) {
+        // Fetch items are the upstream fetches' (`upfetch.rs`); the shard routes only these.
+        let DataObject::Subgroup { header, object } = object else { return };
         let Some(up) = self.ups.get_mut(&(conn, rid)) else { return };
         let (alias, epoch) = (up.alias, up.epoch);
         let key = match self.streams.get(&(conn, stream)) {

@@ -732,12 +732,9 @@ impl RelayShard {
                 debug!(core = self.core, %conn, rid = request_id.0, "request cancelled by the peer");
                 self.on_cancelled(conn, request_id)
             }
-            Event::Object {
-                stream,
-                request_id,
-                object: DataObject::Subgroup { header, object },
-                payload,
-            } => self.ingest.object(cx, conn, stream, request_id, header, object, payload),
+            Event::Object { stream, request_id, object: object @ DataObject::Subgroup { .. }, payload } => {
+                self.ingest.object(cx, conn, stream, request_id, object, payload)
+            }
             // Fetch streams: answers to the relay's upstream FETCHes.
             Event::Object { stream, request_id, object, payload } => {
                 self.upfetch.item(cx, conn, stream, request_id, object, payload)
