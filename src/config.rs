@@ -16,7 +16,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 pub use relay::links::{moqt_host_port, Upstream, MAX_ROUTES_PER_UPSTREAM};
-pub use relay::{over_admission_threshold, PublishForward};
+pub use relay::PublishForward;
 pub use runtime::RetryPolicy;
 use runtime::{RuntimeConfig, TlsSource, UpstreamTls};
 use wire::model::TrackNamespace;

@@ -8,7 +8,6 @@ use moq_edge::config::{Cli, Command, Config, LogFormat, Tls, Web};
 use moq_edge::host::RelayFactory;
 use moq_edge::runtime::{self, cid::generate_secret, TlsReloader};
 use moq_edge::session::SessionConfig;
-use moq_edge::wire::Version;
 use moq_edge::{metrics, web};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -116,7 +115,7 @@ fn print_summary(config: &Config) {
         Tls::Files { cert, key } => format!("certificate {} / key {}", cert.display(), key.display()),
         Tls::SelfSigned => "self-signed ECDSA P-256 certificate, valid 14 days".to_string(),
     };
-    let alpns: Vec<&str> = Version::ALL.iter().map(|v| v.alpn()).collect();
+    let alpns = moq_edge::moqt::draft_alpns();
     println!("moq-edge {}", env!("CARGO_PKG_VERSION"));
     println!("  listen     udp {}", config.listen);
     println!("  cores      {}", config.cores);

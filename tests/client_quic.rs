@@ -44,11 +44,6 @@ fn server(factory: impl AppFactory) -> ServerHandle {
     runtime::start(rc, Arc::new(factory)).expect("server starts")
 }
 
-/// Every draft's ALPN (raw QUIC).
-fn moqt_alpns() -> Vec<String> {
-    Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
-}
-
 fn server_session(alpn: &[u8]) -> Session {
     let version = Version::from_alpn(alpn).expect("a MoQT ALPN");
     Session::new(version, Role::Server, SessionConfig::default(), SetupOptions::default())
@@ -78,7 +73,7 @@ impl RequestHandler for ServeGroup {
 
 /// A server whose every connection is a [`ServeGroup`].
 fn serve_group() -> impl AppFactory {
-    PerConnection::new(moqt_alpns(), |alpn: &[u8]| -> Box<dyn ConnApp> {
+    PerConnection::new(moq_edge::moqt::draft_alpns(), |alpn: &[u8]| -> Box<dyn ConnApp> {
         let mut core = PublisherCore::new();
         core.add_track(track("video"));
         Box::new(MoqtApp::new(server_session(alpn), ServeGroup { core, served: HashSet::new() }))
@@ -159,7 +154,7 @@ impl RequestHandler for Ingest {
 
 /// A server whose every connection is an [`Ingest`] into `sink`.
 fn ingest(sink: Sink) -> impl AppFactory {
-    PerConnection::new(moqt_alpns(), move |alpn: &[u8]| -> Box<dyn ConnApp> {
+    PerConnection::new(moq_edge::moqt::draft_alpns(), move |alpn: &[u8]| -> Box<dyn ConnApp> {
         let mut core = SubscriberCore::new();
         core.accept_publish(None);
         Box::new(MoqtApp::new(server_session(alpn), Ingest { core, subscribed: false, sink: sink.clone() }))

@@ -152,7 +152,7 @@ impl AppFactory for RelayFactory {
 
     /// Upstream links speak MoQT over raw QUIC, any draft.
     fn outbound_alpns(&self) -> Vec<String> {
-        Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
+        moqt::draft_alpns()
     }
 
     fn shard_app(&self, shard: ShardId, cores: usize) -> RelayHost {

@@ -13,10 +13,16 @@ use wire::Version;
 
 use super::{webtransport_handshake, WEBTRANSPORT_DEFAULT};
 
+/// Each draft's ALPN (raw QUIC), newest first: what an upstream link offers, and the
+/// WT-Protocols a WebTransport session may choose.
+pub fn draft_alpns() -> Vec<String> {
+    Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
+}
+
 /// The ALPNs a MoQT server offers, in order: each draft's (raw QUIC), then `h3` (MoQT inside
 /// WebTransport, the draft chosen by WT-Protocol).
 pub fn server_alpns() -> Vec<String> {
-    let mut alpns: Vec<String> = Version::ALL.iter().map(|v| v.alpn().to_string()).collect();
+    let mut alpns = draft_alpns();
     alpns.push(webtransport::ALPN.to_string());
     alpns
 }
@@ -36,20 +42,17 @@ pub struct WebTransportAccept<F> {
     exchange: Option<(WebTransportConn, F)>,
     app: Option<Box<dyn ConnApp>>,
     setup_deadline: Option<Instant>,
-    buf: Vec<u8>,
 }
 
 impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> WebTransportAccept<F> {
     /// Accepts WebTransport sessions for every draft of [`Version::ALL`], [`WEBTRANSPORT_DEFAULT`]
     /// when the client names none, within `limits`.
     pub fn new(limits: webtransport::Limits, then: F) -> Self {
-        let protocols = Version::ALL.iter().map(|v| v.alpn().to_string()).collect();
-        let wt = WebTransport::server(protocols, WEBTRANSPORT_DEFAULT.alpn().to_string(), limits);
+        let wt = WebTransport::server(draft_alpns(), WEBTRANSPORT_DEFAULT.alpn().to_string(), limits);
         WebTransportAccept {
             exchange: Some((WebTransportConn { wt, h3: VecDeque::new() }, then)),
             app: None,
             setup_deadline: None,
-            buf: vec![0; 16 * 1024],
         }
     }
 }
@@ -57,7 +60,9 @@ impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> WebTransportAccep
 impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> ConnApp for WebTransportAccept<F> {
     fn on_io(&mut self, conn: &mut QuicConnection) {
         if let Some((mut wtc, then)) = self.exchange.take() {
-            webtransport_handshake(conn, &mut wtc.wt, &mut wtc.h3, &mut self.buf);
+            // Scratch space on the stack: a connection waiting for its CONNECT holds none.
+            let mut buf = [0u8; 16 * 1024];
+            webtransport_handshake(conn, &mut wtc.wt, &mut wtc.h3, &mut buf);
             let accepted = wtc.wt.accepted().and_then(|a| Version::from_alpn(a.protocol.as_bytes()));
             match accepted {
                 Some(version) => {
@@ -66,7 +71,6 @@ impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> ConnApp for WebTr
                         app.set_setup_deadline(at);
                     }
                     self.app = Some(app);
-                    self.buf = Vec::new();
                 }
                 None if self.setup_deadline.is_some_and(|at| at <= Instant::now()) => {
                     // The CONNECT did not come in time. RFC 9114 §5.2: an HTTP/3 connection

@@ -12,7 +12,7 @@
 mod accept;
 mod hold;
 
-pub use accept::{server_alpns, WebTransportAccept, WebTransportConn};
+pub use accept::{draft_alpns, server_alpns, WebTransportAccept, WebTransportConn};
 
 use runtime::QuicConnection;
 use std::cmp::Reverse;
