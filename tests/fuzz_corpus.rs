@@ -21,7 +21,7 @@ mod pack;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use moq_edge::session::{Session, SessionConfig, Transmit};
+use moq_edge::session::{Session, SessionConfig, StreamId, Transmit};
 use moq_edge::wire::model::{
     DatagramHeader, FullTrackName, Message, ObjectStatus, Publish, RequestId, Role, SetupOptions,
     SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, TrackAlias, TrackNamespace,
@@ -54,10 +54,10 @@ impl Recorder {
     /// The action that carries client transmit `t` to the server.
     fn action(&self, t: &Transmit) -> Option<Action> {
         let (control, first_bidi, first_uni) = Driver::streams(self.version);
-        let k = |id: u64, first: u64| u8::try_from((id - first) / 4).unwrap();
-        let uni = |id: u64| id & 2 != 0;
+        let k = |id: StreamId, first: u64| u8::try_from((id.0 - first) / 4).unwrap();
+        let uni = |id: StreamId| id.is_uni();
         Some(match t {
-            Transmit::Stream { id, data, fin, .. } if *id == control => {
+            Transmit::Stream { id, data, fin, .. } if id.0 == control => {
                 Action::Control { data: data.to_vec(), fin: *fin }
             }
             Transmit::Stream { id, data, fin, .. } if uni(*id) => {
@@ -72,7 +72,7 @@ impl Recorder {
                 code: *code as u8,
             },
             // On the client's own request stream, or one of the server's (1 + 4k, 3 + 4k).
-            Transmit::StopSending { id, code } if id & 1 == 0 => {
+            Transmit::StopSending { id, code } if id.0 & 1 == 0 => {
                 Action::StopSending { uni: false, mine: true, k: k(*id, first_bidi), code: *code as u8 }
             }
             Transmit::StopSending { id, code } => Action::StopSending {

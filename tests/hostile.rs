@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_edge::session::{Event, Session, SessionConfig, Transmit};
+use moq_edge::session::{Event, Session, SessionConfig, StreamId, Transmit};
 use moq_edge::wire::model::{
     FullTrackName, Message, RequestId, Role, Setup, SetupOptions, SubgroupHeader, SubgroupId, Subscribe,
     TrackAlias, TrackNamespace,
@@ -77,7 +77,7 @@ fn server(v: Version, config: SessionConfig) -> Session {
 /// A server whose SETUP exchange with a raw client (bytes from the test) is done.
 fn ready_server(v: Version, config: SessionConfig) -> Session {
     let mut s = server(v, config);
-    s.on_stream_data(control(v), &encode(v, &Message::ClientSetup(Setup::default())), false);
+    s.on_stream_data(StreamId(control(v)), &encode(v, &Message::ClientSetup(Setup::default())), false);
     assert!(s.is_ready(), "{v:?}");
     while s.poll_event().is_some() {}
     while s.poll_transmit().is_some() {}
@@ -119,7 +119,7 @@ fn setup_not_completed_by_its_deadline_closes_with_control_message_timeout() {
         assert_eq!(s.timeout(), Some(deadline));
         // Half a CLIENT_SETUP: the session waits for the rest.
         let setup = encode(v, &Message::ClientSetup(Setup::default()));
-        s.on_stream_data(control(v), &setup[..setup.len() / 2], false);
+        s.on_stream_data(StreamId(control(v)), &setup[..setup.len() / 2], false);
         s.on_timeout(deadline - Duration::from_millis(1));
         assert!(!s.is_closed(), "{v:?}");
         s.on_timeout(deadline);
@@ -140,7 +140,7 @@ fn setup_completed_in_time_disarms_the_deadline() {
         let t0 = Instant::now();
         let mut s = server(v, SessionConfig::default());
         s.set_setup_deadline(t0 + Duration::from_secs(5));
-        s.on_stream_data(control(v), &encode(v, &Message::ClientSetup(Setup::default())), false);
+        s.on_stream_data(StreamId(control(v)), &encode(v, &Message::ClientSetup(Setup::default())), false);
         assert!(s.is_ready());
         assert_eq!(s.timeout(), None);
         s.on_timeout(t0 + Duration::from_secs(60));
@@ -157,25 +157,28 @@ fn peer_request_streams_beyond_the_limit_are_refused_with_excessive_load() {
         let first = first_bidi(v);
         // Four streams whose first message has not arrived yet: all kept.
         for k in 0..4 {
-            s.on_stream_data(first + 4 * k, &[0x03], false);
+            s.on_stream_data(StreamId(first + 4 * k), &[0x03], false);
         }
         assert!(transmits(&mut s).is_empty(), "{v:?}");
         // The fifth is stopped and reset; its bytes are ignored, the session stays open.
         let fifth = first + 16;
-        s.on_stream_data(fifth, &[0x03], false);
+        s.on_stream_data(StreamId(fifth), &[0x03], false);
         let code = overload(v);
         assert_eq!(
             transmits(&mut s),
-            vec![Transmit::StopSending { id: fifth, code }, Transmit::Reset { id: fifth, code }],
+            vec![
+                Transmit::StopSending { id: StreamId(fifth), code },
+                Transmit::Reset { id: StreamId(fifth), code }
+            ],
             "{v:?}"
         );
-        s.on_stream_data(fifth, &[0, 0], false);
+        s.on_stream_data(StreamId(fifth), &[0, 0], false);
         assert!(transmits(&mut s).is_empty() && !s.is_closed(), "{v:?}");
         assert_eq!(s.usage().streams, 4);
         // Once the peer gives one up, a new stream is served again.
-        s.on_stream_reset(first, 0);
+        s.on_stream_reset(StreamId(first), 0);
         transmits(&mut s);
-        s.on_stream_data(first + 20, &[0x03], false);
+        s.on_stream_data(StreamId(first + 20), &[0x03], false);
         assert!(transmits(&mut s).is_empty(), "{v:?}");
         assert_eq!(s.usage().streams, 4);
         assert_eq!(closed_with(&events(&mut s)), None);
@@ -188,7 +191,7 @@ fn request_stream_flood_of_whole_requests_stops_at_the_limit() {
         let config = SessionConfig { max_peer_streams: 8, ..Default::default() };
         let mut s = ready_server(v, config);
         for k in 0..20u64 {
-            s.on_stream_data(4 * k, &encode(v, &subscribe(2 * k)), false);
+            s.on_stream_data(StreamId(4 * k), &encode(v, &subscribe(2 * k)), false);
         }
         let requests =
             events(&mut s).iter().filter(|e| matches!(e, Event::Message(Message::Subscribe(_)))).count();
@@ -209,24 +212,30 @@ fn partial_request_messages_are_bounded_across_streams() {
         let chunk = partial_message(v, 60_000);
         // Three partial messages fit (180,009 bytes); the fourth would cross 200,000.
         for k in 0..3 {
-            s.on_stream_data(first + 4 * k, &chunk, false);
+            s.on_stream_data(StreamId(first + 4 * k), &chunk, false);
         }
         assert!(transmits(&mut s).is_empty(), "{v:?}");
         let fourth = first + 12;
-        s.on_stream_data(fourth, &chunk, false);
+        s.on_stream_data(StreamId(fourth), &chunk, false);
         let code = overload(v);
         assert_eq!(
             transmits(&mut s),
-            vec![Transmit::StopSending { id: fourth, code }, Transmit::Reset { id: fourth, code }],
+            vec![
+                Transmit::StopSending { id: StreamId(fourth), code },
+                Transmit::Reset { id: StreamId(fourth), code }
+            ],
             "{v:?}"
         );
         assert!(!s.is_closed(), "{v:?}");
         assert!(s.usage().buffered_bytes <= 200_000, "{v:?}");
         // A stream that grows past the total later is dropped the same way.
-        s.on_stream_data(first, &chunk[..30_000], false);
+        s.on_stream_data(StreamId(first), &chunk[..30_000], false);
         assert_eq!(
             transmits(&mut s),
-            vec![Transmit::StopSending { id: first, code }, Transmit::Reset { id: first, code }],
+            vec![
+                Transmit::StopSending { id: StreamId(first), code },
+                Transmit::Reset { id: StreamId(first), code }
+            ],
             "{v:?}"
         );
         assert_eq!(s.usage().buffered_bytes, 2 * chunk.len());
@@ -239,16 +248,16 @@ fn a_known_request_whose_stream_overflows_the_total_is_cancelled() {
     for v in [Version::Draft18, Version::Draft22] {
         let config = SessionConfig { max_request_buffer: 100_000, ..Default::default() };
         let mut s = ready_server(v, config);
-        s.on_stream_data(0, &encode(v, &subscribe(0)), false);
+        s.on_stream_data(StreamId(0), &encode(v, &subscribe(0)), false);
         assert!(matches!(events(&mut s)[..], [Event::Message(Message::Subscribe(_))]));
         // A REQUEST_UPDATE that never completes, bigger than the total.
-        s.on_stream_data(0, &partial_message(v, 60_000), false);
-        s.on_stream_data(0, &vec![0; 60_000], false);
+        s.on_stream_data(StreamId(0), &partial_message(v, 60_000), false);
+        s.on_stream_data(StreamId(0), &vec![0; 60_000], false);
         assert_eq!(events(&mut s), vec![Event::Cancelled { request_id: RequestId(0) }]);
         let code = overload(v);
         assert_eq!(
             transmits(&mut s),
-            vec![Transmit::StopSending { id: 0, code }, Transmit::Reset { id: 0, code }],
+            vec![Transmit::StopSending { id: StreamId(0), code }, Transmit::Reset { id: StreamId(0), code }],
             "{v:?}"
         );
         assert_eq!(s.usage().buffered_bytes, 0);
@@ -264,7 +273,7 @@ fn closed_streams_behind_one_open_stream_are_remembered_within_a_window() {
         let bidi = first_bidi(v);
         let uni = first_uni(v);
         // The stream that stays open: a partial message.
-        s.on_stream_data(bidi, &[0x03], false);
+        s.on_stream_data(StreamId(bidi), &[0x03], false);
         // A held data stream (alias unknown) stays open too.
         let h = SubgroupHeader {
             track_alias: TrackAlias(7),
@@ -277,21 +286,21 @@ fn closed_streams_behind_one_open_stream_are_remembered_within_a_window() {
         };
         let mut header = Vec::new();
         v.encode_subgroup_header(&h, &mut header).unwrap();
-        s.on_stream_data(uni, &header, false);
+        s.on_stream_data(StreamId(uni), &header, false);
         // Windows: 4,096 bidirectional and 16,384 unidirectional stream ids.
         for k in 1..=6000u64 {
-            s.on_stream_data(bidi + 4 * k, &[], true);
+            s.on_stream_data(StreamId(bidi + 4 * k), &[], true);
         }
         assert!(s.usage().closed_ids <= 4096, "{v:?}: {:?}", s.usage());
         for k in 1..=40_000u64 {
-            s.on_stream_data(uni + 4 * k, &[], true);
+            s.on_stream_data(StreamId(uni + 4 * k), &[], true);
         }
         let usage = s.usage();
         assert!(usage.closed_ids <= 4096 + 16_384, "{v:?}: {usage:?}");
         assert_eq!(usage.streams, 2, "{v:?}");
         // The open streams still work, and late bytes on ended ones are still ignored.
-        s.on_stream_data(bidi + 4 * 6000, &[1, 2, 3], false);
-        s.on_stream_data(uni + 4 * 40_000, &[1, 2, 3], false);
+        s.on_stream_data(StreamId(bidi + 4 * 6000), &[1, 2, 3], false);
+        s.on_stream_data(StreamId(uni + 4 * 40_000), &[1, 2, 3], false);
         assert_eq!(s.usage().streams, 2, "{v:?}");
         assert!(!s.is_closed(), "{v:?}");
     }
@@ -307,12 +316,16 @@ fn data_streams_beyond_the_limit_are_stopped() {
         let uni = first_uni(v);
         // A SUBGROUP_HEADER's stream type alone: the header is not complete yet.
         for k in 0..max {
-            s.on_stream_data(uni + 4 * k, &[0x10], false);
+            s.on_stream_data(StreamId(uni + 4 * k), &[0x10], false);
         }
         assert!(transmits(&mut s).is_empty(), "{v:?}");
         let over = uni + 4 * max;
-        s.on_stream_data(over, &[0x10], false);
-        assert_eq!(transmits(&mut s), vec![Transmit::StopSending { id: over, code: overload(v) }], "{v:?}");
+        s.on_stream_data(StreamId(over), &[0x10], false);
+        assert_eq!(
+            transmits(&mut s),
+            vec![Transmit::StopSending { id: StreamId(over), code: overload(v) }],
+            "{v:?}"
+        );
         assert!(!s.is_closed());
         assert_eq!(s.usage().streams, max as usize);
     }
@@ -328,10 +341,10 @@ fn uni_streams_of_unknown_type_are_bounded() {
         // The first byte of SETUP's two-byte type: not a whole type yet.
         let first = encode(v, &Message::ClientSetup(Setup::default()))[0];
         for k in 0..16 {
-            s.on_stream_data(first_uni(v) + 4 * k, &[first], false);
+            s.on_stream_data(StreamId(first_uni(v) + 4 * k), &[first], false);
         }
         assert!(!s.is_closed(), "{v:?}");
-        s.on_stream_data(first_uni(v) + 64, &[first], false);
+        s.on_stream_data(StreamId(first_uni(v) + 64), &[first], false);
         assert_eq!(closed_with(&events(&mut s)), Some(0x3), "{v:?}: PROTOCOL_VIOLATION");
     }
 }
@@ -355,7 +368,7 @@ fn object_headers_beyond_64_kib_are_stopped() {
             ..Default::default()
         });
         // draft-16: on the control stream; draft-18/22: on a request stream of its own.
-        s.on_stream_data(0, &encode(v, &publish), false);
+        s.on_stream_data(StreamId(0), &encode(v, &publish), false);
         let ev = events(&mut s);
         assert!(ev.iter().any(|e| matches!(e, Event::Message(Message::Publish(_)))), "{v:?}: {ev:?}");
         let h = SubgroupHeader {
@@ -379,13 +392,13 @@ fn object_headers_beyond_64_kib_are_stopped() {
             Version::Draft22 => d22::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
         }
         let id = first_uni(v);
-        s.on_stream_data(id, &bytes[..70_000], false);
+        s.on_stream_data(StreamId(id), &bytes[..70_000], false);
         transmits(&mut s);
         assert!(!s.is_closed(), "{v:?}: {:?}", events(&mut s));
         assert_eq!(s.usage().buffered_bytes, 0, "{v:?}");
         assert_eq!(
             events(&mut s),
-            vec![Event::DataStreamEnd { stream: id, reset: Some(overload(v)) }],
+            vec![Event::DataStreamEnd { stream: StreamId(id), reset: Some(overload(v)) }],
             "{v:?}"
         );
     }

@@ -36,6 +36,7 @@ use moq_edge::wire::Version;
 
 use crate::common::{fetch_msg, header, ns, publish_as, subscribe_msg, track};
 use crate::harness::{messages, ClientId, Relay};
+use moq_edge::session::StreamId;
 
 /// Actions taken from one input at most (each runs the relay until it is quiet).
 pub const MAX_ACTIONS: usize = 96;
@@ -211,7 +212,7 @@ struct Client {
     /// Track Aliases it chose (SUBSCRIBE_OK, PUBLISH), by the order it chose them.
     aliases: Vec<TrackAlias>,
     /// Its open subgroup streams: (stream, next Object ID).
-    streams: Vec<(u64, u64)>,
+    streams: Vec<(StreamId, u64)>,
     /// It sent raw bytes: what follows may rightly close it.
     hostile: bool,
 }
@@ -436,7 +437,7 @@ impl Driver {
                 // Client-initiated bidirectional streams are 0, 4, 8 …; unidirectional 2, 6 ….
                 let stream = u64::from(*k % 16) * 4 + if *uni { 2 } else { 0 };
                 let t = moq_edge::session::Transmit::Stream {
-                    id: stream,
+                    id: StreamId(stream),
                     data: bytes::Bytes::copy_from_slice(data),
                     fin: *fin,
                     expires: None,

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use moq_edge::session::{DataLimits, Event, Session, SessionConfig, Transmit};
+use moq_edge::session::{DataLimits, Event, Session, SessionConfig, StreamId, Transmit};
 use moq_edge::wire::model::{Message, PublishOk, RequestOk, Role, SetupOptions, SubscribeOk, TrackAlias};
 use moq_edge::wire::{RequestErrorCode, Version};
 
@@ -237,12 +237,16 @@ impl Driver {
         let (control, first_bidi, first_uni) = Self::streams(self.version);
         let s = &mut self.session;
         match action {
-            Action::Control { data, fin } => s.on_stream_data(control, data, *fin),
-            Action::Bidi { k, data, fin } => s.on_stream_data(first_bidi + 4 * u64::from(*k), data, *fin),
-            Action::Uni { k, data, fin } => s.on_stream_data(first_uni + 4 * u64::from(*k), data, *fin),
+            Action::Control { data, fin } => s.on_stream_data(StreamId(control), data, *fin),
+            Action::Bidi { k, data, fin } => {
+                s.on_stream_data(StreamId(first_bidi + 4 * u64::from(*k)), data, *fin)
+            }
+            Action::Uni { k, data, fin } => {
+                s.on_stream_data(StreamId(first_uni + 4 * u64::from(*k)), data, *fin)
+            }
             Action::Reset { uni, k, code } => {
                 let first = if *uni { first_uni } else { first_bidi };
-                s.on_stream_reset(first + 4 * u64::from(*k), u64::from(*code));
+                s.on_stream_reset(StreamId(first + 4 * u64::from(*k)), u64::from(*code));
             }
             Action::StopSending { uni, mine, k, code } => {
                 // The server's own streams: bidirectional 1 + 4k, unidirectional 3 + 4k.
@@ -251,7 +255,7 @@ impl Driver {
                     (false, true) => 3,
                     (false, false) => 1,
                 };
-                s.on_stop_sending(first + 4 * u64::from(*k), u64::from(*code));
+                s.on_stop_sending(StreamId(first + 4 * u64::from(*k)), u64::from(*code));
             }
             Action::Datagram(d) => s.on_datagram(d.clone().into()),
             Action::Wait { tenths } => {

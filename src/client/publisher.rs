@@ -37,7 +37,7 @@ use bytes::Bytes;
 use super::codes::{request_error, reset};
 use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::quic::ClientError;
-use session::{Event, Session, SessionError};
+use session::{Event, Session, SessionError, StreamId};
 use wire::model::{
     DatagramHeader, FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters,
     Properties, Publish, PublishDone, PublishNamespace, RequestError, RequestId, RequestOk, RequestUpdate,
@@ -65,7 +65,7 @@ pub struct Delivery {
     pub objects_sent: u64,
     pub datagrams_sent: u64,
     /// The subgroup streams of the group in progress, by Subgroup ID.
-    streams: Vec<u64>,
+    streams: Vec<StreamId>,
 }
 
 impl Delivery {

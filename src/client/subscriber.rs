@@ -29,7 +29,7 @@ use super::codes::request_error;
 use super::moqt::{Driven, Origin, RequestState, SessionCore};
 use super::publisher::refuse;
 use super::quic::ClientError;
-use session::{DataObject, Event, Session, SessionError};
+use session::{DataObject, Event, Session, SessionError, StreamId};
 use wire::model::{
     FullTrackName, GoAway, Location, LocationFilter, Message, ObjectStatus, Parameters, PublishOk, RequestId,
     RequestOk, RequestUpdate, SubgroupId, Subscribe, TrackAlias, TrackNamespace,
@@ -129,7 +129,7 @@ struct Update {
 pub struct SubscriberCore {
     subs: BTreeMap<RequestId, Subscription>,
     /// Data stream → (subscription, Subgroup ID, Group ID).
-    streams: HashMap<u64, (RequestId, u64, u64)>,
+    streams: HashMap<StreamId, (RequestId, u64, u64)>,
     updates: BTreeMap<RequestId, Update>,
     namespaces: BTreeMap<RequestId, TrackNamespace>,
     /// `Some(forward)`: PUBLISH is accepted; draft-16 PUBLISH_OK carries FORWARD = `forward`
@@ -361,7 +361,7 @@ impl SubscriberCore {
         self.updates.values_mut().find(|u| u.target == id && u.state == RequestState::Pending)
     }
 
-    fn on_object(&mut self, stream: u64, request_id: RequestId, object: DataObject, payload: Bytes) {
+    fn on_object(&mut self, stream: StreamId, request_id: RequestId, object: DataObject, payload: Bytes) {
         let DataObject::Subgroup { header, object } = object else { return };
         let (_, subgroup, _) = *self.streams.entry(stream).or_insert_with(|| {
             let subgroup = match header.subgroup_id {

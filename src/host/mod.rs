@@ -464,7 +464,10 @@ impl ShardApp for RelayHost {
         host.relay.set_load(busy_pct);
         if let Some((port, _)) = &host.directory {
             let sessions = host.relay.session_count() as u64;
-            let _ = port.tx.send(DirRequest::Load { core: host.core, busy_pct, sessions });
+            // Err: the directory thread is gone (it logs why); the load goes unreported.
+            if port.tx.send(DirRequest::Load { core: host.core, busy_pct, sessions }).is_err() {
+                tracing::debug!(core = host.core, "directory gone: load not reported");
+            }
         }
     }
 
@@ -533,7 +536,11 @@ impl ShardApp for RelayHost {
                 host.latency_at = now + Duration::from_secs(1);
                 if let Ok(mut shared) = g.latency.lock() {
                     let h = shared.get_or_insert_with(relay::latency_histogram);
-                    let _ = h.add(&host.relay.stats.latency);
+                    // Both come from `relay::latency_histogram`: same bounds, so this cannot
+                    // fail; a failure would lose this second's samples, so it is said.
+                    if let Err(e) = h.add(&host.relay.stats.latency) {
+                        warn!(error = %e, "latency samples not merged");
+                    }
                     host.relay.stats.latency.reset();
                 }
             }

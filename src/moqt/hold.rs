@@ -5,12 +5,13 @@
 use std::time::Instant;
 
 use super::{Chunk, Pump, QuicConnection};
+use session::StreamId;
 
 /// Writes to stream `id` that wait until `streams` are delivered or reset, or `until`.
 #[derive(Debug)]
 pub(super) struct Hold {
-    pub(super) id: u64,
-    pub(super) streams: Vec<u64>,
+    pub(super) id: StreamId,
+    pub(super) streams: Vec<StreamId>,
     pub(super) until: Instant,
     pub(super) chunks: Vec<Chunk>,
 }
@@ -24,7 +25,7 @@ impl Pump {
         while i < self.holds.len() {
             let h = &self.holds[i];
             let behind = self.holds[..i].iter().any(|e| e.id == h.id);
-            let delivered = |p: &Self, conn: &mut QuicConnection, s: u64| {
+            let delivered = |p: &Self, conn: &mut QuicConnection, s: StreamId| {
                 !p.pending.contains_key(&p.key(s))
                     && p.quic_id(s).is_none_or(|q| conn.stream_capacity(q).is_err())
             };

@@ -26,7 +26,7 @@ use tracing::debug;
 
 use hold::Hold;
 use runtime::ConnApp;
-use session::{Event, Session, Transmit};
+use session::{Event, Session, StreamId, Transmit};
 use webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
 use wire::model::SetupOptions;
 use wire::Version;
@@ -72,10 +72,10 @@ pub struct Pump {
     /// (and to grant more streams) go first, and new streams open in ID order; a stream of a
     /// subscription asking for descending group order has order = the inverse of its ID
     /// (newest first among its equals).
-    pending: BTreeMap<(u8, u64, u64), StreamQueue>,
+    pending: BTreeMap<(u8, u64, StreamId), StreamQueue>,
     /// (urgency, order) of the open streams the session prioritized (others:
     /// ([`DEFAULT_URGENCY`], ID)).
-    urgency: HashMap<u64, (u8, u64)>,
+    urgency: HashMap<StreamId, (u8, u64)>,
     /// Most bytes kept in `pending` (`None`: no limit). Past it the oldest data streams are
     /// reset until the backlog is at half the limit: a subscriber that cannot keep up loses
     /// whole subgroup streams (which it sees reset), never objects inside a stream, and its
@@ -106,10 +106,10 @@ pub struct Pump {
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
-    shed_ids: Vec<u64>,
+    shed_ids: Vec<StreamId>,
     /// Finished data streams under a subgroup delivery timeout: (deadline, stream), soonest
     /// first.
-    deliver_by: BinaryHeap<Reverse<(Instant, u64)>>,
+    deliver_by: BinaryHeap<Reverse<(Instant, StreamId)>>,
     /// Data streams reset with DELIVERY_TIMEOUT.
     timed_out: u64,
     /// Writes held back until data streams are delivered ([`Transmit::Hold`]), oldest first;
@@ -117,7 +117,7 @@ pub struct Pump {
     holds: Vec<Hold>,
     /// Those reset because object bytes were still queued here past their time, until the
     /// application takes them ([`Pump::take_expired`]).
-    expired_ids: Vec<u64>,
+    expired_ids: Vec<StreamId>,
     /// Peer requests dropped because their answers piled up.
     dropped_requests: u64,
     /// Datagrams of this write: (urgency, bytes).
@@ -201,7 +201,7 @@ impl Pump {
     pub fn read(&mut self, conn: &mut QuicConnection, session: &mut Session, buf: &mut [u8]) {
         if let Some(wt) = self.wt.as_mut() {
             for (stream, data, fin) in wt.take_early() {
-                session.on_stream_data(stream, &data, fin);
+                session.on_stream_data(StreamId(stream), &data, fin);
             }
         }
         while let Some(id) = conn.stream_readable_next() {
@@ -209,10 +209,10 @@ impl Pump {
                 match conn.stream_recv(id, buf) {
                     Ok((n, fin)) => {
                         match self.wt.as_mut() {
-                            None => session.on_stream_data(id, &buf[..n], fin),
+                            None => session.on_stream_data(StreamId(id), &buf[..n], fin),
                             Some(wt) => {
                                 if let Some(d) = wt.on_stream_data(id, &buf[..n], fin) {
-                                    session.on_stream_data(d.stream, &buf[d.offset..n], fin);
+                                    session.on_stream_data(StreamId(d.stream), &buf[d.offset..n], fin);
                                 }
                             }
                         }
@@ -223,10 +223,10 @@ impl Pump {
                     Err(quiche::Error::Done) => break,
                     Err(quiche::Error::StreamReset(code)) => {
                         match self.wt.as_mut() {
-                            None => session.on_stream_reset(id, code),
+                            None => session.on_stream_reset(StreamId(id), code),
                             Some(wt) => {
                                 if let Some((stream, code)) = wt.on_stream_reset(id, code) {
-                                    session.on_stream_reset(stream, code);
+                                    session.on_stream_reset(StreamId(stream), code);
                                 }
                             }
                         }
@@ -283,10 +283,10 @@ impl Pump {
     }
 
     /// The QUIC stream that carries session stream `id` (itself over raw QUIC).
-    fn quic_id(&self, id: u64) -> Option<u64> {
+    fn quic_id(&self, id: StreamId) -> Option<u64> {
         match &self.wt {
-            None => Some(id),
-            Some(wt) => wt.quic_id(id),
+            None => Some(id.0),
+            Some(wt) => wt.quic_id(id.0),
         }
     }
 
@@ -299,7 +299,7 @@ impl Pump {
         }
     }
 
-    fn shutdown(&self, conn: &mut QuicConnection, id: u64, how: quiche::Shutdown, code: u64) -> bool {
+    fn shutdown(&self, conn: &mut QuicConnection, id: StreamId, how: quiche::Shutdown, code: u64) -> bool {
         match self.quic_id(id) {
             Some(q) => conn.stream_shutdown(q, how, self.wire_code(code)).is_ok(),
             None => false,
@@ -340,11 +340,11 @@ impl Pump {
         // (128 and up), then the most urgent, oldest data first.
         for (&key, queue) in self.pending.iter_mut() {
             let id = key.2;
-            let kind = (id & 3) as usize;
+            let kind = (id.0 & 3) as usize;
             let fin = queue.chunks.back().is_some_and(|c| c.fin);
             let quic = match wt {
-                None => Some(id),
-                Some(wt) => wt.quic_id(id),
+                None => Some(id.0),
+                Some(wt) => wt.quic_id(id.0),
             };
             let before = queue.bytes;
             let data = session.is_local_data_stream(id);
@@ -354,13 +354,14 @@ impl Pump {
                 Some(quic) => {
                     // Control and request streams are not held back: only subgroup data.
                     let budget = if data { Some(&mut budget) } else { None };
-                    send_queue(conn, session, (id, quic), queue, (now, ahead), &mut limited[kind], budget)
+                    let ids = (id, quic, wt.is_some());
+                    send_queue(conn, session, ids, queue, (now, ahead), &mut limited[kind], budget)
                 }
             };
             match sent {
                 Sent::Waiting => {
                     self.queued -= before - queue.bytes;
-                    if id & 2 == 0 && session.is_peer_stream(id) {
+                    if !id.is_uni() && session.is_peer_stream(id) {
                         requests.push((queue.bytes, id));
                     }
                     // quiche holds all it may: the data streams after this one cannot hand
@@ -418,11 +419,15 @@ impl Pump {
     }
 
     /// Resets with DELIVERY_TIMEOUT the data streams whose queued bytes expired.
-    fn reset_expired(&mut self, conn: &mut QuicConnection, session: &mut Session, expired: Vec<u64>) {
+    fn reset_expired(&mut self, conn: &mut QuicConnection, session: &mut Session, expired: Vec<StreamId>) {
         for id in expired {
             self.urgency.remove(&id);
             self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
-            let _ = session.reset_data_stream(id, RESET_DELIVERY_TIMEOUT);
+            // Err: the session had finished the stream (its FIN queued here); quiche's reset
+            // above is what the peer sees.
+            if let Err(e) = session.reset_data_stream(id, RESET_DELIVERY_TIMEOUT) {
+                tracing::trace!(stream = id.0, error = %e, "expired stream already finished");
+            }
             self.timed_out += 1;
             self.expired_ids.push(id);
         }
@@ -465,7 +470,7 @@ impl Pump {
     /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
     /// bytes): every one over [`REQUEST_QUEUE_LIMIT`], then the longest until all together
     /// are within [`REQUEST_QUEUE_TOTAL`]. The session queues the resets.
-    fn drop_piled_requests(&mut self, session: &mut Session, mut requests: Vec<(usize, u64)>) {
+    fn drop_piled_requests(&mut self, session: &mut Session, mut requests: Vec<(usize, StreamId)>) {
         let mut total: usize = requests.iter().map(|(b, _)| b).sum();
         if total <= REQUEST_QUEUE_TOTAL && requests.iter().all(|(b, _)| *b <= REQUEST_QUEUE_LIMIT) {
             return;
@@ -498,7 +503,7 @@ impl Pump {
     }
 
     /// Forgets what is queued for stream `id`.
-    fn drop_stream(&mut self, id: u64) {
+    fn drop_stream(&mut self, id: StreamId) {
         if let Some(queue) = self.pending.remove(&self.key(id)) {
             self.queued -= queue.bytes;
         }
@@ -548,7 +553,7 @@ impl Pump {
                     let _ = conn.stream_priority(q, urgency, false);
                 }
                 let old = self.key(id);
-                let order = if descending { u64::MAX - id } else { id };
+                let order = if descending { u64::MAX - id.0 } else { id.0 };
                 if urgency == DEFAULT_URGENCY && !descending {
                     self.urgency.remove(&id);
                 } else {
@@ -562,20 +567,20 @@ impl Pump {
     }
 
     /// Appends one write to stream `id`'s queue.
-    fn queue_chunk(&mut self, id: u64, chunk: Chunk) {
+    fn queue_chunk(&mut self, id: StreamId, chunk: Chunk) {
         let key = self.key(id);
         let queue = self.pending.entry(key).or_default();
         let before = queue.bytes;
         // A new WebTransport stream of ours starts with its header.
-        if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id)) {
+        if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id.0)) {
             queue.push(Chunk { data: header, fin: false, expires: None });
         }
         queue.push(chunk);
         self.queued += queue.bytes - before;
     }
 
-    fn key(&self, id: u64) -> (u8, u64, u64) {
-        let (urgency, order) = self.urgency.get(&id).copied().unwrap_or((DEFAULT_URGENCY, id));
+    fn key(&self, id: StreamId) -> (u8, u64, StreamId) {
+        let (urgency, order) = self.urgency.get(&id).copied().unwrap_or((DEFAULT_URGENCY, id.0));
         (urgency, order, id)
     }
 
@@ -585,14 +590,14 @@ impl Pump {
     fn shed_oldest(&mut self, conn: &mut QuicConnection, session: &mut Session) {
         let target = self.backlog_limit.unwrap_or(0) / 2;
         // Oldest first; with priorities set, the least urgent streams go first.
-        let mut victims: Vec<(u8, u64)> = self
+        let mut victims: Vec<(u8, StreamId)> = self
             .pending
             .keys()
             .filter(|&&(_, _, id)| session.is_local_data_stream(id))
             .map(|&(urgency, _, id)| (urgency, id))
             .collect();
         victims.sort_by_key(|&(urgency, id)| (std::cmp::Reverse(urgency), id));
-        let victims: Vec<u64> = victims.into_iter().map(|(_, id)| id).collect();
+        let victims: Vec<StreamId> = victims.into_iter().map(|(_, id)| id).collect();
         for id in victims {
             if self.queued <= target {
                 break;
@@ -604,7 +609,9 @@ impl Pump {
             }
             self.drop_stream(id);
             // The session may have finished the stream already: then only quiche knew it.
-            let _ = session.reset_data_stream(id, RESET_BACKLOG);
+            if let Err(e) = session.reset_data_stream(id, RESET_BACKLOG) {
+                tracing::trace!(stream = id.0, error = %e, "shed stream already finished");
+            }
             self.shed += 1;
             self.shed_ids.push(id);
         }
@@ -635,13 +642,13 @@ impl Pump {
     }
 
     /// The streams shed since the last call.
-    pub fn take_shed(&mut self) -> Vec<u64> {
+    pub fn take_shed(&mut self) -> Vec<StreamId> {
         std::mem::take(&mut self.shed_ids)
     }
 
     /// The streams reset since the last call because object bytes queued for them were past
     /// their delivery deadline.
-    pub fn take_expired(&mut self) -> Vec<u64> {
+    pub fn take_expired(&mut self) -> Vec<StreamId> {
         std::mem::take(&mut self.expired_ids)
     }
 }
@@ -788,7 +795,7 @@ enum Sent {
 fn send_queue(
     conn: &mut QuicConnection,
     session: &mut Session,
-    (id, quic): (u64, u64),
+    (id, quic, over_wt): (StreamId, u64, bool),
     queue: &mut StreamQueue,
     (now, ahead): (Instant, Option<Ahead>),
     limited: &mut bool,
@@ -855,13 +862,14 @@ fn send_queue(
                 return Sent::Waiting;
             }
             Err(quiche::Error::StreamStopped(code)) => {
-                // Over WebTransport `quic != id` and the code is in HTTP/3's space.
-                let code = if quic == id { code } else { webtransport::app_code(code) };
+                // Over WebTransport the code is in HTTP/3's space (even on a server
+                // bidirectional stream, whose QUIC ID is the session's).
+                let code = if over_wt { webtransport::app_code(code) } else { code };
                 session.on_stop_sending(id, code);
                 return Sent::Gone;
             }
             Err(e) => {
-                debug!(stream = id, error = %e, "stream_send");
+                debug!(stream = id.0, error = %e, "stream_send");
                 return Sent::Gone;
             }
         }

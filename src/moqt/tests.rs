@@ -129,18 +129,18 @@ fn backlog_over_the_limit_resets_the_oldest_data_streams() {
         assert!(sp.shed_streams() > 0, "{version:?}: nothing shed");
         assert!(sp.queued_bytes() <= 1 << 20, "{version:?}: {} bytes queued", sp.queued_bytes());
         // Shed streams are the oldest of those still queued; the session forgot them.
-        let shed: Vec<u64> =
+        let shed: Vec<StreamId> =
             streams.iter().copied().filter(|&id| ss.finish_data_stream(id).is_err()).collect();
         assert_eq!(shed.len() as u64, sp.shed_streams(), "{version:?}");
         assert!(shed.windows(2).all(|w| w[0] < w[1]));
-        assert!(!ss.is_local_data_stream(if version.request_streams() { 3 } else { 1 }));
+        assert!(!ss.is_local_data_stream(StreamId(if version.request_streams() { 3 } else { 1 })));
 
         // The client hears RESET_STREAM with CANCELLED for each of them.
         exchange(&mut c, &mut s);
         for &id in &shed {
             let mut reset = None;
             loop {
-                match c.stream_recv(id, &mut buf) {
+                match c.stream_recv(id.0, &mut buf) {
                     Ok(_) => continue,
                     Err(quiche::Error::StreamReset(code)) => reset = Some(code),
                     Err(_) => {}
@@ -264,9 +264,9 @@ fn more_urgent_data_streams_are_sent_first() {
         };
         c.recv(&mut pkt[..len], info).unwrap();
         let readable: Vec<u64> = c.readable().collect();
-        assert!(readable.contains(&high), "{version:?}: {readable:?}");
+        assert!(readable.contains(&high.0), "{version:?}: {readable:?}");
         let mut buf = vec![0u8; 65_536];
-        let (n, fin) = c.stream_recv(high, &mut buf).unwrap();
+        let (n, fin) = c.stream_recv(high.0, &mut buf).unwrap();
         assert!(fin && n > 1_000, "{version:?}: the urgent stream whole in the first packet ({n} bytes)");
         assert!(low < high);
     }
@@ -292,14 +292,14 @@ fn descending_group_order_hands_newer_streams_to_quiche_first() {
         let newer = open(2, 1_000_000);
         sp.write(&mut s, &mut ss, Instant::now());
         // Both were written alike; the one quiche has taken nothing of waits whole.
-        let left = |id: u64| sp.pending.iter().find(|(k, _)| k.2 == id).map_or(0, |(_, q)| q.bytes);
+        let left = |id: StreamId| sp.pending.iter().find(|(k, _)| k.2 == id).map_or(0, |(_, q)| q.bytes);
         let (first, waits) = if descending { (newer, older) } else { (older, newer) };
         assert!(left(first) < left(waits), "descending {descending}: {} vs {}", left(first), left(waits));
     }
 }
 
 /// Opens a subgroup stream of group `group` on `ss`.
-fn subgroup(ss: &mut Session, group: u64) -> u64 {
+fn subgroup(ss: &mut Session, group: u64) -> StreamId {
     let header = SubgroupHeader {
         track_alias: TrackAlias(1),
         group_id: group,
@@ -363,8 +363,8 @@ fn expired_object_bytes_reset_their_stream() {
         assert_eq!(sp.queued_bytes(), 0, "{version:?}: nothing left queued");
         assert!(ss.finish_data_stream(late).is_err(), "{version:?}: the session forgot the stream");
         exchange(&mut c, &mut s);
-        assert_eq!(read_stream(&mut c, late).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
-        let (n, end) = read_stream(&mut c, fine);
+        assert_eq!(read_stream(&mut c, late.0).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
+        let (n, end) = read_stream(&mut c, fine.0);
         assert_eq!(end, Ok(true), "{version:?}");
         assert!(n > 100, "{version:?}: header and object ({n} bytes)");
     }
@@ -412,7 +412,7 @@ fn objects_that_would_leave_after_their_deadline_are_not_handed_to_quiche() {
         assert!(ss.finish_data_stream(late).is_err(), "{version:?}: the session forgot `late`");
         assert!(ss.finish_data_stream(spare).is_ok(), "{version:?}: `spare` waits its turn");
         exchange(&mut c, &mut s);
-        assert_eq!(read_stream(&mut c, late).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
+        assert_eq!(read_stream(&mut c, late.0).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
     }
 }
 
@@ -430,7 +430,7 @@ fn finished_streams_not_delivered_by_their_deadline_are_reset() {
         ss.finish_data_stream_by(delivered, deadline).unwrap();
         sp.write(&mut s, &mut ss, t0);
         exchange(&mut c, &mut s); // delivered and acknowledged
-        assert_eq!(read_stream(&mut c, delivered).1, Ok(true), "{version:?}");
+        assert_eq!(read_stream(&mut c, delivered.0).1, Ok(true), "{version:?}");
         exchange(&mut c, &mut s);
 
         let lost = subgroup(&mut ss, 2);
@@ -445,7 +445,7 @@ fn finished_streams_not_delivered_by_their_deadline_are_reset() {
         sp.write(&mut s, &mut ss, t0 + Duration::from_secs(2));
         assert_eq!(sp.timed_out_streams(), 1, "{version:?}: only the stream not yet delivered");
         exchange(&mut c, &mut s);
-        assert_eq!(read_stream(&mut c, lost).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
+        assert_eq!(read_stream(&mut c, lost.0).1, Err(RESET_DELIVERY_TIMEOUT), "{version:?}");
     }
 }
 

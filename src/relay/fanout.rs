@@ -29,7 +29,7 @@ use super::{update_allows, Cx, UpdateError};
 use crate::unheeded;
 use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
-use session::{data_urgency, SessionCode};
+use session::{data_urgency, SessionCode, StreamId};
 use wire::model::property_type as pt;
 use wire::model::{
     FullTrackName, Location, LocationFilter, Message, Parameters, Properties, RequestId, RequestUpdate,
@@ -66,7 +66,7 @@ struct LocalSub {
     shed_since: Option<Instant>,
     /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
     /// shed from the backlog is usually one the relay already finished (its FIN queued).
-    recent: VecDeque<u64>,
+    recent: VecDeque<StreamId>,
     /// The Largest Location when it became Established (joining FETCHes end there).
     largest_at_start: Option<Location>,
     /// Joining FETCHes (draft-16) that arrived before SUBSCRIBE_OK.
@@ -175,13 +175,13 @@ pub(super) enum StreamLoss {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Down {
     /// Our downstream stream, open.
-    Open(u64),
+    Open(StreamId),
     /// Its delivery timed out: no stream is (re)opened for the rest of it (draft-22 §5.2).
     TimedOut,
 }
 
 impl Down {
-    fn stream(self) -> Option<u64> {
+    fn stream(self) -> Option<StreamId> {
         match self {
             Down::Open(id) => Some(id),
             Down::TimedOut => None,

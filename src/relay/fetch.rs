@@ -19,7 +19,7 @@ use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::sessions::{Holder, Sessions};
 use super::Cx;
 use crate::unheeded;
-use session::data_urgency;
+use session::{data_urgency, StreamId};
 use wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
 };
@@ -238,7 +238,11 @@ impl Fanout {
 
 /// The fetch stream's items after its header: the unknown range marker, then every object
 /// (its header fields, then its payload, shared).
-fn write_items(s: &mut session::Session, stream: u64, data: &FetchData) -> Result<(), session::SessionError> {
+fn write_items(
+    s: &mut session::Session,
+    stream: StreamId,
+    data: &FetchData,
+) -> Result<(), session::SessionError> {
     let order = if data.descending { GroupOrder::Descending } else { GroupOrder::Ascending };
     let mut w = s.fetch_writer(order);
     let mut head = Vec::new();

@@ -20,7 +20,7 @@ use super::sessions::{Holder, Sessions};
 use super::shed::{Gate, Shed};
 use super::Cx;
 use crate::unheeded;
-use session::{DataObject, SessionError};
+use session::{DataObject, SessionError, StreamId};
 use wire::model::{
     DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
     RequestError, RequestId, RequestUpdate, SubgroupId, Subscribe, SubscribeOk, TrackAlias, TrackNamespace,
@@ -66,7 +66,7 @@ pub struct Ingest {
     ups: HashMap<(ConnId, RequestId), Upstream>,
     by_epoch: HashMap<Epoch, (ConnId, RequestId)>,
     /// Upstream data streams: (session, stream id) → (session's request, key).
-    streams: HashMap<(ConnId, u64), (RequestId, StreamKey)>,
+    streams: HashMap<(ConnId, StreamId), (RequestId, StreamKey)>,
     /// Streams not forwarded (further) to their track's owner core because the mesh to it
     /// was backed up or full (`shed.rs`).
     shed: Shed,
@@ -577,7 +577,7 @@ impl Ingest {
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
-        stream: u64,
+        stream: StreamId,
         rid: RequestId,
         object: DataObject,
         payload: Bytes,
@@ -614,7 +614,7 @@ impl Ingest {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         conn: ConnId,
-        stream: u64,
+        stream: StreamId,
         reset: Option<u64>,
     ) {
         let Some((rid, key)) = self.streams.remove(&(conn, stream)) else { return };

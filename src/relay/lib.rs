@@ -68,7 +68,7 @@ use self::sessions::{Holder, Sessions};
 pub use self::stats::{latency_histogram, CounterDef, RelayStats};
 use auth::{Denied, Right};
 use session::SessionCode;
-use session::{DataObject, Event, Session};
+use session::{DataObject, Event, Session, StreamId};
 use wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
 use wire::RequestErrorCode;
 
@@ -394,7 +394,7 @@ impl RelayShard {
     /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
     /// subscriber was not taking; a subscription that keeps losing streams this way is ended
     /// with TOO_FAR_BEHIND.
-    pub fn streams_shed(&mut self, conn: ConnId, streams: &[u64], now: Instant) {
+    pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
         self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Backlog);
@@ -405,7 +405,7 @@ impl RelayShard {
     /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
     /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward
     /// TOO_FAR_BEHIND like streams shed from the backlog.
-    pub fn streams_expired(&mut self, conn: ConnId, streams: &[u64], now: Instant) {
+    pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
         self.now = now;
         self.stats.lag_resets += streams.len() as u64;
         self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Lag);

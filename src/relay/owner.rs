@@ -87,6 +87,18 @@ impl Source {
     }
 }
 
+/// One track on its owner core.
+///
+/// Its upstream's life is one state, [`TrackState`]: Starting → Live, and Lost (with whether
+/// it had been announced) → back when an upstream is Established again, or ended after
+/// [`UPSTREAM_LOST_GRACE`]. What else varies is independent of that and of each other, so
+/// each is its own typed field rather than a product folded into one enum (which would need
+/// every combination: a Lost track can be idle, merging and mid-move at once):
+/// - where the objects come from: `source` (Pending / Subscribed / Published) and `extra`;
+/// - whether anyone wants it: `idle_since` (`Some` while nobody does: the linger);
+/// - a move to another source under way: `handover.moving`;
+/// - several publishers merged: `merge` (`Some` while more than one feeds it);
+/// - what the upstream was asked: `forward`, `asked`, `new_group`.
 #[derive(Debug)]
 struct Track {
     name: FullTrackName,

@@ -15,7 +15,7 @@ use super::msg::{OwnerMsg, Piece, UpFetchMsg, UpFetchStart};
 use super::sessions::{Holder, Sessions};
 use super::Cx;
 use crate::unheeded;
-use session::DataObject;
+use session::{DataObject, StreamId};
 use wire::model::{Fetch, FetchItem, FetchKind, LocationFilter, Message, Parameters, RequestId, TrackAlias};
 
 /// Upstream FETCHes this core sent.
@@ -24,7 +24,7 @@ pub struct UpFetches {
     /// (publisher session, our FETCH's Request ID) → (track, the owner's fetch id).
     by_req: HashMap<(ConnId, RequestId), (TrackAlias, u64)>,
     /// Their fetch streams: (session, stream) → Request ID.
-    streams: HashMap<(ConnId, u64), RequestId>,
+    streams: HashMap<(ConnId, StreamId), RequestId>,
 }
 
 impl UpFetches {
@@ -94,7 +94,7 @@ impl UpFetches {
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
-        stream: u64,
+        stream: StreamId,
         rid: RequestId,
         object: DataObject,
         payload: Bytes,
@@ -142,7 +142,7 @@ impl UpFetches {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         conn: ConnId,
-        stream: u64,
+        stream: StreamId,
         reset: Option<u64>,
     ) -> bool {
         let Some(rid) = self.streams.remove(&(conn, stream)) else { return false };

@@ -34,14 +34,28 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<(Socket, bool)> {
     socket.set_reuse_port(true)?;
     // The socket stays in blocking mode: io_uring (glommio's readiness `peek`) would otherwise
     // complete at once with EAGAIN instead of waiting. Our own calls pass MSG_DONTWAIT.
-    // Best effort: the kernel caps these at net.core.{r,w}mem_max (see perf/ and deploy/).
-    let _ = socket.set_recv_buffer_size(8 << 20);
-    let _ = socket.set_send_buffer_size(8 << 20);
+    // The kernel caps these at net.core.{r,w}mem_max (see perf/ and deploy/): a smaller
+    // buffer costs drops under bursts, not correctness, so it is reported, not refused.
+    const BUF: usize = 8 << 20;
+    let recv = socket.set_recv_buffer_size(BUF).and_then(|()| socket.recv_buffer_size());
+    let send = socket.set_send_buffer_size(BUF).and_then(|()| socket.send_buffer_size());
+    for (which, got) in [("receive", recv), ("send", send)] {
+        match got {
+            // Linux reports double what it grants (its bookkeeping share).
+            Ok(n) if n >= BUF => {}
+            Ok(n) => {
+                tracing::debug!(%addr, which, bytes = n, wanted = BUF, "UDP socket buffer capped by the kernel")
+            }
+            Err(e) => tracing::debug!(%addr, which, error = %e, "UDP socket buffer size not set"),
+        }
+    }
     socket.bind(&SockAddr::from(addr))?;
     let gro = setsockopt_int(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
     // Best effort: the kernel's receive time of each datagram ([`Received::rx_ns`]), so a core
     // can tell how long its input waited in the socket before it read it.
-    let _ = setsockopt_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
+    if let Err(e) = setsockopt_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1) {
+        tracing::debug!(%addr, error = %e, "no receive timestamps: input wait is not measured");
+    }
     Ok((socket, gro))
 }
 

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::error::{SessionCode, SessionError};
-use super::streams::{ClosedStreams, CLOSED_UNI_WINDOW};
+use super::streams::{ClosedStreams, StreamId, CLOSED_UNI_WINDOW};
 use super::{Event, Transmit};
 use wire::d16::data as d16;
 use wire::d18::data as d18;
@@ -117,7 +117,7 @@ struct DataStream {
 pub struct DataState {
     version: Version,
     limits: DataLimits,
-    streams: HashMap<u64, DataStream>,
+    streams: HashMap<StreamId, DataStream>,
     /// Peer unidirectional streams finished with; late bytes on them are ignored.
     closed: ClosedStreams,
     aliases: HashMap<TrackAlias, RequestId>,
@@ -127,7 +127,7 @@ pub struct DataState {
     alias_tracks: HashMap<TrackAlias, wire::model::FullTrackName>,
     alias_of: HashMap<RequestId, TrackAlias>,
     /// Held streams in arrival order.
-    held: Vec<u64>,
+    held: Vec<StreamId>,
     held_bytes: usize,
     /// Sum of the `counted` bytes of all streams.
     buffered: usize,
@@ -151,7 +151,7 @@ pub struct Out<'a> {
 
 impl DataState {
     /// `first_peer_uni` is the first unidirectional stream id the peer opens.
-    pub fn new(version: Version, limits: DataLimits, first_peer_uni: u64) -> Self {
+    pub fn new(version: Version, limits: DataLimits, first_peer_uni: StreamId) -> Self {
         DataState {
             version,
             limits,
@@ -180,17 +180,17 @@ impl DataState {
     }
 
     /// True when `id` is a data stream this state owns or has finished with.
-    pub fn owns(&self, id: u64) -> bool {
+    pub fn owns(&self, id: StreamId) -> bool {
         self.streams.contains_key(&id) || self.closed.contains(id)
     }
 
     /// Peer unidirectional stream `id` is not (or no longer) a data stream: late bytes on it
     /// are ignored, and the closed-stream watermark can pass it.
-    pub fn retire(&mut self, id: u64) {
+    pub fn retire(&mut self, id: StreamId) {
         self.forget(id);
     }
 
-    fn forget(&mut self, id: u64) {
+    fn forget(&mut self, id: StreamId) {
         if let Some(st) = self.remove_stream(id) {
             self.forget_held(id, &st);
         }
@@ -247,7 +247,7 @@ impl DataState {
         if let Some(t) = track {
             self.alias_tracks.insert(alias, t.clone());
         }
-        let ready: Vec<u64> = self
+        let ready: Vec<StreamId> = self
             .held
             .iter()
             .copied()
@@ -298,7 +298,7 @@ impl DataState {
     /// Bytes on peer data stream `id`.
     pub fn on_data(
         &mut self,
-        id: u64,
+        id: StreamId,
         data: &[u8],
         fin: bool,
         out: &mut Out<'_>,
@@ -346,7 +346,7 @@ impl DataState {
     }
 
     /// The peer reset data stream `id`; false when it is not one of ours.
-    pub fn on_reset(&mut self, id: u64, code: u64, out: &mut Out<'_>) -> bool {
+    pub fn on_reset(&mut self, id: StreamId, code: u64, out: &mut Out<'_>) -> bool {
         let Some(st) = self.remove_stream(id) else { return self.closed.contains(id) };
         self.closed.insert(id);
         self.forget_held(id, &st);
@@ -356,21 +356,21 @@ impl DataState {
         true
     }
 
-    fn remove_stream(&mut self, id: u64) -> Option<DataStream> {
+    fn remove_stream(&mut self, id: StreamId) -> Option<DataStream> {
         let st = self.streams.remove(&id)?;
         self.buffered = self.buffered.saturating_sub(st.counted);
         Some(st)
     }
 
     /// Brings [`DataState::buffered`] up to date with stream `id`'s buffer.
-    fn recount(&mut self, id: u64) {
+    fn recount(&mut self, id: StreamId) {
         if let Some(st) = self.streams.get_mut(&id) {
             self.buffered = self.buffered.saturating_sub(st.counted).saturating_add(st.buf.len());
             st.counted = st.buf.len();
         }
     }
 
-    fn forget_held(&mut self, id: u64, st: &DataStream) {
+    fn forget_held(&mut self, id: StreamId, st: &DataStream) {
         if matches!(st.phase, Phase::Held { .. }) {
             self.held.retain(|&s| s != id);
             self.held_bytes = self.held_bytes.saturating_sub(st.buf.len());
@@ -378,7 +378,7 @@ impl DataState {
     }
 
     /// Drops stream `id` with STOP_SENDING (a local limit); surfaced streams report it.
-    fn abandon(&mut self, id: u64, report: bool, out: &mut Out<'_>) {
+    fn abandon(&mut self, id: StreamId, report: bool, out: &mut Out<'_>) {
         let code = self.overload_code();
         if let Some(st) = self.remove_stream(id) {
             self.forget_held(id, &st);
@@ -392,7 +392,7 @@ impl DataState {
         self.closed.insert(id);
     }
 
-    fn finish(&mut self, id: u64, out: &mut Out<'_>) {
+    fn finish(&mut self, id: StreamId, out: &mut Out<'_>) {
         if let Some(st) = self.remove_stream(id) {
             if matches!(st.phase, Phase::Objects { .. }) {
                 out.events.push_back(Event::DataStreamEnd { stream: id, reset: None });
@@ -402,7 +402,7 @@ impl DataState {
     }
 
     /// Parses as far as the buffered bytes allow.
-    fn process(&mut self, id: u64, out: &mut Out<'_>) -> Result<(), SessionError> {
+    fn process(&mut self, id: StreamId, out: &mut Out<'_>) -> Result<(), SessionError> {
         loop {
             let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
             if matches!(st.phase, Phase::Header) {
@@ -489,7 +489,7 @@ impl DataState {
     /// A data stream's header: the request its objects belong to (a subgroup's Track Alias, a
     /// fetch's Request ID); a subgroup whose alias is not known yet is held (within limits).
     /// `Ok(false)`: nothing more to read now (more bytes needed, held or abandoned).
-    fn read_header(&mut self, id: u64, out: &mut Out<'_>) -> Result<bool, SessionError> {
+    fn read_header(&mut self, id: StreamId, out: &mut Out<'_>) -> Result<bool, SessionError> {
         let Some(st) = self.streams.get_mut(&id) else { return Ok(false) };
         let r = self.version.decode_uni_stream_header(&st.buf);
         let (header, n) = match r {
@@ -625,27 +625,27 @@ mod tests {
 
     #[test]
     fn accounting_returns_to_zero() {
-        let mut d = DataState::new(Version::Draft22, DataLimits::default(), 2);
+        let mut d = DataState::new(Version::Draft22, DataLimits::default(), StreamId(2));
         let (mut ev, mut tx) = (VecDeque::new(), VecDeque::new());
         let mut out = Out { events: &mut ev, transmits: &mut tx };
         let a = stream_bytes(1, b"hello");
         // Stream 6: alias known; stream 10: held, then released; stream 14: reset while held.
         d.add_alias(TrackAlias(1), RequestId(0), None, &mut out).unwrap();
-        d.on_data(6, &a[..4], false, &mut out).unwrap();
+        d.on_data(StreamId(6), &a[..4], false, &mut out).unwrap();
         assert!(d.buffered > 0);
-        d.on_data(6, &a[4..], true, &mut out).unwrap();
+        d.on_data(StreamId(6), &a[4..], true, &mut out).unwrap();
         let b = stream_bytes(2, b"world");
-        d.on_data(10, &b, true, &mut out).unwrap();
-        d.on_data(14, &b[..6], false, &mut out).unwrap();
+        d.on_data(StreamId(10), &b, true, &mut out).unwrap();
+        d.on_data(StreamId(14), &b[..6], false, &mut out).unwrap();
         assert_eq!(d.held.len(), 2);
         assert!(d.held_bytes > 0);
-        assert!(d.on_reset(14, 0, &mut out));
+        assert!(d.on_reset(StreamId(14), 0, &mut out));
         d.add_alias(TrackAlias(2), RequestId(2), None, &mut out).unwrap();
         assert_eq!((d.buffered, d.held_bytes, d.held.len(), d.streams.len()), (0, 0, 0, 0));
         let objects = ev.iter().filter(|e| matches!(e, Event::Object { .. })).count();
         let ends = ev.iter().filter(|e| matches!(e, Event::DataStreamEnd { reset: None, .. })).count();
         assert_eq!((objects, ends), (2, 2));
         // Finished streams stay known, so late bytes on them are ignored.
-        assert!(d.owns(6) && d.owns(10) && d.owns(14) && !d.owns(18));
+        assert!(d.owns(StreamId(6)) && d.owns(StreamId(10)) && d.owns(StreamId(14)) && !d.owns(StreamId(18)));
     }
 }

@@ -6,6 +6,8 @@
 
 use thiserror::Error;
 
+use crate::StreamId;
+
 use wire::{DecodeError, EncodeError, ErrorCode};
 
 /// A session termination code (the application error code of CONNECTION_CLOSE). The union of
@@ -118,7 +120,7 @@ pub enum SessionError {
     UnknownRequest(u64),
     /// No open data stream of ours has this id.
     #[error("unknown data stream {0}")]
-    UnknownStream(u64),
+    UnknownStream(StreamId),
     /// The message cannot be sent with this API (for example NAMESPACE without its request).
     #[error("{0} cannot be sent here")]
     Misrouted(&'static str),

@@ -23,6 +23,7 @@ mod streams;
 pub use control::{Session, SessionConfig, SessionUsage};
 pub use data::{DataLimits, DataObject};
 pub use error::{SessionCode, SessionError};
+pub use streams::StreamId;
 
 use std::time::Instant;
 
@@ -38,20 +39,20 @@ pub enum Transmit {
     /// delivery timeout (draft-22 §5.2 OBJECT_DELIVERY_TIMEOUT, draft-16 DELIVERY_TIMEOUT)
     /// must be handed to the transport by then; if not, the stream is reset with
     /// DELIVERY_TIMEOUT instead.
-    Stream { id: u64, data: Bytes, fin: bool, expires: Option<Instant> },
+    Stream { id: StreamId, data: Bytes, fin: bool, expires: Option<Instant> },
     /// The finished data stream `id` must be fully delivered by `at` (draft-22 §5.2
     /// SUBGROUP_DELIVERY_TIMEOUT); if the peer has not acknowledged all of it by then, the
     /// stream is reset with DELIVERY_TIMEOUT.
-    DeliverBy { id: u64, at: Instant },
+    DeliverBy { id: StreamId, at: Instant },
     /// What is written to stream `id` from here on waits until every data stream in `streams`
     /// is fully acknowledged by the peer or reset, or until `until`: a message that must not
     /// overtake the data it counts (PUBLISH_DONE after its subgroup streams). A transport that
     /// cannot tell sends it at once.
-    Hold { id: u64, streams: Vec<u64>, until: Instant },
+    Hold { id: StreamId, streams: Vec<StreamId>, until: Instant },
     /// End our sending direction of `id` abruptly with an application error code.
-    Reset { id: u64, code: u64 },
+    Reset { id: StreamId, code: u64 },
     /// Ask the peer to stop sending on `id`.
-    StopSending { id: u64, code: u64 },
+    StopSending { id: StreamId, code: u64 },
     /// Send one QUIC DATAGRAM (an OBJECT_DATAGRAM); datagrams queued together go most
     /// urgent first (same scale as [`data_urgency`]).
     Datagram { data: Bytes, urgency: u8 },
@@ -61,7 +62,7 @@ pub enum Transmit {
     /// which keeps control and request streams ahead of data streams, all 128 or more);
     /// `descending`: among streams of equal urgency, newer (higher ID) ones first (a
     /// subscription's descending GROUP_ORDER), instead of older first.
-    Priority { id: u64, urgency: u8, descending: bool },
+    Priority { id: StreamId, urgency: u8, descending: bool },
 }
 
 /// The QUIC urgency of a data stream (draft-22 §5.1: subscriber priority first, then
@@ -89,11 +90,11 @@ pub enum Event {
     /// A whole object (or fetch End of Range) from data stream `stream`, for request
     /// `request_id` (a subgroup stream's Track Alias resolved; a fetch stream's Request ID).
     /// `payload` shares the receive buffer (no copy).
-    Object { stream: u64, request_id: RequestId, object: DataObject, payload: Bytes },
+    Object { stream: StreamId, request_id: RequestId, object: DataObject, payload: Bytes },
     /// A data stream that produced `Object` events ended: `reset` is `None` after FIN, the
     /// peer's reset code, or the STOP_SENDING code we sent when we abandoned it (object over
     /// [`DataLimits::max_object_size`]).
-    DataStreamEnd { stream: u64, reset: Option<u64> },
+    DataStreamEnd { stream: StreamId, reset: Option<u64> },
     /// An object datagram for request `request_id` (status datagrams have an empty payload).
     Datagram { request_id: RequestId, header: DatagramHeader, payload: Bytes },
     /// The session is over (by the peer, or by us after a protocol violation).

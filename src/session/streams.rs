@@ -57,34 +57,34 @@ impl RecvBuf {
 /// peer that skipped stream ids on purpose.
 #[derive(Debug)]
 pub struct ClosedStreams {
-    below: u64,
-    above: std::collections::BTreeSet<u64>,
+    below: StreamId,
+    above: std::collections::BTreeSet<StreamId>,
     window: usize,
 }
 
 impl ClosedStreams {
     /// For the peer-opened streams of the kind that starts at `first` (ids `first + 4k`),
     /// keeping at most `window` closed ids above the watermark.
-    pub fn new(first: u64, window: usize) -> Self {
+    pub fn new(first: StreamId, window: usize) -> Self {
         ClosedStreams { below: first, above: Default::default(), window }
     }
 
-    pub fn insert(&mut self, id: u64) {
+    pub fn insert(&mut self, id: StreamId) {
         if id < self.below {
             return;
         }
         self.above.insert(id);
         if self.above.len() > self.window {
             if let Some(lowest) = self.above.pop_first() {
-                self.below = lowest.saturating_add(4);
+                self.below = StreamId(lowest.0.saturating_add(4));
             }
         }
         while self.above.remove(&self.below) {
-            self.below = self.below.saturating_add(4);
+            self.below = StreamId(self.below.0.saturating_add(4));
         }
     }
 
-    pub fn contains(&self, id: u64) -> bool {
+    pub fn contains(&self, id: StreamId) -> bool {
         id < self.below || self.above.contains(&id)
     }
 
@@ -100,27 +100,47 @@ pub const CLOSED_BIDI_WINDOW: usize = 4096;
 /// The same for unidirectional (data) streams (`INITIAL_MAX_STREAMS_UNI`, 10,000).
 pub const CLOSED_UNI_WINDOW: usize = 16_384;
 
-/// The endpoint that opened stream `id`.
-pub const fn initiator(id: u64) -> Role {
-    if id & 1 == 0 {
-        Role::Client
-    } else {
-        Role::Server
+/// A QUIC stream of the session, in QUIC's numbering (RFC 9000 §2.1): the two low bits say
+/// who opened it and whether it is unidirectional. Over WebTransport it is the QUIC stream
+/// the WebTransport layer maps the session's stream to; over raw QUIC the stream itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    /// The first stream id of a kind: client bidi 0, server bidi 1, client uni 2, server uni 3.
+    pub const fn first(role: Role, uni: bool) -> StreamId {
+        let r = match role {
+            Role::Client => 0,
+            Role::Server => 1,
+        };
+        StreamId(r | if uni { 2 } else { 0 })
+    }
+
+    /// The endpoint that opened it.
+    pub const fn initiator(self) -> Role {
+        if self.0 & 1 == 0 {
+            Role::Client
+        } else {
+            Role::Server
+        }
+    }
+
+    /// True for a unidirectional stream.
+    pub const fn is_uni(self) -> bool {
+        self.0 & 2 != 0
+    }
+
+    /// The next stream of the same kind (ids of a kind step by 4).
+    pub const fn next(self) -> StreamId {
+        StreamId(self.0.saturating_add(4))
     }
 }
 
-/// True for unidirectional streams.
-pub const fn is_uni(id: u64) -> bool {
-    id & 2 != 0
-}
-
-/// The first stream id of a kind: client bidi 0, server bidi 1, client uni 2, server uni 3.
-pub const fn first_id(role: Role, uni: bool) -> u64 {
-    let r = match role {
-        Role::Client => 0,
-        Role::Server => 1,
-    };
-    r | if uni { 2 } else { 0 }
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 #[cfg(test)]
@@ -129,38 +149,40 @@ mod tests {
 
     #[test]
     fn stream_id_kinds() {
-        assert_eq!(first_id(Role::Client, false), 0);
-        assert_eq!(first_id(Role::Server, false), 1);
-        assert_eq!(first_id(Role::Client, true), 2);
-        assert_eq!(first_id(Role::Server, true), 3);
-        assert_eq!(initiator(4), Role::Client);
-        assert_eq!(initiator(7), Role::Server);
-        assert!(is_uni(6) && !is_uni(5));
+        assert_eq!(StreamId::first(Role::Client, false), StreamId(0));
+        assert_eq!(StreamId::first(Role::Server, false), StreamId(1));
+        assert_eq!(StreamId::first(Role::Client, true), StreamId(2));
+        assert_eq!(StreamId::first(Role::Server, true), StreamId(3));
+        assert_eq!(StreamId(4).initiator(), Role::Client);
+        assert_eq!(StreamId(7).initiator(), Role::Server);
+        assert!(StreamId(6).is_uni() && !StreamId(5).is_uni());
+        assert_eq!(StreamId(3).next(), StreamId(7));
     }
 
     #[test]
     fn closed_streams_compact() {
-        let mut c = ClosedStreams::new(1, 16);
-        c.insert(9);
-        assert!(c.contains(9) && !c.contains(1) && !c.contains(5));
-        c.insert(1);
-        c.insert(5);
-        assert!(c.contains(1) && c.contains(5) && c.contains(9) && !c.contains(13));
+        let mut c = ClosedStreams::new(StreamId(1), 16);
+        c.insert(StreamId(9));
+        assert!(c.contains(StreamId(9)) && !c.contains(StreamId(1)) && !c.contains(StreamId(5)));
+        c.insert(StreamId(1));
+        c.insert(StreamId(5));
+        assert!([1, 5, 9].map(StreamId).iter().all(|&id| c.contains(id)) && !c.contains(StreamId(13)));
         assert!(c.above.is_empty());
     }
 
     #[test]
     fn closed_streams_keep_a_bounded_window() {
         // Stream 0 stays open while 1000 later streams close.
-        let mut c = ClosedStreams::new(0, 8);
+        let mut c = ClosedStreams::new(StreamId(0), 8);
+        let bidi = |k: u64| StreamId(4 * k);
         for k in 1..=1000u64 {
-            c.insert(4 * k);
+            c.insert(bidi(k));
         }
         assert!(c.tracked() <= 8);
-        assert!(c.contains(4 * 1000) && c.contains(4 * 500) && !c.contains(4 * 1001));
+        assert!(c.contains(bidi(1000)) && c.contains(bidi(500)) && !c.contains(bidi(1001)));
         // A gap above the watermark is still told apart.
-        c.insert(4 * 1003);
-        assert!(c.contains(4 * 1003) && !c.contains(4 * 1002));
+        c.insert(bidi(1003));
+        assert!(c.contains(bidi(1003)) && !c.contains(bidi(1002)));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! checks several areas share.
 
 use bytes::Bytes;
-use moq_edge::session::Event;
+use moq_edge::session::{Event, StreamId};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
     Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, Location, LocationFilter, Message,
@@ -92,15 +92,15 @@ impl Relay {
         self.run_until_quiet();
     }
 
-    pub fn open(&mut self, p: ClientId, h: &SubgroupHeader) -> u64 {
+    pub fn open(&mut self, p: ClientId, h: &SubgroupHeader) -> StreamId {
         self.session(p).open_subgroup(h).unwrap()
     }
 
-    pub fn put(&mut self, p: ClientId, stream: u64, o: &(SubgroupObject, Bytes)) {
+    pub fn put(&mut self, p: ClientId, stream: StreamId, o: &(SubgroupObject, Bytes)) {
         self.session(p).send_object(stream, &o.0, o.1.clone()).unwrap();
     }
 
-    pub fn fin(&mut self, p: ClientId, stream: u64) {
+    pub fn fin(&mut self, p: ClientId, stream: StreamId) {
         self.session(p).finish_data_stream(stream).unwrap();
     }
 

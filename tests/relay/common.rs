@@ -2,7 +2,7 @@
 //! the tests' clients write, and assertions on what they receive.
 
 use bytes::Bytes;
-use moq_edge::session::{DataObject, Event};
+use moq_edge::session::{DataObject, Event, StreamId};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
     Fetch, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue, Location, LocationFilter,
@@ -200,7 +200,7 @@ pub struct SeenFetch {
 }
 
 pub fn fetch_streams(events: &[Event]) -> Vec<SeenFetch> {
-    let mut out: Vec<(u64, SeenFetch)> = Vec::new();
+    let mut out: Vec<(StreamId, SeenFetch)> = Vec::new();
     for e in events {
         match e {
             Event::Object { stream, request_id, object: DataObject::Fetch(item), payload } => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_edge::relay::RelayConfig;
-use moq_edge::session::{Event, Transmit};
+use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{Message, RequestId, SubgroupHeader};
 use moq_edge::wire::{Quic, Version, Vi64};
@@ -234,7 +234,7 @@ fn malformed_control_message_closes_only_that_session() {
         let stream = if sv == D16 { 0 } else { 400 };
         r.deliver_to_relay(
             bad,
-            &Transmit::Stream { id: stream, data: Bytes::from(junk), fin: false, expires: None },
+            &Transmit::Stream { id: StreamId(stream), data: Bytes::from(junk), fin: false, expires: None },
         );
         r.run_until_quiet();
         assert_eq!(r.clients[bad].closed_by_relay, Some(PROTOCOL_VIOLATION), "{pv:?}->{sv:?}");

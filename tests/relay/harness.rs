@@ -16,7 +16,7 @@ use bytes::Bytes;
 use moq_edge::relay::alias::{self, AliasKey};
 use moq_edge::relay::msg::RelayMsg;
 use moq_edge::relay::{ConnId, RelayConfig, RelayShard};
-use moq_edge::session::{DataObject, Event, Session, SessionConfig, Transmit};
+use moq_edge::session::{DataObject, Event, Session, SessionConfig, StreamId, Transmit};
 use moq_edge::wire::model::{
     FullTrackName, Message, RequestId, Role, SetupOptions, SubgroupHeader, SubgroupObject, TrackAlias,
 };
@@ -432,7 +432,7 @@ pub fn messages(events: &[Event]) -> Vec<Message> {
 /// One data stream as a client saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenStream {
-    pub stream: u64,
+    pub stream: StreamId,
     pub request_id: RequestId,
     pub header: SubgroupHeader,
     pub objects: Vec<(SubgroupObject, Bytes)>,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use moq_edge::relay::RelayConfig;
-use moq_edge::session::{Event, Transmit};
+use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
     DatagramHeader, FetchItem, FetchKind, FullTrackName, KvValue, Location, LocationFilter, Message,
@@ -35,7 +35,7 @@ impl Relay {
     fn deadlines(
         &self,
         c: ClientId,
-        stream: u64,
+        stream: StreamId,
     ) -> (Vec<Option<std::time::Instant>>, Option<std::time::Instant>) {
         let mut objects = Vec::new();
         let mut deliver_by = None;
@@ -437,7 +437,7 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         subscribe_ok(&messages(&r.take_events(lagging)), lagging_rid);
         subscribe_ok(&messages(&r.take_events(strict)), strict_rid);
         one_object_groups(&mut r, p, pv, 1..=4);
-        let ids = |r: &mut Relay, c: ClientId| -> Vec<u64> {
+        let ids = |r: &mut Relay, c: ClientId| -> Vec<StreamId> {
             streams(&r.take_events(c)).iter().map(|s| s.stream).collect()
         };
         let (lagging_ids, strict_ids) = (ids(&mut r, lagging), ids(&mut r, strict));
@@ -490,10 +490,10 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         r.accept(p, &up, None);
         subscribe_ok(&messages(&r.take_events(s)), rid);
         one_object_groups(&mut r, p, pv, 1..=6);
-        let ids: Vec<u64> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
+        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
         assert_eq!(ids.len(), 6, "{ctx}");
         let conn = r.clients[s].conn;
-        let shed = |r: &mut Relay, ids: &[u64]| {
+        let shed = |r: &mut Relay, ids: &[StreamId]| {
             for id in ids {
                 let now = r.now;
                 r.shards[1].streams_shed(conn, std::slice::from_ref(id), now);

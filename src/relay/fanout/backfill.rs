@@ -13,7 +13,7 @@ use crate::msg::StreamKey;
 use crate::sessions::Sessions;
 use crate::Cx;
 use ahash::HashMap;
-use session::data_urgency;
+use session::{data_urgency, StreamId};
 use wire::model::{
     Location, ObjectStatus, RequestId, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
 };
@@ -39,7 +39,7 @@ impl Fanout {
         };
         sub.backfilling = false;
         let Some(s) = sessions.get_mut(conn) else { return };
-        let mut streams: HashMap<(u64, u64), u64> = HashMap::default();
+        let mut streams: HashMap<(u64, u64), StreamId> = HashMap::default();
         let mut order = Vec::new();
         for (at, o) in objects {
             let Some(subgroup) = o.subgroup else { continue };

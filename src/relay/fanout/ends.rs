@@ -90,7 +90,7 @@ impl Fanout {
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         conn: ConnId,
-        streams: &[u64],
+        streams: &[StreamId],
         how: StreamLoss,
     ) {
         let limit = cx.config.too_far_behind_streams.max(1);

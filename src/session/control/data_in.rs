@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::Session;
 use crate::data::Out;
 use crate::error::SessionError;
+use crate::StreamId;
 use wire::model::{Message, RequestId, TrackAlias};
 
 impl Session {
@@ -36,13 +37,18 @@ impl Session {
     }
 
     /// Bytes on a peer data stream.
-    pub(super) fn data_stream_input(&mut self, id: u64, data: &[u8], fin: bool) -> Result<(), SessionError> {
+    pub(super) fn data_stream_input(
+        &mut self,
+        id: StreamId,
+        data: &[u8],
+        fin: bool,
+    ) -> Result<(), SessionError> {
         let mut out = Out { events: &mut self.events, transmits: &mut self.transmits };
         self.data.on_data(id, data, fin, &mut out)
     }
 
     /// The peer reset stream `id`: true when it was a data stream.
-    pub(super) fn data_stream_reset(&mut self, id: u64, code: u64) -> bool {
+    pub(super) fn data_stream_reset(&mut self, id: StreamId, code: u64) -> bool {
         let mut out = Out { events: &mut self.events, transmits: &mut self.transmits };
         self.data.on_reset(id, code, &mut out)
     }

@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::Session;
 use crate::error::SessionError;
+use crate::StreamId;
 use crate::Transmit;
 use wire::d16::data as d16;
 use wire::d18::data as d18;
@@ -32,8 +33,8 @@ enum Writer {
 /// Our open data streams.
 #[derive(Debug)]
 pub(crate) struct DataOut {
-    next_uni: u64,
-    streams: HashMap<u64, Writer>,
+    next_uni: StreamId,
+    streams: HashMap<StreamId, Writer>,
     /// Object headers (a few bytes each, one per object per subscriber) are cut from this
     /// shared block, [`HEADER_BLOCK`] bytes at a time, rather than allocated one by one.
     headers: BytesMut,
@@ -47,7 +48,7 @@ const HEADER_BLOCK: usize = 2048;
 
 impl DataOut {
     /// `first_uni` is the first local unidirectional stream id free for data.
-    pub(crate) fn new(first_uni: u64) -> Self {
+    pub(crate) fn new(first_uni: StreamId) -> Self {
         DataOut {
             next_uni: first_uni,
             streams: HashMap::default(),
@@ -57,7 +58,7 @@ impl DataOut {
     }
 
     /// Encodes object `object`'s header for subgroup stream `stream`.
-    fn object_header(&mut self, stream: u64, object: &SubgroupObject) -> Result<Bytes, SessionError> {
+    fn object_header(&mut self, stream: StreamId, object: &SubgroupObject) -> Result<Bytes, SessionError> {
         self.scratch.clear();
         match self.streams.get_mut(&stream) {
             Some(Writer::W16(w)) => w.encode(object, &mut self.scratch)?,
@@ -73,9 +74,9 @@ impl DataOut {
         Ok(self.headers.split().freeze())
     }
 
-    fn open(&mut self, w: Writer) -> u64 {
+    fn open(&mut self, w: Writer) -> StreamId {
         let id = self.next_uni;
-        self.next_uni = self.next_uni.saturating_add(4);
+        self.next_uni = self.next_uni.next();
         self.streams.insert(id, w);
         id
     }
@@ -93,7 +94,7 @@ impl Session {
     }
 
     /// Opens a subgroup stream and queues its SUBGROUP_HEADER; returns the stream id.
-    pub fn open_subgroup(&mut self, header: &SubgroupHeader) -> Result<u64, SessionError> {
+    pub fn open_subgroup(&mut self, header: &SubgroupHeader) -> Result<StreamId, SessionError> {
         self.check_open()?;
         let mut out = Vec::new();
         let w = match self.version {
@@ -117,7 +118,7 @@ impl Session {
 
     /// Opens a fetch stream for request `request_id` and queues its FETCH_HEADER; the caller
     /// writes the items with the draft's `FetchWriter` and [`Session::send_raw_data`].
-    pub fn open_fetch_stream(&mut self, request_id: RequestId) -> Result<u64, SessionError> {
+    pub fn open_fetch_stream(&mut self, request_id: RequestId) -> Result<StreamId, SessionError> {
         self.check_open()?;
         let mut out = Vec::new();
         self.version.encode_fetch_header(request_id, &mut out)?;
@@ -130,7 +131,7 @@ impl Session {
     /// `payload.len()` must equal `object.payload_len`.
     pub fn send_object(
         &mut self,
-        stream: u64,
+        stream: StreamId,
         object: &SubgroupObject,
         payload: Bytes,
     ) -> Result<(), SessionError> {
@@ -141,7 +142,7 @@ impl Session {
     /// to the transport by `expires`, the stream is reset with DELIVERY_TIMEOUT instead.
     pub fn send_object_until(
         &mut self,
-        stream: u64,
+        stream: StreamId,
         object: &SubgroupObject,
         payload: Bytes,
         expires: Option<Instant>,
@@ -161,7 +162,7 @@ impl Session {
     }
 
     /// Queues bytes already encoded by the caller (fetch stream items and their payloads).
-    pub fn send_raw_data(&mut self, stream: u64, data: Bytes) -> Result<(), SessionError> {
+    pub fn send_raw_data(&mut self, stream: StreamId, data: Bytes) -> Result<(), SessionError> {
         if self.closed {
             return Err(SessionError::Closed);
         }
@@ -173,7 +174,7 @@ impl Session {
     }
 
     /// Sets the send urgency of our data stream `stream` (see [`crate::data_urgency`]).
-    pub fn set_priority(&mut self, stream: u64, urgency: u8) -> Result<(), SessionError> {
+    pub fn set_priority(&mut self, stream: StreamId, urgency: u8) -> Result<(), SessionError> {
         self.set_priority_ordered(stream, urgency, false)
     }
 
@@ -181,7 +182,7 @@ impl Session {
     /// subscription asked for descending group order).
     pub fn set_priority_ordered(
         &mut self,
-        stream: u64,
+        stream: StreamId,
         urgency: u8,
         descending: bool,
     ) -> Result<(), SessionError> {
@@ -193,7 +194,7 @@ impl Session {
     }
 
     /// Ends data stream `stream` with FIN.
-    pub fn finish_data_stream(&mut self, stream: u64) -> Result<(), SessionError> {
+    pub fn finish_data_stream(&mut self, stream: StreamId) -> Result<(), SessionError> {
         self.finish_data_stream_by(stream, None)
     }
 
@@ -201,7 +202,7 @@ impl Session {
     /// the stream is reset with DELIVERY_TIMEOUT if not fully delivered by then.
     pub fn finish_data_stream_by(
         &mut self,
-        stream: u64,
+        stream: StreamId,
         deliver_by: Option<Instant>,
     ) -> Result<(), SessionError> {
         if self.closed {
@@ -221,7 +222,7 @@ impl Session {
     }
 
     /// Resets data stream `stream` with a stream reset code (draft-22 §12.5).
-    pub fn reset_data_stream(&mut self, stream: u64, code: u64) -> Result<(), SessionError> {
+    pub fn reset_data_stream(&mut self, stream: StreamId, code: u64) -> Result<(), SessionError> {
         if self.closed {
             return Err(SessionError::Closed);
         }
@@ -254,7 +255,7 @@ impl Session {
 
     /// The peer sent STOP_SENDING on one of our data streams: it is reset and forgotten.
     /// True when `stream` was one.
-    pub(super) fn data_stop_sending(&mut self, stream: u64, code: u64) -> bool {
+    pub(super) fn data_stop_sending(&mut self, stream: StreamId, code: u64) -> bool {
         if self.data_out.streams.remove(&stream).is_none() {
             return false;
         }

@@ -8,7 +8,7 @@
 use super::{ReqStream, Session, RESET_CANCELLED};
 use crate::error::{SessionCode, SessionError};
 use crate::requests::{consumed_id, opens_stream, referenced_id, Alloc};
-use crate::streams::RecvBuf;
+use crate::streams::{RecvBuf, StreamId};
 use crate::Transmit;
 use wire::model::{Message, RequestId, Role, Setup};
 use wire::Version;
@@ -40,7 +40,7 @@ impl Session {
         Ok(out)
     }
 
-    fn write(&mut self, id: u64, data: Vec<u8>) {
+    fn write(&mut self, id: StreamId, data: Vec<u8>) {
         self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false, expires: None });
     }
 
@@ -180,9 +180,9 @@ impl Session {
         Ok(())
     }
 
-    fn open_request_stream(&mut self, rid: RequestId, publish: bool) -> u64 {
+    fn open_request_stream(&mut self, rid: RequestId, publish: bool) -> StreamId {
         let id = self.next_local_bidi;
-        self.next_local_bidi = self.next_local_bidi.saturating_add(4);
+        self.next_local_bidi = self.next_local_bidi.next();
         self.streams.insert(
             id,
             ReqStream {
@@ -224,7 +224,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn finish_stream(&mut self, id: u64) {
+    pub(super) fn finish_stream(&mut self, id: StreamId) {
         if let Some(st) = self.streams.get_mut(&id) {
             if !st.send_fin {
                 st.send_fin = true;

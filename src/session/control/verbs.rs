@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Session;
-use crate::{SessionError, Transmit};
+use crate::{SessionError, StreamId, Transmit};
 use wire::model::{
     FetchEnd, FetchOk, GoAway, GroupOrder, Location, LocationFilter, Message, Parameters, Properties,
     PublishDone, RequestError, RequestId, RequestOk, RequestUpdate,
@@ -64,7 +64,7 @@ impl Session {
         &mut self,
         rid: RequestId,
         (status, stream_count, reason): (DoneStatus, u64, Bytes),
-        streams: Vec<u64>,
+        streams: Vec<StreamId>,
         until: Instant,
     ) -> Result<(), SessionError> {
         let at = self.transmits.len();
@@ -78,7 +78,7 @@ impl Session {
     }
 
     /// Resets our data stream `stream` with `code`.
-    pub fn reset_stream(&mut self, stream: u64, code: ResetCode) -> Result<(), SessionError> {
+    pub fn reset_stream(&mut self, stream: StreamId, code: ResetCode) -> Result<(), SessionError> {
         self.reset_data_stream(stream, code.code(self.version))
     }
 

@@ -7,7 +7,7 @@ mod support;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use session::{DataObject, Event, Session, SessionConfig, Transmit};
+use session::{DataObject, Event, Session, SessionConfig, StreamId, Transmit};
 use support::session::{deliver, Split};
 use wire::model::{
     DatagramHeader, FullTrackName, KvValue, Message, ObjectStatus, Properties, Publish, PublishDone,
@@ -123,7 +123,7 @@ fn objects() -> Vec<(SubgroupObject, Bytes)> {
 }
 
 /// Opens a subgroup on `from` and queues the objects (FIN when `fin`).
-fn send_subgroup(from: &mut Session, alias: u64, fin: bool) -> u64 {
+fn send_subgroup(from: &mut Session, alias: u64, fin: bool) -> StreamId {
     let id = from.open_subgroup(&header(alias)).unwrap();
     for (o, p) in objects() {
         from.send_object(id, &o, p).unwrap();
@@ -134,7 +134,7 @@ fn send_subgroup(from: &mut Session, alias: u64, fin: bool) -> u64 {
     id
 }
 
-fn expected(stream: u64, rid: RequestId, alias: u64) -> Vec<Event> {
+fn expected(stream: StreamId, rid: RequestId, alias: u64) -> Vec<Event> {
     let mut ev: Vec<Event> = objects()
         .into_iter()
         .map(|(object, payload)| Event::Object {
@@ -169,7 +169,7 @@ fn publish_then_subgroup_objects_whole_and_byte_by_byte() {
             assert_eq!(p.s.peer_track_alias(TrackAlias(7)), Some(rid));
             let id = send_subgroup(&mut p.c, 7, true);
             // Client uni streams: 2, 6, ...; draft-22's stream 2 is the control stream.
-            assert_eq!(id, if v == Version::Draft16 { 2 } else { 6 });
+            assert_eq!(id, StreamId(if v == Version::Draft16 { 2 } else { 6 }));
             p.pump(split);
             assert_eq!(data_events(&p.se), expected(id, rid, 7), "{v:?}");
             assert!(!p.s.is_closed());
@@ -197,7 +197,7 @@ fn subscribe_ok_alias_carries_server_objects() {
         let ok = SubscribeOk { request_id: rid, track_alias: TrackAlias(11), ..Default::default() };
         p.s.send(Message::SubscribeOk(ok)).unwrap();
         let id = send_subgroup(&mut p.s, 11, true);
-        assert_eq!(id, if v == Version::Draft16 { 3 } else { 7 });
+        assert_eq!(id, StreamId(if v == Version::Draft16 { 3 } else { 7 }));
         p.pump(Split::Bytes);
         assert_eq!(data_events(&p.ce), expected(id, rid, 11), "{v:?}");
     }
@@ -253,10 +253,10 @@ fn held_streams_are_bounded() {
         let mut sc = SessionConfig::default();
         sc.data.max_held_streams = 2;
         let mut p = Pair::ready(v, sc);
-        let ids: Vec<u64> = (0..3).map(|_| send_subgroup(&mut p.c, 99, true)).collect();
+        let ids: Vec<StreamId> = (0..3).map(|_| send_subgroup(&mut p.c, 99, true)).collect();
         p.pump(Split::Whole);
         assert!(data_events(&p.se).is_empty());
-        let stops: Vec<u64> = p
+        let stops: Vec<StreamId> = p
             .s_sent
             .iter()
             .filter_map(|t| match t {
@@ -411,7 +411,7 @@ proptest! {
         let v = Version::ALL[which];
         let mut p = Pair::ready(v, SessionConfig::default());
         p.publish(7, Split::Whole);
-        let id = if v.request_streams() { 6 } else { 2 };
+        let id = StreamId(if v.request_streams() { 6 } else { 2 });
         let mut data = Vec::new();
         if prefix {
             let sid = p.c.open_subgroup(&header(7)).unwrap();
@@ -425,7 +425,7 @@ proptest! {
         p.s.on_stream_data(id, &data[..cut], false);
         p.s.on_stream_data(id, &data[cut..], fin);
         p.s.on_datagram(Bytes::from(bytes.clone()));
-        p.s.on_stream_data(id + 4, &bytes, fin);
+        p.s.on_stream_data(id.next(), &bytes, fin);
         p.pump(Split::Whole);
     }
 }
@@ -565,8 +565,8 @@ fn padding_streams_are_discarded() {
             d18
         });
         pad.extend_from_slice(&[0; 100]);
-        p.s.on_stream_data(6, &pad[..3], false);
-        p.s.on_stream_data(6, &pad[3..], true);
+        p.s.on_stream_data(StreamId(6), &pad[..3], false);
+        p.s.on_stream_data(StreamId(6), &pad[3..], true);
         p.pump(Split::Whole);
         assert!(p.se.is_empty(), "{v:?}: {:?}", p.se);
         assert!(!p.s.is_closed());
@@ -577,7 +577,7 @@ fn padding_streams_are_discarded() {
 fn draft16_control_setup_type_on_a_data_stream_is_a_violation() {
     // draft-16 has no unidirectional control stream: an unknown stream type closes.
     let mut p = Pair::ready(Version::Draft16, SessionConfig::default());
-    p.s.on_stream_data(2, &[0x3f, 0x00], false);
+    p.s.on_stream_data(StreamId(2), &[0x3f, 0x00], false);
     p.pump(Split::Whole);
     assert_eq!(closed_with(&p.se), Some(PROTOCOL_VIOLATION));
 }

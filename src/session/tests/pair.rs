@@ -9,7 +9,7 @@ mod support;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use session::{Event, Session, SessionCode, SessionConfig, SessionError, Transmit};
+use session::{Event, Session, SessionCode, SessionConfig, SessionError, StreamId, Transmit};
 use support::session::{deliver, Split};
 use wire::model::{
     FullTrackName, GoAway, Message, Parameters, Publish, PublishNamespace, RequestError, RequestId,
@@ -123,7 +123,7 @@ fn raw_server(v: Version) -> Session {
     let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
     let setup = Message::ClientSetup(Setup::default());
     let control = if v == Version::Draft16 { 0 } else { 2 };
-    s.on_stream_data(control, &encode(v, &setup), false);
+    s.on_stream_data(StreamId(control), &encode(v, &setup), false);
     assert!(s.is_ready(), "{v:?}");
     drain(&mut s);
     s
@@ -132,7 +132,7 @@ fn raw_server(v: Version) -> Session {
 /// Where a raw client request goes: draft-16 the control stream, draft-22 a new bidi stream.
 fn raw_request(s: &mut Session, v: Version, stream: u64, m: &Message) {
     let id = if v == Version::Draft16 { 0 } else { stream };
-    s.on_stream_data(id, &encode(v, m), false);
+    s.on_stream_data(StreamId(id), &encode(v, m), false);
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn setup_completes_and_ready_carries_peer_options() {
         }
         // The SETUP went on the right stream: draft-16 bidi 0, draft-22 uni 2 / 3.
         let first = |sent: &[Transmit]| match sent.first() {
-            Some(Transmit::Stream { id, .. }) => *id,
+            Some(Transmit::Stream { id, .. }) => id.0,
             other => panic!("{other:?}"),
         };
         let (c_id, s_id) = if v == Version::Draft16 { (0, 0) } else { (2, 3) };
@@ -219,7 +219,7 @@ fn subscribe_responses_matched_by_request_id() {
         let ids: Vec<u64> = server_sent
             .iter()
             .filter_map(|t| match t {
-                Transmit::Stream { id, .. } => Some(*id),
+                Transmit::Stream { id, .. } => Some(id.0),
                 _ => None,
             })
             .collect();
@@ -244,7 +244,7 @@ fn byte_by_byte_delivery_gives_the_same_events() {
 fn every_two_way_split_of_the_client_bytes_gives_the_same_events() {
     for v in BOTH {
         let mut c = Session::new(v, Role::Client, SessionConfig::default(), SetupOptions::default());
-        let mut stream_bytes: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut stream_bytes: Vec<(StreamId, Vec<u8>)> = Vec::new();
         let mut take = |c: &mut Session| {
             while let Some(t) = c.poll_transmit() {
                 if let Transmit::Stream { id, data, .. } = t {
@@ -273,7 +273,7 @@ fn every_two_way_split_of_the_client_bytes_gives_the_same_events() {
         } else {
             ss
         };
-        c.on_stream_data(if v == Version::Draft16 { 0 } else { 3 }, &ss, false);
+        c.on_stream_data(StreamId(if v == Version::Draft16 { 0 } else { 3 }), &ss, false);
         let id = c.next_request_id().unwrap();
         c.send(subscribe(id)).unwrap();
         take(&mut c);
@@ -332,7 +332,7 @@ fn request_id_violations_close_with_the_right_code() {
     // request more); ID 6 is beyond it.
     let config = SessionConfig { max_requests: 1, ..Default::default() };
     let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
-    s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
+    s.on_stream_data(StreamId(0), &encode(v, &Message::ClientSetup(Setup::default())), false);
     raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
     let sent: Vec<Transmit> = std::iter::from_fn(|| s.poll_transmit()).collect();
     let max_id = encode(v, &Message::MaxRequestId(RequestId(4)));
@@ -382,7 +382,7 @@ fn draft16_max_request_id_and_requests_blocked() {
     assert!(!p.s.s.is_closed());
     assert_eq!(p.s.events.iter().filter(|e| matches!(e, Event::Message(Message::Subscribe(_)))).count(), 3);
     // A MAX_REQUEST_ID that does not increase is a PROTOCOL_VIOLATION.
-    p.c.s.on_stream_data(0, &encode(v, &Message::MaxRequestId(RequestId(10))), false);
+    p.c.s.on_stream_data(StreamId(0), &encode(v, &Message::MaxRequestId(RequestId(10))), false);
     assert_eq!(closed_with(&drain(&mut p.c.s)), Some(SessionCode::ProtocolViolation.code()));
 }
 
@@ -411,10 +411,10 @@ fn second_goaway_is_a_protocol_violation() {
 fn draft16_message_before_setup_is_a_protocol_violation() {
     let v = Version::Draft16;
     let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
-    s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
+    s.on_stream_data(StreamId(0), &encode(v, &subscribe(RequestId(0))), false);
     assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
     // Input after the close is ignored.
-    s.on_stream_data(0, &encode(v, &Message::ClientSetup(Setup::default())), false);
+    s.on_stream_data(StreamId(0), &encode(v, &Message::ClientSetup(Setup::default())), false);
     assert!(drain(&mut s).is_empty());
     assert!(!s.is_ready());
 }
@@ -423,10 +423,10 @@ fn draft16_message_before_setup_is_a_protocol_violation() {
 fn streams_request_streams_before_setup_are_buffered() {
     for v in STREAMED {
         let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
-        s.on_stream_data(4, &encode(v, &subscribe(RequestId(2))), false);
-        s.on_stream_data(0, &encode(v, &subscribe(RequestId(0))), false);
+        s.on_stream_data(StreamId(4), &encode(v, &subscribe(RequestId(2))), false);
+        s.on_stream_data(StreamId(0), &encode(v, &subscribe(RequestId(0))), false);
         assert!(drain(&mut s).is_empty());
-        s.on_stream_data(2, &encode(v, &Message::ClientSetup(Setup::default())), false);
+        s.on_stream_data(StreamId(2), &encode(v, &Message::ClientSetup(Setup::default())), false);
         let ev = drain(&mut s);
         assert!(matches!(ev.first(), Some(Event::Ready { .. })), "{ev:?}");
         assert_eq!(
@@ -437,7 +437,7 @@ fn streams_request_streams_before_setup_are_buffered() {
         let ok = Message::SubscribeOk(SubscribeOk { request_id: RequestId(2), ..Default::default() });
         s.send(ok).unwrap();
         let last = std::iter::from_fn(|| s.poll_transmit()).last();
-        assert!(matches!(last, Some(Transmit::Stream { id: 4, .. })), "{last:?}");
+        assert!(matches!(last, Some(Transmit::Stream { id: StreamId(4), .. })), "{last:?}");
     }
 }
 
@@ -447,13 +447,13 @@ fn streams_too_many_streams_before_setup_close() {
         let config = SessionConfig { max_pre_setup_streams: 2, ..Default::default() };
         let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
         for (i, stream) in [0u64, 4, 8].iter().enumerate() {
-            s.on_stream_data(*stream, &encode(v, &subscribe(RequestId(2 * i as u64))), false);
+            s.on_stream_data(StreamId(*stream), &encode(v, &subscribe(RequestId(2 * i as u64))), false);
         }
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
         // And a stream that exceeds its byte limit.
         let config = SessionConfig { max_stream_buffer: 8, ..Default::default() };
         let mut s = Session::new(v, Role::Server, config, SetupOptions::default());
-        s.on_stream_data(0, &[0x03, 0x00, 0xFF, 0, 0, 0, 0, 0, 0, 0], false);
+        s.on_stream_data(StreamId(0), &[0x03, 0x00, 0xFF, 0, 0, 0, 0, 0, 0, 0], false);
         assert!(s.is_closed());
     }
 }
@@ -467,7 +467,7 @@ fn streams_response_on_control_stream_is_a_protocol_violation() {
             subscribe(RequestId(0)),
         ] {
             let mut s = raw_server(v);
-            s.on_stream_data(2, &encode(v, &m), false);
+            s.on_stream_data(StreamId(2), &encode(v, &m), false);
             assert_eq!(
                 closed_with(&drain(&mut s)),
                 Some(SessionCode::ProtocolViolation.code()),
@@ -477,10 +477,10 @@ fn streams_response_on_control_stream_is_a_protocol_violation() {
         }
         // A control stream closed (FIN) or reset is a PROTOCOL_VIOLATION too.
         let mut s = raw_server(v);
-        s.on_stream_data(2, &[], true);
+        s.on_stream_data(StreamId(2), &[], true);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
         let mut s = raw_server(v);
-        s.on_stream_reset(2, 0);
+        s.on_stream_reset(StreamId(2), 0);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
     }
 }
@@ -496,8 +496,8 @@ fn streams_cancel_resets_the_request_stream() {
         p.c.s.cancel(id).unwrap();
         p.pump(Split::Whole);
         assert_eq!(p.s.events.last(), Some(&Event::Cancelled { request_id: id }));
-        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Reset { id: 0, code: 0x1 })));
-        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::StopSending { id: 0, code: 0x1 })));
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Reset { id: StreamId(0), code: 0x1 })));
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::StopSending { id: StreamId(0), code: 0x1 })));
         // The server forgot the request: a response for it has no stream.
         let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
         assert_eq!(p.s.s.send(ok), Err(SessionError::UnknownRequest(0)));
@@ -554,7 +554,7 @@ fn subscribe_namespace_stream_carries_namespace_messages() {
         assert_eq!(p.s.events, vec![Event::Message(sn)], "{v:?}");
         // draft-16: its own bidi stream (4, after the control stream 0); draft-22: stream 0.
         let stream = if v == Version::Draft16 { 4 } else { 0 };
-        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Stream { id, .. } if *id == stream)));
+        assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Stream { id, .. } if id.0 == stream)));
         let ok = Message::RequestOk(RequestOk { request_id: id, ..Default::default() });
         p.s.s.send(ok.clone()).unwrap();
         let ns = Message::Namespace(TrackNamespace::from_strs(&["a"]));
@@ -570,7 +570,7 @@ fn subscribe_namespace_stream_carries_namespace_messages() {
             p.s.sent
                 .iter()
                 .filter_map(|t| match t {
-                    Transmit::Stream { id, .. } => Some(*id),
+                    Transmit::Stream { id, .. } => Some(id.0),
                     _ => None,
                 })
                 .collect();
@@ -593,7 +593,7 @@ fn bidi_stream_with_a_wrong_first_message_is_a_protocol_violation() {
             Version::Draft16 => (4, subscribe(RequestId(0))),
             Version::Draft18 | Version::Draft22 => (0, Message::RequestOk(RequestOk::default())),
         };
-        s.on_stream_data(stream, &encode(v, &m), false);
+        s.on_stream_data(StreamId(stream), &encode(v, &m), false);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{v:?}");
     }
 }
@@ -608,7 +608,7 @@ fn server_requests_use_odd_ids_and_server_streams() {
         p.pump(Split::Whole);
         assert_eq!(p.c.events, vec![Event::Message(subscribe(id))], "{v:?}");
         if v.request_streams() {
-            assert!(matches!(p.s.sent.last(), Some(Transmit::Stream { id: 1, .. })));
+            assert!(matches!(p.s.sent.last(), Some(Transmit::Stream { id: StreamId(1), .. })));
         }
         let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
         p.c.s.send(ok.clone()).unwrap();
@@ -642,10 +642,16 @@ fn stop_sending_on_a_request_stream_cancels_it() {
         let id = p.c.s.next_request_id().unwrap();
         p.c.s.send(subscribe(id)).unwrap();
         p.pump(Split::Whole);
-        p.c.s.on_stop_sending(0, 0x1);
+        p.c.s.on_stop_sending(StreamId(0), 0x1);
         assert_eq!(drain(&mut p.c.s), vec![Event::Cancelled { request_id: id }]);
         let t: Vec<Transmit> = std::iter::from_fn(|| p.c.s.poll_transmit()).collect();
-        assert_eq!(t, vec![Transmit::Reset { id: 0, code: 1 }, Transmit::StopSending { id: 0, code: 1 }]);
+        assert_eq!(
+            t,
+            vec![
+                Transmit::Reset { id: StreamId(0), code: 1 },
+                Transmit::StopSending { id: StreamId(0), code: 1 }
+            ]
+        );
     }
 }
 
@@ -661,7 +667,7 @@ fn path_from_a_server_is_invalid_path() {
         let mut bytes = Vec::new();
         // Written by hand through the client-side encoder of the same option set.
         v.encode_message(&Message::ServerSetup(Setup { options: opts }), &mut bytes).unwrap();
-        c.on_stream_data(if v == Version::Draft16 { 0 } else { 3 }, &bytes, false);
+        c.on_stream_data(StreamId(if v == Version::Draft16 { 0 } else { 3 }), &bytes, false);
         assert_eq!(closed_with(&drain(&mut c)), Some(SessionCode::InvalidPath.code()), "{v:?}");
     }
 }
@@ -671,7 +677,7 @@ fn streams_fin_inside_a_message_and_duplicate_update_id() {
     for v in STREAMED {
         let mut s = raw_server(v);
         let bytes = encode(v, &subscribe(RequestId(0)));
-        s.on_stream_data(0, &bytes[..bytes.len() - 1], true);
+        s.on_stream_data(StreamId(0), &bytes[..bytes.len() - 1], true);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()));
         let mut s = raw_server(v);
         raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
@@ -680,7 +686,7 @@ fn streams_fin_inside_a_message_and_duplicate_update_id() {
             existing_request_id: RequestId(0),
             ..Default::default()
         });
-        s.on_stream_data(0, &encode(v, &up), false);
+        s.on_stream_data(StreamId(0), &encode(v, &up), false);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
     }
 }
@@ -690,7 +696,7 @@ fn late_bytes_on_a_cancelled_stream_are_ignored() {
     for v in STREAMED {
         let mut s = raw_server(v);
         raw_request(&mut s, v, 0, &subscribe(RequestId(0)));
-        s.on_stream_reset(0, 0x1);
+        s.on_stream_reset(StreamId(0), 0x1);
         assert_eq!(drain(&mut s).last(), Some(&Event::Cancelled { request_id: RequestId(0) }));
         // A REQUEST_UPDATE that was in flight when the stream was cancelled.
         let up = Message::RequestUpdate(RequestUpdate {
@@ -698,7 +704,7 @@ fn late_bytes_on_a_cancelled_stream_are_ignored() {
             existing_request_id: RequestId(0),
             ..Default::default()
         });
-        s.on_stream_data(0, &encode(v, &up), false);
+        s.on_stream_data(StreamId(0), &encode(v, &up), false);
         assert!(drain(&mut s).is_empty());
         assert!(!s.is_closed());
         raw_request(&mut s, v, 4, &subscribe(RequestId(2)));
@@ -723,10 +729,10 @@ proptest! {
         }
         bytes.extend_from_slice(&data);
         let cut = cut.min(bytes.len());
-        s.on_stream_data(control, &bytes[..cut], false);
-        s.on_stream_data(control, &bytes[cut..], false);
-        s.on_stream_data(4, &data, true);
-        s.on_stream_reset(8, 0);
+        s.on_stream_data(StreamId(control), &bytes[..cut], false);
+        s.on_stream_data(StreamId(control), &bytes[cut..], false);
+        s.on_stream_data(StreamId(4), &data, true);
+        s.on_stream_reset(StreamId(8), 0);
         let events = drain(&mut s);
         prop_assert_eq!(s.is_closed(), closed_with(&events).is_some());
         while s.poll_transmit().is_some() {}
@@ -838,7 +844,7 @@ fn draft18_goaway_names_the_first_unprocessed_request() {
     // An even Request ID from the client is of the server's peer's parity.
     let mut s = raw_server(v);
     let bad = GoAway { request_id: Some(RequestId(2)), ..GoAway::default() };
-    s.on_stream_data(2, &encode(v, &Message::GoAway(bad)), false);
+    s.on_stream_data(StreamId(2), &encode(v, &Message::GoAway(bad)), false);
     assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::InvalidRequestId.code()));
 }
 
@@ -943,7 +949,7 @@ fn requests_on_other_streams_may_arrive_out_of_order() {
                 namespace: TrackNamespace::from_strs(&["y"]),
                 ..Default::default()
             });
-            p.c.s.on_stream_data(0, &encode(v, &again), false);
+            p.c.s.on_stream_data(StreamId(0), &encode(v, &again), false);
             assert_eq!(closed_with(&drain(&mut p.c.s)), Some(0x4), "INVALID_REQUEST_ID");
         }
     }
