@@ -6,7 +6,7 @@ use std::hint::black_box;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use moq_edge::wire::model::*;
-use moq_edge::wire::{d16, d22};
+use moq_edge::wire::{d16, d22, Version};
 
 const OBJECTS: usize = 1000;
 const PAYLOAD: usize = 1200;
@@ -52,7 +52,7 @@ fn subscribe() -> Message {
 
 /// One dialect's entry points, so drafts 16 and 22 run the same benchmark bodies.
 macro_rules! dialect_benches {
-    ($c:expr, $name:literal, $m:ident) => {{
+    ($c:expr, $name:literal, $m:ident, $v:expr) => {{
         let h = header();
         // A stream of OBJECTS object headers, each followed by its payload.
         let mut stream = Vec::new();
@@ -91,27 +91,27 @@ macro_rules! dialect_benches {
 
         let msg = subscribe();
         let mut encoded = Vec::new();
-        $m::control::encode_message(&msg, &mut encoded).expect("encodes");
+        $v.encode_message(&msg, &mut encoded).expect("encodes");
         let ctx = DecodeContext::control(Role::Client);
         let mut g = $c.benchmark_group(concat!("subscribe/", $name));
         g.bench_function("write", |b| {
             let mut out = Vec::with_capacity(256);
             b.iter(|| {
                 out.clear();
-                $m::control::encode_message(black_box(&msg), &mut out).expect("encodes");
+                $v.encode_message(black_box(&msg), &mut out).expect("encodes");
                 black_box(out.len())
             })
         });
         g.bench_function("parse", |b| {
-            b.iter(|| black_box($m::control::decode_message(black_box(&encoded), &ctx).expect("decodes")))
+            b.iter(|| black_box($v.decode_message(black_box(&encoded), &ctx).expect("decodes")))
         });
         g.finish();
     }};
 }
 
 fn benches(c: &mut Criterion) {
-    dialect_benches!(c, "d16", d16);
-    dialect_benches!(c, "d22", d22);
+    dialect_benches!(c, "d16", d16, Version::Draft16);
+    dialect_benches!(c, "d22", d22, Version::Draft22);
 }
 
 criterion_group!(wire, benches);

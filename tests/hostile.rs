@@ -21,7 +21,7 @@ const CONTROL_MESSAGE_TIMEOUT: u64 = 0x11;
 fn overload(v: Version) -> u64 {
     match v {
         Version::Draft16 => 0x1,
-        Version::Draft18 | Version::Draft22 => 0x9,
+        Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,
     }
 }
 
@@ -389,7 +389,9 @@ fn object_headers_beyond_64_kib_are_stopped() {
         match v {
             Version::Draft16 => d16::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
             Version::Draft18 => d18::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
-            Version::Draft22 => d22::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
+            Version::Draft20 | Version::Draft22 => {
+                d22::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap()
+            }
         }
         let id = first_uni(v);
         s.on_stream_data(StreamId(id), &bytes[..70_000], false);

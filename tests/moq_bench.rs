@@ -62,7 +62,7 @@ fn u(v: &Value, key: &str) -> u64 {
 #[test]
 fn fanout_counts_every_object_in_every_draft() {
     let relay = relay();
-    for draft in ["16", "18", "22"] {
+    for draft in ["16", "18", "20", "22"] {
         // 3 tracks from 2 publishers, 4 subscribers each, 100 objects/s: 1.0 s warm-up and
         // 1.0 s measured, so each subscription is accountable for objects 100..200.
         let (code, stdout, v) = bench(

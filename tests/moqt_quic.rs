@@ -134,6 +134,12 @@ fn aiomoqt_interop_draft18() {
     aiomoqt_interop("18");
 }
 
+/// The same at draft-20 over raw QUIC (ALPN moqt-20).
+#[test]
+fn aiomoqt_interop_draft20() {
+    aiomoqt_interop("20");
+}
+
 /// The same at draft-22 over raw QUIC (ALPN moqt-22).
 #[test]
 fn aiomoqt_interop_draft22() {
@@ -185,7 +191,7 @@ fn aiomoqt_interop_over_webtransport() {
     );
     let server = server();
     let url = format!("https://127.0.0.1:{}/moq", server.local_addr().port());
-    for draft in ["16", "18", "22"] {
+    for draft in ["16", "18", "20", "22"] {
         let out = Command::new(client)
             .args(["-r", &url, "--tls-disable-verify", "--draft", draft])
             .output()

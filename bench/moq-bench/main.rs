@@ -1,4 +1,4 @@
-//! moq-bench: a load generator for any MoQT relay (draft-16, draft-18 or draft-22, by URL), built on
+//! moq-bench: a load generator for any MoQT relay (draft-16, -18, -20 or -22, by URL), built on
 //! moq-edge's client. Publishers send time-stamped, sequence-numbered objects at a fixed rate;
 //! subscribers check every arrival (lost, duplicated, reordered within a stream) and measure
 //! publish → receive latency; with `--relay-pid` the relay's CPU time and memory are read
@@ -35,7 +35,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     name = "moq-bench",
     version,
     about = "Load-test a MoQT relay: fan-out, many tracks, subscriber churn, late join",
-    long_about = "Load-test a MoQT relay (any implementation, draft-16, draft-18 or draft-22).\n\n\
+    long_about = "Load-test a MoQT relay (any implementation, draft-16, -18, -20 or -22).\n\n\
         Publishers send objects whose payload starts with a sequence number and the send time; \
         subscribers count lost, duplicated and reordered objects and the publish-to-receive \
         latency. Publishers and subscribers run in this process (subscribers on --threads \
@@ -81,7 +81,7 @@ struct Common {
     /// subscribe on another that reaches it through their parent).
     #[arg(long, value_name = "URL")]
     publish_relay: Option<String>,
-    /// MoQT draft: 16, 18 or 22.
+    /// MoQT draft: 16, 18, 20 or 22.
     #[arg(long, default_value = "16", value_parser = parse_draft)]
     draft: Version,
     /// Publisher connections.

@@ -24,6 +24,9 @@
 //! It uses only `moq_edge`, `std` and the harness (`crate::harness`, `crate::common`), which both
 //! crates include by path.
 
+#[path = "drafts.rs"]
+mod drafts;
+
 use std::time::Duration;
 
 use moq_edge::relay::RelayConfig;
@@ -32,7 +35,6 @@ use moq_edge::wire::model::{
     Properties, PublishNamespace, RequestId, RequestUpdate, SetupOptions, SubgroupObject, SubscribeOk,
     TrackAlias,
 };
-use moq_edge::wire::Version;
 
 use crate::common::{fetch_msg, header, ns, publish_as, subscribe_msg, track};
 use crate::harness::{messages, ClientId, Relay};
@@ -285,7 +287,7 @@ impl Driver {
                 if self.clients.len() >= MAX_CLIENTS {
                     return None;
                 }
-                let version = Version::ALL[usize::from(*draft) % Version::ALL.len()];
+                let version = drafts::pick(*draft);
                 let id = r.connect_with(usize::from(*core) % self.cores, version, SetupOptions::default());
                 self.clients.push(Client { id, ..Client::default() });
                 Some(id)

@@ -1,4 +1,4 @@
-//! moq-pub: publishes generated objects on one track to a MoQT relay, any draft (16, 18 or 22).
+//! moq-pub: publishes generated objects on one track to a MoQT relay, any draft (16, 18, 20 or 22).
 //!
 //! Each object's payload begins with an 8-byte big-endian sequence number and an 8-byte
 //! big-endian send time in microseconds (`moq_edge::client::stamp`), padded to

@@ -1,4 +1,4 @@
-//! moq-sub: subscribes to one track at a MoQT relay, any draft (16, 18 or 22), and prints one line per
+//! moq-sub: subscribes to one track at a MoQT relay, any draft (16, 18, 20 or 22), and prints one line per
 //! object (group, object, size; for payloads made by moq-pub also the sequence number and
 //! the one-way latency), then a summary: objects received, sequence numbers missing (gaps),
 //! late or duplicate ones, latency. Ends after `--count` objects, on PUBLISH_DONE, or on

@@ -18,7 +18,7 @@ pub struct TrackArgs {
     /// (WebTransport over HTTP/3 on the same UDP port).
     #[arg(long, default_value = "127.0.0.1:4443")]
     pub relay: String,
-    /// MoQT draft: 16, 18 or 22 (chooses the ALPN moqt-16 / moqt-18 / moqt-22).
+    /// MoQT draft: 16, 18, 20 or 22 (chooses the ALPN moqt-16 / moqt-18 / moqt-20 / moqt-22).
     #[arg(long, default_value = "16", value_parser = parse_draft)]
     pub draft: Version,
     /// Track namespace, fields separated by '/' (for example live/room1).
@@ -29,14 +29,12 @@ pub struct TrackArgs {
     pub track: String,
 }
 
-/// Parses `16`, `18` or `22`.
+/// Parses a draft number: `16`, `18`, `20` or `22` (the number in its ALPN `moqt-NN`).
 pub fn parse_draft(s: &str) -> Result<Version, String> {
-    match s {
-        "16" => Ok(Version::Draft16),
-        "18" => Ok(Version::Draft18),
-        "22" => Ok(Version::Draft22),
-        _ => Err(format!("unknown draft {s:?} (16, 18 or 22)")),
-    }
+    Version::ALL
+        .into_iter()
+        .find(|v| v.alpn().strip_prefix("moqt-") == Some(s))
+        .ok_or_else(|| format!("unknown draft {s:?} (16, 18, 20 or 22)"))
 }
 
 /// The first address of a relay given as `host:port` or `moqt://host:port[/path]`.

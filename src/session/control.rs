@@ -39,7 +39,7 @@ use super::error::{SessionCode, SessionError};
 use super::requests::{consumed_id, opens_stream, parity, referenced_id, RequestIds};
 use super::streams::{ClosedStreams, RecvBuf, StreamId, CLOSED_BIDI_WINDOW};
 use super::{Event, Transmit};
-use wire::d22::control::message_type::SETUP as D22_SETUP;
+use wire::control::message_type::SETUP as D22_SETUP;
 use wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
 use wire::{DecodeError, RequestErrorCode, VarInt, Version, Vi64};
 
@@ -184,7 +184,7 @@ impl Session {
                 local_setup.max_request_id = Some(local_max);
                 (StreamId(0), Some(StreamId(0)))
             }
-            Version::Draft18 | Version::Draft22 => {
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => {
                 local_setup.max_request_id = None;
                 (StreamId::first(role, true), None)
             }
@@ -743,7 +743,7 @@ impl Session {
             // The first message of a peer-opened stream.
             let allowed = match self.version {
                 Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
-                Version::Draft18 | Version::Draft22 => opens_stream(&msg),
+                Version::Draft18 | Version::Draft20 | Version::Draft22 => opens_stream(&msg),
             };
             let Some(rid) = consumed_id(&msg).filter(|_| allowed) else {
                 return Err(SessionError::violation(format!(

@@ -537,7 +537,7 @@ impl DataState {
                     reader: match self.version {
                         Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
                         Version::Draft18 => Reader::Fetch18(d18::FetchReader::new(order)),
-                        Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
+                        Version::Draft20 | Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
                     },
                     pending: None,
                 };
@@ -575,7 +575,7 @@ impl DataState {
 pub fn overload_code(version: Version) -> u64 {
     match version {
         Version::Draft16 => 0x1,
-        Version::Draft18 | Version::Draft22 => 0x9,
+        Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,
     }
 }
 
@@ -587,7 +587,7 @@ fn subgroup_reader(version: Version, h: SubgroupHeader) -> Reader {
     match version {
         Version::Draft16 => Reader::Sub16(h, d16::SubgroupReader::new(&h)),
         Version::Draft18 => Reader::Sub18(h, d18::SubgroupReader::new(&h)),
-        Version::Draft22 => Reader::Sub22(h, d22::SubgroupReader::new(&h)),
+        Version::Draft20 | Version::Draft22 => Reader::Sub22(h, d22::SubgroupReader::new(&h)),
     }
 }
 

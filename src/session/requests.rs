@@ -232,7 +232,7 @@ impl RequestIds {
                     self.last_control = Some(id.0);
                 }
             }
-            Version::Draft18 | Version::Draft22 => {
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => {
                 if !self.peer_seen.insert(id.0) {
                     return Err(bad("duplicate Request ID"));
                 }

@@ -130,7 +130,8 @@ macro_rules! typed_code {
                         #[allow(unreachable_patterns)]
                         _ => $name::$f18.code(v),
                     },
-                    Version::Draft22 => match self {
+                    // draft-20's tables are draft-22's (draft-20 §15).
+                    Version::Draft20 | Version::Draft22 => match self {
                         $($name::$v22 => $c22,)*
                         $name::Other(c) => c,
                         #[allow(unreachable_patterns)]
@@ -151,7 +152,7 @@ macro_rules! typed_code {
                         $(x if x == $c18 => $name::$v18,)*
                         _ => $name::Other(c),
                     },
-                    Version::Draft22 => match c {
+                    Version::Draft20 | Version::Draft22 => match c {
                         $(x if x == $c22 => $name::$v22,)*
                         _ => $name::Other(c),
                     },

@@ -3,20 +3,26 @@
 //!
 //! - [`model`]: the version-neutral types every layer above uses.
 //! - [`d16`]: draft-ietf-moq-transport-16 (ALPN `moqt-16`), QUIC varints.
-//! - [`d18`]: draft-ietf-moq-transport-18 (ALPN `moqt-18`), `vi64` integers, draft-16's FETCH.
-//! - [`d22`]: draft-ietf-moq-transport-22 (ALPN `moqt-22`), `vi64` integers.
+//! - [`control`], [`params`]: the control codec of the request-stream drafts, 18, 20 and 22
+//!   (ALPNs `moqt-18`, `moqt-20`, `moqt-22`), `vi64` integers, written once; [`dialect`] is
+//!   the table of where each differs.
+//! - [`d18`], [`d22`]: the data-plane rules of draft-18 and draft-22 (draft-20's are
+//!   draft-22's).
 //! - [`data`]: data-plane logic shared by the dialects (each fixes its rules).
 //! - [`Version`]: the ALPN table and one entry point per operation, dispatching by draft.
 
 pub mod codec;
 pub mod codes;
 pub mod common;
+pub mod control;
 pub mod d16;
 pub mod d18;
 pub mod d22;
 pub mod data;
+pub mod dialect;
 pub mod error;
 pub mod model;
+pub mod params;
 pub mod varint;
 mod version;
 

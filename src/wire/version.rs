@@ -1,12 +1,14 @@
-//! The dialect table: which draft an ALPN selects, and one entry point per codec operation
-//! that dispatches to that draft. Later drafts add a row here and a module beside d16/d18/d22.
+//! The draft table: which draft an ALPN selects, and one entry point per codec operation that
+//! dispatches to that draft: draft-16's own codec, or the request-stream codec with the
+//! draft's [`Dialect`].
 
+use super::dialect::{Dialect, D18, D20, D22};
 use super::error::{DecodeError, EncodeError};
 use super::model::{
     Datagram, DatagramHeader, DecodeContext, FetchItem, GroupOrder, Message, RangeEnd, RequestId,
     SubgroupHeader, UniStreamHeader,
 };
-use super::{d16, d18, d22};
+use super::{control, d16, d18, d22};
 
 /// A MoQT draft the relay speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -15,19 +17,22 @@ pub enum Version {
     Draft16,
     /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
     Draft18,
+    /// draft-ietf-moq-transport-20, ALPN `moqt-20`.
+    Draft20,
     /// draft-ietf-moq-transport-22, ALPN `moqt-22`.
     Draft22,
 }
 
 impl Version {
     /// Every supported draft, in server preference order (newest first).
-    pub const ALL: [Version; 3] = [Version::Draft22, Version::Draft18, Version::Draft16];
+    pub const ALL: [Version; 4] = [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
 
     /// The ALPN token that selects this draft.
     pub const fn alpn(self) -> &'static str {
         match self {
             Version::Draft16 => "moqt-16",
             Version::Draft18 => "moqt-18",
+            Version::Draft20 => "moqt-20",
             Version::Draft22 => "moqt-22",
         }
     }
@@ -45,19 +50,28 @@ impl Version {
         Version::ALL.into_iter().find(|v| v.alpn().as_bytes() == alpn)
     }
 
-    pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    /// The request-stream draft's table of differences (`None`: draft-16, whose control plane
+    /// is its own).
+    pub const fn dialect(self) -> Option<&'static Dialect> {
         match self {
-            Version::Draft16 => d16::control::encode_message(msg, out),
-            Version::Draft18 => d18::control::encode_message(msg, out),
-            Version::Draft22 => d22::control::encode_message(msg, out),
+            Version::Draft16 => None,
+            Version::Draft18 => Some(&D18),
+            Version::Draft20 => Some(&D20),
+            Version::Draft22 => Some(&D22),
+        }
+    }
+
+    pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self.dialect() {
+            None => d16::control::encode_message(msg, out),
+            Some(d) => control::encode_message(d, msg, out),
         }
     }
 
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
-        match self {
-            Version::Draft16 => d16::control::decode_message(buf, ctx),
-            Version::Draft18 => d18::control::decode_message(buf, ctx),
-            Version::Draft22 => d22::control::decode_message(buf, ctx),
+        match self.dialect() {
+            None => d16::control::decode_message(buf, ctx),
+            Some(d) => control::decode_message(d, buf, ctx),
         }
     }
 
@@ -65,7 +79,7 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::decode_uni_stream_header(buf),
             Version::Draft18 => d18::data::decode_uni_stream_header(buf),
-            Version::Draft22 => d22::data::decode_uni_stream_header(buf),
+            Version::Draft20 | Version::Draft22 => d22::data::decode_uni_stream_header(buf),
         }
     }
 
@@ -73,7 +87,7 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::encode_subgroup_header(h, out),
             Version::Draft18 => d18::data::encode_subgroup_header(h, out),
-            Version::Draft22 => d22::data::encode_subgroup_header(h, out),
+            Version::Draft20 | Version::Draft22 => d22::data::encode_subgroup_header(h, out),
         }
     }
 
@@ -81,7 +95,7 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::encode_fetch_header(request_id, out),
             Version::Draft18 => d18::data::encode_fetch_header(request_id, out),
-            Version::Draft22 => d22::data::encode_fetch_header(request_id, out),
+            Version::Draft20 | Version::Draft22 => d22::data::encode_fetch_header(request_id, out),
         }
     }
 
@@ -89,7 +103,7 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::decode_datagram(buf),
             Version::Draft18 => d18::data::decode_datagram(buf),
-            Version::Draft22 => d22::data::decode_datagram(buf),
+            Version::Draft20 | Version::Draft22 => d22::data::decode_datagram(buf),
         }
     }
 
@@ -102,7 +116,7 @@ impl Version {
         match self {
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
             Version::Draft18 => d18::data::encode_datagram(h, payload, out),
-            Version::Draft22 => d22::data::encode_datagram(h, payload, out),
+            Version::Draft20 | Version::Draft22 => d22::data::encode_datagram(h, payload, out),
         }
     }
 }
@@ -121,7 +135,7 @@ impl Version {
         match self {
             Version::Draft16 => FetchWriter::D16(d16::data::FetchWriter::new(order)),
             Version::Draft18 => FetchWriter::D18(d18::data::FetchWriter::new(order)),
-            Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),
+            Version::Draft20 | Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),
         }
     }
 }
@@ -156,9 +170,10 @@ mod tests {
     fn alpn_table() {
         assert_eq!(Version::from_alpn(b"moqt-16"), Some(Version::Draft16));
         assert_eq!(Version::from_alpn(b"moqt-18"), Some(Version::Draft18));
+        assert_eq!(Version::from_alpn(b"moqt-20"), Some(Version::Draft20));
         assert_eq!(Version::from_alpn(b"moqt-22"), Some(Version::Draft22));
         assert_eq!(Version::from_alpn(b"moqt-17"), None);
-        assert_eq!(Version::ALL, [Version::Draft22, Version::Draft18, Version::Draft16]);
+        assert_eq!(Version::ALL, [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16]);
         assert_eq!(Version::from_alpn(b"h3"), None);
         for v in Version::ALL {
             assert_eq!(Version::from_alpn(v.alpn().as_bytes()), Some(v));

@@ -18,23 +18,38 @@ pub const D16: Version = Version::Draft16;
 
 pub const D18: Version = Version::Draft18;
 
+pub const D20: Version = Version::Draft20;
+
 pub const D22: Version = Version::Draft22;
 
+/// Whether `v` has draft-20's message set and parameter table (draft-20 and draft-22 differ on
+/// the control wire only in the form of two parameter values, which the relay never sees).
+pub fn since20(v: Version) -> bool {
+    matches!(v, D20 | D22)
+}
+
 /// Every draft the relay speaks.
-pub const DRAFTS: [Version; 3] = [D16, D18, D22];
+pub const DRAFTS: [Version; 4] = [D16, D18, D20, D22];
 
 /// (publisher draft, subscriber draft): every pair, so a publisher on any draft reaches
 /// subscribers on any.
-pub const COMBOS: [(Version, Version); 9] = [
+pub const COMBOS: [(Version, Version); 16] = [
     (D16, D16),
     (D18, D18),
+    (D20, D20),
     (D22, D22),
     (D16, D18),
+    (D16, D20),
     (D16, D22),
     (D18, D16),
+    (D18, D20),
     (D18, D22),
+    (D20, D16),
+    (D20, D18),
+    (D20, D22),
     (D22, D16),
     (D22, D18),
+    (D22, D20),
 ];
 
 pub const PROTOCOL_VIOLATION: u64 = 0x3;
@@ -157,7 +172,7 @@ pub fn assert_stream(
 /// PUBLISH of `track`; a draft-22 publisher also states its GROUP_ORDER (draft-16 and draft-18
 /// PUBLISH have no such parameter).
 pub fn publish_msg(v: Version, rid: RequestId, track: &FullTrackName, largest: Option<Location>) -> Message {
-    let group_order = (v == D22).then_some(GroupOrder::Ascending);
+    let group_order = since20(v).then_some(GroupOrder::Ascending);
     Message::Publish(Publish {
         request_id: rid,
         track: track.clone(),
@@ -173,15 +188,15 @@ pub fn publish_msg(v: Version, rid: RequestId, track: &FullTrackName, largest: O
 }
 
 /// The Forward State the relay set for PUBLISH `rid`, from what the publisher got: draft-16
-/// PUBLISH_OK carries FORWARD, and so does draft-18's, a REQUEST_OK (§10.5); draft-22
-/// PUBLISH_OK (a REQUEST_OK) cannot, so the PUBLISH's own state (1 in these tests) holds unless
+/// PUBLISH_OK carries FORWARD, and so does draft-18's, a REQUEST_OK (§10.5); draft-20 and
+/// draft-22 PUBLISH_OK (a REQUEST_OK) cannot, so the PUBLISH's own state (1 in these tests) holds unless
 /// a REQUEST_UPDATE follows it.
 pub fn publish_answer(pv: Version, msgs: &[Message], rid: RequestId) -> bool {
     match (pv, msgs) {
         (D16, [Message::PublishOk(ok)]) if ok.request_id == rid => ok.params.forward.unwrap_or(true),
         (D18, [Message::RequestOk(ok)]) if ok.request_id == rid => ok.params.forward.unwrap_or(true),
-        (D22, [Message::RequestOk(ok)]) if ok.request_id == rid => true,
-        (D22, [Message::RequestOk(ok), Message::RequestUpdate(u)])
+        (D20 | D22, [Message::RequestOk(ok)]) if ok.request_id == rid => true,
+        (D20 | D22, [Message::RequestOk(ok), Message::RequestUpdate(u)])
             if ok.request_id == rid && u.existing_request_id == rid =>
         {
             u.params.forward.unwrap_or(true)

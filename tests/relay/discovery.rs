@@ -127,7 +127,7 @@ fn namespace_subscribers_are_offered_tracks_with_publish() {
         assert_eq!(offer.params.largest_object, Some(Location::new(2, 5)), "{ctx}");
 
         // draft-16 and draft-18 PUBLISH_OK carry FORWARD; draft-22's cannot.
-        let answer = Parameters { forward: (sv != D22).then_some(true), ..Default::default() };
+        let answer = Parameters { forward: (!since20(sv)).then_some(true), ..Default::default() };
         let accept = moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: answer };
         r.send(s, Message::PublishOk(accept));
         r.run_until_quiet();

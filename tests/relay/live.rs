@@ -148,7 +148,7 @@ fn a_second_subscription_to_a_track_follows_the_draft() {
         let (s, first) = subs[0];
         let second = r.subscribe(s, &t, None);
         let msgs = messages(&r.take_events(s));
-        let expected = if sv == D22 { code::NOT_SUPPORTED } else { code::DUPLICATE_SUBSCRIPTION_D16 };
+        let expected = if since20(sv) { code::NOT_SUPPORTED } else { code::DUPLICATE_SUBSCRIPTION_D16 };
         let e = request_error(&msgs);
         assert_eq!((e.request_id, e.error_code), (second, expected), "{ctx}");
         let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
@@ -776,7 +776,7 @@ fn the_upstream_subscribe_covers_what_the_first_subscriber_asked() {
             D16 | D18 => F::AbsoluteStartGroupEnd { start: at(1, 2), end_group: 4 },
             _ => F::AbsoluteRange { start: at(1, 2), end: at(4, 1) },
         };
-        let window_end = if sv == D22 { at(4, 1) } else { at(4, u64::MAX) };
+        let window_end = if since20(sv) { at(4, 1) } else { at(4, u64::MAX) };
         let mut cases = vec![
             (None, None, at(0, 0), None),
             (Some(F::AbsoluteStart { start: at(0, 0) }), None, at(0, 0), None),
@@ -790,10 +790,10 @@ fn the_upstream_subscribe_covers_what_the_first_subscriber_asked() {
             (Some(F::NextObject), Some(F::NextObject), at(3, 3), None),
             (Some(F::RelativeStart { groups_back: 0 }), Some(F::NextObject), at(4, 0), None),
         ];
-        if sv == D22 {
+        if since20(sv) {
             // Two groups back: a draft-16 or draft-18 publisher cannot be asked that, and is
             // asked for everything instead.
-            let up = (pv == D22).then_some(F::RelativeStart { groups_back: 2 });
+            let up = since20(pv).then_some(F::RelativeStart { groups_back: 2 });
             cases.push((Some(F::RelativeStart { groups_back: 2 }), up, at(2, 0), None));
         }
         for (filter, upstream, from, to) in cases {

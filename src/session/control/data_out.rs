@@ -106,7 +106,7 @@ impl Session {
                 d18::encode_subgroup_header(header, &mut out)?;
                 Writer::W18(d18::SubgroupWriter::new(header))
             }
-            Version::Draft22 => {
+            Version::Draft20 | Version::Draft22 => {
                 d22::encode_subgroup_header(header, &mut out)?;
                 Writer::W22(d22::SubgroupWriter::new(header))
             }

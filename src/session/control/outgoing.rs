@@ -112,7 +112,7 @@ impl Session {
         tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         match self.version {
             Version::Draft16 => self.send_d16(msg),
-            Version::Draft18 | Version::Draft22 => self.send_d22(msg),
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => self.send_d22(msg),
         }
     }
 
@@ -247,7 +247,9 @@ impl Session {
         let Some(&id) = self.by_request.get(&request_id) else {
             return Err(match self.version {
                 Version::Draft16 => SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL"),
-                Version::Draft18 | Version::Draft22 => SessionError::UnknownRequest(request_id.0),
+                Version::Draft18 | Version::Draft20 | Version::Draft22 => {
+                    SessionError::UnknownRequest(request_id.0)
+                }
             });
         };
         if let Some(st) = self.streams.get(&id) {

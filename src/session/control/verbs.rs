@@ -37,7 +37,7 @@ impl Session {
     pub fn end_request(&mut self, rid: RequestId) -> Result<(), SessionError> {
         match self.version {
             Version::Draft16 => Ok(()),
-            Version::Draft18 | Version::Draft22 => self.finish(rid),
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => self.finish(rid),
         }
     }
 
@@ -103,7 +103,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         let track_properties = match self.version {
             Version::Draft16 => Properties::default(),
-            Version::Draft18 | Version::Draft22 => properties,
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => properties,
         };
         let params = Parameters { largest_object: largest, ..Parameters::default() };
         self.send(Message::RequestOk(RequestOk { request_id: rid, params, track_properties }))?;
@@ -145,7 +145,7 @@ impl Session {
     pub fn update_answer_id(&self, m: &RequestUpdate) -> RequestId {
         match self.version {
             Version::Draft16 => m.request_id,
-            Version::Draft18 | Version::Draft22 => m.existing_request_id,
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => m.existing_request_id,
         }
     }
 
@@ -167,7 +167,7 @@ impl Session {
                     | LocationFilter::None
                     | LocationFilter::AbsoluteRange { .. }
             ),
-            Version::Draft22 => true,
+            Version::Draft20 | Version::Draft22 => true,
         }
     }
 
@@ -181,7 +181,7 @@ impl Session {
     /// Whether a SUBGROUP_HEADER can say that its stream starts at the subgroup's first
     /// object (FIRST_OBJECT, draft-18 §11.4.2 and draft-22; draft-16 has no such bit).
     pub fn marks_first_object(&self) -> bool {
-        matches!(self.version, Version::Draft18 | Version::Draft22)
+        matches!(self.version, Version::Draft18 | Version::Draft20 | Version::Draft22)
     }
 
     /// The meaning of REQUEST_ERROR code `c` from this session's peer.

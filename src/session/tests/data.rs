@@ -16,7 +16,7 @@ use wire::model::{
 };
 use wire::Version;
 
-const BOTH: [Version; 3] = Version::ALL;
+const BOTH: [Version; 4] = Version::ALL;
 const PROTOCOL_VIOLATION: u64 = 0x3;
 const DUPLICATE_TRACK_ALIAS: u64 = 0x5;
 
@@ -482,28 +482,10 @@ fn fetch_stream_objects_follow_the_fetch_group_order() {
         ];
         let id = p.s.open_fetch_stream(rid).unwrap();
         let mut out = Vec::new();
-        match v {
-            Version::Draft16 => {
-                let mut w = wire::d16::data::FetchWriter::new(GroupOrder::Descending);
-                for (item, payload) in &items {
-                    w.encode(item, &mut out).unwrap();
-                    out.extend_from_slice(payload);
-                }
-            }
-            Version::Draft18 => {
-                let mut w = wire::d18::data::FetchWriter::new(GroupOrder::Descending);
-                for (item, payload) in &items {
-                    w.encode(item, &mut out).unwrap();
-                    out.extend_from_slice(payload);
-                }
-            }
-            Version::Draft22 => {
-                let mut w = wire::d22::data::FetchWriter::new(GroupOrder::Descending);
-                for (item, payload) in &items {
-                    w.encode(item, &mut out).unwrap();
-                    out.extend_from_slice(payload);
-                }
-            }
+        let mut w = v.fetch_writer(GroupOrder::Descending);
+        for (item, payload) in &items {
+            w.encode(item, &mut out).unwrap();
+            out.extend_from_slice(payload);
         }
         p.s.send_raw_data(id, Bytes::from(out)).unwrap();
         p.s.finish_data_stream(id).unwrap();

@@ -18,7 +18,7 @@ use wire::model::{
 };
 use wire::Version;
 
-const BOTH: [Version; 3] = Version::ALL;
+const BOTH: [Version; 4] = Version::ALL;
 /// The drafts with request streams (draft-18 §3.3, draft-22 §6.3).
 const STREAMED: [Version; 2] = [Version::Draft18, Version::Draft22];
 
@@ -149,7 +149,7 @@ fn setup_completes_and_ready_carries_peer_options() {
         assert_eq!(peer.implementation.as_deref(), Some(&b"moq-edge"[..]));
         match v {
             Version::Draft16 => assert_eq!(peer.max_request_id, Some(200)),
-            Version::Draft18 | Version::Draft22 => assert_eq!(peer.max_request_id, None),
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => assert_eq!(peer.max_request_id, None),
         }
         // The SETUP went on the right stream: draft-16 bidi 0, draft-22 uni 2 / 3.
         let first = |sent: &[Transmit]| match sent.first() {
@@ -225,7 +225,7 @@ fn subscribe_responses_matched_by_request_id() {
             .collect();
         match v {
             Version::Draft16 => assert_eq!(ids, vec![0, 0, 0]),
-            Version::Draft18 | Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
         }
     }
 }
@@ -591,7 +591,9 @@ fn bidi_stream_with_a_wrong_first_message_is_a_protocol_violation() {
         // draft-22 ones with a request (a response there has no request to name).
         let (stream, m) = match v {
             Version::Draft16 => (4, subscribe(RequestId(0))),
-            Version::Draft18 | Version::Draft22 => (0, Message::RequestOk(RequestOk::default())),
+            Version::Draft18 | Version::Draft20 | Version::Draft22 => {
+                (0, Message::RequestOk(RequestOk::default()))
+            }
         };
         s.on_stream_data(StreamId(stream), &encode(v, &m), false);
         assert_eq!(closed_with(&drain(&mut s)), Some(SessionCode::ProtocolViolation.code()), "{v:?}");

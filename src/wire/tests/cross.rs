@@ -401,7 +401,7 @@ fn responses_cross_three_drafts() {
     // PUBLISH_SKIPPED (draft-18's PUBLISH_BLOCKED) and REQUEST_OK's Track Properties.
     let redirect = Message::RequestError(RequestError {
         request_id: id,
-        error_code: d18::control::REDIRECT,
+        error_code: wire::control::REDIRECT,
         retry_interval: 5,
         reason: Bytes::from_static(b"moved"),
         redirect: Some(Redirect {
@@ -447,8 +447,8 @@ fn publish_ok_parameters_reach_draft18() {
     d16::control::encode_message(&ok, &mut a).expect("draft-16 encodes");
     let (from16, _) = d16::control::decode_message(&a, &ctx).expect("draft-16 decodes");
     let mut b = Vec::new();
-    d18::control::encode_message(&from16, &mut b).expect("draft-18 encodes");
-    let (via18, _) = d18::control::decode_message(&b, &ctx).expect("draft-18 decodes");
+    Version::Draft18.encode_message(&from16, &mut b).expect("draft-18 encodes");
+    let (via18, _) = Version::Draft18.decode_message(&b, &ctx).expect("draft-18 decodes");
     assert_eq!(
         via18,
         Message::RequestOk(RequestOk {

@@ -11,11 +11,20 @@ use proptest::option::of as opt;
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use support::strategies::*;
-use wire::d18::control::{decode_message, encode_message, fetch_type, message_type as mt, REDIRECT};
-use wire::d18::params;
-use wire::d22::params::ParamSet;
+use wire::control::{fetch_type, message_type as mt, REDIRECT};
+use wire::dialect::D18;
 use wire::model::*;
+use wire::params::{self, ParamSet};
 use wire::{DecodeError, EncodeError, ErrorCode, VarInt, Vi64};
+
+/// The shared request-stream codec at this draft.
+fn encode_message(m: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    wire::control::encode_message(&D18, m, out)
+}
+
+fn decode_message(buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
+    wire::control::decode_message(&D18, buf, ctx)
+}
 
 /// Parameter lists gathered by hand from the "MAY appear in" sentences of draft-18 §10.2.2 to
 /// §10.2.14, independent of the codec's own tables.
@@ -139,7 +148,7 @@ fn subscribe(params: Parameters) -> Message {
 /// Parameters encoded by the codec's parameter writer, with every draft-18 type allowed.
 fn param_bytes(p: &Parameters) -> Vec<u8> {
     let mut out = Vec::new();
-    params::write_params(&mut wire::codec::Writer::<Vi64>::new(&mut out), p, ParamSet::of(spec::ALL))
+    params::write_params(&mut wire::codec::Writer::<Vi64>::new(&mut out), &D18, p, ParamSet::of(spec::ALL))
         .expect("encodable parameters");
     out
 }
@@ -530,7 +539,9 @@ fn message_type_values_match_the_table() {
     assert_eq!(mt::REQUEST_UPDATE, 0x2);
     assert_eq!(mt::REQUEST_OK, 0x7);
     assert_eq!(mt::REQUEST_ERROR, 0x5);
-    assert_eq!(mt::RESERVED, [0x01, 0x40, 0x41, 0x20, 0x21]);
+    // draft-18 reserves the first five; 0x1E is its PUBLISH_OK (reserved from draft-20 on).
+    assert_eq!(mt::RESERVED[..5], [0x01, 0x40, 0x41, 0x20, 0x21]);
+    assert_eq!(mt::PUBLISH_OK, 0x1E);
     assert_eq!(
         [fetch_type::STANDALONE, fetch_type::RELATIVE_JOINING, fetch_type::ABSOLUTE_JOINING],
         [1, 2, 3]
@@ -563,7 +574,8 @@ fn unknown_and_reserved_types_are_violations() {
         // Rejected as soon as the type is readable, without waiting for the body.
         assert_violation(decode(&B::new().int(ty).0, &CLIENT_REQ));
     }
-    for ty in mt::RESERVED {
+    // draft-18's RESERVED rows: 0x1E, reserved from draft-20 on, is its PUBLISH_OK.
+    for ty in mt::RESERVED.into_iter().filter(|&t| t != mt::PUBLISH_OK) {
         for ctx in [CLIENT_CTL, SERVER_REQ] {
             assert_violation(decode(&B::new().frame(ty), &ctx));
             assert_violation(decode(&B::new().int(0).frame(ty), &ctx));

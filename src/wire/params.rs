@@ -1,13 +1,16 @@
-//! draft-22 Setup Options (§9.1) and Message Parameters (§9.20).
+//! Setup Options and Message Parameters of the request-stream drafts (draft-18 §10.2-§10.3,
+//! draft-20 §10.2-§10.3, draft-22 §9.1 and §9.20), written once; the [`Dialect`] says where a
+//! draft differs (the form of parameter 0x21 and of TRACK_NAMESPACE_PREFIX, which parameters
+//! exist and where, which Setup Options exist).
 //!
-//! Setup Options are Key-Value-Pairs (§8.3) spanning the whole SETUP body; unknown options are
-//! kept. Message Parameters are a counted list of `Type Delta` + value, where the value's
-//! encoding is fixed by the parameter *type* (uint8, varint, Location, length-prefixed,
-//! namespace; §9.20), not by the even/odd rule of Key-Value-Pairs. Every parameter must be known
-//! and allowed in the message that carries it (§9.20, §9.20.1); [`ParamSet`] and [`allowed`]
-//! hold the per-message tables.
+//! Setup Options are Key-Value-Pairs spanning the whole SETUP body; unknown options are kept.
+//! Message Parameters are a counted list of `Type Delta` + value, where the value's encoding is
+//! fixed by the parameter *type* (uint8, varint, Location, length-prefixed, namespace), not by
+//! the even/odd rule of Key-Value-Pairs. Every parameter must be known in the draft and allowed
+//! in the message that carries it: anything else is a PROTOCOL_VIOLATION. [`ParamSet`] and
+//! [`Tables`] hold the per-message lists.
 //!
-//! Where the spec asks for a REQUEST_ERROR (`INVALID_FILTER`: a PRIORITY_FILTER value above
+//! Where draft-22 asks for a REQUEST_ERROR (`INVALID_FILTER`: a PRIORITY_FILTER value above
 //! 255, an odd property type, a repeated Type/SetID/Property Type triple) the value is kept in
 //! the model and left for the session to judge. Only a range delta that overflows 2^64-1
 //! (§8.6) cannot be represented at all; the codec closes the session with PROTOCOL_VIOLATION
@@ -18,6 +21,7 @@ use bytes::Bytes;
 use crate::codec::{Reader, Writer};
 use crate::common::{read_kv, read_location, read_namespace, read_token, write_kv, write_location};
 use crate::common::{write_namespace, write_token};
+use crate::dialect::{Dialect, FilterForm};
 use crate::error::{DecodeError, EncodeError};
 use crate::model::param_type as pt;
 use crate::model::setup_type as st;
@@ -78,36 +82,31 @@ impl ParamSet {
     }
 }
 
-/// The range filters on Objects (all but TRACK_PROPERTY_FILTER), allowed together (§3.3.2).
-const OBJECT_RANGE_FILTERS: [u64; 4] =
-    [pt::SUBGROUP_FILTER, pt::OBJECTID_FILTER, pt::PRIORITY_FILTER, pt::OBJECT_PROPERTY_FILTER];
+/// The parameter table of one draft: the types it defines, and those each message may carry
+/// (the codec cannot know which request a REQUEST_UPDATE or REQUEST_OK answers, so those hold
+/// the union over the request kinds; the session knows the kind).
+#[derive(Debug)]
+pub struct Tables {
+    pub known: ParamSet,
+    pub subscribe: ParamSet,
+    pub subscribe_ok: ParamSet,
+    pub publish: ParamSet,
+    pub publish_ok: ParamSet,
+    pub publish_state_notify: ParamSet,
+    pub fetch: ParamSet,
+    pub fetch_ok: ParamSet,
+    pub track_status: ParamSet,
+    pub publish_namespace: ParamSet,
+    pub subscribe_namespace: ParamSet,
+    pub subscribe_tracks: ParamSet,
+    pub request_update: ParamSet,
+    pub request_ok: ParamSet,
+    /// The nested scope of FILL_PARAMETERS (draft-22 §9.20.15, Table 7).
+    pub fill_parameters: ParamSet,
+}
 
-/// Every Message Parameter draft-22 defines (§16.7, Table 14).
-pub const KNOWN: ParamSet = ParamSet::of(&[
-    pt::OBJECT_DELIVERY_TIMEOUT,
-    pt::AUTHORIZATION_TOKEN,
-    pt::RENDEZVOUS_TIMEOUT,
-    pt::SUBGROUP_DELIVERY_TIMEOUT,
-    pt::EXPIRES,
-    pt::LARGEST_OBJECT,
-    pt::FILL_TIMEOUT,
-    pt::FORWARD,
-    pt::SUBSCRIBER_PRIORITY,
-    pt::LOCATION_FILTER,
-    pt::GROUP_ORDER,
-    pt::FILL_PARAMETERS,
-    pt::SUBGROUP_FILTER,
-    pt::OBJECTID_FILTER,
-    pt::PRIORITY_FILTER,
-    pt::OBJECT_PROPERTY_FILTER,
-    pt::TRACK_PROPERTY_FILTER,
-    pt::NEW_GROUP_REQUEST,
-    pt::TRACK_NAMESPACE_PREFIX,
-    pt::INCLUDE_PROPERTIES,
-]);
-
-/// Types that may appear more than once in one message: AUTHORIZATION TOKEN (§8.9) and the
-/// range filters (§3.3.2).
+/// Types that may appear more than once in one message: AUTHORIZATION TOKEN (draft-18
+/// §10.2.2, draft-22 §8.9) and the range filters (draft-22 §3.3.2; draft-18 has none).
 pub const REPEATABLE: ParamSet = ParamSet::of(&[
     pt::AUTHORIZATION_TOKEN,
     pt::SUBGROUP_FILTER,
@@ -117,74 +116,84 @@ pub const REPEATABLE: ParamSet = ParamSet::of(&[
     pt::TRACK_PROPERTY_FILTER,
 ]);
 
-/// The parameters each message may carry, from the message definitions in §9.x (they agree
-/// with the per-parameter lists in §9.20.x).
-pub mod allowed {
-    use super::{pt, ParamSet, OBJECT_RANGE_FILTERS};
+/// The range filters on Objects (all but TRACK_PROPERTY_FILTER), allowed together (§3.3.2).
+const OBJECT_RANGE_FILTERS: [u64; 4] =
+    [pt::SUBGROUP_FILTER, pt::OBJECTID_FILTER, pt::PRIORITY_FILTER, pt::OBJECT_PROPERTY_FILTER];
 
-    /// `set` plus the four Object range filters.
-    const fn with_ranges(set: ParamSet) -> ParamSet {
-        set.union(ParamSet::of(&OBJECT_RANGE_FILTERS))
-    }
+/// `set` plus the four Object range filters.
+const fn with_ranges(set: ParamSet) -> ParamSet {
+    set.union(ParamSet::of(&OBJECT_RANGE_FILTERS))
+}
 
-    /// §9.6.
-    pub const SUBSCRIBE: ParamSet = with_ranges(ParamSet::of(&[
+/// draft-18 (§15.7; each message's list gathered from the "MAY appear in" sentence of every
+/// parameter definition, §10.2.2-§10.2.14). Parameter 0x21 is SUBSCRIPTION_FILTER.
+pub const D18: Tables = {
+    const UPDATE_SUBSCRIPTION: ParamSet = ParamSet::of(&[
         pt::OBJECT_DELIVERY_TIMEOUT,
         pt::AUTHORIZATION_TOKEN,
-        pt::RENDEZVOUS_TIMEOUT,
         pt::SUBGROUP_DELIVERY_TIMEOUT,
         pt::FORWARD,
         pt::SUBSCRIBER_PRIORITY,
         pt::LOCATION_FILTER,
-        pt::GROUP_ORDER,
-        pt::FILL_PARAMETERS,
         pt::NEW_GROUP_REQUEST,
-        pt::INCLUDE_PROPERTIES,
-    ]));
-    /// §9.7.
-    pub const SUBSCRIBE_OK: ParamSet = ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]);
-    /// §9.8.
-    pub const PUBLISH: ParamSet = ParamSet::of(&[
+    ]);
+    // §10.5 answering PUBLISH: the subscription's parameters, as draft-16's PUBLISH_OK.
+    const PUBLISH_OK: ParamSet = ParamSet::of(&[
         pt::OBJECT_DELIVERY_TIMEOUT,
-        pt::AUTHORIZATION_TOKEN,
         pt::SUBGROUP_DELIVERY_TIMEOUT,
         pt::EXPIRES,
-        pt::LARGEST_OBJECT,
         pt::FORWARD,
         pt::SUBSCRIBER_PRIORITY,
         pt::LOCATION_FILTER,
         pt::GROUP_ORDER,
+        pt::NEW_GROUP_REQUEST,
     ]);
-    /// §9.10.
-    pub const PUBLISH_STATE_NOTIFY: ParamSet =
-        ParamSet::of(&[pt::LARGEST_OBJECT, pt::FORWARD, pt::LOCATION_FILTER]);
-    /// §9.11.
-    pub const FETCH: ParamSet = with_ranges(ParamSet::of(&[
-        pt::AUTHORIZATION_TOKEN,
-        pt::FILL_TIMEOUT,
-        pt::SUBSCRIBER_PRIORITY,
-        pt::LOCATION_FILTER,
-        pt::GROUP_ORDER,
-        pt::INCLUDE_PROPERTIES,
-    ]));
-    /// §9.12: "No parameters are currently defined for FETCH_OK".
-    pub const FETCH_OK: ParamSet = ParamSet::of(&[]);
-    /// §9.13.
-    pub const TRACK_STATUS: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::INCLUDE_PROPERTIES]);
-    /// §9.14.
-    pub const PUBLISH_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
-    /// §9.15.
-    pub const SUBSCRIBE_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
-    /// §9.18.
-    pub const SUBSCRIBE_TRACKS: ParamSet = with_ranges(ParamSet::of(&[
-        pt::AUTHORIZATION_TOKEN,
-        pt::FORWARD,
-        pt::GROUP_ORDER,
-        pt::TRACK_PROPERTY_FILTER,
-        pt::INCLUDE_PROPERTIES,
-    ]));
-    /// §9.5, for a subscription.
-    pub const REQUEST_UPDATE_SUBSCRIPTION: ParamSet = with_ranges(ParamSet::of(&[
+    let token = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
+    Tables {
+        known: ParamSet::of(&[
+            pt::OBJECT_DELIVERY_TIMEOUT,
+            pt::AUTHORIZATION_TOKEN,
+            pt::RENDEZVOUS_TIMEOUT,
+            pt::SUBGROUP_DELIVERY_TIMEOUT,
+            pt::EXPIRES,
+            pt::LARGEST_OBJECT,
+            pt::FILL_TIMEOUT,
+            pt::FORWARD,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::LOCATION_FILTER,
+            pt::GROUP_ORDER,
+            pt::NEW_GROUP_REQUEST,
+            pt::TRACK_NAMESPACE_PREFIX,
+        ]),
+        subscribe: UPDATE_SUBSCRIPTION.union(ParamSet::of(&[pt::RENDEZVOUS_TIMEOUT, pt::GROUP_ORDER])),
+        subscribe_ok: ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]),
+        publish: ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::EXPIRES, pt::LARGEST_OBJECT, pt::FORWARD]),
+        publish_ok: PUBLISH_OK,
+        publish_state_notify: ParamSet::of(&[]),
+        // §10.12: a standalone FETCH's range is in its body, not a parameter.
+        fetch: ParamSet::of(&[
+            pt::AUTHORIZATION_TOKEN,
+            pt::FILL_TIMEOUT,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::GROUP_ORDER,
+        ]),
+        fetch_ok: ParamSet::of(&[]),
+        track_status: token,
+        publish_namespace: token,
+        subscribe_namespace: token,
+        subscribe_tracks: ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::FORWARD]),
+        // §10.9: for a subscription, a FETCH, a PUBLISH_NAMESPACE, a namespace prefix.
+        request_update: UPDATE_SUBSCRIPTION.union(ParamSet::of(&[pt::TRACK_NAMESPACE_PREFIX])),
+        // §10.5: PUBLISH_OK, REQUEST_UPDATE_OK (EXPIRES, LARGEST_OBJECT), TRACK_STATUS_OK.
+        request_ok: PUBLISH_OK.union(ParamSet::of(&[pt::LARGEST_OBJECT])),
+        fill_parameters: ParamSet::of(&[]),
+    }
+};
+
+/// draft-22 (§16.7 Table 14; each message's list from its definition in §9.x, which agree
+/// with the per-parameter lists in §9.20.x). draft-20 has the same table (§10.2, §15.7).
+pub const D22: Tables = {
+    const UPDATE_SUBSCRIPTION: ParamSet = with_ranges(ParamSet::of(&[
         pt::OBJECT_DELIVERY_TIMEOUT,
         pt::AUTHORIZATION_TOKEN,
         pt::SUBGROUP_DELIVERY_TIMEOUT,
@@ -194,40 +203,90 @@ pub mod allowed {
         pt::FILL_PARAMETERS,
         pt::NEW_GROUP_REQUEST,
     ]));
-    /// §9.5, for a FETCH.
-    pub const REQUEST_UPDATE_FETCH: ParamSet =
-        ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::SUBSCRIBER_PRIORITY]);
-    /// §9.5, for a PUBLISH_NAMESPACE.
-    pub const REQUEST_UPDATE_PUBLISH_NAMESPACE: ParamSet = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
-    /// §9.5, for a SUBSCRIBE_NAMESPACE.
-    pub const REQUEST_UPDATE_SUBSCRIBE_NAMESPACE: ParamSet =
-        ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::TRACK_NAMESPACE_PREFIX]);
-    /// §9.5, for a SUBSCRIBE_TRACKS.
-    pub const REQUEST_UPDATE_SUBSCRIBE_TRACKS: ParamSet = ParamSet::of(&[
-        pt::AUTHORIZATION_TOKEN,
-        pt::FORWARD,
-        pt::TRACK_PROPERTY_FILTER,
-        pt::TRACK_NAMESPACE_PREFIX,
-    ]);
-    /// §9.5: the codec cannot know which request a REQUEST_UPDATE updates, so it accepts the
-    /// union; the session checks against the per-kind sets above.
-    pub const REQUEST_UPDATE: ParamSet = REQUEST_UPDATE_SUBSCRIPTION
-        .union(REQUEST_UPDATE_FETCH)
-        .union(REQUEST_UPDATE_PUBLISH_NAMESPACE)
-        .union(REQUEST_UPDATE_SUBSCRIBE_NAMESPACE)
-        .union(REQUEST_UPDATE_SUBSCRIBE_TRACKS);
-    /// §9.3, answering PUBLISH (PUBLISH_OK).
-    pub const PUBLISH_OK: ParamSet = ParamSet::of(&[pt::EXPIRES]);
-    /// §9.3: the union over the request kinds REQUEST_OK answers (the session checks per kind).
-    pub const REQUEST_OK: ParamSet = ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]);
-    /// §9.20.15, Table 7: the nested scope of FILL_PARAMETERS.
-    pub const FILL_PARAMETERS: ParamSet = with_ranges(ParamSet::of(&[
-        pt::FILL_TIMEOUT,
-        pt::SUBSCRIBER_PRIORITY,
-        pt::LOCATION_FILTER,
-        pt::GROUP_ORDER,
-    ]));
-}
+    let token = ParamSet::of(&[pt::AUTHORIZATION_TOKEN]);
+    Tables {
+        known: with_ranges(ParamSet::of(&[
+            pt::OBJECT_DELIVERY_TIMEOUT,
+            pt::AUTHORIZATION_TOKEN,
+            pt::RENDEZVOUS_TIMEOUT,
+            pt::SUBGROUP_DELIVERY_TIMEOUT,
+            pt::EXPIRES,
+            pt::LARGEST_OBJECT,
+            pt::FILL_TIMEOUT,
+            pt::FORWARD,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::LOCATION_FILTER,
+            pt::GROUP_ORDER,
+            pt::FILL_PARAMETERS,
+            pt::TRACK_PROPERTY_FILTER,
+            pt::NEW_GROUP_REQUEST,
+            pt::TRACK_NAMESPACE_PREFIX,
+            pt::INCLUDE_PROPERTIES,
+        ])),
+        // §9.6.
+        subscribe: UPDATE_SUBSCRIPTION.union(ParamSet::of(&[
+            pt::RENDEZVOUS_TIMEOUT,
+            pt::GROUP_ORDER,
+            pt::INCLUDE_PROPERTIES,
+        ])),
+        // §9.7.
+        subscribe_ok: ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]),
+        // §9.8.
+        publish: ParamSet::of(&[
+            pt::OBJECT_DELIVERY_TIMEOUT,
+            pt::AUTHORIZATION_TOKEN,
+            pt::SUBGROUP_DELIVERY_TIMEOUT,
+            pt::EXPIRES,
+            pt::LARGEST_OBJECT,
+            pt::FORWARD,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::LOCATION_FILTER,
+            pt::GROUP_ORDER,
+        ]),
+        // §9.3, answering PUBLISH.
+        publish_ok: ParamSet::of(&[pt::EXPIRES]),
+        // §9.10.
+        publish_state_notify: ParamSet::of(&[pt::LARGEST_OBJECT, pt::FORWARD, pt::LOCATION_FILTER]),
+        // §9.11.
+        fetch: with_ranges(ParamSet::of(&[
+            pt::AUTHORIZATION_TOKEN,
+            pt::FILL_TIMEOUT,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::LOCATION_FILTER,
+            pt::GROUP_ORDER,
+            pt::INCLUDE_PROPERTIES,
+        ])),
+        // §9.12: "No parameters are currently defined for FETCH_OK".
+        fetch_ok: ParamSet::of(&[]),
+        // §9.13.
+        track_status: ParamSet::of(&[pt::AUTHORIZATION_TOKEN, pt::INCLUDE_PROPERTIES]),
+        // §9.14, §9.15.
+        publish_namespace: token,
+        subscribe_namespace: token,
+        // §9.18.
+        subscribe_tracks: with_ranges(ParamSet::of(&[
+            pt::AUTHORIZATION_TOKEN,
+            pt::FORWARD,
+            pt::GROUP_ORDER,
+            pt::TRACK_PROPERTY_FILTER,
+            pt::INCLUDE_PROPERTIES,
+        ])),
+        // §9.5: for a subscription, a FETCH (token, priority), a PUBLISH_NAMESPACE (token), a
+        // SUBSCRIBE_NAMESPACE (token, prefix), a SUBSCRIBE_TRACKS (token, FORWARD, the track
+        // property filter, prefix).
+        request_update: UPDATE_SUBSCRIPTION
+            .union(ParamSet::of(&[pt::TRACK_PROPERTY_FILTER, pt::TRACK_NAMESPACE_PREFIX])),
+        // §9.3: the union over the request kinds REQUEST_OK answers.
+        request_ok: ParamSet::of(&[pt::EXPIRES, pt::LARGEST_OBJECT]),
+        // §9.20.15, Table 7.
+        fill_parameters: with_ranges(ParamSet::of(&[
+            pt::FILL_TIMEOUT,
+            pt::SUBSCRIBER_PRIORITY,
+            pt::LOCATION_FILTER,
+            pt::GROUP_ORDER,
+        ])),
+    }
+};
 
 /// The parameter types present in `p`.
 pub fn present(p: &Parameters) -> ParamSet {
@@ -307,10 +366,10 @@ const RANGE_FILTER_KINDS: [RangeFilterKind; 5] = [
 // Message Parameters: decoding
 // ---------------------------------------------------------------------------------------------
 
-/// Reads `Number of Parameters` and the parameters (§9.20), accepting only types in `allowed`.
-/// Inside a control message body; a short body surfaces as `NeedMore`, which the caller turns
-/// into a violation.
-pub fn read_params(r: &mut R<'_>, allowed: ParamSet) -> Result<Parameters, DecodeError> {
+/// Reads `Number of Parameters` and the parameters (draft-22 §9.20), accepting only types `d`
+/// defines and `allowed` holds. Inside a control message body; a short body surfaces as
+/// `NeedMore`, which the caller turns into a violation.
+pub fn read_params(r: &mut R<'_>, d: &Dialect, allowed: ParamSet) -> Result<Parameters, DecodeError> {
     let n = r.count("message parameters")?;
     let mut p = Parameters::default();
     let mut prev: Option<u64> = None;
@@ -320,7 +379,7 @@ pub fn read_params(r: &mut R<'_>, allowed: ParamSet) -> Result<Parameters, Decod
             .unwrap_or(0)
             .checked_add(delta)
             .ok_or(DecodeError::violation("message parameter type overflows 2^64-1"))?;
-        if !KNOWN.contains(ty) {
+        if !d.params.known.contains(ty) {
             return Err(DecodeError::violation("unknown message parameter"));
         }
         if !allowed.contains(ty) {
@@ -330,14 +389,14 @@ pub fn read_params(r: &mut R<'_>, allowed: ParamSet) -> Result<Parameters, Decod
         if prev == Some(ty) && !REPEATABLE.contains(ty) {
             return Err(DecodeError::violation("duplicate message parameter"));
         }
-        read_value(r, ty, &mut p)?;
+        read_value(r, d, ty, &mut p)?;
         prev = Some(ty);
     }
     Ok(p)
 }
 
 /// One parameter value of (known) type `ty`, stored into `p`.
-fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeError> {
+fn read_value(r: &mut R<'_>, d: &Dialect, ty: u64, p: &mut Parameters) -> Result<(), DecodeError> {
     match ty {
         pt::OBJECT_DELIVERY_TIMEOUT => p.object_delivery_timeout = Some(r.int()?),
         pt::AUTHORIZATION_TOKEN => {
@@ -351,7 +410,7 @@ fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeEr
         pt::FILL_TIMEOUT => p.fill_timeout = Some(r.int()?),
         pt::FORWARD => p.forward = Some(read_bool(r, "FORWARD other than 0 or 1")?),
         pt::SUBSCRIBER_PRIORITY => p.subscriber_priority = Some(r.u8()?),
-        pt::LOCATION_FILTER => p.location_filter = Some(read_location_filter(r)?),
+        pt::LOCATION_FILTER => p.location_filter = Some(read_filter_param(r, d.filter)?),
         pt::GROUP_ORDER => {
             let order = GroupOrder::from_code(u64::from(r.u8()?));
             p.group_order = Some(order.ok_or(DecodeError::violation("GROUP_ORDER other than 1 or 2"))?);
@@ -360,11 +419,18 @@ fn read_value(r: &mut R<'_>, ty: u64, p: &mut Parameters) -> Result<(), DecodeEr
             // §9.20.15: a separate scope with its own allowed set (Table 7), which does not
             // include FILL_PARAMETERS, so nesting is one level deep.
             let mut sub = length_prefixed(r)?;
-            let fill = read_params(&mut sub, allowed::FILL_PARAMETERS)?;
+            let fill = read_params(&mut sub, d, d.params.fill_parameters)?;
             sub.finish("FILL_PARAMETERS longer than its parameters")?;
             p.fill_parameters = Some(Box::new(fill));
         }
         pt::NEW_GROUP_REQUEST => p.new_group_request = Some(r.int()?),
+        pt::TRACK_NAMESPACE_PREFIX if d.prefix_in_length => {
+            let mut sub = length_prefixed(r)?;
+            let ns = read_namespace(&mut sub, 0)
+                .map_err(|e| e.within_length("TRACK_NAMESPACE_PREFIX too short"))?;
+            sub.finish("TRACK_NAMESPACE_PREFIX longer than its namespace")?;
+            p.track_namespace_prefix = Some(ns);
+        }
         pt::TRACK_NAMESPACE_PREFIX => p.track_namespace_prefix = Some(read_namespace(r, 0)?),
         pt::INCLUDE_PROPERTIES => {
             p.include_properties = Some(read_bool(r, "INCLUDE_PROPERTIES other than 0 or 1")?)
@@ -398,6 +464,22 @@ fn read_bool(r: &mut R<'_>, what: &'static str) -> Result<bool, DecodeError> {
     }
 }
 
+/// The value of parameter 0x21 in the form `form` names.
+fn read_filter_param(r: &mut R<'_>, form: FilterForm) -> Result<LocationFilter, DecodeError> {
+    if form == FilterForm::Typed {
+        return read_location_filter(r);
+    }
+    // A length-prefixed value that does not fill its length exactly is malformed.
+    let mut sub = length_prefixed(r)?;
+    let f = match form {
+        FilterForm::Subscription => read_subscription_filter(&mut sub),
+        _ => read_counted_filter(&mut sub),
+    }
+    .map_err(|e| e.within_length("filter parameter shorter than its fields"))?;
+    sub.finish("filter parameter longer than its fields")?;
+    Ok(f)
+}
+
 /// LOCATION_FILTER (§9.20.9): Location Filter Type, then the fields that type names.
 /// EndGroupDelta is relative to StartGroup; the model holds the absolute end group.
 ///
@@ -425,6 +507,64 @@ pub fn read_location_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError
         }
         0x05 => LocationFilter::NextObject,
         _ => return Err(DecodeError::violation("unknown Location Filter Type")),
+    })
+}
+
+/// Subscription Filter types (draft-18 §5.1.2).
+pub mod filter_type {
+    pub const NEXT_GROUP_START: u64 = 0x1;
+    pub const LARGEST_OBJECT: u64 = 0x2;
+    pub const ABSOLUTE_START: u64 = 0x3;
+    pub const ABSOLUTE_RANGE: u64 = 0x4;
+}
+
+/// A Subscription Filter (draft-18 §5.1.2): Filter Type, [Start Location], [End Group Delta].
+/// Next Group Start is `RelativeStart { groups_back: 0 }`, Largest Object is `NextObject`,
+/// AbsoluteRange is `AbsoluteStartGroupEnd` with the absolute end group (Start Location's
+/// group plus the delta; an overflow is a PROTOCOL_VIOLATION).
+pub fn read_subscription_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError> {
+    Ok(match r.int()? {
+        filter_type::NEXT_GROUP_START => LocationFilter::RelativeStart { groups_back: 0 },
+        filter_type::LARGEST_OBJECT => LocationFilter::NextObject,
+        filter_type::ABSOLUTE_START => LocationFilter::AbsoluteStart { start: read_location(r)? },
+        filter_type::ABSOLUTE_RANGE => {
+            let start = read_location(r)?;
+            let end_group = start
+                .group
+                .checked_add(r.int()?)
+                .ok_or(DecodeError::violation("Start Group + End Group Delta overflows 2^64-1"))?;
+            LocationFilter::AbsoluteStartGroupEnd { start, end_group }
+        }
+        _ => return Err(DecodeError::violation("unknown Subscription Filter type")),
+    })
+}
+
+/// A draft-20 Location Filter (§5.1.2), the fields filling its length: none (unfiltered,
+/// [`LocationFilter::None`]),
+/// `[StartGroupDelta]` (relative: that many groups back), `[StartGroup, StartObject]` (from a
+/// Location; `{0, 0}` is the next object), `[.., EndGroupDelta]` (to the end of a group),
+/// `[.., EndObject]` (to an object). A fifth field is a PROTOCOL_VIOLATION.
+fn read_counted_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError> {
+    let mut f = [0u64; 4];
+    let mut n = 0;
+    while !r.is_empty() {
+        if n == f.len() {
+            return Err(DecodeError::violation("Location Filter with more than four fields"));
+        }
+        f[n] = r.int()?;
+        n += 1;
+    }
+    let start = Location { group: f[0], object: f[1] };
+    let end_group = || {
+        start.group.checked_add(f[2]).ok_or(DecodeError::violation("StartGroup + EndGroupDelta overflows"))
+    };
+    Ok(match n {
+        0 => LocationFilter::None,
+        1 => LocationFilter::RelativeStart { groups_back: f[0] },
+        2 if f[..2] == [0, 0] => LocationFilter::NextObject,
+        2 => LocationFilter::AbsoluteStart { start },
+        3 => LocationFilter::AbsoluteStartGroupEnd { start, end_group: end_group()? },
+        _ => LocationFilter::AbsoluteRange { start, end: Location { group: end_group()?, object: f[3] } },
     })
 }
 
@@ -465,12 +605,23 @@ fn read_range_filter(r: &mut R<'_>, kind: RangeFilterKind) -> Result<RangeFilter
 // ---------------------------------------------------------------------------------------------
 
 /// Writes `Number of Parameters` and the parameters of `p` in ascending type order (range
-/// filters are grouped by type, keeping their relative order within a type). Fails with
-/// `Unsupported` when `p` holds a parameter outside `allowed`.
-pub fn write_params(w: &mut W<'_>, p: &Parameters, allowed: ParamSet) -> Result<(), EncodeError> {
+/// filters are grouped by type, keeping their relative order within a type), each in `d`'s
+/// form. Fails with `Unsupported` when `p` holds a parameter outside `allowed`, or a filter
+/// `d` cannot write, leaving `w` untouched.
+pub fn write_params(
+    w: &mut W<'_>,
+    d: &Dialect,
+    p: &Parameters,
+    allowed: ParamSet,
+) -> Result<(), EncodeError> {
     if let Some(ty) = present(p).first_outside(allowed) {
         return Err(EncodeError::Unsupported(param_name(ty)));
     }
+    // The filter first: a failure must leave `w` untouched.
+    let filter = match &p.location_filter {
+        Some(f) => Some(encode_filter(d.filter, f)?),
+        None => None,
+    };
     w.int(count(p) as u64)?;
     let mut pw = ParamWriter { w, prev: 0 };
     if let Some(v) = p.object_delivery_timeout {
@@ -500,14 +651,15 @@ pub fn write_params(w: &mut W<'_>, p: &Parameters, allowed: ParamSet) -> Result<
     if let Some(v) = p.subscriber_priority {
         pw.ty(pt::SUBSCRIBER_PRIORITY)?.u8(v);
     }
-    if let Some(f) = &p.location_filter {
-        write_location_filter(pw.ty(pt::LOCATION_FILTER)?, f)?;
+    if let Some(v) = &filter {
+        pw.ty(pt::LOCATION_FILTER)?.bytes(v);
     }
     if let Some(v) = p.group_order {
         pw.ty(pt::GROUP_ORDER)?.u8(v.code() as u8);
     }
     if let Some(fill) = &p.fill_parameters {
-        pw.ty(pt::FILL_PARAMETERS)?.with_len_prefix(|w| write_params(w, fill, allowed::FILL_PARAMETERS))?;
+        pw.ty(pt::FILL_PARAMETERS)?
+            .with_len_prefix(|w| write_params(w, d, fill, d.params.fill_parameters))?;
     }
     for kind in RANGE_FILTER_KINDS {
         for f in p.range_filters.iter().filter(|f| f.kind == kind) {
@@ -518,7 +670,12 @@ pub fn write_params(w: &mut W<'_>, p: &Parameters, allowed: ParamSet) -> Result<
         pw.ty(pt::NEW_GROUP_REQUEST)?.int(v)?;
     }
     if let Some(ns) = &p.track_namespace_prefix {
-        write_namespace(pw.ty(pt::TRACK_NAMESPACE_PREFIX)?, ns)?;
+        let w = pw.ty(pt::TRACK_NAMESPACE_PREFIX)?;
+        if d.prefix_in_length {
+            w.with_len_prefix(|w| write_namespace(w, ns))?;
+        } else {
+            write_namespace(w, ns)?;
+        }
     }
     if let Some(v) = p.include_properties {
         pw.ty(pt::INCLUDE_PROPERTIES)?.u8(u8::from(v));
@@ -562,13 +719,80 @@ impl<'a> ParamWriter<'_, 'a> {
     }
 }
 
+/// The whole value of parameter 0x21 for `f` in `form` (its Length included where the form
+/// has one).
+fn encode_filter(form: FilterForm, f: &LocationFilter) -> Result<Vec<u8>, EncodeError> {
+    let mut v = Vec::new();
+    let mut w = Writer::<Vi64>::new(&mut v);
+    match form {
+        FilterForm::Typed => write_location_filter(&mut w, f)?,
+        FilterForm::Subscription => w.with_len_prefix(|w| write_subscription_filter(w, *f))?,
+        FilterForm::Counted => w.with_len_prefix(|w| write_counted_filter(w, f))?,
+    }
+    Ok(v)
+}
+
+/// Writes `f` as a Subscription Filter (draft-18 §5.1.2); the filters draft-18 has no type for
+/// (an explicit no-filter, a start more than the next group back, an end inside a group) are
+/// `Unsupported`.
+pub fn write_subscription_filter(w: &mut W<'_>, f: LocationFilter) -> Result<(), EncodeError> {
+    match f {
+        LocationFilter::RelativeStart { groups_back: 0 } => w.int(filter_type::NEXT_GROUP_START),
+        LocationFilter::NextObject => w.int(filter_type::LARGEST_OBJECT),
+        LocationFilter::AbsoluteStart { start } => {
+            w.int(filter_type::ABSOLUTE_START)?;
+            write_location(w, start)
+        }
+        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => {
+            w.int(filter_type::ABSOLUTE_RANGE)?;
+            write_location(w, start)?;
+            w.int(end_group_delta(start, end_group)?)
+        }
+        LocationFilter::RelativeStart { .. } => {
+            Err(EncodeError::Unsupported("relative start filter other than Next Group Start"))
+        }
+        LocationFilter::None => Err(EncodeError::Unsupported("explicit no-filter")),
+        LocationFilter::AbsoluteRange { .. } => {
+            Err(EncodeError::Unsupported("subscription filter ending inside a group"))
+        }
+    }
+}
+
+/// The fields of a draft-20 Location Filter (§5.1.2; see [`read_counted_filter`]). An open
+/// filter from {0, 0} is written as no fields, since two zeros mean the next object; it
+/// selects what "unfiltered" selects.
+fn write_counted_filter(w: &mut W<'_>, f: &LocationFilter) -> Result<(), EncodeError> {
+    match *f {
+        LocationFilter::None => Ok(()),
+        LocationFilter::AbsoluteStart { start: Location { group: 0, object: 0 } } => Ok(()),
+        LocationFilter::RelativeStart { groups_back } => w.int(groups_back),
+        LocationFilter::NextObject => {
+            w.int(0)?;
+            w.int(0)
+        }
+        LocationFilter::AbsoluteStart { start } => write_location(w, start),
+        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => {
+            write_location(w, start)?;
+            w.int(end_group_delta(start, end_group)?)
+        }
+        LocationFilter::AbsoluteRange { start, end } => {
+            write_location(w, start)?;
+            w.int(end_group_delta(start, end.group)?)?;
+            w.int(end.object)
+        }
+    }
+}
+
+/// EndGroupDelta: `end_group` relative to the start's group (not before it).
+fn end_group_delta(start: Location, end_group: u64) -> Result<u64, EncodeError> {
+    end_group
+        .checked_sub(start.group)
+        .ok_or(EncodeError::OutOfRange("location filter ends before its start group"))
+}
+
 /// LOCATION_FILTER value (§9.20.9). An end group before the start group has no EndGroupDelta.
 pub fn write_location_filter(w: &mut W<'_>, f: &LocationFilter) -> Result<(), EncodeError> {
-    let delta = |start: Location, end_group: u64| {
-        end_group
-            .checked_sub(start.group)
-            .ok_or(EncodeError::OutOfRange("location filter ends before its start group"))
-    };
+    let delta = end_group_delta;
     match *f {
         LocationFilter::None => w.int(0x00),
         LocationFilter::RelativeStart { groups_back } => {
@@ -637,7 +861,11 @@ fn write_range_filter(w: &mut W<'_>, f: &RangeFilter) -> Result<(), EncodeError>
 
 /// Setup Options spanning all of `r` (the SETUP body). `from_client`: the sender is the client,
 /// whose AUTHORIZATION TOKEN options may not DELETE or USE_ALIAS (§9.1.4).
-pub fn read_setup_options(r: &mut R<'_>, from_client: bool) -> Result<SetupOptions, DecodeError> {
+pub fn read_setup_options(
+    r: &mut R<'_>,
+    d: &Dialect,
+    from_client: bool,
+) -> Result<SetupOptions, DecodeError> {
     let mut o = SetupOptions::default();
     let mut prev = 0u64;
     while !r.is_empty() {
@@ -657,10 +885,15 @@ pub fn read_setup_options(r: &mut R<'_>, from_client: bool) -> Result<SetupOptio
                 set_once(&mut o.max_auth_token_cache_size, v)?
             }
             (st::AUTHORITY, KvValue::Bytes(b)) => set_once(&mut o.authority, b)?,
-            (st::MAX_FILTER_RANGES, KvValue::Int(v)) => set_once(&mut o.max_filter_ranges, v)?,
+            (st::MAX_FILTER_RANGES, KvValue::Int(v)) if d.limit_options => {
+                set_once(&mut o.max_filter_ranges, v)?
+            }
             (st::MOQT_IMPLEMENTATION, KvValue::Bytes(b)) => set_once(&mut o.implementation, b)?,
-            (st::MAX_REQUEST_UPDATES, KvValue::Int(v)) => set_once(&mut o.max_request_updates, v)?,
-            // Unknown (including draft-16's MAX_REQUEST_ID, 0x02): kept, duplicates allowed.
+            (st::MAX_REQUEST_UPDATES, KvValue::Int(v)) if d.limit_options => {
+                set_once(&mut o.max_request_updates, v)?
+            }
+            // Unknown (draft-16's MAX_REQUEST_ID, 0x02; draft-18 also knows neither limit
+            // option): kept, duplicates allowed.
             (ty, value) => o.unknown.push((ty, value)),
         }
     }
@@ -676,27 +909,35 @@ pub(crate) fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), DecodeError>
     Ok(())
 }
 
-/// True for the option types draft-22 defines (all but draft-16's MAX_REQUEST_ID).
-const fn is_known_option(ty: u64) -> bool {
-    matches!(
-        ty,
-        st::PATH
-            | st::AUTHORIZATION_TOKEN
-            | st::MAX_AUTH_TOKEN_CACHE_SIZE
-            | st::AUTHORITY
-            | st::MAX_FILTER_RANGES
-            | st::MOQT_IMPLEMENTATION
-            | st::MAX_REQUEST_UPDATES
-    )
+/// True for the option types `d` defines (all but draft-16's MAX_REQUEST_ID; draft-18 lacks
+/// the two limits).
+const fn is_known_option(d: &Dialect, ty: u64) -> bool {
+    match ty {
+        st::PATH | st::AUTHORIZATION_TOKEN | st::MAX_AUTH_TOKEN_CACHE_SIZE | st::AUTHORITY => true,
+        st::MOQT_IMPLEMENTATION => true,
+        st::MAX_FILTER_RANGES | st::MAX_REQUEST_UPDATES => d.limit_options,
+        _ => false,
+    }
 }
 
 /// Writes the Setup Options in ascending type order (unknown options merged in by type,
 /// keeping their relative order). `from_client` applies the §9.1.4 token rule.
-pub fn write_setup_options(w: &mut W<'_>, o: &SetupOptions, from_client: bool) -> Result<(), EncodeError> {
+pub fn write_setup_options(
+    w: &mut W<'_>,
+    d: &Dialect,
+    o: &SetupOptions,
+    from_client: bool,
+) -> Result<(), EncodeError> {
     if o.max_request_id.is_some() {
         return Err(EncodeError::Unsupported("MAX_REQUEST_ID setup option"));
     }
-    if o.unknown.iter().any(|(ty, _)| is_known_option(*ty)) {
+    if !d.limit_options && o.max_filter_ranges.is_some() {
+        return Err(EncodeError::Unsupported("MAX_FILTER_RANGES setup option"));
+    }
+    if !d.limit_options && o.max_request_updates.is_some() {
+        return Err(EncodeError::Unsupported("MAX_REQUEST_UPDATES setup option"));
+    }
+    if o.unknown.iter().any(|(ty, _)| is_known_option(d, *ty)) {
         return Err(EncodeError::OutOfRange("unknown setup option with a known type"));
     }
     if from_client
