@@ -8,6 +8,11 @@
 //! adds (other names) are replayed as they are.
 #![allow(clippy::unwrap_used)]
 
+/// The draft table the drivers' inputs select from.
+#[path = "../fuzz/src/drafts.rs"]
+#[allow(dead_code)]
+mod drafts;
+
 #[path = "../fuzz/src/session_driver.rs"]
 #[allow(dead_code)] // what only the fuzz target uses
 mod session_driver;

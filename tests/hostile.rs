@@ -355,7 +355,6 @@ fn uni_streams_of_unknown_type_are_bounded() {
 #[test]
 fn object_headers_beyond_64_kib_are_stopped() {
     use moq_edge::wire::model::{KvValue, Properties, Publish, SubgroupObject};
-    use moq_edge::wire::{d16, d18, d22};
     for v in Version::ALL {
         let mut s = ready_server(v, SessionConfig::default());
         let publish = Message::Publish(Publish {
@@ -386,13 +385,7 @@ fn object_headers_beyond_64_kib_are_stopped() {
         let o = SubgroupObject { object_id: 0, properties: props, payload_len: 1, ..Default::default() };
         let mut bytes = Vec::new();
         v.encode_subgroup_header(&h, &mut bytes).unwrap();
-        match v {
-            Version::Draft16 => d16::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
-            Version::Draft18 => d18::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap(),
-            Version::Draft20 | Version::Draft22 => {
-                d22::data::SubgroupWriter::new(&h).encode(&o, &mut bytes).unwrap()
-            }
-        }
+        v.subgroup_writer(&h).encode(&o, &mut bytes).unwrap();
         let id = first_uni(v);
         s.on_stream_data(StreamId(id), &bytes[..70_000], false);
         transmits(&mut s);

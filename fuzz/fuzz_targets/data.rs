@@ -7,6 +7,11 @@
 
 use libfuzzer_sys::fuzz_target;
 
+/// The draft table the drivers' inputs select from.
+#[path = "../src/drafts.rs"]
+#[allow(dead_code)]
+mod drafts;
+
 #[path = "../src/codec_driver.rs"]
 #[allow(dead_code)] // each target uses one of its entry points
 mod codec_driver;

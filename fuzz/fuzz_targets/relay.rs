@@ -22,6 +22,11 @@ mod common;
 #[path = "../../tests/relay/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+/// The draft table the drivers' inputs select from.
+#[path = "../src/drafts.rs"]
+#[allow(dead_code)]
+mod drafts;
+
 #[path = "../src/relay_driver.rs"]
 #[allow(dead_code)] // what only the corpus test uses (seed writing)
 mod relay_driver;

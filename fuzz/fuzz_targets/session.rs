@@ -6,6 +6,11 @@
 
 use libfuzzer_sys::fuzz_target;
 
+/// The draft table the drivers' inputs select from.
+#[path = "../src/drafts.rs"]
+#[allow(dead_code)]
+mod drafts;
+
 #[path = "../src/session_driver.rs"]
 #[allow(dead_code)] // what only the corpus test uses (seed writing)
 mod session_driver;

@@ -5,9 +5,6 @@
 //!
 //! Only `moq_edge` and `std` are used, so the file compiles in both crates.
 
-#[path = "drafts.rs"]
-mod drafts;
-
 use moq_edge::wire::d16::data::Draft16;
 use moq_edge::wire::d18::data::Draft18;
 use moq_edge::wire::d22::data::Draft22;
@@ -23,8 +20,8 @@ use moq_edge::wire::Version;
 /// Control messages of every draft; the first byte picks draft, role and stream.
 pub fn control(input: &[u8]) {
     let Some((&selector, buf)) = input.split_first() else { return };
-    let version = drafts::pick(selector);
-    control_message(version, selector / drafts::DRAFTS.len() as u8, buf);
+    let version = crate::drafts::pick(selector);
+    control_message(version, selector / crate::drafts::DRAFTS.len() as u8, buf);
 }
 
 /// One control message of `version`: `mode` bit 0 the sender's role, bit 1 a request stream

@@ -24,9 +24,6 @@
 //! It uses only `moq_edge`, `std` and the harness (`crate::harness`, `crate::common`), which both
 //! crates include by path.
 
-#[path = "drafts.rs"]
-mod drafts;
-
 use std::time::Duration;
 
 use moq_edge::relay::RelayConfig;
@@ -287,7 +284,7 @@ impl Driver {
                 if self.clients.len() >= MAX_CLIENTS {
                     return None;
                 }
-                let version = drafts::pick(*draft);
+                let version = crate::drafts::pick(*draft);
                 let id = r.connect_with(usize::from(*core) % self.cores, version, SetupOptions::default());
                 self.clients.push(Client { id, ..Client::default() });
                 Some(id)

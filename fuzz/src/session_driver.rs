@@ -10,9 +10,6 @@
 //!
 //! Only `moq_edge` and `std` are used, so the file compiles in both crates.
 
-#[path = "drafts.rs"]
-mod drafts;
-
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -62,9 +59,9 @@ impl Action {
 /// to that many bytes.
 pub fn decode(input: &[u8]) -> (Version, Vec<Action>) {
     let Some((&selector, mut rest)) = input.split_first() else {
-        return (drafts::DRAFTS[0], Vec::new());
+        return (crate::drafts::DRAFTS[0], Vec::new());
     };
-    let version = drafts::pick(selector);
+    let version = crate::drafts::pick(selector);
     let mut actions = Vec::new();
     while !rest.is_empty() {
         let op = byte(&mut rest);
@@ -121,7 +118,7 @@ fn bytes(rest: &mut &[u8], len: u8) -> Vec<u8> {
 /// The inverse of [`decode`], for writing seeds: byte strings longer than 255 bytes are cut
 /// into several actions on the same stream.
 pub fn encode(version: Version, actions: &[Action]) -> Vec<u8> {
-    let selector = drafts::selector(version);
+    let selector = crate::drafts::selector(version);
     let mut out = vec![selector];
     let with_bytes = |out: &mut Vec<u8>, op: u8, arg: Option<u8>, data: &[u8], fin: bool| {
         let chunks: Vec<&[u8]> = if data.is_empty() { vec![&[][..]] } else { data.chunks(255).collect() };

@@ -33,13 +33,10 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::error::{SessionCode, SessionError};
 use super::streams::{ClosedStreams, StreamId, CLOSED_UNI_WINDOW};
 use super::{Event, Transmit};
-use wire::d16::data as d16;
-use wire::d18::data as d18;
-use wire::d22::data as d22;
 use wire::model::{
     Datagram, FetchItem, GroupOrder, RequestId, SubgroupHeader, SubgroupObject, TrackAlias, UniStreamHeader,
 };
-use wire::{DecodeError, Version};
+use wire::{DecodeError, FetchReader, SubgroupReader, Version};
 
 /// One object (or fetch End of Range) from a data stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,12 +80,8 @@ const HEADER_SLACK: usize = 65_536;
 
 #[derive(Debug)]
 enum Reader {
-    Sub16(SubgroupHeader, d16::SubgroupReader),
-    Sub18(SubgroupHeader, d18::SubgroupReader),
-    Sub22(SubgroupHeader, d22::SubgroupReader),
-    Fetch16(d16::FetchReader),
-    Fetch18(d18::FetchReader),
-    Fetch22(d22::FetchReader),
+    Subgroup(SubgroupHeader, SubgroupReader),
+    Fetch(FetchReader),
 }
 
 #[derive(Debug)]
@@ -449,12 +442,8 @@ impl DataState {
                         return Ok(());
                     }
                     let r = match reader {
-                        Reader::Sub16(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
-                        Reader::Sub18(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
-                        Reader::Sub22(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
-                        Reader::Fetch16(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
-                        Reader::Fetch18(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
-                        Reader::Fetch22(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
+                        Reader::Subgroup(h, r) => r.decode(&st.buf).map(|(o, n)| (sub_object(h, o), n)),
+                        Reader::Fetch(r) => r.decode(&st.buf).map(|(o, n)| (DataObject::Fetch(o), n)),
                     };
                     match r {
                         Ok((object, n)) => {
@@ -534,11 +523,7 @@ impl DataState {
                 let order = self.fetch_orders.get(&request_id).copied().unwrap_or(GroupOrder::Ascending);
                 st.phase = Phase::Objects {
                     request_id,
-                    reader: match self.version {
-                        Version::Draft16 => Reader::Fetch16(d16::FetchReader::new(order)),
-                        Version::Draft18 => Reader::Fetch18(d18::FetchReader::new(order)),
-                        Version::Draft20 | Version::Draft22 => Reader::Fetch22(d22::FetchReader::new(order)),
-                    },
+                    reader: Reader::Fetch(self.version.fetch_reader(order)),
                     pending: None,
                 };
             }
@@ -584,11 +569,7 @@ fn sub_object(header: &SubgroupHeader, object: SubgroupObject) -> DataObject {
 }
 
 fn subgroup_reader(version: Version, h: SubgroupHeader) -> Reader {
-    match version {
-        Version::Draft16 => Reader::Sub16(h, d16::SubgroupReader::new(&h)),
-        Version::Draft18 => Reader::Sub18(h, d18::SubgroupReader::new(&h)),
-        Version::Draft20 | Version::Draft22 => Reader::Sub22(h, d22::SubgroupReader::new(&h)),
-    }
+    Reader::Subgroup(h, version.subgroup_reader(&h))
 }
 
 fn payload_len(o: &DataObject) -> u64 {
@@ -616,9 +597,9 @@ mod tests {
             first_object: false,
         };
         let mut out = Vec::new();
-        d22::encode_subgroup_header(&h, &mut out).unwrap();
+        Version::Draft22.encode_subgroup_header(&h, &mut out).unwrap();
         let obj = SubgroupObject { object_id: 0, payload_len: payload.len() as u64, ..Default::default() };
-        d22::SubgroupWriter::new(&h).encode(&obj, &mut out).unwrap();
+        Version::Draft22.subgroup_writer(&h).encode(&obj, &mut out).unwrap();
         out.extend_from_slice(payload);
         out
     }

@@ -37,12 +37,13 @@ use crate::dialect::Dialect;
 use crate::error::{DecodeError, EncodeError};
 use crate::model::limits::MAX_GOAWAY_URI;
 use crate::model::{
-    DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Location, LocationFilter,
-    Message, Parameters, Properties, Publish, PublishDone, PublishNamespace, PublishOk, PublishSkipped,
-    PublishStateNotify, Redirect, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe,
-    SubscribeNamespace, SubscribeOk, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
+    DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Message, Parameters,
+    Properties, Publish, PublishDone, PublishNamespace, PublishOk, PublishSkipped, PublishStateNotify,
+    Redirect, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace,
+    SubscribeOk, SubscribeOptions, SubscribeTracks, TrackAlias, TrackNamespace,
 };
 use crate::params::{read_params, read_setup_options, write_params, write_setup_options, ParamSet};
+use crate::typed_forms::{fetch_end, read_fetch_kind, write_fetch_end, write_fetch_kind};
 use crate::varint::{VarInt, Vi64};
 
 type R<'a> = Reader<'a, Vi64>;
@@ -81,11 +82,7 @@ pub mod message_type {
 }
 
 /// draft-18 FETCH types (§10.12).
-pub mod fetch_type {
-    pub const STANDALONE: u64 = 0x1;
-    pub const RELATIVE_JOINING: u64 = 0x2;
-    pub const ABSOLUTE_JOINING: u64 = 0x3;
-}
+pub use crate::typed_forms::fetch_type;
 
 /// REQUEST_ERROR code REDIRECT (draft-22 §16.11.2, draft-18 §15.10.2): the only code followed
 /// by a Redirect (draft-22 §9.4.2).
@@ -242,43 +239,10 @@ fn write_fetch(w: &mut W<'_>, d: &Dialect, m: &Fetch) -> Result<(), EncodeError>
 
 fn write_typed_fetch(w: &mut W<'_>, d: &Dialect, m: &Fetch) -> Result<(), EncodeError> {
     w.int(m.request_id.0)?;
-    match &m.kind {
-        FetchKind::Standalone { track } => {
-            let (start, end) = match m.params.location_filter {
-                Some(LocationFilter::AbsoluteStartGroupEnd { start, end_group }) => {
-                    (start, Location::new(end_group, 0))
-                }
-                Some(LocationFilter::AbsoluteRange { start, end }) => (start, end_plus_one(end)?),
-                _ => return Err(EncodeError::Unsupported("standalone FETCH without an absolute range")),
-            };
-            w.int(fetch_type::STANDALONE)?;
-            write_full_track_name(w, track)?;
-            write_location(w, start)?;
-            write_location(w, end)?;
-        }
-        FetchKind::RelativeJoining { joining_request_id, joining_start }
-        | FetchKind::AbsoluteJoining { joining_request_id, joining_start } => {
-            if m.params.location_filter.is_some() {
-                return Err(EncodeError::Unsupported("location filter on a joining FETCH"));
-            }
-            let ty = match m.kind {
-                FetchKind::RelativeJoining { .. } => fetch_type::RELATIVE_JOINING,
-                _ => fetch_type::ABSOLUTE_JOINING,
-            };
-            w.int(ty)?;
-            w.int(joining_request_id.0)?;
-            w.int(*joining_start)?;
-        }
-    }
+    write_fetch_kind(w, m, write_full_track_name)?;
     // The range travelled in the body; FETCH has no SUBSCRIPTION_FILTER parameter.
     let params = Parameters { location_filter: None, ..m.params.clone() };
     write_params(w, d, &params, d.params.fetch)
-}
-
-/// An inclusive end as draft-18's "end plus one" Location (§10.12.1, §10.13).
-fn end_plus_one(end: Location) -> Result<Location, EncodeError> {
-    let object = end.object.checked_add(1).ok_or(EncodeError::OutOfRange("end object of 2^64-1"))?;
-    Ok(Location::new(end.group, object))
 }
 
 /// FETCH_OK (draft-22 §9.12): End Of Track (8), inclusive End Location, Parameters, Track
@@ -286,8 +250,7 @@ fn end_plus_one(end: Location) -> Result<Location, EncodeError> {
 /// group.
 fn write_fetch_ok(w: &mut W<'_>, d: &Dialect, m: &FetchOk) -> Result<(), EncodeError> {
     let end = match m.end_location {
-        FetchEnd::Group(g) if d.fetch_type => Location::new(g, 0),
-        FetchEnd::Object(l) if d.fetch_type => end_plus_one(l)?,
+        e if d.fetch_type => write_fetch_end(e)?,
         FetchEnd::Object(l) => l,
         FetchEnd::Group(_) => return Err(EncodeError::Unsupported("FETCH_OK ending at a whole group")),
     };
@@ -547,12 +510,8 @@ fn read_fetch_ok(r: &mut R<'_>, d: &Dialect, ctx: &DecodeContext) -> Result<Fetc
         _ => return Err(DecodeError::violation("FETCH_OK End Of Track other than 0 or 1")),
     };
     let end = read_location(r)?;
-    // draft-18 §10.13: End Location `{G, 0}` is the whole group G, `{G, O}` ends at `{G, O-1}`.
-    let end_location = match end.object {
-        0 if d.fetch_type => FetchEnd::Group(end.group),
-        o if d.fetch_type => FetchEnd::Object(Location::new(end.group, o - 1)),
-        _ => FetchEnd::Object(end),
-    };
+    // draft-18 §10.13: "end plus one".
+    let end_location = if d.fetch_type { fetch_end(end) } else { FetchEnd::Object(end) };
     let params = read_params(r, d, d.params.fetch_ok)?;
     Ok(FetchOk { request_id, end_of_track, end_location, params, track_properties: read_properties(r)? })
 }
@@ -562,27 +521,7 @@ fn read_fetch_ok(r: &mut R<'_>, d: &Dialect, ctx: &DecodeContext) -> Result<Fetc
 /// PROTOCOL_VIOLATION.
 fn read_typed_fetch(r: &mut R<'_>, d: &Dialect) -> Result<Fetch, DecodeError> {
     let request_id = RequestId(r.int()?);
-    let (kind, range) = match r.int()? {
-        fetch_type::STANDALONE => {
-            let track = read_full_track_name(r)?;
-            let start = read_location(r)?;
-            let end = read_location(r)?;
-            let range = match end.object {
-                0 => LocationFilter::AbsoluteStartGroupEnd { start, end_group: end.group },
-                o => LocationFilter::AbsoluteRange { start, end: Location::new(end.group, o - 1) },
-            };
-            (FetchKind::Standalone { track }, Some(range))
-        }
-        fetch_type::RELATIVE_JOINING => {
-            let (joining_request_id, joining_start) = (RequestId(r.int()?), r.int()?);
-            (FetchKind::RelativeJoining { joining_request_id, joining_start }, None)
-        }
-        fetch_type::ABSOLUTE_JOINING => {
-            let (joining_request_id, joining_start) = (RequestId(r.int()?), r.int()?);
-            (FetchKind::AbsoluteJoining { joining_request_id, joining_start }, None)
-        }
-        _ => return Err(DecodeError::violation("unknown Fetch Type")),
-    };
+    let (kind, range) = read_fetch_kind(r, read_full_track_name)?;
     let mut params = read_params(r, d, d.params.fetch)?;
     params.location_filter = range;
     Ok(Fetch { request_id, kind, params })

@@ -66,20 +66,6 @@ pub const D18: Dialect = Dialect {
     params: &params::D18,
 };
 
-/// draft-ietf-moq-transport-20: draft-22's messages and tables; the Location Filter and the
-/// namespace prefix keep a Length.
-pub const D20: Dialect = Dialect {
-    version: Version::Draft20,
-    filter: FilterForm::Counted,
-    prefix_in_length: true,
-    fetch_type: false,
-    goaway_request_id: false,
-    publish_ok_type: false,
-    publish_state_notify: true,
-    limit_options: true,
-    params: &params::D22,
-};
-
 /// draft-ietf-moq-transport-22.
 pub const D22: Dialect = Dialect {
     version: Version::Draft22,
@@ -92,3 +78,8 @@ pub const D22: Dialect = Dialect {
     limit_options: true,
     params: &params::D22,
 };
+
+/// draft-ietf-moq-transport-20: draft-22's messages and tables; the Location Filter and the
+/// namespace prefix keep a Length.
+pub const D20: Dialect =
+    Dialect { version: Version::Draft20, filter: FilterForm::Counted, prefix_in_length: true, ..D22 };

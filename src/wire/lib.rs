@@ -8,6 +8,7 @@
 //!   the table of where each differs.
 //! - [`d18`], [`d22`]: the data-plane rules of draft-18 and draft-22 (draft-20's are
 //!   draft-22's).
+//! - [`typed_forms`]: the Subscription Filter and typed FETCH that drafts 16 and 18 share.
 //! - [`data`]: data-plane logic shared by the dialects (each fixes its rules).
 //! - [`Version`]: the ALPN table and one entry point per operation, dispatching by draft.
 
@@ -23,10 +24,13 @@ pub mod dialect;
 pub mod error;
 pub mod model;
 pub mod params;
+mod streams;
+pub mod typed_forms;
 pub mod varint;
 mod version;
 
 pub use codes::{code, DoneStatus, RequestErrorCode, ResetCode};
 pub use error::{DecodeError, EncodeError, ErrorCode};
+pub use streams::{FetchReader, FetchWriter, SubgroupReader, SubgroupWriter};
 pub use varint::{Quic, VarInt, Vi64};
-pub use version::{FetchWriter, Version};
+pub use version::Version;

@@ -29,6 +29,7 @@ use crate::model::{
     AuthToken, GroupOrder, KvValue, Location, LocationFilter, Parameters, Range, RangeFilter,
     RangeFilterKind, RangeSet, SetupOptions,
 };
+use crate::typed_forms::{read_subscription_filter, write_subscription_filter, EndGroup};
 use crate::varint::Vi64;
 
 type R<'a> = Reader<'a, Vi64>;
@@ -472,7 +473,7 @@ fn read_filter_param(r: &mut R<'_>, form: FilterForm) -> Result<LocationFilter, 
     // A length-prefixed value that does not fill its length exactly is malformed.
     let mut sub = length_prefixed(r)?;
     let f = match form {
-        FilterForm::Subscription => read_subscription_filter(&mut sub),
+        FilterForm::Subscription => read_subscription_filter(&mut sub, EndGroup::Delta),
         _ => read_counted_filter(&mut sub),
     }
     .map_err(|e| e.within_length("filter parameter shorter than its fields"))?;
@@ -507,35 +508,6 @@ pub fn read_location_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError
         }
         0x05 => LocationFilter::NextObject,
         _ => return Err(DecodeError::violation("unknown Location Filter Type")),
-    })
-}
-
-/// Subscription Filter types (draft-18 §5.1.2).
-pub mod filter_type {
-    pub const NEXT_GROUP_START: u64 = 0x1;
-    pub const LARGEST_OBJECT: u64 = 0x2;
-    pub const ABSOLUTE_START: u64 = 0x3;
-    pub const ABSOLUTE_RANGE: u64 = 0x4;
-}
-
-/// A Subscription Filter (draft-18 §5.1.2): Filter Type, [Start Location], [End Group Delta].
-/// Next Group Start is `RelativeStart { groups_back: 0 }`, Largest Object is `NextObject`,
-/// AbsoluteRange is `AbsoluteStartGroupEnd` with the absolute end group (Start Location's
-/// group plus the delta; an overflow is a PROTOCOL_VIOLATION).
-pub fn read_subscription_filter(r: &mut R<'_>) -> Result<LocationFilter, DecodeError> {
-    Ok(match r.int()? {
-        filter_type::NEXT_GROUP_START => LocationFilter::RelativeStart { groups_back: 0 },
-        filter_type::LARGEST_OBJECT => LocationFilter::NextObject,
-        filter_type::ABSOLUTE_START => LocationFilter::AbsoluteStart { start: read_location(r)? },
-        filter_type::ABSOLUTE_RANGE => {
-            let start = read_location(r)?;
-            let end_group = start
-                .group
-                .checked_add(r.int()?)
-                .ok_or(DecodeError::violation("Start Group + End Group Delta overflows 2^64-1"))?;
-            LocationFilter::AbsoluteStartGroupEnd { start, end_group }
-        }
-        _ => return Err(DecodeError::violation("unknown Subscription Filter type")),
     })
 }
 
@@ -726,36 +698,12 @@ fn encode_filter(form: FilterForm, f: &LocationFilter) -> Result<Vec<u8>, Encode
     let mut w = Writer::<Vi64>::new(&mut v);
     match form {
         FilterForm::Typed => write_location_filter(&mut w, f)?,
-        FilterForm::Subscription => w.with_len_prefix(|w| write_subscription_filter(w, *f))?,
+        FilterForm::Subscription => {
+            w.with_len_prefix(|w| write_subscription_filter(w, *f, EndGroup::Delta))?
+        }
         FilterForm::Counted => w.with_len_prefix(|w| write_counted_filter(w, f))?,
     }
     Ok(v)
-}
-
-/// Writes `f` as a Subscription Filter (draft-18 §5.1.2); the filters draft-18 has no type for
-/// (an explicit no-filter, a start more than the next group back, an end inside a group) are
-/// `Unsupported`.
-pub fn write_subscription_filter(w: &mut W<'_>, f: LocationFilter) -> Result<(), EncodeError> {
-    match f {
-        LocationFilter::RelativeStart { groups_back: 0 } => w.int(filter_type::NEXT_GROUP_START),
-        LocationFilter::NextObject => w.int(filter_type::LARGEST_OBJECT),
-        LocationFilter::AbsoluteStart { start } => {
-            w.int(filter_type::ABSOLUTE_START)?;
-            write_location(w, start)
-        }
-        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => {
-            w.int(filter_type::ABSOLUTE_RANGE)?;
-            write_location(w, start)?;
-            w.int(end_group_delta(start, end_group)?)
-        }
-        LocationFilter::RelativeStart { .. } => {
-            Err(EncodeError::Unsupported("relative start filter other than Next Group Start"))
-        }
-        LocationFilter::None => Err(EncodeError::Unsupported("explicit no-filter")),
-        LocationFilter::AbsoluteRange { .. } => {
-            Err(EncodeError::Unsupported("subscription filter ending inside a group"))
-        }
-    }
 }
 
 /// The fields of a draft-20 Location Filter (§5.1.2; see [`read_counted_filter`]). An open

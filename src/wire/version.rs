@@ -5,8 +5,7 @@
 use super::dialect::{Dialect, D18, D20, D22};
 use super::error::{DecodeError, EncodeError};
 use super::model::{
-    Datagram, DatagramHeader, DecodeContext, FetchItem, GroupOrder, Message, RangeEnd, RequestId,
-    SubgroupHeader, UniStreamHeader,
+    Datagram, DatagramHeader, DecodeContext, Message, RequestId, SubgroupHeader, UniStreamHeader,
 };
 use super::{control, d16, d18, d22};
 
@@ -117,47 +116,6 @@ impl Version {
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
             Version::Draft18 => d18::data::encode_datagram(h, payload, out),
             Version::Draft20 | Version::Draft22 => d22::data::encode_datagram(h, payload, out),
-        }
-    }
-}
-
-/// The writer of a fetch stream's items (after its header) in one draft.
-#[derive(Debug)]
-pub enum FetchWriter {
-    D16(d16::data::FetchWriter),
-    D18(d18::data::FetchWriter),
-    D22(d22::data::FetchWriter),
-}
-
-impl Version {
-    /// A writer for the items of one fetch stream whose groups go in `order`.
-    pub fn fetch_writer(self, order: GroupOrder) -> FetchWriter {
-        match self {
-            Version::Draft16 => FetchWriter::D16(d16::data::FetchWriter::new(order)),
-            Version::Draft18 => FetchWriter::D18(d18::data::FetchWriter::new(order)),
-            Version::Draft20 | Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),
-        }
-    }
-}
-
-impl FetchWriter {
-    /// Appends `item`. draft-16 and draft-18 have no Timed-Out range (draft-16 §10.4.4.2,
-    /// draft-18 §11.4.4.2): to their peers those objects are unknown.
-    pub fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        match self {
-            FetchWriter::D16(w) => match item {
-                FetchItem::EndOfRange { kind: RangeEnd::TimedOut, location } => {
-                    w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: *location }, out)
-                }
-                _ => w.encode(item, out),
-            },
-            FetchWriter::D18(w) => match item {
-                FetchItem::EndOfRange { kind: RangeEnd::TimedOut, location } => {
-                    w.encode(&FetchItem::EndOfRange { kind: RangeEnd::Unknown, location: *location }, out)
-                }
-                _ => w.encode(item, out),
-            },
-            FetchWriter::D22(w) => w.encode(item, out),
         }
     }
 }

@@ -15,11 +15,16 @@ mod support;
 
 mod actions;
 mod common;
+/// The `relay` fuzz target's driver (`fuzz.rs` replays its corpus).
+/// The draft table the drivers' inputs select from.
+#[path = "../../fuzz/src/drafts.rs"]
+#[allow(dead_code)]
+mod drafts;
 mod harness;
 /// Committed fuzzing corpora, one file per target.
 #[path = "../../fuzz/src/pack.rs"]
 mod pack;
-/// The `relay` fuzz target's driver (`fuzz.rs` replays its corpus).
+
 #[path = "../../fuzz/src/relay_driver.rs"]
 mod relay_driver;
 

@@ -15,17 +15,12 @@ use super::Session;
 use crate::error::SessionError;
 use crate::StreamId;
 use crate::Transmit;
-use wire::d16::data as d16;
-use wire::d18::data as d18;
-use wire::d22::data as d22;
 use wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
-use wire::{EncodeError, Version};
+use wire::{EncodeError, SubgroupWriter};
 
 #[derive(Debug)]
 enum Writer {
-    W16(d16::SubgroupWriter),
-    W18(d18::SubgroupWriter),
-    W22(d22::SubgroupWriter),
+    Subgroup(SubgroupWriter),
     /// A fetch stream: objects are written by the caller with the fetch writers.
     Fetch,
 }
@@ -61,9 +56,7 @@ impl DataOut {
     fn object_header(&mut self, stream: StreamId, object: &SubgroupObject) -> Result<Bytes, SessionError> {
         self.scratch.clear();
         match self.streams.get_mut(&stream) {
-            Some(Writer::W16(w)) => w.encode(object, &mut self.scratch)?,
-            Some(Writer::W18(w)) => w.encode(object, &mut self.scratch)?,
-            Some(Writer::W22(w)) => w.encode(object, &mut self.scratch)?,
+            Some(Writer::Subgroup(w)) => w.encode(object, &mut self.scratch)?,
             Some(Writer::Fetch) => return Err(SessionError::Misrouted("subgroup object on a fetch stream")),
             None => return Err(SessionError::UnknownStream(stream)),
         }
@@ -97,21 +90,8 @@ impl Session {
     pub fn open_subgroup(&mut self, header: &SubgroupHeader) -> Result<StreamId, SessionError> {
         self.check_open()?;
         let mut out = Vec::new();
-        let w = match self.version {
-            Version::Draft16 => {
-                d16::encode_subgroup_header(header, &mut out)?;
-                Writer::W16(d16::SubgroupWriter::new(header))
-            }
-            Version::Draft18 => {
-                d18::encode_subgroup_header(header, &mut out)?;
-                Writer::W18(d18::SubgroupWriter::new(header))
-            }
-            Version::Draft20 | Version::Draft22 => {
-                d22::encode_subgroup_header(header, &mut out)?;
-                Writer::W22(d22::SubgroupWriter::new(header))
-            }
-        };
-        let id = self.data_out.open(w);
+        self.version.encode_subgroup_header(header, &mut out)?;
+        let id = self.data_out.open(Writer::Subgroup(self.version.subgroup_writer(header)));
         self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false, expires: None });
         Ok(id)
     }

@@ -15,14 +15,14 @@ use crate::common::{
 use crate::error::{DecodeError, EncodeError};
 use crate::model::limits::MAX_GOAWAY_URI;
 use crate::model::{
-    DecodeContext, Fetch, FetchEnd, FetchKind, FetchOk, FullTrackName, GoAway, Location, LocationFilter,
-    Message, Publish, PublishDone, PublishNamespace, PublishNamespaceCancel, PublishOk, RequestError,
-    RequestId, RequestOk, RequestUpdate, Role, Setup, Subscribe, SubscribeNamespace, SubscribeOk,
-    SubscribeOptions, TrackAlias,
+    DecodeContext, Fetch, FetchOk, FullTrackName, GoAway, Message, Publish, PublishDone, PublishNamespace,
+    PublishNamespaceCancel, PublishOk, RequestError, RequestId, RequestOk, RequestUpdate, Role, Setup,
+    Subscribe, SubscribeNamespace, SubscribeOk, SubscribeOptions, TrackAlias,
 };
 use crate::varint::Quic;
 
 use super::params::{read_params, read_setup, write_params, write_setup, ParamMessage};
+use crate::typed_forms::{fetch_end, read_fetch_kind, write_fetch_end, write_fetch_kind};
 
 /// draft-16 Message Types (§9, table "Message Types").
 pub mod message_type {
@@ -50,13 +50,6 @@ pub mod message_type {
     pub const NAMESPACE_DONE: u64 = 0xE;
     pub const PUBLISH_NAMESPACE_CANCEL: u64 = 0xC;
     pub const SUBSCRIBE_NAMESPACE: u64 = 0x11;
-}
-
-/// FETCH types (§9.16).
-mod fetch_type {
-    pub const STANDALONE: u64 = 0x1;
-    pub const RELATIVE_JOINING: u64 = 0x2;
-    pub const ABSOLUTE_JOINING: u64 = 0x3;
 }
 
 type W<'a, 'b> = &'a mut Writer<'b, Quic>;
@@ -325,73 +318,17 @@ fn write_publish_done(w: W, m: &PublishDone) -> Result<(), EncodeError> {
 /// for `{G, 0}`, `AbsoluteRange` with the inclusive end `{G, O - 1}` otherwise.
 fn read_fetch(r: R) -> Result<Fetch, DecodeError> {
     let request_id = read_id(r)?;
-    let (kind, range) = match r.int()? {
-        fetch_type::STANDALONE => {
-            let track = read_full_track_name(r)?;
-            let start = read_location(r)?;
-            let end = read_location(r)?;
-            (FetchKind::Standalone { track }, Some(standalone_range(start, end)))
-        }
-        fetch_type::RELATIVE_JOINING => {
-            let (joining_request_id, joining_start) = (read_id(r)?, r.int()?);
-            (FetchKind::RelativeJoining { joining_request_id, joining_start }, None)
-        }
-        fetch_type::ABSOLUTE_JOINING => {
-            let (joining_request_id, joining_start) = (read_id(r)?, r.int()?);
-            (FetchKind::AbsoluteJoining { joining_request_id, joining_start }, None)
-        }
-        _ => return Err(DecodeError::violation("unknown fetch type")),
-    };
+    let (kind, range) = read_fetch_kind(r, read_full_track_name)?;
     let mut params = read_params(r, ParamMessage::Fetch)?;
     params.location_filter = range;
     Ok(Fetch { request_id, kind, params })
 }
 
-fn standalone_range(start: Location, end: Location) -> LocationFilter {
-    match end.object {
-        0 => LocationFilter::AbsoluteStartGroupEnd { start, end_group: end.group },
-        o => LocationFilter::AbsoluteRange { start, end: Location::new(end.group, o - 1) },
-    }
-}
-
 fn write_fetch(w: W, m: &Fetch) -> Result<(), EncodeError> {
     w.int(m.request_id.0)?;
-    match &m.kind {
-        FetchKind::Standalone { track } => {
-            let (start, end) = match m.params.location_filter {
-                Some(LocationFilter::AbsoluteStartGroupEnd { start, end_group }) => {
-                    (start, Location::new(end_group, 0))
-                }
-                Some(LocationFilter::AbsoluteRange { start, end }) => (start, end_plus_one(end)?),
-                _ => return Err(EncodeError::Unsupported("standalone FETCH without an absolute range")),
-            };
-            w.int(fetch_type::STANDALONE)?;
-            write_track(w, track)?;
-            write_location(w, start)?;
-            write_location(w, end)?;
-        }
-        FetchKind::RelativeJoining { joining_request_id, joining_start }
-        | FetchKind::AbsoluteJoining { joining_request_id, joining_start } => {
-            if m.params.location_filter.is_some() {
-                return Err(EncodeError::Unsupported("location filter on a joining FETCH"));
-            }
-            let ty = match m.kind {
-                FetchKind::RelativeJoining { .. } => fetch_type::RELATIVE_JOINING,
-                _ => fetch_type::ABSOLUTE_JOINING,
-            };
-            w.int(ty)?;
-            w.int(joining_request_id.0)?;
-            w.int(*joining_start)?;
-        }
-    }
+    write_fetch_kind(w, m, write_track)?;
     // The FETCH parameter table has no SUBSCRIPTION_FILTER; write_params skips the range.
     write_params(w, &m.params, ParamMessage::Fetch)
-}
-
-/// An inclusive end as draft-16's "end plus one" Location.
-fn end_plus_one(end: Location) -> Result<Location, EncodeError> {
-    let object = end.object.checked_add(1).ok_or(EncodeError::OutOfRange("end object of 2^64-1"))?;
-    Ok(Location::new(end.group, object))
 }
 
 /// FETCH_OK (§9.17): End Location `{G, 0}` is the whole group G, `{G, O}` ends at `{G, O-1}`.
@@ -402,11 +339,7 @@ fn read_fetch_ok(r: R) -> Result<FetchOk, DecodeError> {
         1 => true,
         _ => return Err(DecodeError::violation("End Of Track not 0 or 1")),
     };
-    let end = read_location(r)?;
-    let end_location = match end.object {
-        0 => FetchEnd::Group(end.group),
-        o => FetchEnd::Object(Location::new(end.group, o - 1)),
-    };
+    let end_location = fetch_end(read_location(r)?);
     Ok(FetchOk {
         request_id,
         end_of_track,
@@ -417,10 +350,7 @@ fn read_fetch_ok(r: R) -> Result<FetchOk, DecodeError> {
 }
 
 fn write_fetch_ok(w: W, m: &FetchOk) -> Result<(), EncodeError> {
-    let end = match m.end_location {
-        FetchEnd::Group(g) => Location::new(g, 0),
-        FetchEnd::Object(l) => end_plus_one(l)?,
-    };
+    let end = write_fetch_end(m.end_location)?;
     w.int(m.request_id.0)?;
     w.u8(u8::from(m.end_of_track));
     write_location(w, end)?;

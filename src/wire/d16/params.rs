@@ -12,9 +12,8 @@ use bytes::Bytes;
 use crate::codec::{Reader, Writer};
 use crate::common::{read_kv, read_location, read_token, write_kv, write_location, write_token};
 use crate::error::{DecodeError, EncodeError};
-use crate::model::{
-    setup_type, AuthToken, GroupOrder, KvValue, LocationFilter, Parameters, Role, SetupOptions,
-};
+use crate::model::{setup_type, AuthToken, GroupOrder, KvValue, Parameters, Role, SetupOptions};
+use crate::typed_forms::{read_subscription_filter, write_subscription_filter, EndGroup};
 use crate::varint::Quic;
 
 /// draft-16 Message Parameter code points (§13 "Message Parameters").
@@ -53,12 +52,7 @@ pub mod param_type {
 }
 
 /// Subscription Filter types (§5.1.2).
-pub mod filter_type {
-    pub const NEXT_GROUP_START: u64 = 0x1;
-    pub const LARGEST_OBJECT: u64 = 0x2;
-    pub const ABSOLUTE_START: u64 = 0x3;
-    pub const ABSOLUTE_RANGE: u64 = 0x4;
-}
+pub use crate::typed_forms::filter_type;
 
 /// The draft-16 messages that carry a Parameters list; selects the parameters it may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,7 +188,7 @@ fn apply_param(p: &mut Parameters, ty: u64, value: KvValue) -> Result<(), Decode
         }
         (SUBSCRIPTION_FILTER, KvValue::Bytes(b)) => {
             // §9.2.2.5: a filter whose length does not match the parameter's is a violation.
-            let f = read_exact(&b, read_filter)
+            let f = read_exact(&b, |r| read_subscription_filter(r, EndGroup::Absolute))
                 .map_err(|e| e.within_length("SUBSCRIPTION_FILTER shorter than its length"))?;
             set_once(&mut p.location_filter, f, DUP)
         }
@@ -275,7 +269,10 @@ fn param_kvs(p: &Parameters, msg: ParamMessage) -> Result<Vec<(u64, KvValue)>, E
     }
     match p.location_filter {
         Some(f) if msg != ParamMessage::Fetch => {
-            kvs.push((SUBSCRIPTION_FILTER, KvValue::Bytes(encode_with(|w| write_filter(w, f))?)));
+            kvs.push((
+                SUBSCRIPTION_FILTER,
+                KvValue::Bytes(encode_with(|w| write_subscription_filter(w, f, EndGroup::Absolute))?),
+            ));
         }
         _ => {}
     }
@@ -325,53 +322,6 @@ fn write_kv_list(w: &mut Writer<'_, Quic>, kvs: &[(u64, KvValue)]) -> Result<(),
         prev = *ty;
     }
     Ok(())
-}
-
-/// A Subscription Filter (§5.1.2) as a [`LocationFilter`]: Next Group Start is
-/// `RelativeStart { groups_back: 0 }`, Largest Object is `NextObject`, AbsoluteStart is
-/// `AbsoluteStart`, AbsoluteRange is `AbsoluteStartGroupEnd`.
-pub fn read_filter(r: &mut Reader<'_, Quic>) -> Result<LocationFilter, DecodeError> {
-    Ok(match r.int()? {
-        filter_type::NEXT_GROUP_START => LocationFilter::RelativeStart { groups_back: 0 },
-        filter_type::LARGEST_OBJECT => LocationFilter::NextObject,
-        filter_type::ABSOLUTE_START => LocationFilter::AbsoluteStart { start: read_location(r)? },
-        filter_type::ABSOLUTE_RANGE => {
-            let start = read_location(r)?;
-            let end_group = r.int()?;
-            if end_group < start.group {
-                return Err(DecodeError::violation("filter End Group before Start Location"));
-            }
-            LocationFilter::AbsoluteStartGroupEnd { start, end_group }
-        }
-        _ => return Err(DecodeError::violation("unknown subscription filter type")),
-    })
-}
-
-/// Writes `f` as a Subscription Filter; fails for variants draft-16 has no filter type for.
-pub fn write_filter(w: &mut Writer<'_, Quic>, f: LocationFilter) -> Result<(), EncodeError> {
-    match f {
-        LocationFilter::RelativeStart { groups_back: 0 } => w.int(filter_type::NEXT_GROUP_START),
-        LocationFilter::NextObject => w.int(filter_type::LARGEST_OBJECT),
-        LocationFilter::AbsoluteStart { start } => {
-            w.int(filter_type::ABSOLUTE_START)?;
-            write_location(w, start)
-        }
-        LocationFilter::AbsoluteStartGroupEnd { start, end_group } => {
-            if end_group < start.group {
-                return Err(EncodeError::OutOfRange("filter End Group before Start Location"));
-            }
-            w.int(filter_type::ABSOLUTE_RANGE)?;
-            write_location(w, start)?;
-            w.int(end_group)
-        }
-        LocationFilter::RelativeStart { .. } => {
-            Err(EncodeError::Unsupported("relative start filter other than Next Group Start"))
-        }
-        LocationFilter::None => Err(EncodeError::Unsupported("explicit no-filter")),
-        LocationFilter::AbsoluteRange { .. } => {
-            Err(EncodeError::Unsupported("subscription filter ending inside a group"))
-        }
-    }
 }
 
 /// Reads `Number of Parameters` and the Setup Parameters (§9.3.1) of a CLIENT_SETUP
