@@ -41,7 +41,7 @@ use super::streams::{ClosedStreams, RecvBuf, StreamId, CLOSED_BIDI_WINDOW};
 use super::{Event, Transmit};
 use wire::control::message_type::SETUP as D22_SETUP;
 use wire::model::{DecodeContext, Message, RequestError, RequestId, Role, SetupOptions};
-use wire::{DecodeError, RequestErrorCode, VarInt, Version, Vi64};
+use wire::{ControlCodec, DecodeError, RequestErrorCode, VarInt, Version, Vi64};
 
 /// Stream reset / STOP_SENDING code used when a request is cancelled (draft-22 §12.5
 /// CANCELLED = 0x1).
@@ -107,6 +107,9 @@ struct ReqStream {
 #[derive(Debug)]
 pub struct Session {
     version: Version,
+    /// The control codec: the draft's, or the dialect of it the peer's SETUP shows it speaks
+    /// (`wire::ControlCodec::for_peer`).
+    codec: ControlCodec,
     role: Role,
     peer: Role,
     config: SessionConfig,
@@ -196,6 +199,7 @@ impl Session {
         let data = DataState::new(version, config.data, StreamId::first(peer, true));
         let mut s = Session {
             version,
+            codec: version.control_codec(),
             role,
             peer,
             config,
@@ -576,7 +580,7 @@ impl Session {
     fn process_control(&mut self) -> Result<(), SessionError> {
         let ctx = DecodeContext::control(self.peer);
         while !self.closed {
-            match self.version.decode_message(self.control_recv.data(), &ctx) {
+            match self.codec.decode_message(self.control_recv.data(), &ctx) {
                 Ok((msg, n)) => {
                     self.control_recv.consume(n);
                     self.on_control_message(msg)?;
@@ -605,6 +609,16 @@ impl Session {
             }
             if self.version == Version::Draft16 {
                 self.ids.set_peer_initial_max(options.max_request_id);
+            }
+            self.codec = self.codec.for_peer(options.implementation.as_deref());
+            if self.codec.is_quirk() {
+                let peer = options.implementation.as_deref().map(String::from_utf8_lossy);
+                tracing::debug!(
+                    core = self.log_id.0,
+                    conn = self.log_id.1,
+                    ?peer,
+                    "speaking the peer's dialect"
+                );
             }
             self.peer_setup = Some(options);
             if !self.sent_setup {
@@ -708,7 +722,7 @@ impl Session {
     /// Parses whole messages on a request stream (draft-22) or SUBSCRIBE_NAMESPACE stream
     /// (draft-16).
     fn process_stream(&mut self, id: StreamId) -> Result<(), SessionError> {
-        let version = self.version;
+        let codec = self.codec;
         loop {
             if self.closed {
                 return Ok(());
@@ -718,7 +732,7 @@ impl Session {
                 Some(r) => DecodeContext::request(self.peer, r),
                 None => DecodeContext::control(self.peer),
             };
-            match version.decode_message(st.recv.data(), &ctx) {
+            match codec.decode_message(st.recv.data(), &ctx) {
                 Ok((msg, n)) => {
                     st.recv.consume(n);
                     self.on_stream_message(id, msg)?;
@@ -822,7 +836,7 @@ impl Session {
             redirect: None,
         });
         let mut data = Vec::new();
-        self.version.encode_message(&refusal, &mut data)?;
+        self.codec.encode_message(&refusal, &mut data)?;
         self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false, expires: None });
         self.finish_stream(id);
         self.drop_stream(id);

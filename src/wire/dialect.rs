@@ -49,6 +49,12 @@ pub struct Dialect {
     /// The MAX_FILTER_RANGES and MAX_REQUEST_UPDATES Setup Options exist (draft-20 §10.3.1,
     /// draft-22 §9.1); draft-18 keeps them as unknown options.
     pub limit_options: bool,
+    /// Message Parameter values follow the Key-Value-Pair rule (an even type's value is a
+    /// varint, an odd type's is length-prefixed) rather than each type's own encoding: how the
+    /// moq-lite-js library (`@moq/net` 0.2) writes and reads draft-18 parameters. Only in
+    /// [`D18_MOQ_LITE_JS`], which a session selects when the peer names itself so in SETUP
+    /// (ARCHITECTURE.md, "Peer quirks").
+    pub kvp_values: bool,
     /// Which parameters each message may carry.
     pub params: &'static Tables,
 }
@@ -63,8 +69,16 @@ pub const D18: Dialect = Dialect {
     publish_ok_type: true,
     publish_state_notify: false,
     limit_options: false,
+    kvp_values: false,
     params: &params::D18,
 };
+
+/// draft-18 as the moq-lite-js library (`@moq/net` 0.2, under the `<moq-watch>` player) speaks
+/// it: parameter values by the Key-Value-Pair rule. Of the parameters draft-18 defines, that
+/// changes SUBSCRIBER_PRIORITY (a varint, not a uint8: 155 is `80 9b`), FORWARD and GROUP_ORDER
+/// (varints whose small values are the same bytes) and LARGEST_OBJECT (a length-prefixed
+/// Location).
+pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, ..D18 };
 
 /// draft-ietf-moq-transport-22.
 pub const D22: Dialect = Dialect {
@@ -76,6 +90,7 @@ pub const D22: Dialect = Dialect {
     publish_ok_type: false,
     publish_state_notify: true,
     limit_options: true,
+    kvp_values: false,
     params: &params::D22,
 };
 

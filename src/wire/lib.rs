@@ -33,4 +33,4 @@ pub use codes::{code, DoneStatus, RequestErrorCode, ResetCode};
 pub use error::{DecodeError, EncodeError, ErrorCode};
 pub use streams::{FetchReader, FetchWriter, SubgroupReader, SubgroupWriter};
 pub use varint::{Quic, VarInt, Vi64};
-pub use version::Version;
+pub use version::{ControlCodec, Version};

@@ -407,13 +407,21 @@ fn read_value(r: &mut R<'_>, d: &Dialect, ty: u64, p: &mut Parameters) -> Result
         pt::RENDEZVOUS_TIMEOUT => p.rendezvous_timeout = Some(r.int()?),
         pt::SUBGROUP_DELIVERY_TIMEOUT => p.subgroup_delivery_timeout = Some(r.int()?),
         pt::EXPIRES => p.expires = Some(r.int()?),
+        pt::LARGEST_OBJECT if d.kvp_values => {
+            let mut sub = length_prefixed(r)?;
+            let l = read_location(&mut sub).map_err(|e| e.within_length("LARGEST_OBJECT too short"))?;
+            sub.finish("LARGEST_OBJECT longer than a Location")?;
+            p.largest_object = Some(l);
+        }
         pt::LARGEST_OBJECT => p.largest_object = Some(read_location(r)?),
         pt::FILL_TIMEOUT => p.fill_timeout = Some(r.int()?),
-        pt::FORWARD => p.forward = Some(read_bool(r, "FORWARD other than 0 or 1")?),
-        pt::SUBSCRIBER_PRIORITY => p.subscriber_priority = Some(r.u8()?),
+        pt::FORWARD => p.forward = Some(read_small(r, d, 1, "FORWARD other than 0 or 1")? == 1),
+        pt::SUBSCRIBER_PRIORITY => {
+            p.subscriber_priority = Some(read_small(r, d, 255, "SUBSCRIBER_PRIORITY above 255")?)
+        }
         pt::LOCATION_FILTER => p.location_filter = Some(read_filter_param(r, d.filter)?),
         pt::GROUP_ORDER => {
-            let order = GroupOrder::from_code(u64::from(r.u8()?));
+            let order = GroupOrder::from_code(u64::from(read_small(r, d, 255, "GROUP_ORDER above 255")?));
             p.group_order = Some(order.ok_or(DecodeError::violation("GROUP_ORDER other than 1 or 2"))?);
         }
         pt::FILL_PARAMETERS => {
@@ -455,6 +463,13 @@ fn read_value(r: &mut R<'_>, d: &Dialect, ty: u64, p: &mut Parameters) -> Result
 pub(crate) fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
     let len = usize::try_from(r.int()?).map_err(|_| DecodeError::violation("length exceeds the message"))?;
     r.sub(len)
+}
+
+/// A uint8 parameter value at most `max` (a varint where `d` writes values by the
+/// Key-Value-Pair rule); a larger value is a PROTOCOL_VIOLATION.
+fn read_small(r: &mut R<'_>, d: &Dialect, max: u8, what: &'static str) -> Result<u8, DecodeError> {
+    let v = if d.kvp_values { r.int()? } else { u64::from(r.u8()?) };
+    u8::try_from(v).ok().filter(|v| *v <= max).ok_or(DecodeError::violation(what))
 }
 
 fn read_bool(r: &mut R<'_>, what: &'static str) -> Result<bool, DecodeError> {
@@ -612,22 +627,27 @@ pub fn write_params(
         pw.ty(pt::EXPIRES)?.int(v)?;
     }
     if let Some(v) = p.largest_object {
-        write_location(pw.ty(pt::LARGEST_OBJECT)?, v)?;
+        let w = pw.ty(pt::LARGEST_OBJECT)?;
+        if d.kvp_values {
+            w.with_len_prefix(|w| write_location(w, v))?;
+        } else {
+            write_location(w, v)?;
+        }
     }
     if let Some(v) = p.fill_timeout {
         pw.ty(pt::FILL_TIMEOUT)?.int(v)?;
     }
     if let Some(v) = p.forward {
-        pw.ty(pt::FORWARD)?.u8(u8::from(v));
+        write_small(pw.ty(pt::FORWARD)?, d, u8::from(v))?;
     }
     if let Some(v) = p.subscriber_priority {
-        pw.ty(pt::SUBSCRIBER_PRIORITY)?.u8(v);
+        write_small(pw.ty(pt::SUBSCRIBER_PRIORITY)?, d, v)?;
     }
     if let Some(v) = &filter {
         pw.ty(pt::LOCATION_FILTER)?.bytes(v);
     }
     if let Some(v) = p.group_order {
-        pw.ty(pt::GROUP_ORDER)?.u8(v.code() as u8);
+        write_small(pw.ty(pt::GROUP_ORDER)?, d, v.code() as u8)?;
     }
     if let Some(fill) = &p.fill_parameters {
         pw.ty(pt::FILL_PARAMETERS)?
@@ -653,6 +673,16 @@ pub fn write_params(
         pw.ty(pt::INCLUDE_PROPERTIES)?.u8(u8::from(v));
     }
     Ok(())
+}
+
+/// A uint8 parameter value (a varint where `d` writes values by the Key-Value-Pair rule).
+fn write_small(w: &mut W<'_>, d: &Dialect, v: u8) -> Result<(), EncodeError> {
+    if d.kvp_values {
+        w.int(u64::from(v))
+    } else {
+        w.u8(v);
+        Ok(())
+    }
 }
 
 /// Number of parameters `p` puts on the wire.

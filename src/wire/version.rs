@@ -2,7 +2,7 @@
 //! dispatches to that draft: draft-16's own codec, or the request-stream codec with the
 //! draft's [`Dialect`].
 
-use super::dialect::{Dialect, D18, D20, D22};
+use super::dialect::{Dialect, D18, D18_MOQ_LITE_JS, D20, D22};
 use super::error::{DecodeError, EncodeError};
 use super::model::{
     Datagram, DatagramHeader, DecodeContext, Message, RequestId, SubgroupHeader, UniStreamHeader,
@@ -61,17 +61,16 @@ impl Version {
     }
 
     pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        match self.dialect() {
-            None => d16::control::encode_message(msg, out),
-            Some(d) => control::encode_message(d, msg, out),
-        }
+        self.control_codec().encode_message(msg, out)
     }
 
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
-        match self.dialect() {
-            None => d16::control::decode_message(buf, ctx),
-            Some(d) => control::decode_message(d, buf, ctx),
-        }
+        self.control_codec().decode_message(buf, ctx)
+    }
+
+    /// This draft's control codec, as the draft writes it.
+    pub const fn control_codec(self) -> ControlCodec {
+        ControlCodec { version: self, dialect: self.dialect() }
     }
 
     pub fn decode_uni_stream_header(self, buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
@@ -116,6 +115,53 @@ impl Version {
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
             Version::Draft18 => d18::data::encode_datagram(h, payload, out),
             Version::Draft20 | Version::Draft22 => d22::data::encode_datagram(h, payload, out),
+        }
+    }
+}
+
+/// The control codec one session uses: its draft's, or the dialect of it its peer speaks.
+#[derive(Debug, Clone, Copy)]
+pub struct ControlCodec {
+    version: Version,
+    dialect: Option<&'static Dialect>,
+}
+
+impl ControlCodec {
+    pub fn version(self) -> Version {
+        self.version
+    }
+
+    /// The codec for a peer whose SETUP named its implementation `implementation`: the
+    /// draft's own, except where a widely used implementation is known to write the draft
+    /// differently (ARCHITECTURE.md, "Peer quirks"). moq-lite-js (`@moq/net`) at draft-18
+    /// writes Message Parameter values by the Key-Value-Pair rule; its later versions offer
+    /// draft-20, which this relay prefers, so one that settles on draft-18 here is one that
+    /// has the quirk.
+    pub fn for_peer(self, implementation: Option<&[u8]>) -> ControlCodec {
+        match (self.version, implementation) {
+            (Version::Draft18, Some(b"moq-lite-js")) => {
+                ControlCodec { dialect: Some(&D18_MOQ_LITE_JS), ..self }
+            }
+            _ => self,
+        }
+    }
+
+    /// Whether this is a peer's dialect rather than the draft as written.
+    pub fn is_quirk(self) -> bool {
+        self.dialect.is_some_and(|d| d.kvp_values)
+    }
+
+    pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        match self.dialect {
+            None => d16::control::encode_message(msg, out),
+            Some(d) => control::encode_message(d, msg, out),
+        }
+    }
+
+    pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
+        match self.dialect {
+            None => d16::control::decode_message(buf, ctx),
+            Some(d) => control::decode_message(d, buf, ctx),
         }
     }
 }

@@ -36,7 +36,7 @@ impl Session {
 
     fn encode(&self, msg: &Message) -> Result<Vec<u8>, SessionError> {
         let mut out = Vec::new();
-        self.version.encode_message(msg, &mut out)?;
+        self.codec.encode_message(msg, &mut out)?;
         Ok(out)
     }
 

@@ -19,8 +19,8 @@ use wire::model::{
 use wire::Version;
 
 const BOTH: [Version; 4] = Version::ALL;
-/// The drafts with request streams (draft-18 §3.3, draft-22 §6.3).
-const STREAMED: [Version; 2] = [Version::Draft18, Version::Draft22];
+/// The drafts with request streams (draft-18 §3.3, draft-20 §3.3, draft-22 §6.3).
+const STREAMED: [Version; 3] = [Version::Draft18, Version::Draft20, Version::Draft22];
 
 struct Side {
     s: Session,

@@ -1324,3 +1324,42 @@ fn body_length_limit() {
         ..SubscribeOk::default()
     }));
 }
+
+/// moq-lite-js's draft-18 dialect (ARCHITECTURE.md, "Peer quirks"): parameter values by the
+/// Key-Value-Pair rule. A SUBSCRIBER_PRIORITY above 127 is a two-byte varint, LARGEST_OBJECT a
+/// length-prefixed Location; every message still round-trips, and a varint above the uint8
+/// range is refused.
+#[test]
+fn moq_lite_js_dialect() {
+    use wire::dialect::D18_MOQ_LITE_JS as D;
+    let track =
+        FullTrackName { namespace: TrackNamespace::from_strs(&["demo"]), name: Bytes::from_static(b"v") };
+    let params = Parameters {
+        subscriber_priority: Some(155),
+        forward: Some(true),
+        group_order: Some(GroupOrder::Descending),
+        ..Parameters::default()
+    };
+    let sub = Message::Subscribe(Subscribe { request_id: RequestId(4), track, params });
+    let mut lite = Vec::new();
+    wire::control::encode_message(&D, &sub, &mut lite).expect("encodes");
+    let spec = encode(&sub);
+    assert_eq!(lite.len(), spec.len() + 1, "the priority takes two bytes");
+    assert!(lite.windows(3).any(|w| w == [0x10, 0x80, 0x9b]), "{lite:02x?}");
+    assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((sub, lite.len())));
+
+    let ok = Message::SubscribeOk(SubscribeOk {
+        request_id: RequestId(4),
+        track_alias: TrackAlias(1),
+        params: Parameters { largest_object: Some(Location::new(3, 0)), ..Parameters::default() },
+        track_properties: Properties::new(),
+    });
+    let mut lite = Vec::new();
+    wire::control::encode_message(&D, &ok, &mut lite).expect("encodes");
+    assert_eq!(&lite[3..], [0x01, 0x01, 0x09, 0x02, 0x03, 0x00]);
+    assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((ok, lite.len())));
+
+    // Priority 300 as a varint: out of the uint8 range.
+    let body = B::new().int(4).ns(&["demo"]).lp(b"v").int(1).int(0x20).int(300);
+    assert_violation(wire::control::decode_message(&D, &body.frame(mt::SUBSCRIBE), &CLIENT_REQ));
+}
