@@ -60,7 +60,8 @@ fn moq_lite_js_subscribe_is_read_in_its_dialect() {
     let params = Parameters {
         forward: Some(true),
         subscriber_priority: Some(155),
-        location_filter: Some(LocationFilter::NextObject),
+        // Its Largest Object filter: the latest group, from its first object.
+        location_filter: Some(LocationFilter::RelativeStart { groups_back: 1 }),
         group_order: Some(GroupOrder::Descending),
         ..Parameters::default()
     };

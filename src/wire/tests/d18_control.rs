@@ -1348,6 +1348,19 @@ fn moq_lite_js_dialect() {
     assert!(lite.windows(3).any(|w| w == [0x10, 0x80, 0x9b]), "{lite:02x?}");
     assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((sub, lite.len())));
 
+    // Its Largest Object filter (type 2) is the latest group from its first object.
+    let latest = Parameters {
+        location_filter: Some(LocationFilter::RelativeStart { groups_back: 1 }),
+        ..Parameters::default()
+    };
+    let track =
+        FullTrackName { namespace: TrackNamespace::from_strs(&["demo"]), name: Bytes::from_static(b"v") };
+    let sub = Message::Subscribe(Subscribe { request_id: RequestId(4), track, params: latest });
+    let mut lite = Vec::new();
+    wire::control::encode_message(&D, &sub, &mut lite).expect("encodes");
+    assert!(lite.ends_with(&[0x21, 0x01, 0x02]), "{lite:02x?}");
+    assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((sub, lite.len())));
+
     let ok = Message::SubscribeOk(SubscribeOk {
         request_id: RequestId(4),
         track_alias: TrackAlias(1),
