@@ -139,6 +139,8 @@ pub struct Importer {
     file_start: u64,
     failed: Option<Error>,
     queue: VecDeque<Output>,
+    /// An error to return once the outputs before it are polled.
+    deferred: Option<Error>,
     stream: Option<Stream>,
     moof: Option<(Moof, u64)>,
     pending: Option<Pending>,
@@ -156,6 +158,7 @@ impl Importer {
             file_start: 0,
             failed: None,
             queue: VecDeque::new(),
+            deferred: None,
             stream: None,
             moof: None,
             pending: None,
@@ -205,6 +208,7 @@ impl Importer {
         self.discard = 0;
         self.failed = None;
         self.queue.clear();
+        self.deferred = None;
         self.stream = None;
         self.moof = None;
         self.pending = None;
@@ -239,6 +243,9 @@ impl Importer {
                     Output::Skipped(_) => {}
                 }
                 return Ok(Some(output));
+            }
+            if let Some(e) = self.deferred.take() {
+                return Err(e);
             }
             if let Some(pending) = &mut self.pending {
                 let stream = self.stream.as_ref().ok_or(Error::Order("frames without a moov"))?;
@@ -303,7 +310,9 @@ impl Importer {
         let (setups, skipped) = codec::tracks(&moov);
         self.queue.extend(skipped.iter().cloned().map(Output::Skipped));
         if setups.is_empty() {
-            return Err(Error::NoSupportedTrack);
+            // After the Skipped items that say why.
+            self.deferred = Some(Error::NoSupportedTrack);
+            return Ok(());
         }
         let timing = setups
             .iter()
