@@ -59,6 +59,8 @@ pub(crate) struct Defaults {
 pub(crate) struct TrackSetup {
     pub track_id: u32,
     pub timescale: u32,
+    /// Added to each sample's composition time, in `timescale` units: the track's edit list.
+    pub edit_shift: i64,
     pub defaults: Defaults,
     pub rendition: Rendition,
     /// `Some(n)`: the samples carry `n`-byte NAL unit lengths that must become Annex B start
@@ -118,7 +120,29 @@ fn setup(moov: &Moov, trak: &Trak) -> Result<TrackSetup, String> {
         size: t.default_sample_size,
         flags: t.default_sample_flags,
     });
-    Ok(TrackSetup { track_id, timescale, defaults, rendition, annexb })
+    let edit_shift = edit_shift(trak, moov.mvhd.timescale, timescale);
+    Ok(TrackSetup { track_id, timescale, edit_shift, defaults, rendition, annexb })
+}
+
+/// Where the track's edit list (ISO/IEC 14496-12 §8.6.6 `elst`) puts its media on the
+/// presentation timeline, for the common lists: leading empty edits (`media_time` -1) delay
+/// it by their duration (in the movie's timescale), and the first media edit starts
+/// presentation at its `media_time` (an encoder's B-frame delay or AAC priming). Later edits,
+/// and rates, are ignored.
+fn edit_shift(trak: &Trak, movie_timescale: u32, timescale: u32) -> i64 {
+    let Some(elst) = trak.edts.as_ref().and_then(|e| e.elst.as_ref()) else { return 0 };
+    let mut delay: i128 = 0;
+    for entry in &elst.entries {
+        match entry.media_time {
+            None => delay += i128::from(entry.segment_duration),
+            Some(start) => {
+                let delay = delay * i128::from(timescale) / i128::from(movie_timescale.max(1));
+                let shift = delay - i128::from(start);
+                return i64::try_from(shift).unwrap_or(0);
+            }
+        }
+    }
+    0
 }
 
 /// The sample entry's four-character code, for messages.

@@ -15,6 +15,8 @@ const NON_SYNC: u32 = 0x0001_0000;
 pub(crate) struct TrackTiming {
     pub track_id: u32,
     pub timescale: u32,
+    /// Added to each composition time (the track's edit list), in `timescale` units.
+    pub edit_shift: i64,
     pub defaults: Defaults,
     /// Where the track's next fragment starts in decode time, for a `traf` without `tfdt`.
     pub next_decode_time: u64,
@@ -108,7 +110,7 @@ fn traf_samples(
                 )));
             }
             let start = (position - layout.mdat.start) as usize;
-            let pts = i128::from(decode_time) + i128::from(sample.cts);
+            let pts = i128::from(decode_time) + i128::from(sample.cts) + i128::from(track.edit_shift);
             out.push(Sample {
                 track: index,
                 range: start..start + sample.size as usize,

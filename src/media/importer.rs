@@ -319,6 +319,7 @@ impl Importer {
             .map(|s| TrackTiming {
                 track_id: s.track_id,
                 timescale: s.timescale,
+                edit_shift: s.edit_shift,
                 defaults: s.defaults,
                 next_decode_time: 0,
             })

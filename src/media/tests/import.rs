@@ -258,3 +258,38 @@ fn stats_count_what_happened() {
         importer.catalog().expect("catalog").track_names().iter().map(|n| (*n).into()).collect();
     assert_eq!(names, ["video0", "audio1"]);
 }
+
+#[test]
+fn edit_lists_place_each_track_on_the_presentation_timeline() {
+    use mp4_atom::{Edts, Elst, ElstEntry, FixedPoint};
+    // The video's first edit starts at 1024 of 15360 (a two-frame delay, 66666 µs), the
+    // audio's behind an empty edit of 10 ms (movie timescale 1000).
+    let edits = |trak: &mut mp4_atom::Trak| {
+        let entries = if trak.tkhd.track_id == 1 {
+            vec![ElstEntry { segment_duration: 0, media_time: Some(1024), media_rate: FixedPoint::new(1, 0) }]
+        } else {
+            vec![
+                ElstEntry { segment_duration: 10, media_time: None, media_rate: FixedPoint::new(1, 0) },
+                ElstEntry { segment_duration: 0, media_time: Some(0), media_rate: FixedPoint::new(1, 0) },
+            ]
+        };
+        trak.edts = Some(Edts { elst: Some(Elst { entries }) });
+    };
+    let out = run(&with_moov(H264_AAC, edits));
+    let plain = run(H264_AAC);
+    // Video 66666 µs earlier than the file's composition times: shifted up so that nothing is
+    // negative, which puts the audio (10 ms later than its own) 76666 µs later.
+    let video: Vec<u64> = frames_of(&out, MediaKind::Video).iter().map(|f| f.timestamp_us).collect();
+    let was: Vec<u64> = frames_of(&plain, MediaKind::Video).iter().map(|f| f.timestamp_us).collect();
+    assert!(video.iter().zip(&was).all(|(v, w)| v.abs_diff(*w) <= 1), "video unchanged: the shift is undone");
+    let audio = frames_of(&out, MediaKind::Audio);
+    let plain_audio = frames_of(&plain, MediaKind::Audio);
+    for (a, p) in audio.iter().zip(&plain_audio) {
+        assert!(
+            a.timestamp_us.abs_diff(p.timestamp_us + 76_666) <= 1,
+            "{} vs {}",
+            a.timestamp_us,
+            p.timestamp_us
+        );
+    }
+}

@@ -5,13 +5,8 @@ mod common;
 
 use common::*;
 use media::{Error, ImportConfig, Importer, MediaKind, Output};
-use mp4_atom::{Codec, Decode, Encode, Moov};
+use mp4_atom::Codec;
 use proptest::prelude::*;
-
-/// The offset of the first `kind` box's type field in `file`.
-fn find(file: &[u8], kind: &[u8; 4]) -> usize {
-    file.windows(4).position(|w| w == kind).expect("box present")
-}
 
 fn patch_u32(file: &mut [u8], at: usize, value: u32) {
     file[at..at + 4].copy_from_slice(&value.to_be_bytes());
@@ -132,20 +127,6 @@ fn a_failed_importer_refuses_input_until_the_stream_ends() {
     assert_eq!(frames(&out).len(), 155);
 }
 
-/// `file` with its moov's sample entries changed by `edit` (the moof's offsets are relative
-/// to the moof, so the moov may change size).
-fn with_moov(file: &[u8], edit: impl Fn(&mut Codec)) -> Vec<u8> {
-    let at = find(file, b"moov") - 4;
-    let size = u32::from_be_bytes(file[at..at + 4].try_into().expect("4 bytes")) as usize;
-    let mut moov = Moov::decode(&mut &file[at..at + size]).expect("moov");
-    for trak in &mut moov.trak {
-        trak.mdia.minf.stbl.stsd.codecs.iter_mut().for_each(&edit);
-    }
-    let mut encoded = Vec::new();
-    moov.encode(&mut encoded).expect("encode");
-    [&file[..at], &encoded[..], &file[at + size..]].concat()
-}
-
 /// `file` with its video sample entry's type overwritten by `kind` (mp4-atom decodes an
 /// unknown type as `Codec::Unknown`).
 fn with_entry_type(file: &[u8], kind: &[u8; 4]) -> Vec<u8> {
@@ -180,7 +161,7 @@ fn avc3_without_parameter_sets_is_published_as_annex_b() {
             *c = Codec::Avc3(mp4_atom::Avc3 { visual: avc1.visual.clone(), avcc, ..Default::default() });
         }
     };
-    let out = run(&with_moov(H264_ONLY, in_band));
+    let out = run(&with_moov(H264_ONLY, |t| t.mdia.minf.stbl.stsd.codecs.iter_mut().for_each(in_band)));
     let video = &catalogs(&out)[0]["video"]["renditions"]["video0"];
     assert_eq!((video["codec"].as_str(), video.get("description")), (Some("avc3.64000b"), None));
     let original = run(H264_ONLY);
@@ -204,7 +185,8 @@ fn avc3_without_parameter_sets_is_published_as_annex_b() {
             *c = Codec::Avc3(mp4_atom::Avc3 { visual: avc1.visual.clone(), avcc, ..Default::default() });
         }
     };
-    let video = &catalogs(&run(&with_moov(H264_ONLY, named)))[0]["video"]["renditions"]["video0"];
+    let avc3 = with_moov(H264_ONLY, |t| t.mdia.minf.stbl.stsd.codecs.iter_mut().for_each(named));
+    let video = &catalogs(&run(&avc3))[0]["video"]["renditions"]["video0"];
     assert_eq!(video["codec"], "avc3.64000b");
     assert_eq!(video["description"], media::catalog::to_hex(raw_box(H264_ONLY, b"avcC")));
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use media::{Error, Frame, ImportConfig, Importer, MediaKind, Output};
+use mp4_atom::{Decode, Encode, Moov, Trak};
 
 /// 2 s of 160x120 H.264 High at 30 fps (GOP 30) and 440 Hz AAC-LC, 48 kHz mono.
 pub const H264_AAC: &[u8] = include_bytes!("../fixtures/h264_aac.mp4");
@@ -82,4 +83,21 @@ pub fn nal_types(mut sample: &[u8]) -> Vec<u8> {
     }
     assert!(sample.is_empty(), "no trailing bytes");
     types
+}
+
+/// The offset of the first `kind` box's type field in `file`.
+pub fn find(file: &[u8], kind: &[u8; 4]) -> usize {
+    file.windows(4).position(|w| w == kind).expect("box present")
+}
+
+/// `file` with each track of its moov changed by `edit` (the fixtures' moof offsets are
+/// relative to the moof, so the moov may change size).
+pub fn with_moov(file: &[u8], edit: impl Fn(&mut Trak)) -> Vec<u8> {
+    let at = find(file, b"moov") - 4;
+    let size = u32::from_be_bytes(file[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let mut moov = Moov::decode(&mut &file[at..at + size]).expect("moov");
+    moov.trak.iter_mut().for_each(edit);
+    let mut encoded = Vec::new();
+    moov.encode(&mut encoded).expect("encode");
+    [&file[..at], &encoded[..], &file[at + size..]].concat()
 }
