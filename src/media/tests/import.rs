@@ -293,3 +293,27 @@ fn edit_lists_place_each_track_on_the_presentation_timeline() {
         );
     }
 }
+
+#[test]
+fn explicit_base_data_offsets_count_from_the_start_of_each_file() {
+    // Twice: the second file's offsets count from its own ftyp, not from the byte stream's
+    // start.
+    let out = run(&[H264_AAC_BASE_OFFSET, H264_AAC_BASE_OFFSET].concat());
+    assert_eq!(catalogs(&out).len(), 1);
+    let video = frames_of(&out, MediaKind::Video);
+    assert_eq!(video.len(), 60);
+    for (i, f) in video.iter().enumerate() {
+        let (_, sample) = decode_frame(&f.payload).expect("legacy frame");
+        assert_eq!(nal_types(sample).contains(&5), i % 30 == 0, "frame {i}");
+        assert_eq!(f.new_group, i % 30 == 0);
+    }
+    // Without negative composition offsets or an edit list, presentation starts two frames
+    // (the B-frame delay) after decoding.
+    let mut pts: Vec<u64> = video[..30].iter().map(|f| f.timestamp_us).collect();
+    pts.sort_unstable();
+    assert_eq!(pts[0], 66_666);
+    assert!(pts.windows(2).all(|p| (33_333..=33_334).contains(&(p[1] - p[0]))));
+    let audio = frames_of(&out, MediaKind::Audio);
+    assert_eq!(audio.len(), 2 * (48_000 + 1024usize).div_ceil(1024));
+    assert!(audio.windows(2).all(|p| p[1].timestamp_us > p[0].timestamp_us));
+}

@@ -14,6 +14,9 @@ pub const H264_ONLY: &[u8] = include_bytes!("../fixtures/h264_only.mp4");
 /// 1 s of 320x240 H.264 High and 660 Hz AAC-LC with the same settings: the second stream
 /// of a resolution change.
 pub const H264_AAC_320: &[u8] = include_bytes!("../fixtures/h264_aac_320.mp4");
+/// 1 s like `H264_AAC` without the cmaf flags: sample data located by `tfhd`
+/// base_data_offset from the start of the file.
+pub const H264_AAC_BASE_OFFSET: &[u8] = include_bytes!("../fixtures/h264_aac_base_offset.mp4");
 
 /// Everything the importer produces from `input` pushed in chunks of `chunk` bytes, polling
 /// after each, and the error that stopped it, if any.
