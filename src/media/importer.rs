@@ -21,7 +21,8 @@ pub struct ImportConfig {
     /// The largest `moov`, `moof` or `mdat` accepted (each is held whole until it has
     /// arrived). Other boxes are skipped as they arrive, whatever their size.
     pub max_box_size: usize,
-    /// The most bytes [`Importer::push`] holds unread.
+    /// The most bytes [`Importer::push`] holds unread. More than `max_box_size`, or a box of
+    /// that size never fits.
     pub max_buffered: usize,
     /// The most samples one `moof` may describe.
     pub max_samples: usize,

@@ -19,6 +19,25 @@
 //!   ([`legacy`]). H.264 payloads stay as in the `mdat` (length-prefixed NAL units) since the
 //!   catalog's `description` is the `avcC`.
 //!
+//! The catalog is emitted at the first fragment after each `moov` (before that fragment's
+//! frames), once it can say each rendition's frame rate, bitrate and `jitter`, and only when
+//! it differs from the last one: a restarted encoder with the same settings continues the
+//! same tracks (`emit.rs` has the naming and timeline rules). A `moov` is expected whenever
+//! the tracks change: a restart, a resolution change.
+//!
+//! # Not supported
+//!
+//! - Codecs other than H.264 (`avc1`, `avc3`), AAC (`mp4a`, MPEG-4 Audio) and Opus: such a
+//!   track is [`Output::Skipped`] with its reason (HEVC, AV1, VP9, MP3, encrypted entries),
+//!   and a `moov` with no track left is [`Error::NoSupportedTrack`]; a track with several
+//!   sample entries is skipped too.
+//! - Non-fragmented MP4 (an `mdat` with no `moof`), boxes of size 0 ("to the end of the
+//!   file"), `moof` boxes whose data lies outside the `mdat` right after them.
+//! - Edit lists beyond their leading empty edits and first media edit; `tkhd` rotation;
+//!   the `display` size, `catalog.json.z` (the DEFLATE-compressed catalog hang publishers
+//!   also serve; `@moq/watch` reads it only when asked), timeline tracks, and the `cmaf` and
+//!   `loc` containers.
+//!
 //! # Use
 //!
 //! ```
