@@ -92,6 +92,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("src/runtime", &[]),
     ("src/moqt", &["wire", "session", "webtransport", "runtime"]),
     ("src/client", &["wire", "session", "webtransport", "runtime", "moqt"]),
+    // Media import (fMP4 into a hang broadcast) knows nothing of MoQT: no layer at all.
+    ("src/media", &[]),
 ];
 
 /// The names of the `[dependencies]` of the crate in `dir` (its manifest's keys).
@@ -124,13 +126,17 @@ fn each_layer_uses_only_layers_below_it() {
     }
     assert!(found.is_empty(), "a layer uses one it must not:\n{}", found.join("\n"));
     // The codecs and the session build without QUIC or TLS.
-    for dir in ["src/wire", "src/session", "src/webtransport", "src/relay"] {
+    for dir in ["src/wire", "src/session", "src/webtransport", "src/relay", "src/media"] {
         let deps = dependencies(dir);
         assert!(
             !deps.iter().any(|d| ["quiche", "boring", "glommio"].contains(&d.as_str())),
             "{dir}: {deps:?}"
         );
     }
+    // Media import is sans-IO and MoQT-free: no async runtime, no transport, no MoQT crate.
+    let deps = dependencies("src/media");
+    let transport = ["tokio", "web-transport-proto", "moq-lite", "moq-net", "moq-transport", "hang"];
+    assert!(!deps.iter().any(|d| transport.contains(&d.as_str())), "src/media: {deps:?}");
 }
 
 /// The runtime knows connections by ALPN only: its code (comments aside) names no MoQT
@@ -153,4 +159,5 @@ fn the_checks_see_what_they_look_for() {
     assert!(!names("let conversion = 1;", "Version"));
     assert!("code::DONE_EXPIRED_D16".contains("_D16"));
     assert!(dependencies("src/relay").contains(&"session".to_string()));
+    assert!(dependencies("src/media").contains(&"mp4-atom".to_string()));
 }
