@@ -12,6 +12,7 @@ pub mod web;
 
 pub use auth;
 pub use client;
+pub use media;
 pub use moqt;
 pub use relay;
 pub use runtime;

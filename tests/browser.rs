@@ -391,3 +391,120 @@ fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
     }
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// ffmpeg's test pattern (H.264 320x240 at 30 fps with a 1 s GOP, and AAC), as fragmented MP4
+/// in real time for `secs`, piped into `moq-pub --fmp4` publishing the hang broadcast `name` at
+/// `draft` on the relay at `port`. Returns both processes and moq-pub's stderr.
+fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, mpsc::Receiver<String>) {
+    let mut ffmpeg = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+        .args(["-t", &secs.to_string()])
+        .args(["-c:v", "libx264", "-profile:v", "high", "-pix_fmt", "yuv420p", "-tune", "zerolatency"])
+        .args(["-g", "30", "-keyint_min", "30", "-sc_threshold", "0"])
+        .args(["-c:a", "aac", "-b:a", "32k"])
+        .args(["-f", "mp4", "-movflags", "cmaf+frag_keyframe+empty_moov+default_base_moof", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ffmpeg starts");
+    let video = ffmpeg.stdout.take().expect("ffmpeg's stdout");
+    let mut publisher = Command::new(env!("CARGO_BIN_EXE_moq-pub"))
+        .args(["--relay", &format!("127.0.0.1:{port}"), "--draft", draft, "--namespace", name, "--fmp4"])
+        .stdin(Stdio::from(video))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moq-pub starts");
+    let err = lines_of(publisher.stderr.take().expect("stderr"));
+    (Proc(ffmpeg), Proc(publisher), err)
+}
+
+/// web/test/play.mjs: `pages` pages of the player on `url`, page i opened `stagger_ms` × i
+/// after the first, each read `seconds` after its first frame. Returns its "done" event.
+fn play(url: &str, pages: usize, stagger_ms: u64, seconds: u64, png: &Path) -> Value {
+    let out = Command::new("node")
+        .current_dir(WEB)
+        .args(["test/play.mjs", "--url", url, "--pages", &pages.to_string()])
+        .args(["--stagger-ms", &stagger_ms.to_string(), "--seconds", &seconds.to_string()])
+        .arg("--screenshot")
+        .arg(png)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let done = stdout.lines().rev().find(|l| l.starts_with("{\"event\":\"done\""));
+    let Some(done) = done else {
+        panic!("play.mjs ended without a report:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    };
+    serde_json::from_str(done).unwrap_or_else(|e| panic!("{e}: {done}"))
+}
+
+/// Frames in a 10 s window at 30 fps, and the share of them each viewer's decoder must output.
+const WINDOW_S: u64 = 10;
+const MIN_DECODED: u64 = 30 * WINDOW_S * 9 / 10;
+
+/// One round of the player: a broadcast from ffmpeg through moq-pub at `draft` into `publish_to`,
+/// two viewers on `watch_on` (one from the start, one 5 s later), each of whose video decoder
+/// outputs at least 90 % of the frames of the 10 s from its first frame.
+fn play_round(publish_to: u16, watch_on: u16, draft: &str, what: &str, png: &Path) {
+    // An edge does not pass its parent's announcements down: the page subscribes at once.
+    let reload = if publish_to == watch_on { "" } else { "&reload=0" };
+    let name = format!("demo-{draft}");
+    let (_ffmpeg, _publisher, log) = start_encoder(publish_to, draft, &name, 30);
+    expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
+    let done = play(&format!("http://127.0.0.1:{watch_on}/?name={name}{reload}"), 2, 5_000, WINDOW_S, png);
+    let console: Vec<&str> =
+        done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let explain = || {
+        format!(
+            "{what}, publisher at draft-{draft}\npage consoles:\n{}\nmoq-pub:\n{}",
+            console.join("\n"),
+            drained(&log)
+        )
+    };
+    // The player picks the newest draft both offer: moqt-18 (ARCHITECTURE.md, "Peer quirks").
+    assert!(console.iter().any(|l| l.contains("negotiated ALPN: moqt-18")), "{}", explain());
+    for (i, page) in done["pages"].as_array().expect("pages").iter().enumerate() {
+        let decoded = page["windowDecoded"].as_u64().unwrap_or(0);
+        let first = page["firstFrameMs"].as_f64();
+        println!("{what}, draft-{draft} publisher, viewer {i}: {decoded} frames decoded in {WINDOW_S} s, first after {first:?} ms");
+        assert!(
+            decoded >= MIN_DECODED,
+            "viewer {i}: {decoded} frames decoded, want {MIN_DECODED}: {page}\n{}",
+            explain()
+        );
+        assert_eq!(page["errors"], Value::Array(Vec::new()), "viewer {i}'s decoder: {}", explain());
+    }
+}
+
+/// Live video on the screen: ffmpeg's test pattern, imported by moq-pub from fragmented MP4
+/// into a hang broadcast, played by moq-dev's `<moq-watch>` (the web page's player mode) in
+/// headless Chromium through the relay, with the publisher at draft-16, draft-18 and draft-22
+/// and through an edge relay whose parent the publisher feeds. The frames counted are those
+/// the player's own VideoDecoder outputs (web/src/player.js). The first round's screenshot is
+/// target/browser-play.png.
+#[test]
+fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
+    require_browser_tools();
+    assert!(
+        Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success()),
+        "ffmpeg is missing: run .ci/install-deps (it installs Debian's ffmpeg)"
+    );
+    let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+    let relay = start_relay(&[]);
+    for draft in ["16", "18", "22"] {
+        play_round(
+            relay.port,
+            relay.port,
+            draft,
+            "one relay",
+            &target.join(format!("browser-play-{draft}.png")),
+        );
+    }
+    let origin = start_relay(&[]);
+    let parent = format!("moqt://127.0.0.1:{}", origin.port);
+    let edge = start_relay(&["--upstream", &parent, "--upstream-insecure", "true"]);
+    play_round(origin.port, edge.port, "16", "edge and origin", &target.join("browser-play-tier.png"));
+}

@@ -25,7 +25,7 @@ pub struct TrackArgs {
     #[arg(long)]
     pub namespace: String,
     /// Track name.
-    #[arg(long)]
+    #[arg(long, default_value = "video")]
     pub track: String,
 }
 

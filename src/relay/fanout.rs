@@ -96,21 +96,25 @@ impl LocalSub {
     }
 
     /// Whether it is sent the cached objects of its window that arrived before it became
-    /// Established: an absolute start at or before the Largest Location (draft-16 and
+    /// Established: a start at or before the Largest Location, absolute (draft-16 and
     /// draft-18 §5.1.2: the Start Location "MAY be less than the Largest Object observed at
-    /// the publisher"; draft-22 §3.3.1: such a filter "is always valid"), unless draft-22
-    /// FILL_PARAMETERS asks for them on a fill fetch stream instead. Without a filter, or
-    /// with one relative to the Largest Object, it takes what arrives from now on.
+    /// the publisher"; draft-22 §3.3.1: such a filter "is always valid") or a number of
+    /// groups back from the largest (draft-22 §9.20.9 RelativeStart: the groups it names are
+    /// past ones, and "only objects with Locations within the inclusive range pass",
+    /// §3.3.1), unless draft-22 FILL_PARAMETERS asks for them on a fill fetch stream
+    /// instead. Without a filter, or from the next object or group, it takes what arrives from
+    /// now on.
     fn wants_backfill(&self, largest: Option<Location>) -> bool {
-        let absolute = matches!(
+        let past = matches!(
             self.filter,
             Some(
                 LocationFilter::AbsoluteStart { .. }
                     | LocationFilter::AbsoluteStartGroupEnd { .. }
                     | LocationFilter::AbsoluteRange { .. }
+                    | LocationFilter::RelativeStart { groups_back: 1.. }
             )
         );
-        absolute && self.forward && self.fill.is_none() && largest.is_some_and(|l| self.start <= l)
+        past && self.forward && self.fill.is_none() && largest.is_some_and(|l| self.start <= l)
     }
 }
 

@@ -851,8 +851,8 @@ fn the_upstream_subscribe_covers_what_the_first_subscriber_asked() {
 /// the subgroup still open upstream continues on the stream the cache began (nothing lost,
 /// nothing twice, never reordered). On the first subscriber's core and on another, for a
 /// SUBSCRIBE-fed track and for a PUBLISH-fed one (taken and cached before anyone subscribed).
-/// A subscriber without a filter, or with one relative to the Largest Object, gets only what
-/// arrives after it.
+/// A subscriber without a filter, or from the next object or group, gets only what arrives
+/// after it.
 #[test]
 fn a_late_subscriber_with_a_past_start_gets_the_cache_then_the_live_objects() {
     for (pv, sv) in COMBOS {
@@ -918,6 +918,47 @@ fn a_late_subscriber_with_a_past_start_gets_the_cache_then_the_live_objects() {
             assert_eq!(got(&mut r, live), want_live, "{ctx}: no filter, only what arrives after");
             r.assert_no_closes();
         }
+    }
+}
+
+/// A late subscriber whose filter starts some groups back from the Largest Object (draft-20
+/// and draft-22 RelativeStart; moq-lite-js's Largest Object, ARCHITECTURE.md "Peer quirks")
+/// gets those groups from the cache from their first object, then the live objects: a
+/// player joining mid-GOP starts at the GOP's keyframe.
+#[test]
+fn a_late_subscriber_some_groups_back_gets_them_from_the_cache() {
+    for (pv, sv) in COMBOS.into_iter().filter(|(_, sv)| since20(*sv)) {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::new(2);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.established(pv, sv, &t, &[1], None).0;
+        r.publish_groups(p, pv, 1..3);
+        let st3 = r.open(p, &header(pv, PUB_ALIAS, 3, 0));
+        for o in 0..3 {
+            r.put(p, st3, &object(3, o));
+        }
+        r.run_until_quiet();
+
+        let late = r.connect(1, sv);
+        let rid = r.subscribe(late, &t, Some(LocationFilter::RelativeStart { groups_back: 1 }));
+        let mut ev = r.take_events(late);
+        assert_eq!(
+            subscribe_ok(&messages(&ev), rid).params.largest_object,
+            Some(Location::new(3, 2)),
+            "{ctx}"
+        );
+        for o in 3..5 {
+            r.put(p, st3, &object(3, o));
+        }
+        r.fin(p, st3);
+        r.publish_groups(p, pv, 4..5);
+        ev.extend(r.take_events(late));
+        let got: Vec<(u64, Vec<u64>)> = streams(&ev)
+            .iter()
+            .map(|st| (st.header.group_id, st.objects.iter().map(|o| o.0.object_id).collect()))
+            .collect();
+        assert_eq!(got, vec![(3, vec![0, 1, 2, 3, 4]), (4, vec![0, 1, 2, 3, 4])], "{ctx}");
+        r.assert_no_closes();
     }
 }
 

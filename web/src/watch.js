@@ -2,7 +2,9 @@
 // @moq/lite over WebTransport and shows what arrives.
 //
 // Query: ?namespace=live&track=video (the defaults), &relay=https://HOST:PORT/ to reach a relay
-// other than the one that served the page. The relay's certificate is pinned with
+// other than the one that served the page. With ?name=BROADCAST the page plays a hang
+// broadcast with moq-dev's <moq-watch> player instead (player.js); &reload=0 subscribes to it
+// without waiting for its announcement (on an edge whose parent has it). The relay's certificate is pinned with
 // serverCertificateHashes (WebTransport, "Certificate hashes") from the page origin's
 // /certificate.sha256, so the self-signed certificate the relay makes works without a CA.
 //
@@ -12,6 +14,7 @@
 // counted but have no stamp.
 
 import * as Moq from "@moq/lite";
+import { startPlayer } from "./player.js";
 import "./watch.css";
 
 const STAMP_LEN = 16;
@@ -27,6 +30,7 @@ const RETRY_MS = 2_000;
 const MAX_ERRORS = 50;
 
 const params = new URLSearchParams(location.search);
+const broadcastName = params.get("name");
 const namespace = params.get("namespace") || "live";
 const trackName = params.get("track") || "video";
 const relayUrl = new URL(params.get("relay") || `https://${location.host}/`);
@@ -200,6 +204,18 @@ async function watchTrack(connection) {
 }
 
 async function main() {
+  if (broadcastName) {
+    $("track").textContent = `broadcast ${broadcastName}`;
+    $("relay").textContent = location.origin;
+    setState("playing");
+    const reload = params.get("reload") !== "0";
+    const stats = startPlayer(watch, broadcastName, `${location.origin}/`, $("player"), reload);
+    setInterval(() => {
+      $("count").textContent = `${stats.decoded} frames decoded`;
+      if (stats.firstFrameMs !== null) $("latency").textContent = `first frame after ${Math.round(stats.firstFrameMs)} ms`;
+    }, 250);
+    return;
+  }
   $("track").textContent = `namespace ${namespace} \u00b7 track ${trackName}`;
   $("relay").textContent = relayUrl.href;
   if (!globalThis.WebTransport) {

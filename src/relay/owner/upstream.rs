@@ -46,6 +46,11 @@ impl Owner {
         if let Some(l) = info.largest {
             t.info.largest = Some(max_location(t.info.largest, l));
         }
+        // A start some groups back from the publisher's largest is a Location now that the
+        // largest is known: the groups from there come on the subscription itself.
+        if let (UpStart::GroupsBack(n), Some(l)) = (t.asked, info.largest) {
+            t.asked = UpStart::At(Location { group: l.group.saturating_add(1).saturating_sub(n), object: 0 });
+        }
         if was_lost {
             // Established again: the cores that kept their subscribers answer the ones that
             // arrived meanwhile.

@@ -1,4 +1,5 @@
-//! moq-pub: publishes generated objects on one track to a MoQT relay, any draft (16, 18, 20 or 22).
+//! moq-pub: publishes generated objects on one track to a MoQT relay, any draft (16, 18, 20 or 22),
+//! or, with `--fmp4`, the fragmented MP4 on standard input as a hang broadcast (`fmp4.rs`).
 //!
 //! Each object's payload begins with an 8-byte big-endian sequence number and an 8-byte
 //! big-endian send time in microseconds (`moq_edge::client::stamp`), padded to
@@ -20,6 +21,8 @@ use moq_edge::client::codes::publish_done;
 use moq_edge::client::stamp::{now_micros, stamped};
 use moq_edge::client::Publisher;
 use moq_edge::wire::model::Location;
+
+mod fmp4;
 
 #[derive(Debug, Parser)]
 #[command(name = "moq-pub", version, about = "Publish generated objects on a MoQT track")]
@@ -58,6 +61,12 @@ struct Args {
     /// ends.
     #[arg(long)]
     wait_stdin: bool,
+    /// Publish the fragmented MP4 on standard input (ffmpeg's `-f mp4 -movflags
+    /// cmaf+frag_keyframe+empty_moov+default_base_moof -`) as a hang broadcast named by
+    /// `--namespace`: a `catalog.json` track and one track per rendition (`--track` and the
+    /// object options do not apply).
+    #[arg(long, conflicts_with_all = ["publish", "datagrams", "wait_stdin"])]
+    fmp4: bool,
     /// Seconds allowed for connecting and for the relay's answers.
     #[arg(long, default_value_t = 10)]
     timeout_s: u64,
@@ -83,6 +92,18 @@ fn main() -> anyhow::Result<()> {
 
     let mut publisher = Publisher::connect(peer.clone(), version, Instant::now() + wait)
         .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
+    if args.fmp4 {
+        eprintln!(
+            "moq-pub: publishing broadcast {} from standard input to {peer} ({})",
+            args.at.namespace,
+            version.alpn()
+        );
+        fmp4::run(&mut publisher, namespace, wait, &stop)?;
+        // Let the last objects and PUBLISH_DONE reach the relay before closing.
+        publisher.pump(Instant::now() + Duration::from_secs(1))?;
+        publisher.close()?;
+        return Ok(());
+    }
     publisher.add_track(track.clone());
     if args.publish {
         publisher.publish(track.clone(), true, Instant::now() + wait).context("PUBLISH")?;

@@ -1,0 +1,174 @@
+//! `moq-pub --fmp4`: publishes fragmented MP4 read from standard input (what ffmpeg writes with
+//! `-f mp4 -movflags cmaf+frag_keyframe+empty_moov+default_base_moof -`) as a hang broadcast
+//! (`media`): the namespace is the broadcast, `catalog.json` carries the catalog, one track per
+//! rendition carries its frames, one group per GOP (one per audio frame), one object per frame.
+//!
+//! The catalog is a track whose latest object is all a viewer needs: every new subscription to
+//! it (a relay subscribing because a viewer came) is sent the current catalog as a new group,
+//! so a viewer that joins late gets it at once. Media tracks start a subscription at the next
+//! group, i.e. at a keyframe.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use moq_edge::client::codes::publish_done;
+use moq_edge::client::{ClientError, Publisher, RequestState};
+use moq_edge::media::{ImportConfig, Importer, Output, CATALOG_TRACK};
+use moq_edge::wire::model::{FullTrackName, RequestId, TrackNamespace};
+
+/// Standard input in chunks, read on its own thread; the channel closes at the end of input.
+/// Bounded: a publisher that cannot keep up stops reading (ffmpeg then blocks on its pipe).
+fn stdin_chunks() -> Receiver<Vec<u8>> {
+    let (tx, rx) = sync_channel(64);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The broadcast being published: its tracks, the open group of each, the current catalog.
+struct Broadcast {
+    namespace: TrackNamespace,
+    catalog: Option<Bytes>,
+    catalog_group: u64,
+    /// Media tracks added to the publisher, with the group open on each.
+    open: Vec<(FullTrackName, Option<u64>)>,
+    /// Subscriptions to the catalog track already sent the catalog.
+    served: HashSet<RequestId>,
+}
+
+impl Broadcast {
+    fn track(&self, name: &str) -> FullTrackName {
+        FullTrackName { namespace: self.namespace.clone(), name: Bytes::copy_from_slice(name.as_bytes()) }
+    }
+
+    /// Sends the current catalog as a new group of the catalog track.
+    fn send_catalog(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
+        let Some(json) = self.catalog.clone() else { return Ok(()) };
+        let track = self.track(CATALOG_TRACK);
+        p.begin_group(&track, self.catalog_group)?;
+        p.send_object(&track, json)?;
+        p.end_group(&track)?;
+        self.catalog_group += 1;
+        Ok(())
+    }
+
+    /// The catalog again for each subscription to it that has not had it.
+    fn serve_new_subscribers(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
+        let track = self.track(CATALOG_TRACK);
+        let fresh: Vec<RequestId> = p
+            .core()
+            .subscriptions()
+            .filter(|(rid, d)| {
+                d.track == track
+                    && d.state == RequestState::Accepted
+                    && d.forward
+                    && !self.served.contains(rid)
+            })
+            .map(|(rid, _)| rid)
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        self.served.extend(fresh);
+        self.send_catalog(p)
+    }
+
+    fn on_output(&mut self, p: &mut Publisher, out: Output) -> anyhow::Result<()> {
+        match out {
+            Output::Catalog(update) => {
+                for name in update.catalog.track_names() {
+                    let track = self.track(&name);
+                    if !self.open.iter().any(|(t, _)| *t == track) {
+                        p.add_track(track.clone());
+                        self.open.push((track, None));
+                    }
+                }
+                eprintln!("moq-pub: catalog {}", String::from_utf8_lossy(&update.json));
+                self.catalog = Some(update.json);
+                self.send_catalog(p)?;
+            }
+            Output::Frame(f) => {
+                let track = self.track(&f.track);
+                let Some(slot) = self.open.iter().position(|(t, _)| *t == track) else {
+                    bail!("frame for {} before the catalog named it", f.track);
+                };
+                if f.new_group || self.open[slot].1.is_none() {
+                    if self.open[slot].1.is_some() {
+                        p.end_group(&track)?;
+                    }
+                    p.begin_group(&track, f.group)?;
+                    self.open[slot].1 = Some(f.group);
+                }
+                p.send_object(&track, f.payload)?;
+            }
+            Output::Skipped(s) => eprintln!("moq-pub: track {} skipped: {}", s.track_id, s.reason),
+        }
+        Ok(())
+    }
+}
+
+/// Publishes standard input's fMP4 as the broadcast `namespace` until the input ends (or
+/// Ctrl-C), serving the relay meanwhile.
+pub fn run(
+    publisher: &mut Publisher,
+    namespace: TrackNamespace,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    publisher.add_track(FullTrackName {
+        namespace: namespace.clone(),
+        name: Bytes::from_static(CATALOG_TRACK.as_bytes()),
+    });
+    publisher.announce(namespace.clone(), Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
+    let mut b =
+        Broadcast { namespace, catalog: None, catalog_group: 0, open: Vec::new(), served: HashSet::new() };
+    let mut importer = Importer::new(ImportConfig::default());
+    let input = stdin_chunks();
+    let mut ended = false;
+    while !ended && !stop.load(Ordering::Relaxed) {
+        match input.try_recv() {
+            Ok(chunk) => importer.push(&chunk).context("reading fMP4")?,
+            Err(TryRecvError::Empty) => {
+                match publisher.pump_until(Instant::now() + Duration::from_millis(5), |_| false) {
+                    Ok(()) | Err(ClientError::Deadline) => {}
+                    Err(e) => return Err(e).context("serving the relay"),
+                }
+            }
+            Err(TryRecvError::Disconnected) => {
+                importer.end_stream().context("the end of the fMP4 input")?;
+                ended = true;
+            }
+        }
+        while let Some(out) = importer.poll().context("reading fMP4")? {
+            b.on_output(publisher, out)?;
+        }
+        b.serve_new_subscribers(publisher)?;
+    }
+    let stats = importer.stats();
+    for (track, group) in &b.open {
+        if group.is_some() {
+            publisher.end_group(track)?;
+        }
+        publisher.done(track, publish_done::TRACK_ENDED, "moq-pub finished")?;
+    }
+    publisher.done(&b.track(CATALOG_TRACK), publish_done::TRACK_ENDED, "moq-pub finished")?;
+    eprintln!("moq-pub: {} frames, {} catalogs published", stats.frames, stats.catalogs);
+    Ok(())
+}

@@ -1,0 +1,104 @@
+// Opens the watch page in player mode (?name=BROADCAST) in headless Chromium (Debian's
+// /usr/bin/chromium, driven by puppeteer-core) and reports what the player's own video decoder
+// output (window.watch.player, counted by web/src/player.js), one JSON object a line on
+// stdout:
+//
+//   {"event":"frames","at_ms":T,"pages":[{decoded, firstFrameMs, lastTimestampUs, errors}...]}
+//                             every second
+//   {"event":"done","pages":[...],"console":[...]}   when each page has played --seconds
+//
+// Page i opens --stagger-ms × i after the first (a viewer who joins later); each page's entry
+// in "done" is what its decoder had output --seconds after its first frame (with
+// "windowDecoded", the frames decoded in those seconds), or 2 × --seconds after the page
+// opened if no frame came.
+//
+//   node test/play.mjs --url URL [--pages P] [--seconds S] [--stagger-ms MS] [--screenshot PNG]
+//                      [--chromium PATH]
+//
+// tests/browser.rs runs it against a relay that moq-pub feeds from ffmpeg.
+
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import puppeteer from "puppeteer-core";
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: "string" },
+    pages: { type: "string", default: "1" },
+    seconds: { type: "string", default: "10" },
+    "stagger-ms": { type: "string", default: "0" },
+    screenshot: { type: "string" },
+    chromium: { type: "string", default: "/usr/bin/chromium" },
+  },
+});
+if (!args.url) {
+  console.error("play.mjs: --url is required");
+  process.exit(2);
+}
+const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
+const profile = await mkdtemp(join(tmpdir(), "moq-edge-play-"));
+const browser = await puppeteer.launch({
+  executablePath: args.chromium,
+  headless: true,
+  userDataDir: profile,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+  ],
+});
+const consoleLines = [];
+const pages = [];
+const start = Date.now();
+const windowMs = Number(args.seconds) * 1000;
+const stagger = Number(args["stagger-ms"]);
+const count = Number(args.pages);
+const final = new Array(count).fill(null);
+const opened = [];
+const read = (p) => p.evaluate(() => (window.watch?.player ? { ...window.watch.player, now: performance.now() } : null));
+try {
+  for (let i = 0; i < count; i++) {
+    const at = start + i * stagger;
+    while (Date.now() < at) {
+      await new Promise((r) => setTimeout(r, Math.min(1000, at - Date.now())));
+      emit({ event: "frames", at_ms: Date.now() - start, pages: await Promise.all(pages.map(read)) });
+    }
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1000, height: 800 });
+    page.on("console", (m) => {
+      consoleLines.push(`[${i}] ${m.type()}: ${m.text()}`);
+      if (consoleLines.length > 400) consoleLines.shift();
+    });
+    page.on("pageerror", (e) => consoleLines.push(`[${i}] pageerror: ${e.message}`));
+    opened.push(Date.now());
+    await page.goto(args.url, { waitUntil: "load" });
+    pages.push(page);
+  }
+  while (final.includes(null)) {
+    await new Promise((r) => setTimeout(r, 250));
+    const now = Date.now();
+    const all = await Promise.all(pages.map(read));
+    all.forEach((p, i) => {
+      if (final[i] !== null) return;
+      const first = p?.firstFrameMs ?? null;
+      if (first !== null && p.now - (p.startedMs + first) >= windowMs) {
+        // Frames decoded since the first, over the window (the count is sampled every 250 ms).
+        final[i] = { ...p, windowDecoded: p.decoded };
+      } else if (now - opened[i] >= 2 * windowMs) {
+        final[i] = { ...p, windowDecoded: p?.decoded ?? 0 };
+      }
+    });
+    if (now % 1000 < 250) emit({ event: "frames", at_ms: now - start, pages: all });
+  }
+  if (args.screenshot) await pages[0].screenshot({ path: args.screenshot });
+  emit({ event: "done", pages: final, console: consoleLines });
+} finally {
+  await browser.close();
+  await rm(profile, { recursive: true, force: true });
+}
