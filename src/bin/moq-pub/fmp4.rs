@@ -94,7 +94,7 @@ impl Broadcast {
         match out {
             Output::Catalog(update) => {
                 for name in update.catalog.track_names() {
-                    let track = self.track(&name);
+                    let track = self.track(name);
                     if !self.open.iter().any(|(t, _)| *t == track) {
                         p.add_track(track.clone());
                         self.open.push((track, None));
@@ -125,8 +125,23 @@ impl Broadcast {
 }
 
 /// Publishes standard input's fMP4 as the broadcast `namespace` until the input ends (or
+/// Ctrl-C), then ends its tracks and closes the session.
+pub fn publish(
+    mut publisher: Publisher,
+    namespace: TrackNamespace,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    run(&mut publisher, namespace, wait, stop)?;
+    // Let the last objects and PUBLISH_DONE reach the relay before closing.
+    publisher.pump(Instant::now() + Duration::from_secs(1))?;
+    publisher.close()?;
+    Ok(())
+}
+
+/// Publishes standard input's fMP4 as the broadcast `namespace` until the input ends (or
 /// Ctrl-C), serving the relay meanwhile.
-pub fn run(
+fn run(
     publisher: &mut Publisher,
     namespace: TrackNamespace,
     wait: Duration,

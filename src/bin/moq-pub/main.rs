@@ -93,16 +93,8 @@ fn main() -> anyhow::Result<()> {
     let mut publisher = Publisher::connect(peer.clone(), version, Instant::now() + wait)
         .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
     if args.fmp4 {
-        eprintln!(
-            "moq-pub: publishing broadcast {} from standard input to {peer} ({})",
-            args.at.namespace,
-            version.alpn()
-        );
-        fmp4::run(&mut publisher, namespace, wait, &stop)?;
-        // Let the last objects and PUBLISH_DONE reach the relay before closing.
-        publisher.pump(Instant::now() + Duration::from_secs(1))?;
-        publisher.close()?;
-        return Ok(());
+        eprintln!("moq-pub: publishing broadcast {} from standard input to {peer}", args.at.namespace);
+        return fmp4::publish(publisher, namespace, wait, &stop);
     }
     publisher.add_track(track.clone());
     if args.publish {
