@@ -293,9 +293,11 @@ impl<A: ShardApp> Shard<A> {
             (Some(app), _) => app.on_closed(&conn.quic),
             (None, Some(tag)) => {
                 let why = match conn.quic.peer_error().or(conn.quic.local_error()) {
-                    Some(e) => {
-                        format!("closed during the handshake: {:?}", String::from_utf8_lossy(&e.reason))
-                    }
+                    Some(e) => format!(
+                        "closed during the handshake ({}): {:?}",
+                        describe_close(e),
+                        String::from_utf8_lossy(&e.reason)
+                    ),
                     None if conn.quic.is_timed_out() => "the handshake timed out".to_string(),
                     None => "closed during the handshake".to_string(),
                 };
@@ -328,4 +330,28 @@ impl<A: ShardApp> Shard<A> {
             }
         }
     }
+}
+
+/// A connection close's code for people: a TLS alert by name (QUIC carries a TLS alert as
+/// transport error 0x100 + the alert, RFC 9001 §4.8; RFC 8446 §6), else the code.
+fn describe_close(e: &quiche::ConnectionError) -> String {
+    if e.is_app {
+        return format!("application error 0x{:x}", e.error_code);
+    }
+    let Some(alert) = e.error_code.checked_sub(0x100).filter(|a| *a < 0x100) else {
+        return format!("transport error 0x{:x}", e.error_code);
+    };
+    let name = match alert {
+        40 => "handshake_failure",
+        42 => "bad_certificate",
+        44 => "certificate_revoked",
+        45 => "certificate_expired",
+        46 => "certificate_unknown",
+        48 => "unknown_ca: the peer's certificate does not chain to a trusted CA",
+        80 => "internal_error",
+        116 => "certificate_required",
+        120 => "no_application_protocol: no ALPN in common",
+        _ => "see RFC 8446 §6",
+    };
+    format!("TLS alert {alert}, {name}")
 }
