@@ -5,35 +5,14 @@
 //! enough that the two forms cannot coincide (with one-byte fields, a draft-20 Length equals
 //! the field count, which equals the draft-22 filter type).
 
+mod support;
+
 use bytes::Bytes;
+use support::vi64::B;
 use wire::control::message_type as mt;
 use wire::dialect::{D20, D22};
 use wire::model::*;
-use wire::{DecodeError, ErrorCode, VarInt, Version, Vi64};
-
-/// Builds wire bytes by hand (vi64 integers).
-#[derive(Default, Clone)]
-struct B(Vec<u8>);
-
-impl B {
-    fn int(mut self, v: u64) -> Self {
-        Vi64::encode(v, &mut self.0).expect("vi64 encodes every u64");
-        self
-    }
-    fn raw(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    fn lp(self, b: &[u8]) -> Self {
-        self.int(b.len() as u64).raw(b)
-    }
-    fn frame(self, ty: u64) -> Vec<u8> {
-        let mut out = B::default().int(ty).0;
-        out.extend_from_slice(&(self.0.len() as u16).to_be_bytes());
-        out.extend_from_slice(&self.0);
-        out
-    }
-}
+use wire::{DecodeError, ErrorCode, Version};
 
 const CLIENT_CTL: DecodeContext = DecodeContext::control(Role::Client);
 const CLIENT_REQ: DecodeContext = DecodeContext::request(Role::Client, RequestId(4));
@@ -56,7 +35,7 @@ fn encode20(m: &Message) -> Vec<u8> {
 /// SUBSCRIBE for ("a") "b", Request ID 2, whose only parameter is LOCATION_FILTER with the
 /// value bytes `filter`.
 fn subscribe_with_filter(filter: &[u8]) -> Vec<u8> {
-    B::default().int(2).int(1).lp(b"a").lp(b"b").int(1).int(0x21).raw(filter).frame(mt::SUBSCRIBE)
+    B::new().int(2).int(1).lp(b"a").lp(b"b").int(1).int(0x21).raw(filter).frame(mt::SUBSCRIBE)
 }
 
 fn subscribe(f: LocationFilter) -> Message {
@@ -73,22 +52,22 @@ fn location_filter_is_length_and_counted_fields() {
     let start = Location::new(300, 7);
     let cases = [
         // None: no fields.
-        (LocationFilter::None, B::default().int(0)),
+        (LocationFilter::None, B::new().int(0)),
         // Relative start: StartGroupDelta.
-        (LocationFilter::RelativeStart { groups_back: 200 }, B::default().lp(&B::default().int(200).0)),
+        (LocationFilter::RelativeStart { groups_back: 200 }, B::new().lp(&B::new().int(200).0)),
         // Absolute start: StartGroup, StartObject.
-        (LocationFilter::AbsoluteStart { start }, B::default().lp(&B::default().int(300).int(7).0)),
+        (LocationFilter::AbsoluteStart { start }, B::new().lp(&B::new().int(300).int(7).0)),
         // Next object: two zeros.
-        (LocationFilter::NextObject, B::default().lp(&[0, 0])),
+        (LocationFilter::NextObject, B::new().lp(&[0, 0])),
         // To the end of a group: EndGroupDelta relative to StartGroup.
         (
             LocationFilter::AbsoluteStartGroupEnd { start, end_group: 500 },
-            B::default().lp(&B::default().int(300).int(7).int(200).0),
+            B::new().lp(&B::new().int(300).int(7).int(200).0),
         ),
         // To an object: EndObject.
         (
             LocationFilter::AbsoluteRange { start, end: Location::new(500, 900) },
-            B::default().lp(&B::default().int(300).int(7).int(200).int(900).0),
+            B::new().lp(&B::new().int(300).int(7).int(200).int(900).0),
         ),
     ];
     for (filter, value) in cases {
@@ -113,8 +92,8 @@ fn absolute_start_at_zero_is_written_unfiltered() {
 /// that fits (draft-22's Next Object, `05`, read as a Length of five).
 #[test]
 fn malformed_filters_are_violations() {
-    let five = B::default().lp(&B::default().int(1).int(2).int(3).int(4).int(5).0);
-    let crossing = B::default().int(1).raw(&B::default().int(300).0);
+    let five = B::new().lp(&B::new().int(1).int(2).int(3).int(4).int(5).0);
+    let crossing = B::new().int(1).raw(&B::new().int(300).0);
     for value in [five.0, crossing.0, vec![0x05]] {
         assert_violation(decode20(&subscribe_with_filter(&value), &CLIENT_CTL));
     }
@@ -137,8 +116,8 @@ fn draft_20_and_draft_22_filters_differ() {
 /// (§10.2 lists no bare Track Namespace encoding); draft-22 writes the namespace bare.
 #[test]
 fn namespace_prefix_has_a_length() {
-    let ns = B::default().int(2).lp(b"live").lp(b"cams");
-    let buf = B::default().int(6).int(1).int(0x34).lp(&ns.0).frame(mt::REQUEST_UPDATE);
+    let ns = B::new().int(2).lp(b"live").lp(b"cams");
+    let buf = B::new().int(6).int(1).int(0x34).lp(&ns.0).frame(mt::REQUEST_UPDATE);
     let expected = Message::RequestUpdate(RequestUpdate {
         request_id: RequestId(6),
         existing_request_id: RequestId(4),
@@ -159,8 +138,8 @@ fn namespace_prefix_has_a_length() {
 /// no Request ID; PUBLISH_STATE_NOTIFY exists; 0x1E (draft-18's PUBLISH_OK) is reserved.
 #[test]
 fn draft_20_shares_draft_22_messages() {
-    let range = B::default().lp(&B::default().int(300).int(0).int(2).int(9).0);
-    let fetch = B::default().int(8).int(1).lp(b"a").lp(b"b").int(1).int(0x21).raw(&range.0).frame(mt::FETCH);
+    let range = B::new().lp(&B::new().int(300).int(0).int(2).int(9).0);
+    let fetch = B::new().int(8).int(1).lp(b"a").lp(b"b").int(1).int(0x21).raw(&range.0).frame(mt::FETCH);
     let (m, _) = decode20(&fetch, &CLIENT_CTL).expect("decodes");
     let Message::Fetch(f) = m else { panic!("{m:?}") };
     assert!(matches!(f.kind, FetchKind::Standalone { .. }));
@@ -169,16 +148,16 @@ fn draft_20_shares_draft_22_messages() {
         Some(LocationFilter::AbsoluteRange { start: Location::new(300, 0), end: Location::new(302, 9) })
     );
     // End Of Track, End Location, no parameters, no Track Properties (they fill the rest).
-    let ok = B::default().raw(&[0]).int(302).int(9).int(0).frame(mt::FETCH_OK);
+    let ok = B::new().raw(&[0]).int(302).int(9).int(0).frame(mt::FETCH_OK);
     let (m, _) = decode20(&ok, &CLIENT_REQ).expect("decodes");
     let Message::FetchOk(ok) = m else { panic!("{m:?}") };
     assert_eq!(ok.end_location, FetchEnd::Object(Location::new(302, 9)));
     let goaway = GoAway { new_session_uri: Bytes::new(), timeout_ms: 5, request_id: Some(RequestId(2)) };
     let mut out = Vec::new();
     assert!(wire::control::encode_message(&D20, &Message::GoAway(goaway), &mut out).is_err());
-    let notify = B::default().int(0).frame(mt::PUBLISH_STATE_NOTIFY);
+    let notify = B::new().int(0).frame(mt::PUBLISH_STATE_NOTIFY);
     assert!(matches!(decode20(&notify, &CLIENT_REQ), Ok((Message::PublishStateNotify(_), _))));
-    let old_publish_ok = B::default().int(0).int(0).frame(mt::PUBLISH_OK);
+    let old_publish_ok = B::new().int(0).int(0).frame(mt::PUBLISH_OK);
     assert_violation(decode20(&old_publish_ok, &CLIENT_REQ));
 }
 

@@ -10,6 +10,7 @@ use proptest::option::of as opt;
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use support::strategies::*;
+use support::vi64::B;
 use wire::control::{message_type as mt, REDIRECT};
 use wire::dialect::{D20, D22};
 use wire::model::*;
@@ -56,47 +57,6 @@ mod spec {
 }
 
 // ---------------------------------------------------------------- byte builders
-
-/// Builds wire bytes by hand.
-#[derive(Default, Clone)]
-struct B(Vec<u8>);
-
-impl B {
-    fn new() -> Self {
-        B(Vec::new())
-    }
-    fn int(mut self, v: u64) -> Self {
-        Vi64::encode(v, &mut self.0).expect("vi64 encodes every u64");
-        self
-    }
-    fn u8(mut self, v: u8) -> Self {
-        self.0.push(v);
-        self
-    }
-    fn raw(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    /// A length-prefixed byte string.
-    fn lp(self, b: &[u8]) -> Self {
-        self.int(b.len() as u64).raw(b)
-    }
-    /// A Track Namespace of string fields.
-    fn ns(self, fields: &[&str]) -> Self {
-        let mut s = self.int(fields.len() as u64);
-        for f in fields {
-            s = s.lp(f.as_bytes());
-        }
-        s
-    }
-    /// A control message frame around `self` as the body.
-    fn frame(self, ty: u64) -> Vec<u8> {
-        let mut out = B::new().int(ty).0;
-        out.extend_from_slice(&(self.0.len() as u16).to_be_bytes());
-        out.extend_from_slice(&self.0);
-        out
-    }
-}
 
 // ---------------------------------------------------------------- helpers
 
