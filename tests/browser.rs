@@ -404,7 +404,7 @@ fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, 
         .args(["-c:v", "libx264", "-profile:v", "high", "-pix_fmt", "yuv420p", "-tune", "zerolatency"])
         .args(["-g", "30", "-keyint_min", "30", "-sc_threshold", "0"])
         .args(["-c:a", "aac", "-b:a", "32k"])
-        .args(["-f", "mp4", "-movflags", "cmaf+frag_keyframe+empty_moov+default_base_moof", "-"])
+        .args(["-f", "mp4", "-movflags", "cmaf+frag_every_frame+empty_moov+default_base_moof", "-"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

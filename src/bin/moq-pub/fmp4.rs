@@ -1,5 +1,5 @@
 //! `moq-pub --fmp4`: publishes fragmented MP4 read from standard input (what ffmpeg writes with
-//! `-f mp4 -movflags cmaf+frag_keyframe+empty_moov+default_base_moof -`) as a hang broadcast
+//! `-f mp4 -movflags cmaf+frag_every_frame+empty_moov+default_base_moof -`) as a hang broadcast
 //! (`media`): the namespace is the broadcast, `catalog.json` carries the catalog, one track per
 //! rendition carries its frames, one group per GOP (one per audio frame), one object per frame.
 //!

@@ -62,7 +62,7 @@ struct Args {
     #[arg(long)]
     wait_stdin: bool,
     /// Publish the fragmented MP4 on standard input (ffmpeg's `-f mp4 -movflags
-    /// cmaf+frag_keyframe+empty_moov+default_base_moof -`) as a hang broadcast named by
+    /// cmaf+frag_every_frame+empty_moov+default_base_moof -`) as a hang broadcast named by
     /// `--namespace`: a `catalog.json` track and one track per rendition (`--track` and the
     /// object options do not apply).
     #[arg(long, conflicts_with_all = ["publish", "datagrams", "wait_stdin"])]
