@@ -83,6 +83,8 @@ impl Broadcast {
             })
             .map(|(rid, _)| rid)
             .collect();
+        // Forget the ones that ended (a relay that reconnects subscribes again).
+        self.served.retain(|rid| p.core().subscription(*rid).is_some());
         if fresh.is_empty() {
             return Ok(());
         }
