@@ -30,27 +30,8 @@ ln -s "$(realpath "$B")/moq-edge" "$out/b/moq-edge"
 ln -s "$(realpath "$B")/moq-bench" "$out/b/moq-bench"
 for round in $(seq 1 "$ROUNDS"); do
     for side in a b; do
-        BIN="$out/$side" bench/run.sh "$@" --json "$out/$side-$round.json" >/dev/null 2>&1 ||
+        BIN="$out/$side" bench/run.sh "$@" --json "$out/${side^^}-$round.json" >/dev/null 2>&1 ||
             { echo "bench/ab.sh: build $side round $round failed" >&2; exit 1; }
     done
 done
-python3 - "$out" "$ROUNDS" <<'PY'
-import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-rows = {}
-for side in ("a", "b"):
-    for r in range(1, rounds + 1):
-        d = json.load(open(f"{out}/{side}-{r}.json"))
-        cpu = d.get("relay_cpu_s") or 0
-        gb = d["delivered_bytes"] / 1e9
-        lat = d["latency_us"]
-        rows.setdefault(side, []).append((cpu / gb if gb else float("nan"), lat["p50"], lat["p99"], d["lost"]))
-print(f"{'build':<6} {'run':>3} {'relay CPU s/GB':>15} {'p50 µs':>8} {'p99 µs':>8} {'lost':>6}")
-for side, rs in rows.items():
-    for i, (c, p50, p99, lost) in enumerate(rs, 1):
-        print(f"{side.upper():<6} {i:>3} {c:>15.2f} {str(p50):>8} {str(p99):>8} {str(lost):>6}")
-med = {s: statistics.median(r[0] for r in rs) for s, rs in rows.items()}
-p99 = {s: statistics.median(r[2] for r in rs) for s, rs in rows.items()}
-print(f"median relay CPU s/GB: A {med['a']:.2f}, B {med['b']:.2f}; ratio B/A {med['b'] / med['a']:.3f}")
-print(f"median p99 µs: A {p99['a']}, B {p99['b']}")
-PY
+python3 bench/side_by_side.py "$out" "$ROUNDS" A B

@@ -26,22 +26,4 @@ for round in $(seq 1 "$ROUNDS"); do
             { echo "bench/drafts.sh: draft-$draft round $round failed" >&2; exit 1; }
     done
 done
-python3 - "$out" "$ROUNDS" $DRAFTS <<'PY'
-import json, statistics, sys
-out, rounds, drafts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = {}
-for d in drafts:
-    for r in range(1, rounds + 1):
-        j = json.load(open(f"{out}/{d}-{r}.json"))
-        cpu = j.get("relay_cpu_s") or 0
-        gb = j["delivered_bytes"] / 1e9
-        lat = j["latency_us"]
-        rows.setdefault(d, []).append((cpu / gb if gb else float("nan"), lat["p50"], lat["p99"], j["lost"]))
-print(f"{'draft':<6} {'run':>3} {'relay CPU s/GB':>15} {'p50 µs':>8} {'p99 µs':>8} {'lost':>6}")
-for d, rs in rows.items():
-    for i, (c, p50, p99, lost) in enumerate(rs, 1):
-        print(f"{d:<6} {i:>3} {c:>15.2f} {str(p50):>8} {str(p99):>8} {str(lost):>6}")
-med = {d: statistics.median(r[0] for r in rs) for d, rs in rows.items()}
-base = med[drafts[0]]
-print("median relay CPU s/GB: " + ", ".join(f"draft-{d} {m:.2f} ({m / base:.3f})" for d, m in med.items()))
-PY
+python3 bench/side_by_side.py "$out" "$ROUNDS" $DRAFTS

@@ -24,22 +24,4 @@ for round in $(seq 1 "$ROUNDS"); do
             { echo "bench/transports.sh: $transport round $round failed" >&2; exit 1; }
     done
 done
-python3 - "$out" "$ROUNDS" <<'PY'
-import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-rows = {}
-for t in ("quic", "webtransport"):
-    for r in range(1, rounds + 1):
-        d = json.load(open(f"{out}/{t}-{r}.json"))
-        cpu = d.get("relay_cpu_s") or 0
-        gb = d["delivered_bytes"] / 1e9
-        lat = d["latency_us"]
-        rows.setdefault(t, []).append((cpu / gb if gb else float("nan"), lat["p50"], lat["p99"], d["lost"]))
-print(f"{'transport':<13} {'run':>3} {'relay CPU s/GB':>15} {'p50 µs':>8} {'p99 µs':>8} {'lost':>6}")
-for t, rs in rows.items():
-    for i, (c, p50, p99, lost) in enumerate(rs, 1):
-        print(f"{t:<13} {i:>3} {c:>15.2f} {str(p50):>8} {str(p99):>8} {str(lost):>6}")
-med = {t: statistics.median(r[0] for r in rs) for t, rs in rows.items()}
-print(f"median relay CPU s/GB: quic {med['quic']:.2f}, webtransport {med['webtransport']:.2f}; "
-      f"ratio webtransport/quic {med['webtransport'] / med['quic']:.3f}")
-PY
+python3 bench/side_by_side.py "$out" "$ROUNDS" quic webtransport
