@@ -199,6 +199,41 @@ fn streamed_group_arrives_in_order() {
     }
 }
 
+/// A subscription that begins while a group is in progress is given that group from its start
+/// (`join_group`) and then its later objects, each once and in order; a subscription that
+/// does not admit the group's start (Largest Object: after what was sent), or already has the
+/// group, is left alone.
+#[test]
+fn a_subscription_begun_mid_group_joins_it_from_its_start() {
+    for v in DRAFTS {
+        let mut pair = Pair::new(v, Split::Whole);
+        let video = track("video");
+        pair.pc.add_track(video.clone());
+        pair.announce(&namespace());
+        let objects = payloads(5);
+        pair.pc.begin_group(&mut pair.p, &video, 5).unwrap();
+        for payload in &objects[..2] {
+            pair.pc.send_object(&mut pair.p, &video, payload.clone()).unwrap();
+        }
+        let rid = pair.subscribe(&video, None);
+        let next = pair.subscribe(&video, Some(LocationFilter::NextObject));
+        assert!(pair.pc.join_group(&mut pair.p, rid, &objects[..2]).unwrap(), "{v:?}");
+        assert!(!pair.pc.join_group(&mut pair.p, rid, &objects[..2]).unwrap(), "{v:?}: once");
+        assert!(!pair.pc.join_group(&mut pair.p, next, &objects[..2]).unwrap(), "{v:?}: after the largest");
+        for payload in &objects[2..] {
+            pair.pc.send_object(&mut pair.p, &video, payload.clone()).unwrap();
+        }
+        pair.pc.end_group(&mut pair.p, &video).unwrap();
+        pair.pump();
+        assert_eq!(pair.sc.received(rid), &expected(5, &objects, false)[..], "{v:?}");
+        let later: Vec<u64> = pair.sc.received(next).iter().map(|r| r.object).collect();
+        assert!(
+            later.is_empty(),
+            "{v:?}: a Largest Object subscriber gets the next group, not this one: {later:?}"
+        );
+    }
+}
+
 /// A track the publisher does not have, in an announced namespace or not, is refused with
 /// DOES_NOT_EXIST (0x10 in every draft); the refusal leaves the session usable.
 #[test]

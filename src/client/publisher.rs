@@ -60,6 +60,9 @@ pub struct Delivery {
     /// The filter's bounds (inclusive); `None` = open.
     pub start: Option<Location>,
     pub end: Option<Location>,
+    /// The filter asks for objects already published: none, an absolute start, or a start some
+    /// groups back (not the Largest Object's or the next group's live start).
+    pub past: bool,
     /// Subgroup streams opened for this subscription (PUBLISH_DONE's Stream Count).
     pub streams_opened: u64,
     pub objects_sent: u64,
@@ -93,6 +96,14 @@ impl Delivery {
             // Live from the next object: nothing older is kept here.
             _ => (None, None),
         };
+        self.past = matches!(
+            filter,
+            None | Some(LocationFilter::None)
+                | Some(LocationFilter::AbsoluteStart { .. })
+                | Some(LocationFilter::AbsoluteStartGroupEnd { .. })
+                | Some(LocationFilter::AbsoluteRange { .. })
+                | Some(LocationFilter::RelativeStart { groups_back: 1.. })
+        );
         self.start = start;
         self.end = end;
     }
@@ -287,25 +298,54 @@ impl PublisherCore {
         t.open = Some((group, 0));
         t.subgroups = subgroups;
         let mut opened = 0;
+        let priority = self.priority;
         for d in self.subs.values_mut().filter(|d| &d.track == track && d.admits_group(group)) {
             for k in 0..subgroups {
-                let header = SubgroupHeader {
-                    track_alias: d.alias,
-                    group_id: group,
-                    subgroup_id: if k == 0 { SubgroupId::Zero } else { SubgroupId::Explicit(k) },
-                    publisher_priority: Some(self.priority),
-                    has_properties: false,
-                    // With one subgroup its end is the group's end.
-                    end_of_group: subgroups == 1,
-                    // draft-18 and draft-22: the stream starts with the subgroup's first object.
-                    first_object: s.marks_first_object(),
-                };
+                let header = subgroup_header(s, d.alias, group, k, subgroups, priority);
                 d.streams.push(s.open_subgroup(&header)?);
                 d.streams_opened += 1;
                 opened += 1;
             }
         }
         Ok(opened)
+    }
+
+    /// Gives subscription `request_id`, which began while a one-subgroup group of its track was
+    /// in progress, that group from its start: opens its stream and sends `earlier`, the
+    /// group's objects so far (Object IDs 0, 1, ...), so that later objects of the group follow
+    /// on it. A live video track's subscriber then starts at the GOP's keyframe rather than at
+    /// the next one. Returns false (and does nothing) when the subscription already has the
+    /// group, does not admit its start, or `earlier` is not the whole group so far.
+    pub fn join_group(
+        &mut self,
+        s: &mut Session,
+        request_id: RequestId,
+        earlier: &[Bytes],
+    ) -> Result<bool, SessionError> {
+        let Some(d) = self.subs.get_mut(&request_id) else { return Ok(false) };
+        let Some(t) = self.tracks.get(&d.track) else { return Ok(false) };
+        let Some((group, next)) = t.open else { return Ok(false) };
+        if t.subgroups != 1 || next != earlier.len() as u64 || !d.streams.is_empty() {
+            return Ok(false);
+        }
+        if earlier.is_empty() || !d.past || !d.admits(Location::new(group, 0)) {
+            return Ok(false);
+        }
+        let header = subgroup_header(s, d.alias, group, 0, 1, self.priority);
+        let stream = s.open_subgroup(&header)?;
+        d.streams.push(stream);
+        d.streams_opened += 1;
+        for (id, payload) in earlier.iter().enumerate() {
+            let object = SubgroupObject {
+                object_id: id as u64,
+                properties: Properties::new(),
+                payload_len: payload.len() as u64,
+                status: ObjectStatus::Normal,
+            };
+            s.send_object(stream, &object, payload.clone())?;
+            d.objects_sent += 1;
+        }
+        Ok(true)
     }
 
     /// Sends the next object of the group in progress on `track` (Object IDs 0, 1, 2, ...)
@@ -595,6 +635,7 @@ fn new_delivery(
         forward,
         start: None,
         end: None,
+        past: true,
         streams_opened: 0,
         objects_sent: 0,
         datagrams_sent: 0,
@@ -713,6 +754,13 @@ impl Driven<PublisherCore> {
         Ok(n)
     }
 
+    /// [`PublisherCore::join_group`], sent at once.
+    pub fn join_group(&mut self, request_id: RequestId, earlier: &[Bytes]) -> Result<bool, ClientError> {
+        let joined = self.core.join_group(self.client.session_mut(), request_id, earlier)?;
+        self.flush()?;
+        Ok(joined)
+    }
+
     /// [`PublisherCore::send_object`], sent at once.
     pub fn send_object(&mut self, track: &FullTrackName, payload: Bytes) -> Result<Location, ClientError> {
         let at = self.core.send_object(self.client.session_mut(), track, payload)?;
@@ -756,5 +804,28 @@ impl Driven<PublisherCore> {
         let n = self.core.done(self.client.session_mut(), track, status, reason)?;
         self.flush()?;
         Ok(n)
+    }
+}
+
+/// The SUBGROUP_HEADER of subgroup `k` of `subgroups` in `group`, for the subscription whose
+/// Track Alias is `alias`.
+fn subgroup_header(
+    s: &Session,
+    alias: TrackAlias,
+    group: u64,
+    k: u64,
+    subgroups: u64,
+    priority: u8,
+) -> SubgroupHeader {
+    SubgroupHeader {
+        track_alias: alias,
+        group_id: group,
+        subgroup_id: if k == 0 { SubgroupId::Zero } else { SubgroupId::Explicit(k) },
+        publisher_priority: Some(priority),
+        has_properties: false,
+        // With one subgroup its end is the group's end.
+        end_of_group: subgroups == 1,
+        // draft-18 and draft-22: the stream starts with the subgroup's first object.
+        first_object: s.marks_first_object(),
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! The catalog is a track whose latest object is all a viewer needs: every new subscription to
 //! it (a relay subscribing because a viewer came) is sent the current catalog as a new group,
-//! so a viewer that joins late gets it at once. Media tracks start a subscription at the next
-//! group, i.e. at a keyframe.
+//! so a viewer that joins late gets it at once. A new subscription to a media track is given
+//! the group in progress from its start (`Publisher::join_group`), so its first frame is the
+//! GOP's keyframe, not the next one's, where its filter admits it.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -20,6 +21,9 @@ use moq_edge::client::codes::publish_done;
 use moq_edge::client::{ClientError, Publisher, RequestState};
 use moq_edge::media::{ImportConfig, Importer, Output, CATALOG_TRACK};
 use moq_edge::wire::model::{FullTrackName, RequestId, TrackNamespace};
+
+/// The most bytes of a group in progress kept for subscriptions that begin during it.
+const GOP_KEEP: usize = 16 << 20;
 
 /// Standard input in chunks, read on its own thread; the channel closes at the end of input.
 /// Bounded: a publisher that cannot keep up stops reading (ffmpeg then blocks on its pipe).
@@ -49,6 +53,11 @@ struct Broadcast {
     catalog_group: u64,
     /// Media tracks added to the publisher, with the group open on each.
     open: Vec<(FullTrackName, Option<u64>)>,
+    /// Each media track's group in progress so far (its objects' payloads, and their bytes),
+    /// for subscriptions that begin during it; not kept past `GOP_KEEP` bytes.
+    gops: Vec<(Vec<Bytes>, usize)>,
+    /// Subscriptions to media tracks already looked at for their group in progress.
+    joined: HashSet<RequestId>,
     /// Subscriptions to the catalog track already sent the catalog.
     served: HashSet<RequestId>,
 }
@@ -92,6 +101,25 @@ impl Broadcast {
         self.send_catalog(p)
     }
 
+    /// Gives each new subscription to a media track the group in progress from its start.
+    fn join_new_subscribers(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
+        self.joined.retain(|rid| p.core().subscription(*rid).is_some());
+        let fresh: Vec<(RequestId, usize)> = p
+            .core()
+            .subscriptions()
+            .filter(|(rid, d)| d.state == RequestState::Accepted && d.forward && !self.joined.contains(rid))
+            .filter_map(|(rid, d)| self.open.iter().position(|(t, _)| *t == d.track).map(|slot| (rid, slot)))
+            .collect();
+        for (rid, slot) in fresh {
+            self.joined.insert(rid);
+            let (gop, bytes) = &self.gops[slot];
+            if *bytes <= GOP_KEEP {
+                p.join_group(rid, gop)?;
+            }
+        }
+        Ok(())
+    }
+
     fn on_output(&mut self, p: &mut Publisher, out: Output) -> anyhow::Result<()> {
         match out {
             Output::Catalog(update) => {
@@ -100,6 +128,7 @@ impl Broadcast {
                     if !self.open.iter().any(|(t, _)| *t == track) {
                         p.add_track(track.clone());
                         self.open.push((track, None));
+                        self.gops.push((Vec::new(), 0));
                     }
                 }
                 eprintln!("moq-pub: catalog {}", String::from_utf8_lossy(&update.json));
@@ -117,6 +146,12 @@ impl Broadcast {
                     }
                     p.begin_group(&track, f.group)?;
                     self.open[slot].1 = Some(f.group);
+                    self.gops[slot] = (Vec::new(), 0);
+                }
+                let gop = &mut self.gops[slot];
+                gop.1 = gop.1.saturating_add(f.payload.len());
+                if gop.1 <= GOP_KEEP {
+                    gop.0.push(f.payload.clone());
                 }
                 p.send_object(&track, f.payload)?;
             }
@@ -154,8 +189,15 @@ fn run(
         name: Bytes::from_static(CATALOG_TRACK.as_bytes()),
     });
     publisher.announce(namespace.clone(), Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
-    let mut b =
-        Broadcast { namespace, catalog: None, catalog_group: 0, open: Vec::new(), served: HashSet::new() };
+    let mut b = Broadcast {
+        namespace,
+        catalog: None,
+        catalog_group: 0,
+        open: Vec::new(),
+        gops: Vec::new(),
+        joined: HashSet::new(),
+        served: HashSet::new(),
+    };
     let mut importer = Importer::new(ImportConfig::default());
     let input = stdin_chunks();
     let mut ended = false;
@@ -177,6 +219,7 @@ fn run(
             b.on_output(publisher, out)?;
         }
         b.serve_new_subscribers(publisher)?;
+        b.join_new_subscribers(publisher)?;
     }
     let stats = importer.stats();
     for (track, group) in &b.open {
