@@ -8,7 +8,6 @@
 //! ("One model, a codec per draft") lists the differences with their sections.
 
 use crate::params::{self, Tables};
-use crate::Version;
 
 /// How a draft writes the value of parameter 0x21 (SUBSCRIPTION_FILTER in draft-18,
 /// LOCATION_FILTER from draft-19 on).
@@ -26,7 +25,6 @@ pub enum FilterForm {
 /// What one request-stream draft does differently on the control wire.
 #[derive(Debug)]
 pub struct Dialect {
-    pub version: Version,
     /// The value form of parameter 0x21.
     pub filter: FilterForm,
     /// TRACK_NAMESPACE_PREFIX (0x34) is a length-prefixed value: draft-18 and draft-20 list
@@ -66,7 +64,6 @@ pub struct Dialect {
 
 /// draft-ietf-moq-transport-18.
 pub const D18: Dialect = Dialect {
-    version: Version::Draft18,
     filter: FilterForm::Subscription,
     prefix_in_length: true,
     fetch_type: true,
@@ -89,7 +86,6 @@ pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, latest_group: t
 
 /// draft-ietf-moq-transport-22.
 pub const D22: Dialect = Dialect {
-    version: Version::Draft22,
     filter: FilterForm::Typed,
     prefix_in_length: false,
     fetch_type: false,
@@ -104,5 +100,4 @@ pub const D22: Dialect = Dialect {
 
 /// draft-ietf-moq-transport-20: draft-22's messages and tables; the Location Filter and the
 /// namespace prefix keep a Length.
-pub const D20: Dialect =
-    Dialect { version: Version::Draft20, filter: FilterForm::Counted, prefix_in_length: true, ..D22 };
+pub const D20: Dialect = Dialect { filter: FilterForm::Counted, prefix_in_length: true, ..D22 };

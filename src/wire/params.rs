@@ -450,7 +450,7 @@ fn read_value(r: &mut R<'_>, d: &Dialect, ty: u64, p: &mut Parameters) -> Result
         }
         pt::TRACK_NAMESPACE_PREFIX => p.track_namespace_prefix = Some(read_namespace(r, 0)?),
         pt::INCLUDE_PROPERTIES => {
-            p.include_properties = Some(read_bool(r, "INCLUDE_PROPERTIES other than 0 or 1")?)
+            p.include_properties = Some(read_small(r, d, 1, "INCLUDE_PROPERTIES other than 0 or 1")? == 1)
         }
         _ => {
             let kind = match ty {
@@ -478,14 +478,6 @@ pub(crate) fn length_prefixed<'a>(r: &mut R<'a>) -> Result<R<'a>, DecodeError> {
 fn read_small(r: &mut R<'_>, d: &Dialect, max: u8, what: &'static str) -> Result<u8, DecodeError> {
     let v = if d.kvp_values { r.int()? } else { u64::from(r.u8()?) };
     u8::try_from(v).ok().filter(|v| *v <= max).ok_or(DecodeError::violation(what))
-}
-
-fn read_bool(r: &mut R<'_>, what: &'static str) -> Result<bool, DecodeError> {
-    match r.u8()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(DecodeError::violation(what)),
-    }
 }
 
 /// The value of parameter 0x21 in the form `form` names.

@@ -127,10 +127,6 @@ pub struct ControlCodec {
 }
 
 impl ControlCodec {
-    pub fn version(self) -> Version {
-        self.version
-    }
-
     /// The codec for a peer whose SETUP named its implementation `implementation`: the
     /// draft's own, except where a widely used implementation is known to write the draft
     /// differently (ARCHITECTURE.md, "Peer quirks"). moq-lite-js (`@moq/net`) at draft-18

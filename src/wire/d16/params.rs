@@ -51,9 +51,6 @@ pub mod param_type {
     ];
 }
 
-/// Subscription Filter types (§5.1.2).
-pub use crate::typed_forms::filter_type;
-
 /// The draft-16 messages that carry a Parameters list; selects the parameters it may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ParamMessage {
