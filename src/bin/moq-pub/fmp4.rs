@@ -46,20 +46,24 @@ fn stdin_chunks() -> Receiver<Vec<u8>> {
     rx
 }
 
-/// The broadcast being published: its tracks, the open group of each, the current catalog.
+/// One rendition's track: its group in progress, and that group's objects so far (kept up to
+/// `GOP_KEEP` bytes) for subscriptions that begin during it.
+struct MediaTrack {
+    track: FullTrackName,
+    group: Option<u64>,
+    gop: Vec<Bytes>,
+    gop_bytes: usize,
+}
+
+/// The broadcast being published: the current catalog, the media tracks.
 struct Broadcast {
     namespace: TrackNamespace,
     catalog: Option<Bytes>,
     catalog_group: u64,
-    /// Media tracks added to the publisher, with the group open on each.
-    open: Vec<(FullTrackName, Option<u64>)>,
-    /// Each media track's group in progress so far (its objects' payloads, and their bytes),
-    /// for subscriptions that begin during it; not kept past `GOP_KEEP` bytes.
-    gops: Vec<(Vec<Bytes>, usize)>,
-    /// Subscriptions to media tracks already looked at for their group in progress.
-    joined: HashSet<RequestId>,
-    /// Subscriptions to the catalog track already sent the catalog.
-    served: HashSet<RequestId>,
+    media: Vec<MediaTrack>,
+    /// Subscriptions already served their start: the catalog, or a media track's group in
+    /// progress.
+    seen: HashSet<RequestId>,
 }
 
 impl Broadcast {
@@ -78,44 +82,32 @@ impl Broadcast {
         Ok(())
     }
 
-    /// The catalog again for each subscription to it that has not had it.
-    fn serve_new_subscribers(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
-        let track = self.track(CATALOG_TRACK);
-        let fresh: Vec<RequestId> = p
-            .core()
-            .subscriptions()
-            .filter(|(rid, d)| {
-                d.track == track
-                    && d.state == RequestState::Accepted
-                    && d.forward
-                    && !self.served.contains(rid)
-            })
-            .map(|(rid, _)| rid)
-            .collect();
+    /// Each new subscription gets its start: the catalog again, or a media track's group in
+    /// progress from its first object.
+    fn serve_new_subscriptions(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
         // Forget the ones that ended (a relay that reconnects subscribes again).
-        self.served.retain(|rid| p.core().subscription(*rid).is_some());
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        self.served.extend(fresh);
-        self.send_catalog(p)
-    }
-
-    /// Gives each new subscription to a media track the group in progress from its start.
-    fn join_new_subscribers(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
-        self.joined.retain(|rid| p.core().subscription(*rid).is_some());
-        let fresh: Vec<(RequestId, usize)> = p
+        self.seen.retain(|rid| p.core().subscription(*rid).is_some());
+        let fresh: Vec<(RequestId, FullTrackName)> = p
             .core()
             .subscriptions()
-            .filter(|(rid, d)| d.state == RequestState::Accepted && d.forward && !self.joined.contains(rid))
-            .filter_map(|(rid, d)| self.open.iter().position(|(t, _)| *t == d.track).map(|slot| (rid, slot)))
+            .filter(|(rid, d)| d.state == RequestState::Accepted && d.forward && !self.seen.contains(rid))
+            .map(|(rid, d)| (rid, d.track.clone()))
             .collect();
-        for (rid, slot) in fresh {
-            self.joined.insert(rid);
-            let (gop, bytes) = &self.gops[slot];
-            if *bytes <= GOP_KEEP {
-                p.join_group(rid, gop)?;
+        let catalog = self.track(CATALOG_TRACK);
+        let mut catalog_wanted = false;
+        for (rid, track) in fresh {
+            if track == catalog {
+                self.seen.insert(rid);
+                catalog_wanted = true;
+            } else if let Some(m) = self.media.iter().find(|m| m.track == track) {
+                self.seen.insert(rid);
+                if m.gop_bytes <= GOP_KEEP {
+                    p.join_group(rid, &m.gop)?;
+                }
             }
+        }
+        if catalog_wanted {
+            self.send_catalog(p)?;
         }
         Ok(())
     }
@@ -125,10 +117,9 @@ impl Broadcast {
             Output::Catalog(update) => {
                 for name in update.catalog.track_names() {
                     let track = self.track(name);
-                    if !self.open.iter().any(|(t, _)| *t == track) {
+                    if !self.media.iter().any(|m| m.track == track) {
                         p.add_track(track.clone());
-                        self.open.push((track, None));
-                        self.gops.push((Vec::new(), 0));
+                        self.media.push(MediaTrack { track, group: None, gop: Vec::new(), gop_bytes: 0 });
                     }
                 }
                 eprintln!("moq-pub: catalog {}", String::from_utf8_lossy(&update.json));
@@ -137,21 +128,21 @@ impl Broadcast {
             }
             Output::Frame(f) => {
                 let track = self.track(&f.track);
-                let Some(slot) = self.open.iter().position(|(t, _)| *t == track) else {
+                let Some(m) = self.media.iter_mut().find(|m| m.track == track) else {
                     bail!("frame for {} before the catalog named it", f.track);
                 };
-                if f.new_group || self.open[slot].1.is_none() {
-                    if self.open[slot].1.is_some() {
+                if f.new_group || m.group.is_none() {
+                    if m.group.is_some() {
                         p.end_group(&track)?;
                     }
                     p.begin_group(&track, f.group)?;
-                    self.open[slot].1 = Some(f.group);
-                    self.gops[slot] = (Vec::new(), 0);
+                    m.group = Some(f.group);
+                    m.gop.clear();
+                    m.gop_bytes = 0;
                 }
-                let gop = &mut self.gops[slot];
-                gop.1 = gop.1.saturating_add(f.payload.len());
-                if gop.1 <= GOP_KEEP {
-                    gop.0.push(f.payload.clone());
+                m.gop_bytes = m.gop_bytes.saturating_add(f.payload.len());
+                if m.gop_bytes <= GOP_KEEP {
+                    m.gop.push(f.payload.clone());
                 }
                 p.send_object(&track, f.payload)?;
             }
@@ -189,15 +180,8 @@ fn run(
         name: Bytes::from_static(CATALOG_TRACK.as_bytes()),
     });
     publisher.announce(namespace.clone(), Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
-    let mut b = Broadcast {
-        namespace,
-        catalog: None,
-        catalog_group: 0,
-        open: Vec::new(),
-        gops: Vec::new(),
-        joined: HashSet::new(),
-        served: HashSet::new(),
-    };
+    let mut b =
+        Broadcast { namespace, catalog: None, catalog_group: 0, media: Vec::new(), seen: HashSet::new() };
     let mut importer = Importer::new(ImportConfig::default());
     let input = stdin_chunks();
     let mut ended = false;
@@ -218,15 +202,14 @@ fn run(
         while let Some(out) = importer.poll().context("reading fMP4")? {
             b.on_output(publisher, out)?;
         }
-        b.serve_new_subscribers(publisher)?;
-        b.join_new_subscribers(publisher)?;
+        b.serve_new_subscriptions(publisher)?;
     }
     let stats = importer.stats();
-    for (track, group) in &b.open {
-        if group.is_some() {
-            publisher.end_group(track)?;
+    for m in &b.media {
+        if m.group.is_some() {
+            publisher.end_group(&m.track)?;
         }
-        publisher.done(track, publish_done::TRACK_ENDED, "moq-pub finished")?;
+        publisher.done(&m.track, publish_done::TRACK_ENDED, "moq-pub finished")?;
     }
     publisher.done(&b.track(CATALOG_TRACK), publish_done::TRACK_ENDED, "moq-pub finished")?;
     eprintln!("moq-pub: {} frames, {} catalogs published", stats.frames, stats.catalogs);
