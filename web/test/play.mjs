@@ -21,7 +21,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import puppeteer from "puppeteer-core";
+import { launchChromium } from "./chromium.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -39,19 +39,10 @@ if (!args.url) {
 }
 const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const profile = await mkdtemp(join(tmpdir(), "moq-edge-play-"));
-const browser = await puppeteer.launch({
+const browser = await launchChromium({
   executablePath: args.chromium,
-  headless: true,
   userDataDir: profile,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
-  ],
+  extra: ["--autoplay-policy=no-user-gesture-required"],
 });
 const consoleLines = [];
 const pages = [];

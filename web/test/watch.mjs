@@ -23,7 +23,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import puppeteer from "puppeteer-core";
+import { launchChromium } from "./chromium.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -47,20 +47,11 @@ const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
 const profile = await mkdtemp(join(tmpdir(), "moq-edge-watch-"));
 const chromiumLog = process.env.WATCH_CHROMIUM_LOG === "1";
-const browser = await puppeteer.launch({
+const browser = await launchChromium({
   executablePath: args.chromium,
-  headless: true,
   userDataDir: profile,
   dumpio: chromiumLog,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    ...(chromiumLog ? ["--enable-logging=stderr", "--v=1"] : []),
-  ],
+  extra: chromiumLog ? ["--enable-logging=stderr", "--v=1"] : [],
 });
 
 const consoleLines = [];

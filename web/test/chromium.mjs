@@ -1,0 +1,23 @@
+// Headless Chromium (Debian's, driven by puppeteer-core) as the page tests launch it: no
+// sandbox (root in CI), no GPU, and none of the background connections that this machine's
+// closed network refuses. `extra` adds flags.
+
+import puppeteer from "puppeteer-core";
+
+export function launchChromium({ executablePath, userDataDir, dumpio = false, extra = [] }) {
+  return puppeteer.launch({
+    executablePath,
+    headless: true,
+    userDataDir,
+    dumpio,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      ...extra,
+    ],
+  });
+}
