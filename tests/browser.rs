@@ -33,6 +33,14 @@ const PAGES: usize = 2;
 /// A guard against a hang (the test asserts no duration).
 const GUARD: Duration = Duration::from_secs(120);
 
+/// The two tests that run browsers, relays and publishers take turns: on a 2-core machine,
+/// running both at once starves the relays and pages of one of them (objects shed for lag).
+static ONE_BROWSER_TEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_BROWSER_TEST.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn wait_for(what: &str, f: impl FnMut() -> bool) {
     process::wait_for(what, GUARD, f)
 }
@@ -309,6 +317,7 @@ fn round(draft: &str, png: &Path) {
 #[test]
 fn pages_in_chromium_watch_a_track_published_in_either_draft() {
     require_browser_tools();
+    let _turn = one_at_a_time();
     let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
     round("16", &target.join("browser-watch.png"));
     round("22", &target.join("browser-watch-draft22.png"));
@@ -488,6 +497,7 @@ fn play_round(publish_to: u16, watch_on: u16, draft: &str, what: &str, png: &Pat
 #[test]
 fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
     require_browser_tools();
+    let _turn = one_at_a_time();
     assert!(
         Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success()),
         "ffmpeg is missing: run .ci/install-deps (it installs Debian's ffmpeg)"
