@@ -20,6 +20,7 @@ pub use relay::PublishForward;
 pub use runtime::RetryPolicy;
 use runtime::{RuntimeConfig, TlsSource, UpstreamTls};
 use wire::model::TrackNamespace;
+use wire::Version;
 
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
@@ -51,6 +52,11 @@ pub struct Cli {
     /// Congestion control: cubic, reno, bbr2 [default: cubic].
     #[arg(long, value_name = "NAME")]
     pub congestion_control: Option<String>,
+
+    /// MoQT drafts offered to clients, over raw QUIC (one ALPN each) and WebTransport
+    /// (WT-Protocol), e.g. `16,22` [default: every draft this build speaks: 22,20,18,16].
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub drafts: Vec<u32>,
 
     /// Stateless retry (address validation): never, always, or auto (only while a core has
     /// more than 1024 handshakes in progress) [default: auto].
@@ -266,6 +272,7 @@ struct FileConfig {
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     congestion_control: Option<String>,
+    drafts: Option<Vec<u32>>,
     retry: Option<String>,
     idle_timeout_ms: Option<u64>,
     setup_timeout_ms: Option<u64>,
@@ -335,6 +342,8 @@ pub struct Config {
     pub cores: usize,
     pub tls: Tls,
     pub congestion_control: String,
+    /// The MoQT drafts offered to clients, newest first.
+    pub drafts: Vec<Version>,
     pub retry: RetryPolicy,
     pub idle_timeout: Duration,
     /// MoQT SETUP must complete this long after a connection is accepted.
@@ -438,6 +447,23 @@ fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Ve
     Ok(out)
 }
 
+/// The drafts named (each once, at least one), newest first; `None`: every draft.
+fn parse_drafts(numbers: Option<&[u32]>) -> anyhow::Result<Vec<Version>> {
+    let Some(numbers) = numbers else { return Ok(Version::ALL.to_vec()) };
+    let mut drafts = Vec::new();
+    for n in numbers {
+        let v = client::cli::parse_draft(&n.to_string()).map_err(|e| anyhow!("config key `drafts`: {e}"))?;
+        if !drafts.contains(&v) {
+            drafts.push(v);
+        }
+    }
+    if drafts.is_empty() {
+        bail!("config key `drafts`: name at least one draft");
+    }
+    drafts.sort_by_key(|v| Version::ALL.iter().position(|a| a == v));
+    Ok(drafts)
+}
+
 fn parse_retry(s: &str) -> anyhow::Result<RetryPolicy> {
     match s {
         "never" => Ok(RetryPolicy::Never),
@@ -473,6 +499,7 @@ impl Config {
         };
         let Transport {
             congestion_control,
+            drafts,
             retry,
             idle_ms,
             setup_ms,
@@ -526,6 +553,7 @@ impl Config {
             cores,
             tls,
             congestion_control,
+            drafts,
             retry,
             idle_timeout: Duration::from_millis(idle_ms),
             setup_timeout: Duration::from_millis(setup_ms),
@@ -682,6 +710,7 @@ fn resolve_auth(cli: &Cli, file: &FileConfig) -> anyhow::Result<(bool, Vec<Strin
 /// QUIC and the cores: congestion control, retry, timeouts, limits, batching.
 struct Transport {
     congestion_control: String,
+    drafts: Vec<Version>,
     retry: RetryPolicy,
     idle_ms: u64,
     setup_ms: u64,
@@ -698,6 +727,8 @@ fn resolve_transport(cli: &Cli, file: &FileConfig) -> anyhow::Result<Transport> 
     if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
         bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
     }
+    let drafts =
+        parse_drafts(if cli.drafts.is_empty() { file.drafts.as_deref() } else { Some(&cli.drafts) })?;
     let retry = parse_retry(cli.retry.as_deref().or(file.retry.as_deref()).unwrap_or("auto"))?;
     let idle_ms = cli.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(30_000);
     if idle_ms == 0 {
@@ -727,6 +758,7 @@ fn resolve_transport(cli: &Cli, file: &FileConfig) -> anyhow::Result<Transport> 
     }
     Ok(Transport {
         congestion_control,
+        drafts,
         retry,
         idle_ms,
         setup_ms,

@@ -34,6 +34,7 @@ fn main() -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
     let mut factory = RelayFactory::new(config.relay(), SessionConfig::default(), &secret);
     factory.upstreams = config.upstreams.clone();
+    factory.drafts = config.drafts.clone();
     let directory = match &config.directory {
         Some(d) => {
             let (handle, ports) = moq_edge::host::redis_client::start(d.clone(), config.cores)?;
@@ -115,7 +116,7 @@ fn print_summary(config: &Config) {
         Tls::Files { cert, key } => format!("certificate {} / key {}", cert.display(), key.display()),
         Tls::SelfSigned => "self-signed ECDSA P-256 certificate, valid 14 days".to_string(),
     };
-    let alpns = moq_edge::moqt::draft_alpns();
+    let alpns = moq_edge::moqt::draft_alpns(&config.drafts);
     println!("moq-edge {}", env!("CARGO_PKG_VERSION"));
     println!("  listen     udp {}", config.listen);
     println!("  cores      {}", config.cores);

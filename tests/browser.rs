@@ -403,8 +403,12 @@ fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
 
 /// ffmpeg's test pattern (H.264 320x240 at 30 fps with a 1 s GOP, and AAC), as fragmented MP4
 /// in real time for `secs`, piped into `moq-pub --fmp4` publishing the hang broadcast `name` at
-/// `draft` on the relay at `port`. Returns both processes and moq-pub's stderr.
+/// `draft` on the relay at `port`. The frames' timestamps are the wall clock at which ffmpeg
+/// reads them (`-output_ts_offset` now, `frag_discont` so that each fragment's decode time
+/// says so), which lets the page measure each decoded frame's glass-to-decoder latency.
+/// Returns both processes and moq-pub's stderr.
 fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, mpsc::Receiver<String>) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
     let mut ffmpeg = Command::new("ffmpeg")
         .args(["-hide_banner", "-loglevel", "error", "-re"])
         .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"])
@@ -413,7 +417,14 @@ fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, 
         .args(["-c:v", "libx264", "-profile:v", "high", "-pix_fmt", "yuv420p", "-tune", "zerolatency"])
         .args(["-g", "30", "-keyint_min", "30", "-sc_threshold", "0"])
         .args(["-c:a", "aac", "-b:a", "32k"])
-        .args(["-f", "mp4", "-movflags", "cmaf+frag_every_frame+empty_moov+default_base_moof", "-"])
+        .args(["-output_ts_offset", &format!("{}.{:06}", now.as_secs(), now.subsec_micros())])
+        .args([
+            "-f",
+            "mp4",
+            "-movflags",
+            "cmaf+frag_every_frame+empty_moov+default_base_moof+frag_discont",
+            "-",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -454,16 +465,43 @@ fn play(url: &str, pages: usize, stagger_ms: u64, seconds: u64, png: &Path) -> V
 const WINDOW_S: u64 = 10;
 const MIN_DECODED: u64 = 30 * WINDOW_S * 9 / 10;
 
-/// One round of the player: a broadcast from ffmpeg through moq-pub at `draft` into `publish_to`,
-/// two viewers on `watch_on` (one from the start, one 5 s later), each of whose video decoder
-/// outputs at least 90 % of the frames of the 10 s from its first frame.
-fn play_round(publish_to: u16, watch_on: u16, draft: &str, what: &str, png: &Path) {
+/// A quantile (in ms) of the delay relay `r` added to objects, from its metrics endpoint.
+fn relay_delay_ms(r: &Relay, quantile: &str) -> Option<f64> {
+    let text = get(r.metrics?, "/metrics")?;
+    let prefix = format!("moq_edge_relay_delay_quantile_seconds{{quantile=\"{quantile}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|s| s * 1e3)
+}
+
+/// One round of the player.
+struct Round<'a> {
+    what: &'a str,
+    /// The relay moq-pub publishes to, and the relays the broadcast crosses to the viewers
+    /// (the last is the one they watch on).
+    path: &'a [&'a Relay],
+    /// moq-pub's draft, and the one the player must end up speaking.
+    draft: &'a str,
+    viewer_draft: &'a str,
+    png: PathBuf,
+}
+
+/// A broadcast from ffmpeg through moq-pub at `draft`, two viewers on the last relay of the
+/// path (one from the start, one 5 s later), each of whose video decoder outputs at least
+/// 90 % of the frames of the 10 s from its first frame. Prints each viewer's time to first
+/// frame and live-edge latency beside the relays' added delay, and one `player-figures` JSON
+/// line for bench/player.sh.
+fn play_round(round: Round) {
+    let Round { what, path, draft, viewer_draft, png } = round;
+    let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
     // An edge does not pass its parent's announcements down: the page subscribes at once.
-    let reload = if publish_to == watch_on { "" } else { "&reload=0" };
+    let reload = if path.len() == 1 { "" } else { "&reload=0" };
     let name = format!("demo-{draft}");
-    let (_ffmpeg, _publisher, log) = start_encoder(publish_to, draft, &name, 30);
+    let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30);
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
-    let done = play(&format!("http://127.0.0.1:{watch_on}/?name={name}{reload}"), 2, 5_000, WINDOW_S, png);
+    let done =
+        play(&format!("http://127.0.0.1:{}/?name={name}{reload}", last.port), 2, 5_000, WINDOW_S, &png);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let explain = || {
@@ -473,27 +511,49 @@ fn play_round(publish_to: u16, watch_on: u16, draft: &str, what: &str, png: &Pat
             drained(&log)
         )
     };
-    // The player picks the newest draft both offer: moqt-18 (ARCHITECTURE.md, "Peer quirks").
-    assert!(console.iter().any(|l| l.contains("negotiated ALPN: moqt-18")), "{}", explain());
+    let relay_p50: Vec<Option<f64>> = path.iter().map(|r| relay_delay_ms(r, "0.5")).collect();
+    let relay_p99: Vec<Option<f64>> = path.iter().map(|r| relay_delay_ms(r, "0.99")).collect();
+    let mut viewers = Vec::new();
     for (i, page) in done["pages"].as_array().expect("pages").iter().enumerate() {
         let decoded = page["windowDecoded"].as_u64().unwrap_or(0);
-        let first = page["firstFrameMs"].as_f64();
-        println!("{what}, draft-{draft} publisher, viewer {i}: {decoded} frames decoded in {WINDOW_S} s, first after {first:?} ms");
+        let first_ms = page["firstFrameMs"].as_f64();
+        let (age, age95) = (page["ageMedianMs"].as_f64(), page["ageP95Ms"].as_f64());
+        println!(
+            "{what}, draft-{draft} publisher, draft-{viewer_draft} viewer {i}: {decoded} frames decoded in {WINDOW_S} s, \
+             first after {first_ms:?} ms, glass to decoder median {age:?} ms (p95 {age95:?}); \
+             relay delay p50 {relay_p50:?} ms, p99 {relay_p99:?} ms"
+        );
         assert!(
             decoded >= MIN_DECODED,
             "viewer {i}: {decoded} frames decoded, want {MIN_DECODED}: {page}\n{}",
             explain()
         );
         assert_eq!(page["errors"], Value::Array(Vec::new()), "viewer {i}'s decoder: {}", explain());
+        // The player picks the newest draft both offer (ARCHITECTURE.md, "Peer quirks").
+        let protocols = page["protocols"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            protocols.last().and_then(Value::as_str),
+            Some(format!("moqt-{viewer_draft}").as_str()),
+            "viewer {i}'s WebTransport protocols {protocols:?}: {}",
+            explain()
+        );
+        assert!(age.is_some(), "viewer {i}: the page measured no frame's latency: {page}");
+        viewers.push(serde_json::json!({ "ttff_ms": first_ms, "age_median_ms": age, "age_p95_ms": age95 }));
     }
+    let figures = serde_json::json!({
+        "round": what, "publisher": draft, "viewer": viewer_draft, "viewers": viewers,
+        "relay_delay_p50_ms": relay_p50, "relay_delay_p99_ms": relay_p99,
+    });
+    println!("player-figures {figures}");
 }
 
-/// Live video on the screen: ffmpeg's test pattern, imported by moq-pub from fragmented MP4
-/// into a hang broadcast, played by moq-dev's `<moq-watch>` (the web page's player mode) in
-/// headless Chromium through the relay, with the publisher at draft-16, draft-18 and draft-22
-/// and through an edge relay whose parent the publisher feeds. The frames counted are those
-/// the player's own VideoDecoder outputs (web/src/player.js). The first round's screenshot is
-/// target/browser-play.png.
+/// Live video on the screen: ffmpeg's test pattern (H.264 and AAC), imported by moq-pub from
+/// fragmented MP4 into a hang broadcast, played by moq-dev's `<moq-watch>` (the web page's
+/// player mode) in headless Chromium through the relay: with the publisher at draft-16, -18
+/// and -22 and the viewer at draft-18 (the newest the player offers); with the publisher at
+/// draft-22 and the viewer at draft-16 (a relay offering 16 and 22 only); and through an edge
+/// relay whose parent the publisher feeds. The frames counted are those the player's own
+/// VideoDecoder outputs (web/src/player.js). Screenshots: target/browser-play-*.png.
 #[test]
 fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
     require_browser_tools();
@@ -503,18 +563,30 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         "ffmpeg is missing: run .ci/install-deps (it installs Debian's ffmpeg)"
     );
     let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
-    let relay = start_relay(&[]);
+    let metrics = ["--metrics", "127.0.0.1:0"];
     for draft in ["16", "18", "22"] {
-        play_round(
-            relay.port,
-            relay.port,
-            draft,
-            "one relay",
-            &target.join(format!("browser-play-{draft}.png")),
-        );
+        let relay = start_relay(&metrics);
+        let png = target.join(format!("browser-play-{draft}.png"));
+        play_round(Round { what: "one relay", path: &[&relay], draft, viewer_draft: "18", png });
     }
-    let origin = start_relay(&[]);
+    let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
+    let png = target.join("browser-play-viewer16.png");
+    play_round(Round {
+        what: "one relay of drafts 16 and 22",
+        path: &[&relay],
+        draft: "22",
+        viewer_draft: "16",
+        png,
+    });
+    let origin = start_relay(&metrics);
     let parent = format!("moqt://127.0.0.1:{}", origin.port);
-    let edge = start_relay(&["--upstream", &parent, "--upstream-insecure", "true"]);
-    play_round(origin.port, edge.port, "16", "edge and origin", &target.join("browser-play-tier.png"));
+    let edge = start_relay(&[&metrics[..], &["--upstream", &parent, "--upstream-insecure", "true"]].concat());
+    let png = target.join("browser-play-tier.png");
+    play_round(Round {
+        what: "edge and origin",
+        path: &[&origin, &edge],
+        draft: "16",
+        viewer_draft: "18",
+        png,
+    });
 }

@@ -73,11 +73,14 @@ impl RequestHandler for ServeGroup {
 
 /// A server whose every connection is a [`ServeGroup`].
 fn serve_group() -> impl AppFactory {
-    PerConnection::new(moq_edge::moqt::draft_alpns(), |alpn: &[u8]| -> Box<dyn ConnApp> {
-        let mut core = PublisherCore::new();
-        core.add_track(track("video"));
-        Box::new(MoqtApp::new(server_session(alpn), ServeGroup { core, served: HashSet::new() }))
-    })
+    PerConnection::new(
+        moq_edge::moqt::draft_alpns(&moq_edge::wire::Version::ALL),
+        |alpn: &[u8]| -> Box<dyn ConnApp> {
+            let mut core = PublisherCore::new();
+            core.add_track(track("video"));
+            Box::new(MoqtApp::new(server_session(alpn), ServeGroup { core, served: HashSet::new() }))
+        },
+    )
 }
 
 /// Twenty subscribers on one thread subscribe and each gets the group byte-exact; an unknown
@@ -154,11 +157,17 @@ impl RequestHandler for Ingest {
 
 /// A server whose every connection is an [`Ingest`] into `sink`.
 fn ingest(sink: Sink) -> impl AppFactory {
-    PerConnection::new(moq_edge::moqt::draft_alpns(), move |alpn: &[u8]| -> Box<dyn ConnApp> {
-        let mut core = SubscriberCore::new();
-        core.accept_publish(None);
-        Box::new(MoqtApp::new(server_session(alpn), Ingest { core, subscribed: false, sink: sink.clone() }))
-    })
+    PerConnection::new(
+        moq_edge::moqt::draft_alpns(&moq_edge::wire::Version::ALL),
+        move |alpn: &[u8]| -> Box<dyn ConnApp> {
+            let mut core = SubscriberCore::new();
+            core.accept_publish(None);
+            Box::new(MoqtApp::new(
+                server_session(alpn),
+                Ingest { core, subscribed: false, sink: sink.clone() },
+            ))
+        },
+    )
 }
 
 /// A client publisher announces (the server subscribes back) and publishes a second track;

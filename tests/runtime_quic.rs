@@ -37,9 +37,10 @@ fn config(cores: usize) -> RuntimeConfig {
 
 /// Echoes every stream on every connection, offering the MoQT server's ALPNs.
 fn start(rc: RuntimeConfig) -> anyhow::Result<ServerHandle> {
-    let echo = PerConnection::new(moq_edge::moqt::server_alpns(), |_: &[u8]| -> Box<dyn ConnApp> {
-        Box::new(EchoApp::default())
-    });
+    let echo = PerConnection::new(
+        moq_edge::moqt::server_alpns(&moq_edge::wire::Version::ALL),
+        |_: &[u8]| -> Box<dyn ConnApp> { Box::new(EchoApp::default()) },
+    );
     runtime::start(rc, Arc::new(echo))
 }
 

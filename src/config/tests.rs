@@ -159,6 +159,16 @@ fn cert_needs_key_and_cores_range() {
 }
 
 #[test]
+fn drafts_offered() {
+    let all = Config::resolve(&cli(&[]), 2).expect("defaults");
+    assert_eq!(all.drafts, Version::ALL.to_vec(), "every draft by default");
+    let two = Config::resolve(&cli(&["--drafts", "16,22,16"]), 2).expect("resolves");
+    assert_eq!(two.drafts, vec![Version::Draft22, Version::Draft16], "newest first, each once");
+    assert!(Config::resolve(&cli(&["--drafts", "17"]), 2).is_err(), "a draft not spoken");
+    assert!(parse_drafts(Some(&[])).is_err(), "none at all");
+}
+
+#[test]
 fn runtime_knobs() {
     let c =
         Config::resolve(&cli(&["--retry", "always", "--gso", "false", "--congestion-control", "reno"]), 2)

@@ -84,6 +84,8 @@ pub struct RelayFactory {
     pub session: SessionConfig,
     key: AliasKey,
     gauges: Arc<[RelayGauges]>,
+    /// The MoQT drafts offered to clients (upstream links offer every draft).
+    pub drafts: Vec<Version>,
     /// Parent relays; link `i` lives on core `i % cores`.
     pub upstreams: Vec<Upstream>,
     /// The namespace directory's end for each core (each core takes its own), and the token
@@ -131,6 +133,7 @@ impl RelayFactory {
             session,
             key: AliasKey::new(secret),
             gauges,
+            drafts: Version::ALL.to_vec(),
             upstreams: Vec::new(),
             directory: None,
             drain_to: Arc::default(),
@@ -147,12 +150,12 @@ impl AppFactory for RelayFactory {
     type Shard = RelayHost;
 
     fn alpns(&self) -> Vec<String> {
-        moqt::server_alpns()
+        moqt::server_alpns(&self.drafts)
     }
 
     /// Upstream links speak MoQT over raw QUIC, any draft.
     fn outbound_alpns(&self) -> Vec<String> {
-        moqt::draft_alpns()
+        moqt::draft_alpns(&Version::ALL)
     }
 
     fn shard_app(&self, shard: ShardId, cores: usize) -> RelayHost {
@@ -170,6 +173,7 @@ impl AppFactory for RelayFactory {
             backlog: self.relay.max_backlog,
             unsent: self.relay.max_unsent,
             session: self.session.clone(),
+            drafts: self.drafts.clone(),
             setup: self.relay.server_setup(),
             draining: false,
             buf: vec![0u8; 65_536],
@@ -202,6 +206,8 @@ struct Host {
     /// Subgroup bytes a connection's quiche may hold unsent (see `Pump::with_unsent_limit`).
     unsent: usize,
     session: SessionConfig,
+    /// The drafts a WebTransport client may choose.
+    drafts: Vec<Version>,
     /// The server is draining: each connection asks its WebTransport peer to drain too.
     draining: bool,
     /// Receive scratch buffer shared by the core's connections.
@@ -221,7 +227,6 @@ struct Host {
     /// This core's end of the namespace directory, and the token for the links it leads to.
     directory: Option<(DirectoryPort, Option<String>)>,
     drain_to: Arc<std::sync::Mutex<Option<String>>>,
-    /// Streams shed from over-long backlogs.
     /// When the latency samples are next merged into the shared histogram.
     latency_at: Instant,
     /// When the relay is next told the wall clock.
@@ -419,9 +424,12 @@ impl ShardApp for RelayHost {
             // `h3`, the only other ALPN offered: MoQT inside WebTransport.
             None => {
                 let host = self.0.clone();
-                Box::new(WebTransportAccept::new(webtransport::Limits::default(), move |version, wt| {
-                    RelayHost::serve(&host, conn, version, Some(wt))
-                }))
+                let drafts = self.0.borrow().drafts.clone();
+                Box::new(WebTransportAccept::new(
+                    &drafts,
+                    webtransport::Limits::default(),
+                    move |version, wt| RelayHost::serve(&host, conn, version, Some(wt)),
+                ))
             }
         }
     }

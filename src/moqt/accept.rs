@@ -13,16 +13,16 @@ use wire::Version;
 
 use super::{webtransport_handshake, WEBTRANSPORT_DEFAULT};
 
-/// Each draft's ALPN (raw QUIC), newest first: what an upstream link offers, and the
-/// WT-Protocols a WebTransport session may choose.
-pub fn draft_alpns() -> Vec<String> {
-    Version::ALL.iter().map(|v| v.alpn().to_string()).collect()
+/// The ALPN (raw QUIC) of each of `drafts`, in their order: what an upstream link offers,
+/// and the WT-Protocols a WebTransport session may choose.
+pub fn draft_alpns(drafts: &[Version]) -> Vec<String> {
+    drafts.iter().map(|v| v.alpn().to_string()).collect()
 }
 
-/// The ALPNs a MoQT server offers, in order: each draft's (raw QUIC), then `h3` (MoQT inside
-/// WebTransport, the draft chosen by WT-Protocol).
-pub fn server_alpns() -> Vec<String> {
-    let mut alpns = draft_alpns();
+/// The ALPNs a MoQT server of `drafts` offers, in order: each draft's (raw QUIC), then `h3`
+/// (MoQT inside WebTransport, the draft chosen by WT-Protocol).
+pub fn server_alpns(drafts: &[Version]) -> Vec<String> {
+    let mut alpns = draft_alpns(drafts);
     alpns.push(webtransport::ALPN.to_string());
     alpns
 }
@@ -45,10 +45,15 @@ pub struct WebTransportAccept<F> {
 }
 
 impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> WebTransportAccept<F> {
-    /// Accepts WebTransport sessions for every draft of [`Version::ALL`], [`WEBTRANSPORT_DEFAULT`]
-    /// when the client names none, within `limits`.
-    pub fn new(limits: webtransport::Limits, then: F) -> Self {
-        let wt = WebTransport::server(draft_alpns(), WEBTRANSPORT_DEFAULT.alpn().to_string(), limits);
+    /// Accepts WebTransport sessions for `drafts`: the first protocol of a client's
+    /// WT-Available-Protocols that is one of them, or, when it names none,
+    /// [`WEBTRANSPORT_DEFAULT`] if offered (else the first of `drafts`), within `limits`.
+    pub fn new(drafts: &[Version], limits: webtransport::Limits, then: F) -> Self {
+        let default = match drafts.first() {
+            Some(first) if !drafts.contains(&WEBTRANSPORT_DEFAULT) => first.alpn(),
+            _ => WEBTRANSPORT_DEFAULT.alpn(),
+        };
+        let wt = WebTransport::server(draft_alpns(drafts), default.to_string(), limits);
         WebTransportAccept {
             exchange: Some((WebTransportConn { wt, h3: VecDeque::new() }, then)),
             app: None,

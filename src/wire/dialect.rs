@@ -53,11 +53,6 @@ pub struct Dialect {
     /// [`D18_MOQ_LITE_JS`], which a session selects when the peer names itself so in SETUP
     /// (ARCHITECTURE.md, "Peer quirks").
     pub kvp_values: bool,
-    /// Its Largest Object filter (Subscription Filter type 0x2) asks for the latest group from
-    /// its first object, `LocationFilter::RelativeStart { groups_back: 1 }`, as a moq-lite
-    /// subscription does, rather than for the objects after the largest one (draft-18
-    /// §5.1.2). Only in [`D18_MOQ_LITE_JS`].
-    pub latest_group: bool,
     /// Which parameters each message may carry.
     pub params: &'static Tables,
 }
@@ -72,7 +67,6 @@ pub const D18: Dialect = Dialect {
     publish_state_notify: false,
     limit_options: false,
     kvp_values: false,
-    latest_group: false,
     params: &params::D18,
 };
 
@@ -80,9 +74,9 @@ pub const D18: Dialect = Dialect {
 /// it: parameter values by the Key-Value-Pair rule. Of the parameters draft-18 defines, that
 /// changes SUBSCRIBER_PRIORITY (a varint, not a uint8: 155 is `80 9b`), FORWARD and GROUP_ORDER
 /// (varints whose small values are the same bytes) and LARGEST_OBJECT (a length-prefixed
-/// Location). Its subscriptions, Largest Object filter included, start at the latest group
-/// (the player decodes from the group's keyframe, and reads a catalog track's latest object).
-pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, latest_group: true, ..D18 };
+/// Location). (Its Largest Object filter is a matter of meaning, not of encoding, at every
+/// draft it speaks: `ControlCodec::for_peer`.)
+pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, ..D18 };
 
 /// draft-ietf-moq-transport-22.
 pub const D22: Dialect = Dialect {
@@ -94,7 +88,6 @@ pub const D22: Dialect = Dialect {
     publish_state_notify: true,
     limit_options: true,
     kvp_values: false,
-    latest_group: false,
     params: &params::D22,
 };
 

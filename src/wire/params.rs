@@ -419,15 +419,7 @@ fn read_value(r: &mut R<'_>, d: &Dialect, ty: u64, p: &mut Parameters) -> Result
         pt::SUBSCRIBER_PRIORITY => {
             p.subscriber_priority = Some(read_small(r, d, 255, "SUBSCRIBER_PRIORITY above 255")?)
         }
-        pt::LOCATION_FILTER => {
-            let f = read_filter_param(r, d.filter)?;
-            p.location_filter = Some(match f {
-                LocationFilter::NextObject if d.latest_group => {
-                    LocationFilter::RelativeStart { groups_back: 1 }
-                }
-                f => f,
-            });
-        }
+        pt::LOCATION_FILTER => p.location_filter = Some(read_filter_param(r, d.filter)?),
         pt::GROUP_ORDER => {
             let order = GroupOrder::from_code(u64::from(read_small(r, d, 255, "GROUP_ORDER above 255")?));
             p.group_order = Some(order.ok_or(DecodeError::violation("GROUP_ORDER other than 1 or 2"))?);
@@ -605,13 +597,7 @@ pub fn write_params(
         return Err(EncodeError::Unsupported(param_name(ty)));
     }
     // The filter first: a failure must leave `w` untouched.
-    let filter = match p.location_filter {
-        Some(LocationFilter::RelativeStart { groups_back: 1 }) if d.latest_group => {
-            Some(encode_filter(d.filter, &LocationFilter::NextObject)?)
-        }
-        Some(f) => Some(encode_filter(d.filter, &f)?),
-        None => None,
-    };
+    let filter = p.location_filter.map(|f| encode_filter(d.filter, &f)).transpose()?;
     w.int(count(p) as u64)?;
     let mut pw = ParamWriter { w, prev: 0 };
     if let Some(v) = p.object_delivery_timeout {

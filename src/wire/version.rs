@@ -5,7 +5,8 @@
 use super::dialect::{Dialect, D18, D18_MOQ_LITE_JS, D20, D22};
 use super::error::{DecodeError, EncodeError};
 use super::model::{
-    Datagram, DatagramHeader, DecodeContext, Message, RequestId, SubgroupHeader, UniStreamHeader,
+    Datagram, DatagramHeader, DecodeContext, LocationFilter, Message, RequestId, SubgroupHeader,
+    UniStreamHeader,
 };
 use super::{control, d16, d18, d22};
 
@@ -70,7 +71,7 @@ impl Version {
 
     /// This draft's control codec, as the draft writes it.
     pub const fn control_codec(self) -> ControlCodec {
-        ControlCodec { version: self, dialect: self.dialect() }
+        ControlCodec { version: self, dialect: self.dialect(), latest_group: false }
     }
 
     pub fn decode_uni_stream_header(self, buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
@@ -124,30 +125,42 @@ impl Version {
 pub struct ControlCodec {
     version: Version,
     dialect: Option<&'static Dialect>,
+    /// The peer's Largest Object filter (Subscription Filter type 0x2) asks for the latest
+    /// group from its first object, `LocationFilter::RelativeStart { groups_back: 1 }`, as a
+    /// moq-lite subscription does, rather than for the objects after the largest one
+    /// (draft-16 §5.1.2, draft-18 §5.1.2); and this codec writes that filter to it so.
+    latest_group: bool,
 }
 
 impl ControlCodec {
     /// The codec for a peer whose SETUP named its implementation `implementation`: the
     /// draft's own, except where a widely used implementation is known to write the draft
-    /// differently (ARCHITECTURE.md, "Peer quirks"). moq-lite-js (`@moq/net`) at draft-18
-    /// writes Message Parameter values by the Key-Value-Pair rule; its later versions offer
-    /// draft-20, which this relay prefers, so one that settles on draft-18 here is one that
-    /// has the quirk.
+    /// differently (ARCHITECTURE.md, "Peer quirks"). moq-lite-js (`@moq/net` 0.2) means its
+    /// Largest Object filter as the latest group, at draft-16 and draft-18; at draft-18 it
+    /// also writes Message Parameter values by the Key-Value-Pair rule. Its later versions
+    /// offer draft-20, which this relay prefers, so one that settles on draft-18 or draft-16
+    /// here is one that has the quirks.
     pub fn for_peer(self, implementation: Option<&[u8]>) -> ControlCodec {
         match (self.version, implementation) {
             (Version::Draft18, Some(b"moq-lite-js")) => {
-                ControlCodec { dialect: Some(&D18_MOQ_LITE_JS), ..self }
+                ControlCodec { dialect: Some(&D18_MOQ_LITE_JS), latest_group: true, ..self }
             }
+            (Version::Draft16, Some(b"moq-lite-js")) => ControlCodec { latest_group: true, ..self },
             _ => self,
         }
     }
 
     /// Whether this is a peer's dialect rather than the draft as written.
     pub fn is_quirk(self) -> bool {
-        self.dialect.is_some_and(|d| d.kvp_values)
+        self.latest_group || self.dialect.is_some_and(|d| d.kvp_values)
     }
 
     pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        if self.latest_group && filter(msg) == Some(LATEST_GROUP) {
+            let mut theirs = msg.clone();
+            set_filter(&mut theirs, LocationFilter::NextObject);
+            return ControlCodec { latest_group: false, ..self }.encode_message(&theirs, out);
+        }
         match self.dialect {
             None => d16::control::encode_message(msg, out),
             Some(d) => control::encode_message(d, msg, out),
@@ -155,10 +168,37 @@ impl ControlCodec {
     }
 
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
-        match self.dialect {
-            None => d16::control::decode_message(buf, ctx),
-            Some(d) => control::decode_message(d, buf, ctx),
+        let (mut msg, used) = match self.dialect {
+            None => d16::control::decode_message(buf, ctx)?,
+            Some(d) => control::decode_message(d, buf, ctx)?,
+        };
+        if self.latest_group && filter(&msg) == Some(LocationFilter::NextObject) {
+            set_filter(&mut msg, LATEST_GROUP);
         }
+        Ok((msg, used))
+    }
+}
+
+/// The latest group from its first object: what moq-lite-js means by Largest Object.
+const LATEST_GROUP: LocationFilter = LocationFilter::RelativeStart { groups_back: 1 };
+
+/// The subscription filter of a message that carries one (SUBSCRIBE, PUBLISH_OK,
+/// REQUEST_UPDATE).
+fn filter(msg: &Message) -> Option<LocationFilter> {
+    match msg {
+        Message::Subscribe(m) => m.params.location_filter,
+        Message::PublishOk(m) => m.params.location_filter,
+        Message::RequestUpdate(m) => m.params.location_filter,
+        _ => None,
+    }
+}
+
+fn set_filter(msg: &mut Message, f: LocationFilter) {
+    match msg {
+        Message::Subscribe(m) => m.params.location_filter = Some(f),
+        Message::PublishOk(m) => m.params.location_filter = Some(f),
+        Message::RequestUpdate(m) => m.params.location_filter = Some(f),
+        _ => {}
     }
 }
 

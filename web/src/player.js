@@ -2,9 +2,19 @@
 // pinned in package.json) plays a hang broadcast (catalog.json and one track per rendition)
 // through this relay. The page counts what the player's own decoder outputs, by wrapping
 // WebCodecs' VideoDecoder before the player creates one, so the numbers are the decoder's,
-// not the relay's or ours (tests/browser.rs reads window.watch.player).
+// not the relay's or ours (tests/browser.rs reads window.watch.player). Where the encoder
+// stamps frames with the wall clock (ffmpeg's -output_ts_offset, as the test and README's demo
+// do), each decoded frame's age is its glass-to-glass latency up to the decoder's output.
 
 import "@moq/watch/element";
+
+// Decoded-frame ages kept (the newest), for the latency figures.
+const AGES_KEPT = 4096;
+// A frame's timestamp within this of the wall clock is taken to be a wall-clock stamp.
+const WALL_CLOCK_WINDOW_US = 60e6;
+
+// Microseconds since the Unix epoch, to the page's timer resolution.
+const wallClockUs = () => (performance.timeOrigin + performance.now()) * 1000;
 
 // Wraps VideoDecoder: every frame it outputs is counted (and closed by the player as usual).
 function countDecodedFrames(stats) {
@@ -21,6 +31,11 @@ function countDecodedFrames(stats) {
           if (stats.firstFrameMs === null) stats.firstFrameMs = now - stats.startedMs;
           stats.lastFrameMs = now;
           stats.lastTimestampUs = frame.timestamp;
+          const age = wallClockUs() - frame.timestamp;
+          if (Math.abs(age) < WALL_CLOCK_WINDOW_US) {
+            stats.agesMs.push(age / 1000);
+            if (stats.agesMs.length > AGES_KEPT) stats.agesMs.shift();
+          }
           output(frame);
         },
         error: (e) => {
@@ -35,6 +50,27 @@ function countDecodedFrames(stats) {
   globalThis.VideoDecoder = Counted;
 }
 
+// Wraps WebTransport: the protocol (the MoQT draft) of each session the player opens.
+function recordProtocol(stats) {
+  const Original = globalThis.WebTransport;
+  if (!Original || Original.__recorded) return;
+  class Recorded extends Original {
+    constructor(url, options) {
+      super(url, options);
+      this.ready.then(() => stats.protocols.push(this.protocol || "(none)")).catch(() => {});
+    }
+  }
+  Recorded.__recorded = true;
+  globalThis.WebTransport = Recorded;
+}
+
+// The median of `values` (null if empty).
+export function median(values) {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
 // Starts the player for broadcast `name` on `relay` (the page's origin, where the relay
 // serves /certificate.sha256 for the player to pin its self-signed certificate). `reload`
 // false: subscribe at once rather than wait for the broadcast's announcement, which an edge
@@ -47,11 +83,16 @@ export function startPlayer(watch, name, relay, container, reload = true) {
     firstFrameMs: null,
     lastFrameMs: null,
     lastTimestampUs: null,
+    // Wall clock minus timestamp of each decoded frame, ms, where the timestamps are wall-clock.
+    agesMs: [],
+    // The WebTransport protocol of each session the player opened (the newest last).
+    protocols: [],
     startedMs: performance.now(),
     errors: [],
   };
   watch.player = stats;
   countDecodedFrames(stats);
+  recordProtocol(stats);
   const el = document.createElement("moq-watch");
   el.setAttribute("url", relay);
   el.setAttribute("name", name);

@@ -14,7 +14,7 @@
 // counted but have no stamp.
 
 import * as Moq from "@moq/lite";
-import { startPlayer } from "./player.js";
+import { median, startPlayer } from "./player.js";
 import "./watch.css";
 
 const STAMP_LEN = 16;
@@ -212,7 +212,13 @@ async function main() {
     const stats = startPlayer(watch, broadcastName, `${location.origin}/`, $("player"), reload);
     setInterval(() => {
       $("count").textContent = `${stats.decoded} frames decoded`;
-      if (stats.firstFrameMs !== null) $("latency").textContent = `first frame after ${Math.round(stats.firstFrameMs)} ms`;
+      const parts = [];
+      if (stats.firstFrameMs !== null) parts.push(`first frame after ${Math.round(stats.firstFrameMs)} ms`);
+      const age = median(stats.agesMs.slice(-90));
+      if (age !== null) parts.push(`glass to decoder ${Math.round(age)} ms`);
+      const protocol = stats.protocols.at(-1);
+      if (protocol) parts.push(`WebTransport ${protocol}`);
+      $("latency").textContent = parts.join(" \u00b7 ");
     }, 250);
     return;
   }

@@ -3,14 +3,16 @@
 // output (window.watch.player, counted by web/src/player.js), one JSON object a line on
 // stdout:
 //
-//   {"event":"frames","at_ms":T,"pages":[{decoded, firstFrameMs, lastTimestampUs, errors}...]}
-//                             every second
+//   {"event":"frames","at_ms":T,"pages":[{decoded, firstFrameMs, lastTimestampUs, protocols,
+//                             ageMedianMs, ageP95Ms, errors}...]}   every second
 //   {"event":"done","pages":[...],"console":[...]}   when each page has played --seconds
 //
 // Page i opens --stagger-ms × i after the first (a viewer who joins later); each page's entry
 // in "done" is what its decoder had output --seconds after its first frame (with
 // "windowDecoded", the frames decoded in those seconds), or 2 × --seconds after the page
-// opened if no frame came.
+// opened if no frame came. ageMedianMs and ageP95Ms summarise the ages (wall clock minus
+// timestamp, where the encoder stamps frames with the wall clock) of the last STEADY_FRAMES
+// frames decoded: the live edge at the end of the window, past a late viewer's catch-up.
 //
 //   node test/play.mjs --url URL [--pages P] [--seconds S] [--stagger-ms MS] [--screenshot PNG]
 //                      [--chromium PATH]
@@ -52,7 +54,16 @@ const stagger = Number(args["stagger-ms"]);
 const count = Number(args.pages);
 const final = new Array(count).fill(null);
 const opened = [];
-const read = (p) => p.evaluate(() => (window.watch?.player ? { ...window.watch.player, now: performance.now() } : null));
+const STEADY_FRAMES = 150;
+const read = (p) =>
+  p.evaluate((steady) => {
+    const player = window.watch?.player;
+    if (!player) return null;
+    const ages = player.agesMs.slice(-steady).sort((a, b) => a - b);
+    const at = (q) => (ages.length ? ages[Math.min(ages.length - 1, Math.floor(q * ages.length))] : null);
+    const { agesMs, ...rest } = player;
+    return { ...rest, ageCount: agesMs.length, ageMedianMs: at(0.5), ageP95Ms: at(0.95), now: performance.now() };
+  }, STEADY_FRAMES);
 try {
   for (let i = 0; i < count; i++) {
     const at = start + i * stagger;

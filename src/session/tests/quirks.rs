@@ -1,7 +1,8 @@
 //! Peer dialects (ARCHITECTURE.md, "Peer quirks"): a draft-18 peer whose SETUP names it
 //! moq-lite-js (`@moq/net` 0.2, under the `<moq-watch>` player) writes Message Parameter values
-//! by the Key-Value-Pair rule; the session reads and writes them so for that peer only, and
-//! keeps the draft's own encoding for everyone else.
+//! by the Key-Value-Pair rule, and at draft-18 and draft-16 means its Largest Object filter as
+//! the latest group; the session reads and writes them so for that peer only, and keeps the
+//! draft as written for everyone else.
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
@@ -100,4 +101,38 @@ fn other_peers_keep_the_draft_as_written() {
         events(&mut s).iter().any(|e| matches!(e, Event::Closed { code: 0x3, .. })),
         "PROTOCOL_VIOLATION"
     );
+}
+
+/// At draft-16 the same library means its Largest Object filter as the latest group too: the
+/// session of a peer that names itself moq-lite-js reads it so, any other peer's as written.
+#[test]
+fn moq_lite_js_largest_object_is_the_latest_group_at_draft_16() {
+    const CONTROL_16: StreamId = StreamId(0);
+    for (implementation, want) in [
+        (&b"moq-lite-js"[..], LocationFilter::RelativeStart { groups_back: 1 }),
+        (&b"another-client"[..], LocationFilter::NextObject),
+    ] {
+        let mut s =
+            Session::new(Version::Draft16, Role::Server, SessionConfig::default(), SetupOptions::default());
+        let options = SetupOptions {
+            implementation: Some(Bytes::copy_from_slice(implementation)),
+            max_request_id: Some(10),
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        Version::Draft16.encode_message(&Message::ClientSetup(Setup { options }), &mut bytes).unwrap();
+        let track =
+            FullTrackName { namespace: TrackNamespace::from_strs(&["demo"]), name: Bytes::from_static(b"v") };
+        let params =
+            Parameters { location_filter: Some(LocationFilter::NextObject), ..Parameters::default() };
+        let sub = Subscribe { request_id: RequestId(0), track, params };
+        Version::Draft16.encode_message(&Message::Subscribe(sub.clone()), &mut bytes).unwrap();
+        s.on_stream_data(CONTROL_16, &bytes, false);
+        let got = events(&mut s).into_iter().find_map(|e| match e {
+            Event::Message(Message::Subscribe(m)) => Some(m),
+            _ => None,
+        });
+        assert_eq!(got.map(|m| m.params.location_filter), Some(Some(want)), "{implementation:?}");
+        assert!(!s.is_closed());
+    }
 }

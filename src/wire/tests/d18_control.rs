@@ -1308,7 +1308,8 @@ fn moq_lite_js_dialect() {
     assert!(lite.windows(3).any(|w| w == [0x10, 0x80, 0x9b]), "{lite:02x?}");
     assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((sub, lite.len())));
 
-    // Its Largest Object filter (type 2) is the latest group from its first object.
+    // Its Largest Object filter (type 2) is the latest group from its first object, at
+    // draft-18 and at draft-16 (where the parameter is length-prefixed too).
     let latest = Parameters {
         location_filter: Some(LocationFilter::RelativeStart { groups_back: 1 }),
         ..Parameters::default()
@@ -1316,10 +1317,20 @@ fn moq_lite_js_dialect() {
     let track =
         FullTrackName { namespace: TrackNamespace::from_strs(&["demo"]), name: Bytes::from_static(b"v") };
     let sub = Message::Subscribe(Subscribe { request_id: RequestId(4), track, params: latest });
-    let mut lite = Vec::new();
-    wire::control::encode_message(&D, &sub, &mut lite).expect("encodes");
-    assert!(lite.ends_with(&[0x21, 0x01, 0x02]), "{lite:02x?}");
-    assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((sub, lite.len())));
+    for version in [wire::Version::Draft18, wire::Version::Draft16] {
+        let codec = version.control_codec().for_peer(Some(b"moq-lite-js"));
+        assert!(codec.is_quirk());
+        let mut lite = Vec::new();
+        codec.encode_message(&sub, &mut lite).expect("encodes");
+        assert!(lite.ends_with(&[0x21, 0x01, 0x02]), "{version:?}: {lite:02x?}");
+        let ctx =
+            if version == wire::Version::Draft16 { DecodeContext::control(Role::Client) } else { CLIENT_REQ };
+        assert_eq!(codec.decode_message(&lite, &ctx), Ok((sub.clone(), lite.len())), "{version:?}");
+        // As the draft is written, the same bytes ask for the objects after the largest.
+        let (plain, _) = version.decode_message(&lite, &ctx).expect("decodes");
+        let Message::Subscribe(plain) = plain else { panic!("{plain:?}") };
+        assert_eq!(plain.params.location_filter, Some(LocationFilter::NextObject), "{version:?}");
+    }
 
     let ok = Message::SubscribeOk(SubscribeOk {
         request_id: RequestId(4),
