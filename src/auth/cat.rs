@@ -6,7 +6,8 @@
 //! The key is selected by the COSE `kid` header (protected, else unprotected); a token without
 //! one is accepted only when exactly one CAT key is configured. The key decides the structure
 //! and algorithm: an HMAC key verifies only COSE_Mac0 with alg 5, an EC P-256 key only
-//! COSE_Sign1 with alg -7, whatever the token claims.
+//! COSE_Sign1 with alg -7, whatever the token claims; the `alg` must be in the protected
+//! header (RFC 9052 §3.1 puts it there), and the external AAD is empty.
 //!
 //! Claims:
 //!

@@ -421,6 +421,15 @@ fn cat_hand_assembled_tokens_verify() {
         assert_eq!(g.publish, vec![ns(&["example", "com"])]);
         assert!(g.subscribe.is_empty());
     }
+    // Raw CBOR with only a COSE_Mac0 tag (17) verifies; with a COSE_Sign1 tag (18) it does not.
+    let raw = base64_any(std::str::from_utf8(&hand_built_mac0(claims.clone(), false)).unwrap()).unwrap();
+    assert!(k.verify(&[&[0xd1][..], &raw].concat(), NOW).is_ok());
+    assert_eq!(k.verify(&[&[0xd2][..], &raw].concat(), NOW), Err(TokenError::BadAlgorithm));
+    assert_eq!(
+        k.verify(&[&[0xd1, 0xd1][..], &raw].concat(), NOW),
+        Err(TokenError::Malformed),
+        "two COSE tags"
+    );
     let replay = vec![(int(4), int(NOW as i64 + 10)), (int(308), int(1))];
     assert_eq!(k.verify(&hand_built_mac0(replay, false), NOW), Err(TokenError::Unsupported));
     let no_exp = vec![(int(6), int(NOW as i64))];
@@ -496,6 +505,16 @@ fn session_auth_maps_token_errors_onto_request_codes() {
         SessionAuth::from_setup(&k, &[value(Bytes::from_static(b"\xd8\x3d\x00"))], 0, NOW),
         Err(Denied::Session(SessionCode::MalformedAuthToken, _))
     ));
+}
+
+#[test]
+fn keys_debug_names_ids_not_secrets() {
+    let text = format!("{:?}", all_keys());
+    assert!(
+        text.contains("k1") && text.contains("h1") && text.contains("m1") && text.contains("s1"),
+        "{text}"
+    );
+    assert!(!text.contains(&URL_SAFE_NO_PAD.encode(SECRET)[..8]), "{text}");
 }
 
 fn all_keys() -> Keys {
