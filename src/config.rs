@@ -153,14 +153,27 @@ pub struct Cli {
     #[arg(long, value_name = "URI")]
     pub goaway_uri: Option<String>,
 
-    /// Authorization: `open` (tokens are not needed) or `tokens` (every request needs a token
-    /// signed with one of the --auth-key keys; see `moq-edge token`) [default: open].
+    /// Authorization: `open` (tokens are not needed), or the token formats every request
+    /// needs one of, comma-separated: `tokens` (this relay's own, signed with an --auth-key),
+    /// `jwt` (JSON Web Tokens verified with --auth-jwt-keys), `cat` (Common Access Tokens
+    /// verified with --auth-cat-keys); e.g. `jwt,tokens` [default: open].
     #[arg(long, value_name = "MODE")]
     pub auth: Option<String>,
 
     /// A token key, `ID=SECRET` (SECRET: base64url, at least 16 bytes); repeat to rotate keys.
     #[arg(long = "auth-key", value_name = "ID=SECRET")]
     pub auth_keys: Vec<String>,
+
+    /// JWT keys: a JWK set (`{"keys": [...]}`, HS256, ES256, EdDSA or RS256 keys with `kid`), one
+    /// JWK, or a file holding an HS256 secret. Reloaded on SIGHUP and when it changes; repeat
+    /// for several files.
+    #[arg(long = "auth-jwt-keys", value_name = "FILE")]
+    pub auth_jwt_keys: Vec<PathBuf>,
+
+    /// CAT keys: a JWK set of `oct` (HMAC-SHA256) and `EC` P-256 (ES256) keys with `kid`.
+    /// Reloaded on SIGHUP and when it changes; repeat for several files.
+    #[arg(long = "auth-cat-keys", value_name = "FILE")]
+    pub auth_cat_keys: Vec<PathBuf>,
 
     /// A parent relay: `moqt://HOST:PORT` (the default route) or `PREFIX=moqt://HOST:PORT`
     /// (namespaces under PREFIX, fields separated by `/`; the longest prefix wins). Tracks no
@@ -243,9 +256,15 @@ pub struct Cli {
 /// Subcommands (without one, the relay runs).
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Mint an authorization token and print it.
+    /// Mint an authorization token and print it (for testing: a platform mints its own).
     Token {
-        /// The signing key, `ID=SECRET` as given to --auth-key.
+        /// The format: `tokens` (this relay's own), `jwt` (HS256, with moq-dev's `root`,
+        /// `put` and `get` claims) or `cat` (a Common Access Token in COSE_Mac0, HMAC-SHA256,
+        /// with a `moqt` scope claim; printed as base64url).
+        #[arg(long, value_name = "FORMAT", default_value = "tokens")]
+        format: String,
+        /// The signing key, `ID=SECRET` (SECRET: base64url) as given to --auth-key, or as the
+        /// `kid` and `k` of an `oct` key in an --auth-jwt-keys / --auth-cat-keys JWK set.
         #[arg(long, value_name = "ID=SECRET")]
         key: String,
         /// Namespace prefix the token covers, fields separated by `/` (e.g. `live/cam`).
@@ -292,6 +311,8 @@ struct FileConfig {
     goaway_uri: Option<String>,
     auth: Option<String>,
     auth_keys: Option<Vec<String>>,
+    auth_jwt_keys: Option<Vec<PathBuf>>,
+    auth_cat_keys: Option<Vec<PathBuf>>,
     upstream: Option<Vec<String>>,
     upstream_token: Option<String>,
     directory: Option<String>,
@@ -370,9 +391,9 @@ pub struct Config {
     pub cache: usize,
     pub goaway_timeout: Duration,
     pub goaway_uri: String,
-    /// Tokens required (`auth = "tokens"`), verified with `auth_keys` (`ID=SECRET`).
-    pub auth_required: bool,
-    pub auth_keys: Vec<String>,
+    /// The keys that verify tokens when every request needs one (`auth` other than `open`);
+    /// `None`: open.
+    pub auth: Option<auth::KeyRing>,
     /// Parent relays, one per distinct URL with its routes.
     pub upstreams: Vec<Upstream>,
     pub upstream_ca: Option<PathBuf>,
@@ -520,7 +541,7 @@ impl Config {
             publish_forward,
             goaway_uri,
         } = resolve_relay_limits(cli, &file)?;
-        let (auth_required, auth_keys) = resolve_auth(cli, &file)?;
+        let auth = resolve_auth(cli, &file)?;
         let token = cli.upstream_token.clone().or(file.upstream_token.clone());
         let upstream_entries = if cli.upstreams.is_empty() {
             file.upstream.clone().unwrap_or_default()
@@ -547,8 +568,7 @@ impl Config {
             log_format,
             log_level,
             qlog_dir,
-            auth_required,
-            auth_keys,
+            auth,
             listen,
             cores,
             tls,
@@ -687,24 +707,42 @@ fn resolve_ops(cli: &Cli, file: &FileConfig) -> anyhow::Result<Ops> {
     Ok(Ops { metrics, web, log_format, log_level, qlog_dir })
 }
 
-/// `auth` and `auth_keys`: whether requests need a token, and the keys that verify them.
-fn resolve_auth(cli: &Cli, file: &FileConfig) -> anyhow::Result<(bool, Vec<String>)> {
-    let auth = cli.auth.clone().or(file.auth.clone()).unwrap_or_else(|| "open".into());
-    let auth_required = match auth.as_str() {
-        "open" => false,
-        "tokens" => true,
-        other => bail!("config key `auth`: {other:?} is not one of open, tokens"),
-    };
-    let auth_keys = if cli.auth_keys.is_empty() {
-        file.auth_keys.clone().unwrap_or_default()
+/// The flag's values, else the file's.
+fn or_file<T: Clone>(flag: &[T], key: &Option<Vec<T>>) -> Vec<T> {
+    if flag.is_empty() {
+        key.clone().unwrap_or_default()
     } else {
-        cli.auth_keys.clone()
-    };
-    let keys = auth::Keys::parse(&auth_keys).map_err(|e| anyhow::anyhow!("config key `auth_keys`: {e}"))?;
-    if auth_required && keys.is_empty() {
-        bail!("config key `auth_keys`: `auth = \"tokens\"` needs at least one key");
+        flag.to_vec()
     }
-    Ok((auth_required, auth_keys))
+}
+
+/// `auth` and the keys of each format it names: the key ring that verifies tokens, or `None`
+/// in open mode. Each format named needs keys of its own; key files are read now.
+fn resolve_auth(cli: &Cli, file: &FileConfig) -> anyhow::Result<Option<auth::KeyRing>> {
+    let tokens = or_file(&cli.auth_keys, &file.auth_keys);
+    let jwt_files = or_file(&cli.auth_jwt_keys, &file.auth_jwt_keys);
+    let cat_files = or_file(&cli.auth_cat_keys, &file.auth_cat_keys);
+    // The keys are checked in open mode too: a typo is an error before it matters.
+    auth::Keys::parse(&tokens).map_err(|e| anyhow!("config key `auth_keys`: {e}"))?;
+    let mode = cli.auth.clone().or(file.auth.clone()).unwrap_or_else(|| "open".into());
+    if mode == "open" {
+        return Ok(None);
+    }
+    let formats = auth::Formats::parse(&mode).map_err(|e| anyhow!("config key `auth`: {e}; or `open`"))?;
+    let named = |on: bool, empty: bool, key: &str, what: &str| {
+        if on && empty {
+            bail!("config key `{key}`: `auth` names {what}, which needs at least one key");
+        }
+        Ok(())
+    };
+    named(formats.tokens, tokens.is_empty(), "auth_keys", "tokens")?;
+    named(formats.jwt, jwt_files.is_empty(), "auth_jwt_keys", "jwt")?;
+    named(formats.cat, cat_files.is_empty(), "auth_cat_keys", "cat")?;
+    if !(formats.tokens || formats.jwt || formats.cat) {
+        bail!("config key `auth`: name `open` or at least one of tokens, jwt, cat");
+    }
+    let sources = auth::AuthSources { tokens, jwt_files, cat_files, formats };
+    Ok(Some(auth::KeyRing::load(sources).map_err(|e| anyhow!("config key `auth`: {e:#}"))?))
 }
 
 /// QUIC and the cores: congestion control, retry, timeouts, limits, batching.

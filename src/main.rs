@@ -1,5 +1,6 @@
 //! moq-edge binary: wires configuration, logging, signals and the runtime together.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -18,8 +19,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Token { key, namespace, publish, subscribe, ttl }) = &cli.command {
-        return mint_token(key, namespace, *publish, *subscribe, *ttl);
+    if let Some(Command::Token { format, key, namespace, publish, subscribe, ttl }) = &cli.command {
+        return mint_token(format, key, namespace, *publish, *subscribe, *ttl);
     }
     let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let config = Config::resolve(&cli, available)?;
@@ -85,10 +86,14 @@ fn main() -> anyhow::Result<()> {
     }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();
+    let keys = config.auth.clone();
     std::thread::Builder::new().name("signals".into()).spawn(move || {
         for sig in signals.forever() {
             if sig == SIGHUP {
                 reload_tls(&reload, "SIGHUP");
+                if let Some(ring) = &keys {
+                    reload_keys(ring, "SIGHUP");
+                }
                 continue;
             }
             info!(signal = sig, "shutting down: GOAWAY to every session, then close");
@@ -103,7 +108,11 @@ fn main() -> anyhow::Result<()> {
             break;
         }
     })?;
-    watch_tls_files(reloader)?;
+    let tls_files = reloader.files();
+    watch_files("tls-watch", tls_files, move || reload_tls(&reloader, "file changed"))?;
+    if let Some(ring) = config.auth.clone() {
+        watch_files("keys-watch", ring.files(), move || reload_keys(&ring, "file changed"))?;
+    }
     let reports = server.join()?;
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
@@ -133,9 +142,9 @@ fn print_summary(config: &Config) {
         config.cache >> 20,
         (config.cache / config.cores) >> 20
     );
-    match (config.auth_required, config.auth_keys.len()) {
-        (true, n) => println!("  auth       tokens required ({n} key(s))"),
-        (false, _) => println!("  auth       open (no token needed)"),
+    match &config.auth {
+        Some(ring) => println!("  auth       tokens required: {:?}", ring.keys()),
+        None => println!("  auth       open (no token needed)"),
     }
     match config.goaway_uri.as_str() {
         "" => println!("  shutdown   GOAWAY, then {} ms", config.goaway_timeout.as_millis()),
@@ -199,10 +208,17 @@ fn reload_tls(reloader: &TlsReloader, why: &str) {
     }
 }
 
-/// Reloads the certificate when its files change (checked every 2 s: modification time and
-/// size), so a renewal by certbot or a Kubernetes secret update needs no signal.
-fn watch_tls_files(reloader: TlsReloader) -> anyhow::Result<()> {
-    let files = reloader.files();
+fn reload_keys(ring: &moq_edge::auth::KeyRing, why: &str) {
+    match ring.reload() {
+        Ok(()) => info!(why, keys = ?ring.keys(), "token keys reloaded"),
+        Err(e) => warn!(why, error = %format!("{e:#}"), "token key reload failed; keeping the old keys"),
+    }
+}
+
+/// Calls `changed` when `files` change (checked every 2 s: modification time and size), so
+/// that a certificate renewal by certbot, a Kubernetes secret update or a new token key needs
+/// no signal.
+fn watch_files(name: &str, files: Vec<PathBuf>, changed: impl Fn() + Send + 'static) -> anyhow::Result<()> {
     if files.is_empty() {
         return Ok(());
     }
@@ -212,29 +228,73 @@ fn watch_tls_files(reloader: TlsReloader) -> anyhow::Result<()> {
             .map(|f| std::fs::metadata(f).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
             .collect()
     };
-    std::thread::Builder::new().name("tls-watch".into()).spawn(move || {
+    std::thread::Builder::new().name(name.into()).spawn(move || {
         let mut last = stamp();
         loop {
             std::thread::sleep(std::time::Duration::from_secs(2));
             let now = stamp();
             if now != last && now.iter().all(Option::is_some) {
                 last = now;
-                reload_tls(&reloader, "file changed");
+                changed();
             }
         }
     })?;
     Ok(())
 }
 
-/// `moq-edge token`: prints a token signed with `key` (`ID=SECRET`).
-fn mint_token(key: &str, namespace: &str, publish: bool, subscribe: bool, ttl: u64) -> anyhow::Result<()> {
+/// `moq-edge token`: prints a token of `format` signed with `key` (`ID=SECRET`).
+fn mint_token(
+    format: &str,
+    key: &str,
+    namespace: &str,
+    publish: bool,
+    subscribe: bool,
+    ttl: u64,
+) -> anyhow::Result<()> {
     use base64::Engine;
+    use moq_edge::auth::{self, Format};
     anyhow::ensure!(publish || subscribe, "grant --publish, --subscribe or both");
     let (id, secret) = key.split_once('=').ok_or_else(|| anyhow::anyhow!("--key: ID=SECRET"))?;
-    moq_edge::auth::Keys::parse(&[key.to_string()])?;
+    auth::Keys::parse(&[key.to_string()])?;
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(secret.trim_end_matches('='))?;
-    let ns = namespace.split('/').filter(|f| !f.is_empty()).map(str::to_string).collect();
-    let claims = moq_edge::auth::Claims { ns, publish, subscribe, exp: moq_edge::auth::unix_now() + ttl };
-    println!("{}", moq_edge::auth::mint(id, &secret, &claims)?);
+    let fields: Vec<String> = namespace.split('/').filter(|f| !f.is_empty()).map(str::to_string).collect();
+    let now = auth::unix_now();
+    let token = match format.parse::<Format>()? {
+        Format::Tokens => {
+            let claims = auth::Claims { ns: fields, publish, subscribe, exp: now + ttl };
+            auth::mint(id, &secret, &claims)?
+        }
+        Format::Jwt => {
+            let all = |on: bool| if on { vec![String::new()] } else { Vec::new() };
+            let claims = auth::JwtClaims {
+                root: fields.join("/"),
+                put: all(publish),
+                get: all(subscribe),
+                exp: Some(now + ttl),
+                nbf: None,
+                iat: Some(now),
+            };
+            auth::mint_jwt(&auth::JwtSigner::hs256(&secret).with_kid(id), &claims)?
+        }
+        Format::Cat => {
+            // draft-ietf-moq-c4m actions: PUBLISH_NAMESPACE 2, SUBSCRIBE 4, PUBLISH 6.
+            let mut actions = Vec::new();
+            if publish {
+                actions.extend([2, 6]);
+            }
+            if subscribe {
+                actions.push(4);
+            }
+            let scope = auth::MoqtScope {
+                actions,
+                namespace: fields.iter().map(|f| f.as_bytes().to_vec()).collect(),
+            };
+            let claims =
+                auth::CatClaims { exp: now + ttl, iat: Some(now), moqt: vec![scope], ..Default::default() };
+            let signer = auth::CatSigner::Hmac { kid: id.as_bytes().to_vec(), secret };
+            auth::base64url(&auth::mint_cat(&signer, &claims)?)
+        }
+    };
+    println!("{token}");
     Ok(())
 }

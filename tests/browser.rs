@@ -504,13 +504,19 @@ fn play_round(round: Round) {
         play(&format!("http://127.0.0.1:{}/?name={name}{reload}", last.port), 2, 5_000, WINDOW_S, &png);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let pub_log = drained(&log);
     let explain = || {
         format!(
-            "{what}, publisher at draft-{draft}\npage consoles:\n{}\nmoq-pub:\n{}",
-            console.join("\n"),
-            drained(&log)
+            "{what}, publisher at draft-{draft}\npage consoles:\n{}\nmoq-pub:\n{pub_log}",
+            console.join("\n")
         )
     };
+    // The encoder's and the import's part: moq-pub's last report of its frames' ages.
+    let encoder_ms = pub_log
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("moq-pub: video frames published "))
+        .and_then(|rest| rest.split(' ').next()?.parse::<f64>().ok());
     let relay_p50: Vec<Option<f64>> = path.iter().map(|r| relay_delay_ms(r, "0.5")).collect();
     let relay_p99: Vec<Option<f64>> = path.iter().map(|r| relay_delay_ms(r, "0.99")).collect();
     let mut viewers = Vec::new();
@@ -521,7 +527,7 @@ fn play_round(round: Round) {
         println!(
             "{what}, draft-{draft} publisher, draft-{viewer_draft} viewer {i}: {decoded} frames decoded in {WINDOW_S} s, \
              first after {first_ms:?} ms, glass to decoder median {age:?} ms (p95 {age95:?}); \
-             relay delay p50 {relay_p50:?} ms, p99 {relay_p99:?} ms"
+             moq-pub {encoder_ms:?} ms after the timestamps; relay delay p50 {relay_p50:?} ms, p99 {relay_p99:?} ms"
         );
         assert!(
             decoded >= MIN_DECODED,
@@ -542,7 +548,7 @@ fn play_round(round: Round) {
     }
     let figures = serde_json::json!({
         "round": what, "publisher": draft, "viewer": viewer_draft, "viewers": viewers,
-        "relay_delay_p50_ms": relay_p50, "relay_delay_p99_ms": relay_p99,
+        "relay_delay_p50_ms": relay_p50, "relay_delay_p99_ms": relay_p99, "moq_pub_age_ms": encoder_ms,
     });
     println!("player-figures {figures}");
 }

@@ -378,32 +378,56 @@ fn connections_that_never_set_up_are_closed() {
     server.shutdown().unwrap();
 }
 
-/// Token auth for browsers: the `token` query parameter of the CONNECT URL authorizes the
-/// session like a token in SETUP. With it a subscription is looked up (no publisher: 0x10);
-/// without it, or with a token for another namespace, it is refused UNAUTHORIZED (0x1).
+/// Token auth for browsers: the `token`, `jwt` and `cat` query parameters of the CONNECT URL
+/// authorize the session like a token in SETUP, whatever the token's format (this relay's
+/// own, a JWT with moq-dev's claims, a Common Access Token as base64url). With one that grants
+/// the namespace a subscription is looked up (no publisher: 0x10); without one, or with one
+/// for another namespace, it is refused UNAUTHORIZED (0x1).
 #[test]
 fn a_token_in_the_url_authorizes_the_session() {
     use base64::Engine;
+    use moq_edge::auth;
     const SECRET: &[u8] = b"a secret of more than sixteen bytes";
-    let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET));
-    let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+    let mut keys = auth::Keys::parse(&[format!("k1={secret}")]).unwrap();
+    let jwks = format!(r#"{{"keys":[{{"kty":"oct","kid":"j1","k":"{secret}"}}]}}"#);
+    keys.add_jwt_keys(jwks.as_bytes()).unwrap();
+    keys.add_cat_keys(jwks.replace("j1", "c1").as_bytes()).unwrap();
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 1);
     rc.pin = false;
-    let config = RelayConfig { auth: Some(Arc::new(keys)), ..RelayConfig::default() };
+    let config = RelayConfig { auth: Some(auth::KeyRing::fixed(keys)), ..RelayConfig::default() };
     let server =
         runtime::start(rc, Arc::new(RelayFactory::new(config, SessionConfig::default(), &[5; 32]))).unwrap();
     let addr = server.local_addr();
+    let exp = auth::unix_now() + 600;
     let token = |ns: &str| {
-        let exp = moq_edge::auth::unix_now() + 600;
-        let claims =
-            moq_edge::auth::Claims { ns: vec![ns.to_string()], publish: false, subscribe: true, exp };
-        moq_edge::auth::mint("k1", SECRET, &claims).unwrap()
+        let claims = auth::Claims { ns: vec![ns.to_string()], publish: false, subscribe: true, exp };
+        auth::mint("k1", SECRET, &claims).unwrap()
+    };
+    let jwt = |root: &str| {
+        let claims = auth::JwtClaims {
+            root: root.into(),
+            get: vec![String::new()],
+            exp: Some(exp),
+            ..Default::default()
+        };
+        auth::mint_jwt(&auth::JwtSigner::hs256(SECRET).with_kid("j1"), &claims).unwrap()
+    };
+    let cat = |ns: &str| {
+        let scope = auth::MoqtScope { actions: vec![4], namespace: vec![ns.as_bytes().to_vec()] };
+        let claims = auth::CatClaims { exp, moqt: vec![scope], ..Default::default() };
+        let signer = auth::CatSigner::Hmac { kid: b"c1".to_vec(), secret: SECRET.to_vec() };
+        auth::base64url(&auth::mint_cat(&signer, &claims).unwrap())
     };
     for version in Version::ALL {
         for (path, want) in [
             (format!("/moq?token={}", token("wt")), 0x10),
             ("/moq".to_string(), 0x1),
             (format!("/moq?x=1&token={}", token("other")), 0x1),
+            (format!("/moq?jwt={}", jwt("wt")), 0x10),
+            (format!("/moq?jwt={}", jwt("other")), 0x1),
+            (format!("/moq?cat={}", cat("wt")), 0x10),
+            (format!("/moq?cat={}", cat("other")), 0x1),
         ] {
             let mut s = Subscriber::connect(Relay::webtransport(addr, &path), version, deadline()).unwrap();
             match s.subscribe(track("a"), None, deadline()) {

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, RwLock};
 
 use crate::cat::CatKeys;
 use crate::jwt::{self, JwtKeys};
@@ -65,7 +66,7 @@ impl Formats {
 }
 
 /// Where [`Keys::load`] finds the keys.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthSources {
     /// `v1` keys, `id=base64url-secret` entries (as [`Keys::parse`] takes).
     pub tokens: Vec<String>,
@@ -165,5 +166,60 @@ impl Keys {
             return Err(TokenError::Malformed);
         }
         self.cat.verify(token, now)
+    }
+}
+
+/// The keys in force, shared by every core: loaded from [`AuthSources`] at start, and again
+/// by [`KeyRing::reload`] (SIGHUP, or a key file that changed) without a restart. Requests
+/// read the keys with [`KeyRing::keys`] (a read lock and a reference count, once per request,
+/// never per object).
+#[derive(Debug, Clone)]
+pub struct KeyRing {
+    sources: Arc<AuthSources>,
+    current: Arc<RwLock<Arc<Keys>>>,
+}
+
+/// Two rings are equal when they read the same sources (the keys they hold follow from them).
+impl PartialEq for KeyRing {
+    fn eq(&self, other: &KeyRing) -> bool {
+        self.sources == other.sources
+    }
+}
+
+impl Eq for KeyRing {}
+
+impl KeyRing {
+    /// Loads the keys `sources` names.
+    pub fn load(sources: AuthSources) -> anyhow::Result<KeyRing> {
+        let keys = Keys::load(&sources)?;
+        Ok(KeyRing { sources: Arc::new(sources), current: Arc::new(RwLock::new(Arc::new(keys))) })
+    }
+
+    /// Keys that are not read from files (tests, and tools that mint their own).
+    pub fn fixed(keys: Keys) -> KeyRing {
+        KeyRing { sources: Arc::default(), current: Arc::new(RwLock::new(Arc::new(keys))) }
+    }
+
+    /// The keys in force.
+    pub fn keys(&self) -> Arc<Keys> {
+        match self.current.read() {
+            Ok(k) => k.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Reads the key files again and puts the new keys in force; on failure the old keys stay.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let keys = Arc::new(Keys::load(&self.sources)?);
+        match self.current.write() {
+            Ok(mut k) => *k = keys,
+            Err(poisoned) => *poisoned.into_inner() = keys,
+        }
+        Ok(())
+    }
+
+    /// The key files, to watch for changes.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.sources.jwt_files.iter().chain(&self.sources.cat_files).cloned().collect()
     }
 }

@@ -42,7 +42,7 @@ pub mod v1;
 
 pub use cat::{mint_cat, CatClaims, CatSigner, MoqtScope, PathMatch};
 pub use jwt::{mint_jwt, JwtClaims, JwtSigner};
-pub use keys::{AuthSources, Format, Formats, Keys};
+pub use keys::{AuthSources, Format, Formats, KeyRing, Keys};
 pub use v1::{mint, Claims};
 
 /// Seconds of clock skew allowed on `exp` and `nbf` of JWT and CAT tokens (their issuers'

@@ -476,6 +476,35 @@ fn keys_load_from_files_and_formats_turn_off() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Keys rotate without a restart: a key ring reloads its files, and a failed reload keeps the
+/// keys in force.
+#[test]
+fn a_key_ring_rotates_keys_by_reloading_its_files() {
+    let dir = std::env::temp_dir().join(format!("moq-edge-auth-ring-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jwt.json");
+    std::fs::write(&file, hs_jwks("old")).unwrap();
+    let ring = KeyRing::load(AuthSources { jwt_files: vec![file.clone()], ..Default::default() }).unwrap();
+    assert_eq!(ring.files(), vec![file.clone()]);
+    let mint = |kid: &str| {
+        mint_jwt(&JwtSigner::hs256(SECRET).with_kid(kid), &jwt_claims("a", &[""], &[""])).unwrap()
+    };
+    assert!(ring.keys().verify(mint("old").as_bytes(), NOW).is_ok());
+    assert_eq!(ring.keys().verify(mint("new").as_bytes(), NOW), Err(TokenError::UnknownKey));
+    std::fs::write(&file, hs_jwks("new")).unwrap();
+    ring.reload().unwrap();
+    assert!(ring.keys().verify(mint("new").as_bytes(), NOW).is_ok(), "the new key is in force");
+    assert_eq!(
+        ring.keys().verify(mint("old").as_bytes(), NOW),
+        Err(TokenError::UnknownKey),
+        "the old one is gone"
+    );
+    std::fs::write(&file, b"{not json").unwrap();
+    assert!(ring.reload().is_err());
+    assert!(ring.keys().verify(mint("new").as_bytes(), NOW).is_ok(), "a bad file keeps the keys in force");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn session_auth_maps_token_errors_onto_request_codes() {
     let k = jwt_keys(&hs_jwks("h1"));

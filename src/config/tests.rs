@@ -200,7 +200,7 @@ fn runtime_knobs() {
 #[test]
 fn auth_modes_and_keys_are_checked() {
     let c = Config::resolve(&cli(&[]), 8).expect("open by default");
-    assert!(!c.auth_required && c.relay().auth.is_none());
+    assert!(c.auth.is_none() && c.relay().auth.is_none());
     let err = Config::resolve(&cli(&["--auth", "tokens"]), 8).expect_err("tokens need a key");
     assert!(err.to_string().contains("auth_keys"), "{err}");
     assert!(Config::resolve(&cli(&["--auth", "maybe"]), 8).is_err());
@@ -209,6 +209,34 @@ fn auth_modes_and_keys_are_checked() {
     let c = Config::resolve(&cli(&["--auth", "tokens", "--auth-key", key]), 8).expect("a 16-byte key");
     assert!(c.relay().auth.is_some());
     assert_eq!(c.relay().server_setup().max_auth_token_cache_size, Some(4096));
+
+    // JWT and CAT keys come from files; each format named needs keys of its own.
+    let dir = std::env::temp_dir().join(format!("moq-edge-config-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let jwks = dir.join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys":[{"kty":"oct","kid":"j1","k":"MDEyMzQ1Njc4OWFiY2RlZg"}]}"#)
+        .expect("written");
+    let jwks_arg = jwks.to_str().expect("a UTF-8 path");
+    let err = Config::resolve(&cli(&["--auth", "jwt,tokens", "--auth-jwt-keys", jwks_arg]), 8)
+        .expect_err("no v1 key");
+    assert!(err.to_string().contains("auth_keys"), "{err}");
+    let err =
+        Config::resolve(&cli(&["--auth", "cat", "--auth-jwt-keys", jwks_arg]), 8).expect_err("no CAT key");
+    assert!(err.to_string().contains("auth_cat_keys"), "{err}");
+    let c = Config::resolve(
+        &cli(&["--auth", "jwt,cat", "--auth-jwt-keys", jwks_arg, "--auth-cat-keys", jwks_arg]),
+        8,
+    )
+    .expect("JWT and CAT keys");
+    assert_eq!(c.relay().auth.expect("required").files().len(), 2);
+    let missing = dir.join("missing.json");
+    assert!(Config::resolve(
+        &cli(&["--auth", "jwt", "--auth-jwt-keys", missing.to_str().expect("a UTF-8 path")]),
+        8
+    )
+    .is_err());
+    assert!(Config::resolve(&cli(&["--auth", "jwt,paseto", "--auth-jwt-keys", jwks_arg]), 8).is_err());
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

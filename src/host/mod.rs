@@ -99,13 +99,8 @@ pub struct RelayFactory {
 impl Config {
     /// The relay's view of this configuration.
     pub fn relay(&self) -> RelayConfig {
-        // The keys were checked by `resolve`.
-        let auth = match auth::Keys::parse(&self.auth_keys) {
-            Ok(keys) if self.auth_required => Some(std::sync::Arc::new(keys)),
-            _ => None,
-        };
         RelayConfig {
-            auth,
+            auth: self.auth.clone(),
             linger: self.linger,
             publish_forward: self.publish_forward,
             max_backlog: self.max_backlog,

@@ -36,22 +36,53 @@ use wire::Version;
 /// WebTransport is an older one).
 pub const WEBTRANSPORT_DEFAULT: Version = Version::Draft16;
 
+/// Query parameters of a CONNECT URL that carry an authorization token: this relay's own
+/// (`token`), moq-dev's relay's JWT (`jwt`), and a Common Access Token (`cat`). Which format a
+/// token is, its shape tells (`auth::Keys::verify`).
+pub const URL_TOKEN_PARAMS: [&str; 3] = ["token", "jwt", "cat"];
+
 /// What a WebTransport CONNECT says about the client's setup: its authority and path (with
-/// the query), and the `token` query parameter as an authorization token (a browser cannot
-/// put one in SETUP before it knows it may connect, and pages commonly carry it in the URL).
+/// the query), and each token query parameter ([`URL_TOKEN_PARAMS`], percent-decoded) as an
+/// authorization token for the session (a browser cannot put one in SETUP before it knows
+/// it may connect, and pages commonly carry it in the URL).
 pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
-    let token = accepted.path.split_once('?').and_then(|(_, query)| {
-        query.split('&').find_map(|kv| kv.strip_prefix("token=")).filter(|t| !t.is_empty())
-    });
+    let query = accepted.path.split_once('?').map_or("", |(_, q)| q);
+    let auth_tokens = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, v)| URL_TOKEN_PARAMS.contains(k) && !v.is_empty())
+        .map(|(_, v)| wire::model::AuthToken::UseValue {
+            token_type: 0,
+            value: Bytes::from(percent_decode(v)),
+        })
+        .collect();
     SetupOptions {
         authority: Some(Bytes::from(accepted.authority.clone())),
         path: Some(Bytes::from(accepted.path.clone())),
-        auth_tokens: token
-            .map(|t| wire::model::AuthToken::UseValue { token_type: 0, value: Bytes::from(t.to_string()) })
-            .into_iter()
-            .collect(),
+        auth_tokens,
         ..SetupOptions::default()
     }
+}
+
+/// `%XX` escapes decoded (RFC 3986 §2.1); a `%` not followed by two hex digits stays as it is.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Decides what to answer to the peer's requests.

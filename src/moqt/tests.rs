@@ -477,3 +477,29 @@ fn datagrams_go_most_urgent_first() {
         assert_eq!(order, [1, 2, 0], "{version:?}");
     }
 }
+
+/// Each token query parameter of a CONNECT URL becomes a SETUP token, percent-decoded; other
+/// parameters and empty values do not.
+#[test]
+fn url_tokens_become_setup_tokens() {
+    let accepted = webtransport::Accepted {
+        protocol: "moqt-16".into(),
+        authority: "edge".into(),
+        path: "/live?x=1&jwt=a.b.c&token=&cat=2D%2B%2f%3D&other=zz&token=v1.k".into(),
+    };
+    let setup = setup_from_url(&accepted);
+    let values: Vec<Bytes> = setup
+        .auth_tokens
+        .iter()
+        .map(|t| match t {
+            wire::model::AuthToken::UseValue { value, .. } => value.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(values, ["a.b.c", "2D+/=", "v1.k"].map(|v| Bytes::from_static(v.as_bytes())));
+    assert_eq!(
+        setup.path.as_deref(),
+        Some(&b"/live?x=1&jwt=a.b.c&token=&cat=2D%2B%2f%3D&other=zz&token=v1.k"[..])
+    );
+    assert_eq!(percent_decode("%zz%4"), b"%zz%4", "not an escape");
+}

@@ -85,7 +85,7 @@ pub struct RelayConfig {
     pub max_rendezvous: Duration,
     /// Token keys: `Some` requires a token for every request (`auth`); `None` is open
     /// mode (tokens are ignored).
-    pub auth: Option<std::sync::Arc<auth::Keys>>,
+    pub auth: Option<auth::KeyRing>,
     /// MAX_AUTH_TOKEN_CACHE_SIZE the relay offers when tokens are required (bytes per session).
     pub auth_cache: usize,
     /// This relay's node ID (random per process), named in every SETUP to detect routing

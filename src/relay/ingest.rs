@@ -654,7 +654,11 @@ impl Ingest {
         for (conn, rid) in due {
             let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
             up.renew = Some(now + renew_after(RENEWED_TOKEN_TTL));
-            let (Some(keys), Some(ns)) = (cx.config.auth.clone(), up.subscribed.clone()) else { continue };
+            let (Some(keys), Some(ns)) =
+                (cx.config.auth.as_ref().map(auth::KeyRing::keys), up.subscribed.clone())
+            else {
+                continue;
+            };
             let claims = auth::Claims {
                 ns: ns.fields().iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
                 publish: false,

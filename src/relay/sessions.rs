@@ -216,8 +216,8 @@ impl Sessions {
 
     /// The SETUP's tokens authorize the whole session; a bad one closes it.
     pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: ConnId, tokens: &[AuthToken]) {
-        let Some(keys) = cx.config.auth.as_deref() else { return };
-        match SessionAuth::from_setup(keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
+        let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return };
+        match SessionAuth::from_setup(&keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
             Ok(a) => self.peers.entry(conn).or_default().auth = Some(a),
             Err(Denied::Session(code, why)) => self.close(conn, code, why),
             Err(Denied::Request(_, why)) => self.close(conn, SessionCode::MalformedAuthToken, why),
@@ -235,10 +235,10 @@ impl Sessions {
         namespace: &TrackNamespace,
         right: Right,
     ) -> Result<Option<Instant>, Denied> {
-        let Some(keys) = cx.config.auth.as_deref() else { return Ok(None) };
+        let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return Ok(None) };
         let a = self.peers.entry(conn).or_default().auth.get_or_insert_with(SessionAuth::default);
         let now = cx.unix_secs();
-        let until = a.authorize(keys, &params.auth_tokens, namespace, right, cx.config.auth_cache, now)?;
+        let until = a.authorize(&keys, &params.auth_tokens, namespace, right, cx.config.auth_cache, now)?;
         Ok(Some(cx.now + Duration::from_secs(until.saturating_sub(now))))
     }
 }

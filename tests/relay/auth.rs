@@ -22,7 +22,7 @@ fn auth_config() -> RelayConfig {
     use base64::Engine;
     let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET));
     let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
-    RelayConfig { auth: Some(std::sync::Arc::new(keys)), ..RelayConfig::default() }
+    RelayConfig { auth: Some(moq_edge::auth::KeyRing::fixed(keys)), ..RelayConfig::default() }
 }
 
 fn token(ns: &[&str], publish: bool, subscribe: bool, ttl: i64) -> Bytes {

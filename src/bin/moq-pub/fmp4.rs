@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::{ClientError, Publisher, RequestState};
-use moq_edge::media::{ImportConfig, Importer, Output, CATALOG_TRACK};
+use moq_edge::media::{ImportConfig, Importer, MediaKind, Output, CATALOG_TRACK};
 use moq_edge::wire::model::{FullTrackName, RequestId, TrackNamespace};
 
 /// The most bytes of a group in progress kept for subscriptions that begin during it.
@@ -64,6 +64,22 @@ struct Broadcast {
     /// Subscriptions already served their start: the catalog, or a media track's group in
     /// progress.
     seen: HashSet<RequestId>,
+    /// Ages (µs) of the video frames published since the last report, where the encoder
+    /// stamps them with the wall clock.
+    ages: Vec<u64>,
+}
+
+/// Video frames per age report.
+const AGES_PER_REPORT: usize = 150;
+/// A timestamp within this of the wall clock is taken to be a wall-clock stamp.
+const WALL_CLOCK_WINDOW_US: u64 = 60_000_000;
+
+/// How long after its timestamp a frame is published, if its timestamp is a wall-clock stamp
+/// (ffmpeg's `-output_ts_offset`, as README's demo and the player test use).
+fn wall_clock_age_us(timestamp_us: u64) -> Option<u64> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_micros();
+    let age = u64::try_from(now).ok()?.checked_sub(timestamp_us)?;
+    (age < WALL_CLOCK_WINDOW_US).then_some(age)
 }
 
 impl Broadcast {
@@ -112,6 +128,22 @@ impl Broadcast {
         Ok(())
     }
 
+    /// Every [`AGES_PER_REPORT`] stamped video frames, how long after their timestamps they
+    /// were published: the encoder's and the import's part of the glass-to-glass latency.
+    fn report_ages(&mut self) {
+        if self.ages.len() < AGES_PER_REPORT {
+            return;
+        }
+        self.ages.sort_unstable();
+        let ms = |q: usize| self.ages[(self.ages.len() - 1) * q / 100] as f64 / 1e3;
+        eprintln!(
+            "moq-pub: video frames published {:.1} ms after their timestamps (median; p95 {:.1} ms)",
+            ms(50),
+            ms(95)
+        );
+        self.ages.clear();
+    }
+
     fn on_output(&mut self, p: &mut Publisher, out: Output) -> anyhow::Result<()> {
         match out {
             Output::Catalog(update) => {
@@ -127,6 +159,10 @@ impl Broadcast {
                 self.send_catalog(p)?;
             }
             Output::Frame(f) => {
+                if f.kind == MediaKind::Video {
+                    self.ages.extend(wall_clock_age_us(f.timestamp_us));
+                    self.report_ages();
+                }
                 let track = self.track(&f.track);
                 let Some(m) = self.media.iter_mut().find(|m| m.track == track) else {
                     bail!("frame for {} before the catalog named it", f.track);
@@ -180,8 +216,14 @@ fn run(
         name: Bytes::from_static(CATALOG_TRACK.as_bytes()),
     });
     publisher.announce(namespace.clone(), Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
-    let mut b =
-        Broadcast { namespace, catalog: None, catalog_group: 0, media: Vec::new(), seen: HashSet::new() };
+    let mut b = Broadcast {
+        namespace,
+        catalog: None,
+        catalog_group: 0,
+        media: Vec::new(),
+        seen: HashSet::new(),
+        ages: Vec::new(),
+    };
     let mut importer = Importer::new(ImportConfig::default());
     let input = stdin_chunks();
     let mut ended = false;
