@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
 
-    let mut sub = Subscriber::connect(peer.clone(), version, Instant::now() + wait)
+    let mut sub = Subscriber::connect_setup(peer.clone(), version, args.at.setup(), Instant::now() + wait)
         .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
     let rid = match sub.subscribe(track, Some(filter), Instant::now() + wait) {
         Ok(rid) => rid,

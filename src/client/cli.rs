@@ -8,10 +8,10 @@ use bytes::Bytes;
 
 use super::stamp::parse_namespace;
 use super::Relay;
-use wire::model::FullTrackName;
+use wire::model::{AuthToken, FullTrackName, SetupOptions};
 use wire::Version;
 
-/// `--relay`, `--draft`, `--namespace`, `--track`.
+/// `--relay`, `--draft`, `--namespace`, `--track`, `--token`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrackArgs {
     /// Relay: host:port or moqt://host:port (raw QUIC), or https://host:port/path
@@ -27,6 +27,22 @@ pub struct TrackArgs {
     /// Track name.
     #[arg(long, default_value = "video")]
     pub track: String,
+    /// An authorization token for the session, sent in SETUP (AUTHORIZATION TOKEN): any
+    /// format the relay takes (its own, a JWT, a base64url Common Access Token).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+impl TrackArgs {
+    /// The SETUP options these arguments ask for: the token, if any.
+    pub fn setup(&self) -> SetupOptions {
+        let auth_tokens = self
+            .token
+            .iter()
+            .map(|t| AuthToken::UseValue { token_type: 0, value: Bytes::from(t.clone()) })
+            .collect();
+        SetupOptions { auth_tokens, ..SetupOptions::default() }
+    }
 }
 
 /// Parses a draft number: `16`, `18`, `20` or `22` (the number in its ALPN `moqt-NN`).

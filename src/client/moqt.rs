@@ -353,7 +353,17 @@ impl<C: SessionCore + Default> Driven<C> {
         version: Version,
         deadline: Instant,
     ) -> Result<Self, ClientError> {
-        Ok(Self::new(MoqtClient::connect(relay, version, SetupOptions::default(), deadline)?))
+        Self::connect_setup(relay, version, SetupOptions::default(), deadline)
+    }
+
+    /// Like [`Driven::connect`], with `setup`'s options (an authorization token) in SETUP.
+    pub fn connect_setup(
+        relay: impl Into<Relay>,
+        version: Version,
+        setup: SetupOptions,
+        deadline: Instant,
+    ) -> Result<Self, ClientError> {
+        Ok(Self::new(MoqtClient::connect(relay, version, setup, deadline)?))
     }
 }
 

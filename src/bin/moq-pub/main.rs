@@ -90,8 +90,9 @@ fn main() -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
 
-    let mut publisher = Publisher::connect(peer.clone(), version, Instant::now() + wait)
-        .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
+    let mut publisher =
+        Publisher::connect_setup(peer.clone(), version, args.at.setup(), Instant::now() + wait)
+            .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
     if args.fmp4 {
         eprintln!("moq-pub: publishing broadcast {} from standard input to {peer}", args.at.namespace);
         return fmp4::publish(publisher, namespace, wait, &stop);
