@@ -366,3 +366,67 @@ fn token_expiry_follows_the_shards_clock() {
         assert_eq!((e.request_id, e.error_code), (second, EXPIRED), "{ctx}");
     }
 }
+
+/// A JWT or a Common Access Token ends a subscription at its `exp` (plus the 30 s leeway
+/// those formats get for their issuers' clocks) like this relay's own tokens: PUBLISH_DONE
+/// EXPIRED once the expiry passes, objects delivered until then.
+#[test]
+fn jwt_and_cat_subscriptions_expire_with_their_token() {
+    use moq_edge::auth;
+    let secret = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET)
+    };
+    let jwks = format!(r#"{{"keys":[{{"kty":"oct","kid":"j1","k":"{secret}"}}]}}"#);
+    // Good for 10 s more: `exp` is 20 s ago, within the leeway.
+    let exp = auth::unix_now() + 10 - auth::LEEWAY;
+    let jwt = {
+        let claims = auth::JwtClaims {
+            root: "live".into(),
+            get: vec![String::new()],
+            exp: Some(exp),
+            ..Default::default()
+        };
+        Bytes::from(auth::mint_jwt(&auth::JwtSigner::hs256(AUTH_SECRET).with_kid("j1"), &claims).unwrap())
+    };
+    let cat = {
+        let scope = auth::MoqtScope { actions: vec![4], namespace: vec![b"live".to_vec()] };
+        let claims = auth::CatClaims { exp, moqt: vec![scope], ..Default::default() };
+        let signer = auth::CatSigner::Hmac { kid: b"c1".to_vec(), secret: AUTH_SECRET.to_vec() };
+        Bytes::from(auth::mint_cat(&signer, &claims).unwrap())
+    };
+    for (format, viewer_token) in [("jwt", jwt), ("cat", cat)] {
+        for (pv, sv) in [(D16, D16), (D22, D22)] {
+            let ctx = format!("{format} {pv:?}->{sv:?}");
+            let mut config = auth_config();
+            let mut keys = (*config.auth.as_ref().unwrap().keys()).clone();
+            keys.add_jwt_keys(jwks.as_bytes()).unwrap();
+            keys.add_cat_keys(jwks.replace("j1", "c1").as_bytes()).unwrap();
+            config.auth = Some(auth::KeyRing::fixed(keys));
+            let mut r = Relay::with_config(2, config);
+            let p = r.connect_with_token(0, pv, token(&["live"], true, false, 600));
+            r.announce(p, &["live"]);
+            let t = r.track_owned_by(&["live"], 0);
+            let s = r.connect_with_token(1, sv, viewer_token.clone());
+            let rid = r.subscribe_with(s, &t, vec![]);
+            let up = r.upstream_subscribe(p, &t);
+            r.accept(p, &up, None);
+            let ok = subscribe_ok(&messages(&r.take_events(s)), rid);
+            let expires = ok.params.expires.unwrap_or_default();
+            assert!((8_000..=11_000).contains(&expires), "{ctx}: EXPIRES {expires}");
+            let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+            r.put(p, st, &object(1, 0));
+            r.run_until_quiet();
+            r.advance(Duration::from_secs(12));
+            r.put(p, st, &object(1, 1));
+            r.run_until_quiet();
+            let ev = r.take_events(s);
+            let d = publish_done(&messages(&ev));
+            let expired = if sv == D16 { code::DONE_EXPIRED_D16 } else { code::DONE_EXPIRED_D22 };
+            assert_eq!((d.request_id, d.status_code), (rid, expired), "{ctx}");
+            let ids: Vec<u64> = streams(&ev)[0].objects.iter().map(|o| o.0.object_id).collect();
+            assert_eq!(ids, vec![0], "{ctx}: objects until it expired");
+            r.assert_no_closes();
+        }
+    }
+}
