@@ -108,11 +108,7 @@ fn main() -> anyhow::Result<()> {
             break;
         }
     })?;
-    let tls_files = reloader.files();
-    watch_files("tls-watch", tls_files, move || reload_tls(&reloader, "file changed"))?;
-    if let Some(ring) = config.auth.clone() {
-        watch_files("keys-watch", ring.files(), move || reload_keys(&ring, "file changed"))?;
-    }
+    watch_reloadable(reloader, config.auth.clone())?;
     let reports = server.join()?;
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
@@ -206,6 +202,16 @@ fn reload_tls(reloader: &TlsReloader, why: &str) {
         Ok(fingerprint) => info!(why, %fingerprint, "TLS certificate reloaded; sessions stay up"),
         Err(e) => warn!(why, error = %format!("{e:#}"), "TLS certificate reload failed; keeping the old one"),
     }
+}
+
+/// Reloads the certificate, and the token keys, when their files change.
+fn watch_reloadable(tls: TlsReloader, keys: Option<moq_edge::auth::KeyRing>) -> anyhow::Result<()> {
+    let tls_files = tls.files();
+    watch_files("tls-watch", tls_files, move || reload_tls(&tls, "file changed"))?;
+    if let Some(ring) = keys {
+        watch_files("keys-watch", ring.files(), move || reload_keys(&ring, "file changed"))?;
+    }
+    Ok(())
 }
 
 fn reload_keys(ring: &moq_edge::auth::KeyRing, why: &str) {
