@@ -495,13 +495,11 @@ struct Round<'a> {
 fn play_round(round: Round) {
     let Round { what, path, draft, viewer_draft, png } = round;
     let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
-    // An edge does not pass its parent's announcements down: the page subscribes at once.
-    let reload = if path.len() == 1 { "" } else { "&reload=0" };
     let name = format!("demo-{draft}");
     let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30);
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
     let done =
-        play(&format!("http://127.0.0.1:{}/?name={name}{reload}", last.port), 2, 5_000, WINDOW_S, &png);
+        play(&format!("http://127.0.0.1:{}/?name={name}", last.port), 2, 5_000, WINDOW_S, &png);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);

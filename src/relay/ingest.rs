@@ -8,7 +8,7 @@
 //! while objects are still on their way.
 
 use crate::msg::ConnId;
-use ahash::HashMap;
+use ahash::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -74,6 +74,8 @@ pub struct Ingest {
     namespaces: HashMap<(ConnId, RequestId), TrackNamespace>,
     /// Announcements not yet applied by every core: cores still to confirm.
     announcing: HashMap<(ConnId, RequestId), usize>,
+    /// Namespaces each link's parent lists (`Via::Parent` entries of the namespace table).
+    parent: HashMap<ConnId, HashSet<TrackNamespace>>,
     /// Sessions' counts of namespaces and upstream subscriptions (limits).
     per_session: HashMap<ConnId, (usize, usize)>,
     /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
@@ -696,8 +698,47 @@ impl Ingest {
         self.ups.keys().any(|(c, _)| *c == conn)
     }
 
+    /// The parent at the end of link `conn` lists `namespace` (`on`) or no longer does, in
+    /// answer to the link's SUBSCRIBE_NAMESPACE `rid`: every core's namespace table hears it
+    /// as a `Via::Parent` entry, which discovery reports. At most
+    /// `max_namespaces_per_session` of them per link.
+    pub(super) fn parent_namespace(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        rid: RequestId,
+        namespace: TrackNamespace,
+        on: bool,
+    ) {
+        let listed = self.parent.entry(conn).or_default();
+        let publisher = cx.me(conn);
+        if on {
+            if listed.len() >= cx.config.max_namespaces_per_session {
+                tracing::warn!(%conn, "the parent lists more namespaces than a session may announce; ignored");
+                return;
+            }
+            if !listed.insert(namespace.clone()) {
+                return;
+            }
+            for core in 0..cx.cores {
+                let namespace = namespace.clone();
+                cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via: Via::Parent });
+            }
+        } else if listed.remove(&namespace) {
+            for core in 0..cx.cores {
+                cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+            }
+        }
+    }
+
     /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
     pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
+        let publisher = cx.me(conn);
+        for namespace in self.parent.remove(&conn).unwrap_or_default() {
+            for core in 0..cx.cores {
+                cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+            }
+        }
         let namespaces: Vec<RequestId> =
             self.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
         for rid in namespaces {

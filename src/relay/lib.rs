@@ -680,6 +680,8 @@ impl RelayShard {
                         false
                     }
                     Via::Upstream { .. } | Via::Remote => false,
+                    // Nothing to confirm: the parent said it, no session here asked.
+                    Via::Parent => true,
                 };
                 self.owner.rendezvous(cx, &namespace);
                 if matches!(via, Via::Upstream { .. }) {
@@ -722,7 +724,18 @@ impl RelayShard {
                 }
                 self.send_goaway(conn)
             }
-            Event::RequestMessage { .. } => {}
+            Event::RequestMessage { request_id, message } => {
+                let (namespace, on) = match &message {
+                    Message::Namespace(suffix) => (self.links.parent_namespace(conn, request_id, suffix), true),
+                    Message::NamespaceDone(suffix) => {
+                        (self.links.parent_namespace(conn, request_id, suffix), false)
+                    }
+                    _ => (None, false),
+                };
+                if let Some(namespace) = namespace {
+                    self.ingest.parent_namespace(cx, conn, request_id, namespace, on);
+                }
+            }
             Event::Message(msg) => {
                 // Every request and answer a peer sends (the relay's own: `Session::send`).
                 debug!(core = self.core, %conn, ?msg, "message in");
@@ -803,11 +816,13 @@ impl RelayShard {
                 Some(Holder::Offer) => self.discovery.publish_refused(sessions, conn, m.request_id),
                 Some(Holder::Forwarded) => self.links.answer(cx, conn, m.request_id, Some(&m.reason)),
                 Some(Holder::UpFetch) => self.upfetch.refused(cx, sessions, conn, m.request_id),
+                Some(Holder::Discovering) => self.links.discovery_ended(sessions, conn, m.request_id),
                 _ => self.ingest.request_error(cx, sessions, conn, m),
             },
             Message::RequestOk(m) => match sessions.role(conn, m.request_id) {
                 Some(Holder::Forwarded) => self.links.answer(cx, conn, m.request_id, None),
                 Some(Holder::Offer) => self.publish_accepted(conn, m.request_id, &m.params),
+                Some(Holder::Discovering) => {}
                 // An answer to one of the relay's REQUEST_UPDATEs upstream.
                 _ => self.ingest.update_answered(sessions, conn, m.request_id),
             },
@@ -853,6 +868,7 @@ impl RelayShard {
             Some(Holder::Offer) => self.discovery.publish_refused(sessions, conn, rid),
             Some(Holder::Fetch) => self.fanout.fetch_cancel(sessions, conn, rid),
             Some(Holder::Namespace) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
+            Some(Holder::Discovering) => self.links.discovery_ended(sessions, conn, rid),
             _ => self.ingest.cancelled(cx, sessions, conn, rid),
         }
     }

@@ -24,7 +24,10 @@ use super::sessions::{Holder, Sessions};
 use super::Cx;
 use ahash::{HashMap, HashSet};
 use session::SessionCode;
-use wire::model::{Message, PublishNamespace, RequestId, SetupOptions, TrackNamespace};
+use wire::model::{
+    Message, Parameters, PublishNamespace, RequestId, SetupOptions, SubscribeNamespace, SubscribeOptions,
+    TrackNamespace,
+};
 
 /// A parent relay this relay subscribes from (an upstream link).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +96,8 @@ struct Link {
     /// It leads to a relay the namespace directory named (`RelayShard::mark_directory_link`):
     /// announcements are not forwarded up it.
     directory: bool,
+    /// The relay's SUBSCRIBE_NAMESPACEs up this link, one per route: their prefixes.
+    discovering: HashMap<RequestId, TrackNamespace>,
 }
 
 /// One namespace forwarded up a link.
@@ -120,6 +125,31 @@ pub struct Links {
     /// Links whose parent sent GOAWAY, with its New Session URI, for the runtime to open
     /// their replacements.
     goaways: Vec<(ConnId, Bytes)>,
+}
+
+/// Most fields a Track Namespace has (draft-16 §2.4.1, draft-22 §2.4.1).
+const MAX_NAMESPACE_FIELDS: usize = 32;
+
+/// Sends SUBSCRIBE_NAMESPACE for `prefix` up link `conn`: the parent answers with its
+/// namespaces under it, now and as they come and go (NAMESPACE, NAMESPACE_DONE).
+fn discover(sessions: &mut Sessions, conn: ConnId, link: &mut Link, prefix: &TrackNamespace) {
+    let Some(s) = sessions.get_mut(conn) else { return };
+    let sent = s.next_request_id().and_then(|request_id| {
+        let msg = SubscribeNamespace {
+            request_id,
+            prefix: prefix.clone(),
+            options: SubscribeOptions::Namespace,
+            params: Parameters::default(),
+        };
+        s.send(Message::SubscribeNamespace(msg)).map(|()| request_id)
+    });
+    match sent {
+        Ok(rid) => {
+            sessions.register(conn, rid, Holder::Discovering);
+            link.discovering.insert(rid, prefix.clone());
+        }
+        Err(e) => tracing::debug!(%conn, error = %e, "SUBSCRIBE_NAMESPACE up the link not sent"),
+    }
 }
 
 /// Tells every core that tracks under `namespace` come from link `publisher`, whose parent
@@ -154,7 +184,16 @@ impl Links {
         // The configuration allows no more (`config::MAX_ROUTES_PER_UPSTREAM`).
         let routes = routes.into_iter().take(MAX_ROUTES_PER_UPSTREAM).map(Some).collect();
         let (forwarded, by_rid) = (HashMap::default(), HashMap::default());
-        let link = Link { routes, peer: None, forwarded, by_rid, replaces, moved: false, directory: false };
+        let link = Link {
+            routes,
+            peer: None,
+            forwarded,
+            by_rid,
+            replaces,
+            moved: false,
+            directory: false,
+            discovering: HashMap::default(),
+        };
         self.on_core.insert(conn, link);
     }
 
@@ -224,7 +263,39 @@ impl Links {
             announce_route(cx, publisher, rid, parent, namespace);
             routes.push((rid, namespace.clone()));
         }
+        // The parent's namespaces under each route, for this relay's namespace subscribers
+        // (a relay the directory named needs not: the directory tells every relay its own).
+        if !link.directory {
+            for (_, prefix) in &routes {
+                discover(sessions, conn, link, prefix);
+            }
+        }
         Some(LinkUp { routes, replaces: link.replaces })
+    }
+
+    /// The namespace a NAMESPACE or NAMESPACE_DONE `suffix` names, on the response stream of
+    /// the relay's SUBSCRIBE_NAMESPACE `rid` up link `conn`; `None` for another request, or
+    /// one longer than a namespace may be (32 fields).
+    pub(super) fn parent_namespace(
+        &self,
+        conn: ConnId,
+        rid: RequestId,
+        suffix: &TrackNamespace,
+    ) -> Option<TrackNamespace> {
+        let prefix = self.on_core.get(&conn)?.discovering.get(&rid)?;
+        let fields: Vec<Bytes> = prefix.fields().iter().chain(suffix.fields()).cloned().collect();
+        (fields.len() <= MAX_NAMESPACE_FIELDS).then_some(TrackNamespace(fields))
+    }
+
+    /// The parent refused or ended the relay's SUBSCRIBE_NAMESPACE `rid` up link `conn`: its
+    /// prefix is no longer followed (the namespaces it brought stay until the link closes).
+    pub(super) fn discovery_ended(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
+        if let Some(link) = self.on_core.get_mut(&conn) {
+            if let Some(prefix) = link.discovering.remove(&rid) {
+                tracing::info!(%conn, ?prefix, "the parent does not list its namespaces under this route");
+            }
+        }
+        sessions.forget(conn, rid);
     }
 
     /// Link `conn` takes one more route, `prefix` (the namespace directory names its parent

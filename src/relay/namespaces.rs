@@ -18,11 +18,15 @@ pub enum Via {
     /// Registered in the namespace directory by another relay of the cluster: discovery
     /// reports it, but it routes nothing (a request for it is looked up in the directory).
     Remote,
+    /// Announced at the parent relay an upstream link leads to, as the parent answered the
+    /// link's SUBSCRIBE_NAMESPACE: discovery reports it, so that a viewer on this edge finds a
+    /// broadcast published further up; it routes nothing (the link's route covers it).
+    Parent,
 }
 
 /// Whether namespace discovery reports entries that came this way.
 fn discovered(via: &Via) -> bool {
-    matches!(via, Via::Announced { .. } | Via::Remote)
+    matches!(via, Via::Announced { .. } | Via::Remote | Via::Parent)
 }
 
 /// Who asks for a track, for the loop rules of [`NamespaceTable::route`].
@@ -83,7 +87,7 @@ impl NamespaceTable {
         self.best(namespace, |via| match via {
             Via::Announced { .. } => true,
             Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
-            Via::Remote => false,
+            Via::Remote | Via::Parent => false,
         })
     }
 
@@ -126,7 +130,7 @@ impl NamespaceTable {
     pub fn announced(&self) -> impl Iterator<Item = (&TrackNamespace, SessionRef, Option<u64>)> {
         self.entries.iter().filter_map(|(n, p, v)| match v {
             Via::Announced { node } => Some((n, *p, *node)),
-            Via::Upstream { .. } | Via::Remote => None,
+            Via::Upstream { .. } | Via::Remote | Via::Parent => None,
         })
     }
 

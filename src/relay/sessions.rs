@@ -38,6 +38,8 @@ pub(super) enum Holder {
     UpFetch,
     /// An announcement the relay forwarded up a link (links).
     Forwarded,
+    /// The relay's SUBSCRIBE_NAMESPACE up a link, for its parent's namespaces (links).
+    Discovering,
 }
 
 /// What the shard knows of one session's peer.

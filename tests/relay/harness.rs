@@ -47,6 +47,9 @@ pub struct Client {
     pub gone: bool,
     /// Every transmit the relay-side session made for this client, as it made them.
     pub relay_sent: Vec<Transmit>,
+    /// A parent's: the relay's SUBSCRIBE_NAMESPACEs up the link, answered REQUEST_OK by the
+    /// harness when the link came up (`link_with`).
+    pub discovery: Vec<moq_edge::wire::model::SubscribeNamespace>,
 }
 
 /// The simulated relay and its clients.
@@ -151,6 +154,7 @@ impl Relay {
             closed_by_client: None,
             gone: false,
             relay_sent: Vec::new(),
+            discovery: Vec::new(),
         });
         self.clients.len() - 1
     }
@@ -196,6 +200,19 @@ impl Relay {
         let session = Session::new(version, Role::Server, SessionConfig::default(), parent_setup);
         let id = self.push_client(version, core, conn, session);
         self.flush_relay_session(core, conn);
+        self.run_until_quiet();
+        // The parent answers the link's SUBSCRIBE_NAMESPACEs (one per route) and keeps them;
+        // the other events stay for the test.
+        for event in self.take_events(id) {
+            match event {
+                Event::Message(Message::SubscribeNamespace(m)) => {
+                    let ok = moq_edge::wire::model::RequestOk { request_id: m.request_id, ..Default::default() };
+                    self.send(id, Message::RequestOk(ok));
+                    self.clients[id].discovery.push(m);
+                }
+                e => self.clients[id].events.push(e),
+            }
+        }
         self.run_until_quiet();
         id
     }

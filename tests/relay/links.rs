@@ -291,3 +291,59 @@ fn a_new_subscriber_waits_while_the_upstream_is_lost() {
         r.assert_no_closes();
     }
 }
+
+/// Namespace discovery through a link: when it comes up, the link asks its parent for the
+/// namespaces under each route (SUBSCRIBE_NAMESPACE), and what the parent answers
+/// (NAMESPACE, NAMESPACE_DONE) reaches this relay's namespace subscribers like a local
+/// announcement, once per namespace: a viewer on an edge finds a broadcast published at the
+/// origin (a player that waits for the announcement before subscribing). The parent's
+/// namespaces route nothing (the route does); the link's loss withdraws them.
+#[test]
+fn the_parents_namespaces_reach_namespace_subscribers_here() {
+    for v in DRAFTS {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let asked = r.clients[parent].discovery.clone();
+        assert_eq!(asked.len(), 1, "{v:?}: one SUBSCRIBE_NAMESPACE per route");
+        assert_eq!(asked[0].prefix, ns(&[]), "{v:?}: the default route's prefix");
+        let up = asked[0].request_id;
+
+        // Known at the parent before the viewer asks, and after.
+        r.session(parent).send_on(up, Message::Namespace(ns(&["live", "a"]))).unwrap();
+        r.run_until_quiet();
+        let s = r.connect(1, v);
+        let (rid, events) = r.subscribe_namespace(s, &["live"]);
+        let now: Vec<_> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::RequestMessage { message: Message::Namespace(n), .. } => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(now, vec![ns(&["a"])], "{v:?}: the parent's namespace, at once");
+        r.session(parent).send_on(up, Message::Namespace(ns(&["live", "b"]))).unwrap();
+        r.session(parent).send_on(up, Message::Namespace(ns(&["news"]))).unwrap();
+        r.run_until_quiet();
+        assert_eq!(r.namespace_events(s, rid), vec![(true, ns(&["b"]))], "{v:?}: and as it comes");
+        // A local publisher of the same namespace: still one NAMESPACE, and one NAMESPACE_DONE
+        // only when both are gone.
+        let p = r.connect(0, v);
+        let (prid, f) = r.announce_via_link(p, parent, &["live", "b"]);
+        r.parent_accepts(parent, p, &f, prid);
+        r.session(parent).send_on(up, Message::NamespaceDone(ns(&["live", "b"]))).unwrap();
+        r.run_until_quiet();
+        assert_eq!(r.namespace_events(s, rid), vec![], "{v:?}: announced here too");
+        r.disconnect(p);
+        r.run_until_quiet();
+        assert_eq!(r.namespace_events(s, rid), vec![(false, ns(&["b"]))], "{v:?}");
+        // A track under a namespace the parent listed is subscribed through the link's route.
+        let t = track(&["live", "a"], "video");
+        let viewer = r.connect(1, v);
+        r.subscribe(viewer, &t, None);
+        r.upstream_subscribe(parent, &t);
+        // The link goes: its parent's namespaces with it.
+        r.disconnect(parent);
+        r.run_until_quiet();
+        assert_eq!(r.namespace_events(s, rid), vec![(false, ns(&["a"]))], "{v:?}: gone with the link");
+    }
+}

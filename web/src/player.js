@@ -73,8 +73,9 @@ export function median(values) {
 
 // Starts the player for broadcast `name` on `relay` (the page's origin, where the relay
 // serves /certificate.sha256 for the player to pin its self-signed certificate). `reload`
-// false: subscribe at once rather than wait for the broadcast's announcement, which an edge
-// relay does not pass down from its parent (ARCHITECTURE.md, "Upstream links").
+// false: subscribe at once rather than wait for the broadcast's announcement (which a relay
+// gives from its own publishers and, on an edge, from its parent: ARCHITECTURE.md, "Upstream
+// links").
 export function startPlayer(watch, name, relay, container, reload = true) {
   const stats = {
     name,

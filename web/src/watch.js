@@ -4,7 +4,7 @@
 // Query: ?namespace=live&track=video (the defaults), &relay=https://HOST:PORT/ to reach a relay
 // other than the one that served the page. With ?name=BROADCAST the page plays a hang
 // broadcast with moq-dev's <moq-watch> player instead (player.js); &reload=0 subscribes to it
-// without waiting for its announcement (on an edge whose parent has it). The relay's certificate is pinned with
+// without waiting for its announcement. The relay's certificate is pinned with
 // serverCertificateHashes (WebTransport, "Certificate hashes") from the page origin's
 // /certificate.sha256, so the self-signed certificate the relay makes works without a CA.
 //
