@@ -498,8 +498,7 @@ fn play_round(round: Round) {
     let name = format!("demo-{draft}");
     let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30);
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
-    let done =
-        play(&format!("http://127.0.0.1:{}/?name={name}", last.port), 2, 5_000, WINDOW_S, &png);
+    let done = play(&format!("http://127.0.0.1:{}/?name={name}", last.port), 2, 5_000, WINDOW_S, &png);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);

@@ -722,7 +722,10 @@ impl Ingest {
             }
             for core in 0..cx.cores {
                 let namespace = namespace.clone();
-                cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via: Via::Parent });
+                cx.send(
+                    core,
+                    NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via: Via::Parent },
+                );
             }
         } else if listed.remove(&namespace) {
             for core in 0..cx.cores {

@@ -726,7 +726,9 @@ impl RelayShard {
             }
             Event::RequestMessage { request_id, message } => {
                 let (namespace, on) = match &message {
-                    Message::Namespace(suffix) => (self.links.parent_namespace(conn, request_id, suffix), true),
+                    Message::Namespace(suffix) => {
+                        (self.links.parent_namespace(conn, request_id, suffix), true)
+                    }
                     Message::NamespaceDone(suffix) => {
                         (self.links.parent_namespace(conn, request_id, suffix), false)
                     }

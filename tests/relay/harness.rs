@@ -206,7 +206,8 @@ impl Relay {
         for event in self.take_events(id) {
             match event {
                 Event::Message(Message::SubscribeNamespace(m)) => {
-                    let ok = moq_edge::wire::model::RequestOk { request_id: m.request_id, ..Default::default() };
+                    let ok =
+                        moq_edge::wire::model::RequestOk { request_id: m.request_id, ..Default::default() };
                     self.send(id, Message::RequestOk(ok));
                     self.clients[id].discovery.push(m);
                 }

@@ -336,6 +336,11 @@ fn the_parents_namespaces_reach_namespace_subscribers_here() {
         r.disconnect(p);
         r.run_until_quiet();
         assert_eq!(r.namespace_events(s, rid), vec![(false, ns(&["b"]))], "{v:?}");
+        let withdrawn = messages(&r.take_events(parent));
+        assert!(
+            matches!(withdrawn.as_slice(), [Message::PublishNamespaceDone(_)] | []),
+            "{v:?}: {withdrawn:?}"
+        );
         // A track under a namespace the parent listed is subscribed through the link's route.
         let t = track(&["live", "a"], "video");
         let viewer = r.connect(1, v);
