@@ -19,7 +19,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo test --release -p moq-edge --test browser --no-run >/dev/null 2>&1
 for run in $(seq 1 "$RUNS"); do
-    cargo test --release -p moq-edge --test browser the_player -- --nocapture >"$out/$run.log" 2>&1 ||
+    cargo test --release -p moq-edge --test browser the_player_plays_a_broadcast_from_ffmpeg_through_the_relay -- --exact --nocapture >"$out/$run.log" 2>&1 ||
         { tail -40 "$out/$run.log" >&2; echo "bench/player.sh: run $run failed" >&2; exit 1; }
 done
 python3 - "$out" "$RUNS" <<'PY'

@@ -406,8 +406,14 @@ fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
 /// `draft` on the relay at `port`. The frames' timestamps are the wall clock at which ffmpeg
 /// reads them (`-output_ts_offset` now, `frag_discont` so that each fragment's decode time
 /// says so), which lets the page measure each decoded frame's glass-to-decoder latency.
-/// Returns both processes and moq-pub's stderr.
-fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, mpsc::Receiver<String>) {
+/// `token`: moq-pub's authorization token. Returns both processes and moq-pub's stderr.
+fn start_encoder(
+    port: u16,
+    draft: &str,
+    name: &str,
+    secs: u32,
+    token: Option<&str>,
+) -> (Proc, Proc, mpsc::Receiver<String>) {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
     let mut ffmpeg = Command::new("ffmpeg")
         .args(["-hide_banner", "-loglevel", "error", "-re"])
@@ -433,6 +439,7 @@ fn start_encoder(port: u16, draft: &str, name: &str, secs: u32) -> (Proc, Proc, 
     let video = ffmpeg.stdout.take().expect("ffmpeg's stdout");
     let mut publisher = Command::new(env!("CARGO_BIN_EXE_moq-pub"))
         .args(["--relay", &format!("127.0.0.1:{port}"), "--draft", draft, "--namespace", name, "--fmp4"])
+        .args(token.map(|t| ["--token", t]).into_iter().flatten())
         .stdin(Stdio::from(video))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -485,6 +492,8 @@ struct Round<'a> {
     draft: &'a str,
     viewer_draft: &'a str,
     png: PathBuf,
+    /// With tokens required: moq-pub's token, and the JWT the page carries in its URL.
+    tokens: Option<(&'a str, &'a str)>,
 }
 
 /// A broadcast from ffmpeg through moq-pub at `draft`, two viewers on the last relay of the
@@ -493,12 +502,13 @@ struct Round<'a> {
 /// frame and live-edge latency beside the relays' added delay, and one `player-figures` JSON
 /// line for bench/player.sh.
 fn play_round(round: Round) {
-    let Round { what, path, draft, viewer_draft, png } = round;
+    let Round { what, path, draft, viewer_draft, png, tokens } = round;
     let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
     let name = format!("demo-{draft}");
-    let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30);
+    let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30, tokens.map(|t| t.0));
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
-    let done = play(&format!("http://127.0.0.1:{}/?name={name}", last.port), 2, 5_000, WINDOW_S, &png);
+    let jwt = tokens.map_or(String::new(), |t| format!("&jwt={}", t.1));
+    let done = play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);
@@ -570,7 +580,14 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
     for draft in ["16", "18", "22"] {
         let relay = start_relay(&metrics);
         let png = target.join(format!("browser-play-{draft}.png"));
-        play_round(Round { what: "one relay", path: &[&relay], draft, viewer_draft: "18", png });
+        play_round(Round {
+            what: "one relay",
+            path: &[&relay],
+            draft,
+            viewer_draft: "18",
+            png,
+            tokens: None,
+        });
     }
     let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
     let png = target.join("browser-play-viewer16.png");
@@ -580,6 +597,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         draft: "22",
         viewer_draft: "16",
         png,
+        tokens: None,
     });
     let origin = start_relay(&metrics);
     let parent = format!("moqt://127.0.0.1:{}", origin.port);
@@ -591,5 +609,41 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         draft: "16",
         viewer_draft: "18",
         png,
+        tokens: None,
     });
+}
+
+/// The player with tokens required: a relay that takes JWTs (`--auth jwt`), moq-pub
+/// presenting its own, and the page carrying the viewer's in its URL (`&jwt=`), which the
+/// page passes to the relay in the WebTransport URL (README.md, "Authorization").
+#[test]
+fn the_player_plays_with_a_jwt_in_the_page_url() {
+    use moq_edge::auth;
+    require_browser_tools();
+    let _turn = one_at_a_time();
+    let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+    let secret = b"the platform's secret, 32 bytes!";
+    let keys = target.join(format!("browser-jwks-{}.json", std::process::id()));
+    let k = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, secret);
+    std::fs::write(&keys, format!(r#"{{"keys":[{{"kty":"oct","kid":"web","k":"{k}"}}]}}"#)).expect("written");
+    let exp = Some(auth::unix_now() + 600);
+    let mint = |claims: auth::JwtClaims| {
+        auth::mint_jwt(&auth::JwtSigner::hs256(secret).with_kid("web"), &claims).expect("minted")
+    };
+    let publisher =
+        mint(auth::JwtClaims { root: "demo-22".into(), put: vec![String::new()], exp, ..Default::default() });
+    let viewer =
+        mint(auth::JwtClaims { root: "demo-22".into(), get: vec![String::new()], exp, ..Default::default() });
+    let keys_arg = keys.to_str().expect("a UTF-8 path");
+    let relay = start_relay(&["--metrics", "127.0.0.1:0", "--auth", "jwt", "--auth-jwt-keys", keys_arg]);
+    let png = target.join("browser-play-jwt.png");
+    play_round(Round {
+        what: "one relay requiring JWTs",
+        path: &[&relay],
+        draft: "22",
+        viewer_draft: "18",
+        png,
+        tokens: Some((&publisher, &viewer)),
+    });
+    std::fs::remove_file(&keys).ok();
 }

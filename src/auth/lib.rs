@@ -60,6 +60,24 @@ pub struct Grant {
     pub expires: u64,
 }
 
+/// What a namespace subscription may be told about: everything under its prefix, or only
+/// the namespaces under these narrower prefixes (all its tokens grant under the prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Within(Vec<TrackNamespace>),
+}
+
+impl Scope {
+    /// Whether `namespace` (under the subscription's prefix) may be reported.
+    pub fn covers(&self, namespace: &TrackNamespace) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Within(prefixes) => prefixes.iter().any(|p| namespace.starts_with(p)),
+        }
+    }
+}
+
 /// The right a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Right {
@@ -153,6 +171,14 @@ pub enum Denied {
     Session(SessionCode, &'static str),
 }
 
+/// Why no grant allowed a request: an expired token, else none that covers it.
+fn refusal<'a>(mut grants: impl Iterator<Item = &'a Grant>, now: u64) -> Denied {
+    if grants.any(|g| now >= g.expires) {
+        return Denied::Request(RequestErrorCode::ExpiredAuthToken, "the token has expired");
+    }
+    Denied::Request(RequestErrorCode::Unauthorized, "no token grants this")
+}
+
 /// Bytes a registered alias counts against MAX_AUTH_TOKEN_CACHE_SIZE (draft-16 §9.3.1.4).
 fn alias_cost(value: &Bytes) -> usize {
     16 + value.len()
@@ -205,11 +231,41 @@ impl SessionAuth {
         if let Some(until) = allowing.map(|g| g.expires).max() {
             return Ok(until);
         }
-        let expired = self.setup.iter().chain(&grants).any(|g| now >= g.expires);
-        if expired {
-            return Err(Denied::Request(RequestErrorCode::ExpiredAuthToken, "the token has expired"));
+        Err(refusal(self.setup.iter().chain(&grants), now))
+    }
+
+    /// Like [`SessionAuth::authorize`] for a namespace subscription (SUBSCRIBE_NAMESPACE,
+    /// SUBSCRIBE_TRACKS) under `prefix`: allowed whole when a grant covers `prefix`, and
+    /// otherwise narrowed to what the grants allow under it ([`Scope::Within`]) — a viewer's
+    /// token for one broadcast lets a player that discovers from the root (as moq-dev's does)
+    /// see that broadcast and nothing else. Refused when no grant reaches under `prefix`.
+    /// Returns until when (the latest expiry of the grants used) and the scope.
+    pub fn authorize_discovery(
+        &mut self,
+        keys: &Keys,
+        tokens: &[AuthToken],
+        prefix: &TrackNamespace,
+        cache_limit: usize,
+        now: u64,
+    ) -> Result<(u64, Scope), Denied> {
+        let mut grants = Vec::new();
+        self.resolve(keys, tokens, cache_limit, now, &mut grants)?;
+        let all = || self.setup.iter().chain(&grants);
+        let whole = all().filter(|g| g.allows(prefix, Right::Subscribe, now)).map(|g| g.expires).max();
+        if let Some(until) = whole {
+            return Ok((until, Scope::All));
         }
-        Err(Denied::Request(RequestErrorCode::Unauthorized, "no token grants this"))
+        let (mut within, mut until) = (Vec::new(), 0);
+        for g in all().filter(|g| now < g.expires) {
+            for p in g.subscribe.iter().filter(|p| p.starts_with(prefix)) {
+                within.push(p.clone());
+                until = until.max(g.expires);
+            }
+        }
+        if within.is_empty() {
+            return Err(refusal(all(), now));
+        }
+        Ok((until, Scope::Within(within)))
     }
 
     fn resolve(

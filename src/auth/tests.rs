@@ -505,6 +505,32 @@ fn a_key_ring_rotates_keys_by_reloading_its_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A namespace subscription broader than the token is narrowed to what the token grants
+/// under it; one the token reaches nowhere under is refused.
+#[test]
+fn discovery_is_narrowed_to_the_tokens_grants() {
+    let k = jwt_keys(&hs_jwks("h1"));
+    let signer = JwtSigner::hs256(SECRET).with_kid("h1");
+    let viewer = mint_jwt(&signer, &jwt_claims("live/a", &[], &[""])).unwrap();
+    let token = |t: &String| vec![AuthToken::UseValue { token_type: 0, value: Bytes::from(t.clone()) }];
+    let mut a = SessionAuth::default();
+    let (_, scope) = a.authorize_discovery(&k, &token(&viewer), &ns(&["live", "a", "x"]), 0, NOW).unwrap();
+    assert_eq!(scope, Scope::All, "a prefix the token covers");
+    let (until, scope) = a.authorize_discovery(&k, &token(&viewer), &ns(&[]), 0, NOW).unwrap();
+    assert_eq!(scope, Scope::Within(vec![ns(&["live", "a"])]), "the root, narrowed");
+    assert!(until > NOW);
+    assert!(scope.covers(&ns(&["live", "a", "cam"])) && !scope.covers(&ns(&["live", "b"])));
+    assert_eq!(
+        a.authorize_discovery(&k, &token(&viewer), &ns(&["news"]), 0, NOW),
+        Err(Denied::Request(RequestErrorCode::Unauthorized, "no token grants this"))
+    );
+    let publisher = mint_jwt(&signer, &jwt_claims("live/a", &[""], &[])).unwrap();
+    assert!(
+        a.authorize_discovery(&k, &token(&publisher), &ns(&[]), 0, NOW).is_err(),
+        "publish is not subscribe"
+    );
+}
+
 #[test]
 fn session_auth_maps_token_errors_onto_request_codes() {
     let k = jwt_keys(&hs_jwks("h1"));

@@ -20,10 +20,22 @@ pub(super) fn needs_right(
             FetchKind::Standalone { track } => (m.request_id, &m.params, &track.namespace, Right::Subscribe),
             _ => return None,
         },
-        Message::SubscribeNamespace(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
-        Message::SubscribeTracks(m) => (m.request_id, &m.params, &m.prefix, Right::Subscribe),
+        // Namespace subscriptions: `discovery_right`.
         _ => return None,
     })
+}
+
+/// A namespace subscription's request, parameters and prefix (SUBSCRIBE_NAMESPACE,
+/// SUBSCRIBE_TRACKS): it needs the subscribe right somewhere under its prefix, and sees only
+/// what its tokens grant (`auth::SessionAuth::authorize_discovery`).
+pub(super) fn discovery_right(
+    msg: &Message,
+) -> Option<(RequestId, &Parameters, &wire::model::TrackNamespace)> {
+    match msg {
+        Message::SubscribeNamespace(m) => Some((m.request_id, &m.params, &m.prefix)),
+        Message::SubscribeTracks(m) => Some((m.request_id, &m.params, &m.prefix)),
+        _ => None,
+    }
 }
 
 /// A request was refused (and answered, or its session closed).
@@ -113,8 +125,36 @@ impl RelayShard {
         if self.sessions.is_link(conn) {
             return Ok(None); // our configured parent: trusted like the configuration
         }
-        match self.sessions.check_auth(&cx!(self), conn, params, namespace, right) {
-            Ok(until) => Ok(until),
+        let checked = self.sessions.check_auth(&cx!(self), conn, params, namespace, right);
+        self.refuse_unless(conn, rid, checked)
+    }
+
+    /// Whether namespace subscription `rid` of session `conn` under `prefix` is authorized
+    /// (`Ok(None)`: open mode, or a link), until when, and what it may see; otherwise it is
+    /// refused as [`RelayShard::authorized`] refuses.
+    pub(super) fn authorized_discovery(
+        &mut self,
+        conn: ConnId,
+        rid: RequestId,
+        params: &Parameters,
+        prefix: &wire::model::TrackNamespace,
+    ) -> Result<Option<(Instant, auth::Scope)>, Refused> {
+        if self.sessions.is_link(conn) {
+            return Ok(None);
+        }
+        let checked = self.sessions.check_discovery(&cx!(self), conn, params, prefix);
+        self.refuse_unless(conn, rid, checked)
+    }
+
+    /// `checked`'s value, or its refusal carried out: REQUEST_ERROR, or the session closed.
+    fn refuse_unless<T>(
+        &mut self,
+        conn: ConnId,
+        rid: RequestId,
+        checked: Result<T, Denied>,
+    ) -> Result<T, Refused> {
+        match checked {
+            Ok(v) => Ok(v),
             Err(Denied::Request(code, why)) => {
                 self.sessions.answer_error(conn, rid, code, why, true);
                 Err(Refused)

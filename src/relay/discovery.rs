@@ -25,6 +25,7 @@ use super::msg::OwnerMsg;
 use super::sessions::{Holder, Sessions};
 use super::{update_allows, Cx, UpdateError};
 use crate::unheeded;
+use auth::Scope;
 use session::SessionError;
 use wire::model::{
     FullTrackName, Location, Message, Parameters, Properties, Publish, PublishSkipped, RequestId,
@@ -69,6 +70,16 @@ struct NsSub {
     /// Until when its token authorizes it (token mode): a subscription it brings (an
     /// accepted PUBLISH) ends then, like any other.
     until: Option<Instant>,
+    /// What its tokens let it see under its prefix (token mode; `Scope::All` otherwise).
+    scope: Scope,
+}
+
+impl NsSub {
+    /// Whether `namespace` is one this subscription reports: under its prefix, and in its
+    /// tokens' scope.
+    fn covers(&self, namespace: &TrackNamespace) -> bool {
+        namespace.starts_with(&self.prefix) && self.scope.covers(namespace)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -128,7 +139,7 @@ impl Discovery {
         fanout: &Fanout,
         conn: ConnId,
         m: SubscribeNamespace,
-        until: Option<Instant>,
+        (until, scope): (Option<Instant>, Scope),
     ) {
         let (namespaces, publishes) = match m.options {
             SubscribeOptions::Namespace => (true, false),
@@ -136,7 +147,7 @@ impl Discovery {
             SubscribeOptions::Both => (true, true),
         };
         let publishes = publishes.then_some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: SubKind::Namespace, namespaces, publishes, until };
+        let sub = NsSub { prefix: m.prefix, kind: SubKind::Namespace, namespaces, publishes, until, scope };
         self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
@@ -148,10 +159,11 @@ impl Discovery {
         fanout: &Fanout,
         conn: ConnId,
         m: SubscribeTracks,
-        until: Option<Instant>,
+        (until, scope): (Option<Instant>, Scope),
     ) {
         let publishes = Some(m.params.forward.unwrap_or(true));
-        let sub = NsSub { prefix: m.prefix, kind: SubKind::Tracks, namespaces: false, publishes, until };
+        let sub =
+            NsSub { prefix: m.prefix, kind: SubKind::Tracks, namespaces: false, publishes, until, scope };
         self.add(cx, sessions, fanout, conn, m.request_id, sub);
     }
 
@@ -177,9 +189,13 @@ impl Discovery {
                 true,
             );
         }
-        let namespaces = if sub.namespaces { cx.namespaces.distinct_under(&sub.prefix).len() } else { 0 };
+        let namespaces = if sub.namespaces {
+            cx.namespaces.distinct_under(&sub.prefix).iter().filter(|n| sub.covers(n)).count()
+        } else {
+            0
+        };
         let tracks = match sub.publishes {
-            Some(_) => self.tracks.values().filter(|(t, _)| t.namespace.starts_with(&sub.prefix)).count(),
+            Some(_) => self.tracks.values().filter(|(t, _)| sub.covers(&t.namespace)).count(),
             None => 0,
         };
         if namespaces.max(tracks) > cx.config.max_namespace_matches {
@@ -203,7 +219,7 @@ impl Discovery {
         sessions.register(conn, rid, Holder::NamespaceSub);
         if sub.namespaces {
             let Some(s) = sessions.get_mut(conn) else { return };
-            for namespace in cx.namespaces.distinct_under(&sub.prefix) {
+            for namespace in cx.namespaces.distinct_under(&sub.prefix).into_iter().filter(|n| sub.covers(n)) {
                 if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &sub.prefix))) {
                     debug!(%conn, error = %e, "NAMESPACE not sent");
                     break;
@@ -211,12 +227,9 @@ impl Discovery {
             }
         }
         let offers: Vec<TrackAlias> = match sub.publishes {
-            Some(_) => self
-                .tracks
-                .iter()
-                .filter(|(_, (t, _))| t.namespace.starts_with(&sub.prefix))
-                .map(|(a, _)| *a)
-                .collect(),
+            Some(_) => {
+                self.tracks.iter().filter(|(_, (t, _))| sub.covers(&t.namespace)).map(|(a, _)| *a).collect()
+            }
             None => Vec::new(),
         };
         let forward = sub.publishes.unwrap_or(true);
@@ -246,7 +259,7 @@ impl Discovery {
             .filter_map(|((conn, rid), s)| {
                 let forward = s.publishes?;
                 let via = OfferFor { rid: *rid, prefix: s.prefix.clone(), tracks: s.kind == SubKind::Tracks };
-                track.namespace.starts_with(&s.prefix).then_some(Offer { conn: *conn, forward, via })
+                s.covers(&track.namespace).then_some(Offer { conn: *conn, forward, via })
             })
             .collect();
         self.tracks.insert(alias, (track, properties));
@@ -445,7 +458,7 @@ impl Discovery {
         let prefix = sub.prefix.clone();
         let Some(s) = sessions.get_mut(conn) else { return };
         for namespace in cx.namespaces.distinct_under(&prefix) {
-            if namespace.starts_with(old) {
+            if namespace.starts_with(old) || !sub.scope.covers(&namespace) {
                 continue;
             }
             if let Err(e) = s.send_on(rid, Message::Namespace(suffix(&namespace, &prefix))) {
@@ -474,7 +487,7 @@ impl Discovery {
     /// publisher: tell the matching namespace subscriptions.
     pub(super) fn changed(&mut self, sessions: &mut Sessions, namespace: &TrackNamespace, appeared: bool) {
         for ((conn, rid), sub) in &self.subs {
-            if !sub.namespaces || !namespace.starts_with(&sub.prefix) {
+            if !sub.namespaces || !sub.covers(namespace) {
                 continue;
             }
             let Some(s) = sessions.get_mut(*conn) else { continue };

@@ -227,7 +227,7 @@ macro_rules! cx {
 // After `cx!`, which it uses.
 mod admit;
 
-use self::admit::{needs_right, range_filtered, Refused};
+use self::admit::{discovery_right, needs_right, range_filtered, Refused};
 pub(crate) use self::admit::{update_allows, UpdateError};
 
 /// Upstream subscription `seq` of core `core` (the core in the top bits).
@@ -806,6 +806,14 @@ impl RelayShard {
                 Err(Refused) => return,
             }
         }
+        let mut scope = auth::Scope::All;
+        if let Some((rid, params, prefix)) = discovery_right(&msg) {
+            match self.authorized_discovery(conn, rid, params, prefix) {
+                Ok(Some((t, s))) => (until, scope) = (Some(t), s),
+                Ok(None) => {}
+                Err(Refused) => return,
+            }
+        }
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match msg {
             Message::PublishNamespace(m) => self.ingest.publish_namespace(cx, sessions, conn, m),
@@ -839,10 +847,10 @@ impl RelayShard {
             Message::Fetch(m) => self.fanout.fetch_request(cx, sessions, conn, m),
             Message::FetchCancel(rid) => self.fanout.fetch_cancel(sessions, conn, rid),
             Message::SubscribeNamespace(m) => {
-                self.discovery.subscribe(cx, sessions, &self.fanout, conn, m, until)
+                self.discovery.subscribe(cx, sessions, &self.fanout, conn, m, (until, scope))
             }
             Message::SubscribeTracks(m) => {
-                self.discovery.subscribe_tracks(cx, sessions, &self.fanout, conn, m, until)
+                self.discovery.subscribe_tracks(cx, sessions, &self.fanout, conn, m, (until, scope))
             }
             Message::PublishOk(m) => self.publish_accepted(conn, m.request_id, &m.params),
             Message::RequestUpdate(m) => self.on_request_update(conn, m),

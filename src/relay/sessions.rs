@@ -243,4 +243,21 @@ impl Sessions {
         let until = a.authorize(&keys, &params.auth_tokens, namespace, right, cx.config.auth_cache, now)?;
         Ok(Some(cx.now + Duration::from_secs(until.saturating_sub(now))))
     }
+
+    /// Like [`Sessions::check_auth`] for a namespace subscription under `prefix`: until when,
+    /// and what it may see (`auth::SessionAuth::authorize_discovery`).
+    pub fn check_discovery(
+        &mut self,
+        cx: &Cx<'_>,
+        conn: ConnId,
+        params: &Parameters,
+        prefix: &TrackNamespace,
+    ) -> Result<Option<(Instant, auth::Scope)>, Denied> {
+        let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return Ok(None) };
+        let a = self.peers.entry(conn).or_default().auth.get_or_insert_with(SessionAuth::default);
+        let now = cx.unix_secs();
+        let (until, scope) =
+            a.authorize_discovery(&keys, &params.auth_tokens, prefix, cx.config.auth_cache, now)?;
+        Ok(Some((cx.now + Duration::from_secs(until.saturating_sub(now)), scope)))
+    }
 }

@@ -430,3 +430,37 @@ fn jwt_and_cat_subscriptions_expire_with_their_token() {
         }
     }
 }
+
+/// A namespace subscription broader than its token (a player that discovers from the root
+/// with a token for one broadcast) is accepted, narrowed to what the token grants: it hears
+/// of the namespaces under the token's prefixes and of no other, now and as they come.
+#[test]
+fn discovery_is_narrowed_to_what_the_token_grants() {
+    for (pv, sv) in [(D16, D16), (D22, D22), (D16, D22)] {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let mut r = Relay::with_config(2, auth_config());
+        let p = r.connect_with_token(0, pv, token(&[], true, false, 600));
+        r.announce(p, &["live", "a"]);
+        r.announce(p, &["live", "b"]);
+        let viewer = r.connect_with_token(1, sv, token(&["live", "a"], false, true, 600));
+        let (rid, events) = r.subscribe_namespace(viewer, &[]);
+        assert!(matches!(messages(&events).as_slice(), [Message::RequestOk(_)]), "{ctx}: {events:?}");
+        let listed: Vec<_> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::RequestMessage { message: Message::Namespace(n), .. } => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(listed, vec![ns(&["live", "a"])], "{ctx}: only what the token grants");
+        r.announce(p, &["live", "a", "hd"]);
+        r.announce(p, &["news"]);
+        assert_eq!(r.namespace_events(viewer, rid), vec![(true, ns(&["live", "a", "hd"]))], "{ctx}");
+        // A token that reaches nowhere under the prefix is refused as before.
+        let other = r.connect_with_token(1, sv, token(&["sports"], false, true, 600));
+        let (rid, ev) = r.subscribe_namespace(other, &["live"]);
+        let e = request_error(&messages(&ev));
+        assert_eq!((e.request_id, e.error_code), (rid, 0x1), "{ctx}: UNAUTHORIZED");
+        r.assert_no_closes();
+    }
+}

@@ -4,7 +4,8 @@
 // Query: ?namespace=live&track=video (the defaults), &relay=https://HOST:PORT/ to reach a relay
 // other than the one that served the page. With ?name=BROADCAST the page plays a hang
 // broadcast with moq-dev's <moq-watch> player instead (player.js); &reload=0 subscribes to it
-// without waiting for its announcement. The relay's certificate is pinned with
+// without waiting for its announcement. &jwt=, &token= or &cat= carry an authorization token
+// to the relay in the WebTransport URL (README.md, "Authorization"). The relay's certificate is pinned with
 // serverCertificateHashes (WebTransport, "Certificate hashes") from the page origin's
 // /certificate.sha256, so the self-signed certificate the relay makes works without a CA.
 //
@@ -34,6 +35,11 @@ const broadcastName = params.get("name");
 const namespace = params.get("namespace") || "live";
 const trackName = params.get("track") || "video";
 const relayUrl = new URL(params.get("relay") || `https://${location.host}/`);
+// The query parameters the relay reads a token from (README.md, "Authorization").
+const TOKEN_PARAMS = ["jwt", "token", "cat"];
+for (const name of TOKEN_PARAMS) {
+  if (params.has(name)) relayUrl.searchParams.set(name, params.get(name));
+}
 
 // What happened, for people (the page) and for the browser test (tests/browser.rs), which
 // reads window.watch.
@@ -209,7 +215,9 @@ async function main() {
     $("relay").textContent = location.origin;
     setState("playing");
     const reload = params.get("reload") !== "0";
-    const stats = startPlayer(watch, broadcastName, `${location.origin}/`, $("player"), reload);
+    const playerUrl = new URL(`${location.origin}/`);
+    playerUrl.search = relayUrl.search;
+    const stats = startPlayer(watch, broadcastName, playerUrl.href, $("player"), reload);
     setInterval(() => {
       $("count").textContent = `${stats.decoded} frames decoded`;
       const parts = [];
