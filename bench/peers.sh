@@ -2,7 +2,10 @@
 # moq-edge side by side with the peer relays: each relay alone on CPU 0,
 # moq-bench on CPU 1, the same moq-bench fan-out scenarios against each, one table: relay CPU
 # seconds per delivered GB (lower is better), the ratio to moq-edge's in the same run,
-# publish→receive latency p50/p99, and lost objects.
+# publish→receive latency p50/p99, lost objects, and "x floor": the relay's CPU per GB over
+# the floor's, what the kernel and the crypto alone cost for the same packets on this machine
+# (bench/floor: moq-floor's sender on the relay's first CPU, its sink on moq-bench's), measured
+# in the same run before the relays at each load (FLOOR=0 skips it).
 #
 #   bench/peers.sh                 # every relay, every load below
 #   RELAYS="moq-edge moq-relay-ietf" LOADS="100x300" bench/peers.sh
@@ -35,6 +38,7 @@ DEV_VERSION=0.17.10
 
 if [[ -z ${BIN:-} ]]; then
     cargo build --release --bin moq-edge --bin moq-bench
+    cargo build --release -p moq-edge-floor
     BIN=target/release
 fi
 install_peer() { # crate version [--locked]
@@ -95,6 +99,10 @@ start_relay() { # name → sets relay (pid) and draft
 for load in $LOADS; do
     IFS=x read -r subs rate size <<<"$load"
     size=${size:-1200}
+    if [[ ${FLOOR:-1} != 0 ]]; then
+        taskset -c "${RELAY_CPUS%%-*},${GEN_CPUS%%[-,]*}" "$BIN/moq-floor" --subscribers "$subs" --rate "$rate" \
+            --object-size "$size" --duration "$DURATION" --warmup "$WARMUP" --json "$work/floor-$load.json" >/dev/null
+    fi
     for r in $RELAYS; do
         start_relay "$r"
         taskset -c "$GEN_CPUS" "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$PORT" --relay-pid "$relay" \
@@ -120,16 +128,21 @@ def row(r, load):
     # A relay that delivered nothing has no latency figures.
     lat = d.get("latency_us") or {}
     return (cpu / gb if gb else float("nan"), lat.get("p50"), lat.get("p99"), d["lost"], d["objects_per_s"])
-print(f"{'load (subs x rate x bytes)':<27} {'relay':<15} {'CPU s/GB':>9} {'vs edge':>8} {'p50 ms':>8} {'p99 ms':>8} {'delivered/s':>12} {'lost':>9}")
+print(f"{'load (subs x rate x bytes)':<27} {'relay':<15} {'CPU s/GB':>9} {'vs edge':>8} {'x floor':>8} {'p50 ms':>8} {'p99 ms':>8} {'delivered/s':>12} {'lost':>9}")
 for load in loads:
     edge = row("moq-edge", load)
+    floor = row("floor", load)
+    if floor is not None:
+        us = json.load(open(f"{work}/floor-{load}.json"))["us_per_packet"]
+        print(f"{load:<27} {'floor':<15} {floor[0]:>9.2f} {'':>8} {1:>8.2f} {'':>8} {'':>8} {floor[4]:>12.0f} {floor[3]:>9}  ({us:.2f} us a packet)")
     for r in relays:
         x = row(r, load)
         if x is None:
             print(f"{load:<27} {r:<15} {'(no result)':>9}")
             continue
         ratio = x[0] / edge[0] if edge and edge[0] else float("nan")
+        over = x[0] / floor[0] if floor and floor[0] else float("nan")
         p50 = (x[1] or 0) / 1e3
         p99 = (x[2] or 0) / 1e3
-        print(f"{load:<27} {r:<15} {x[0]:>9.2f} {ratio:>8.2f} {p50:>8.1f} {p99:>8.1f} {x[4]:>12.0f} {x[3]:>9}")
+        print(f"{load:<27} {r:<15} {x[0]:>9.2f} {ratio:>8.2f} {over:>8.2f} {p50:>8.1f} {p99:>8.1f} {x[4]:>12.0f} {x[3]:>9}")
 PY
