@@ -4,6 +4,7 @@
 
 pub mod config;
 mod link;
+pub mod proxy;
 mod rng;
 
 pub use link::{Cause, Fate, GilbertElliott, JitterDist, Link, Phase, Schedule, Settings, Stats};
