@@ -3,9 +3,11 @@
 //! A key with no prefix sets both directions; `up-KEY` only client → upstream, `down-KEY` only
 //! upstream → client.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::link::{GilbertElliott, JitterDist, Phase, Schedule, Settings};
+use crate::proxy::Config;
 
 /// The impairment keys and what they take, for `--help`.
 pub const KEYS: &[(&str, &str)] = &[
@@ -179,6 +181,107 @@ pub fn script(text: &str, base: (&Settings, &Settings)) -> Result<(Schedule, Sch
     Ok((Schedule::new(base.0.clone(), up_phases), Schedule::new(base.1.clone(), down_phases)))
 }
 
+/// The `--help` text.
+pub fn usage() -> String {
+    let mut s = String::from(
+        "moq-impair: a UDP proxy that impairs the path between QUIC clients and a relay\n\n\
+         usage: moq-impair --listen ADDR --upstream ADDR [options] [impairments]\n\n\
+         options:\n  \
+           --listen ADDR        where clients send (e.g. 127.0.0.1:5000)\n  \
+           --upstream ADDR      the relay (e.g. 127.0.0.1:4443)\n  \
+           --seed N             seed of every random choice (default 1); same seed, same fates\n  \
+           --script FILE        phases over time, one a line: OFFSET [KEY[=VALUE]]...\n                       \
+                                (OFFSET like 3s or 1500ms from start; each phase is the flags'\n                       \
+                                settings plus its own; a bare OFFSET goes back to the flags')\n  \
+           --stats-every SECS   print the counters every SECS (they are also printed at the end)\n  \
+           --duration SECS      stop after SECS (and print the final counters)\n  \
+           --max-clients N      client addresses served at once (default 64; a new one evicts\n                       \
+                                the least recently heard)\n  \
+           --help\n\n\
+         impairments (no prefix: both directions; --up-KEY: client -> relay only;\n\
+         --down-KEY: relay -> client only):\n",
+    );
+    for (key, what) in KEYS {
+        s.push_str(&format!("  --{key:<26} {what}\n"));
+    }
+    s.push_str(
+        "\nEach client address gets its own upstream socket and its own pair of links (its own\n\
+         bottleneck). Counters: one JSON line per report on stdout,\n\
+         {\"t_s\":..,\"clients\":..,\"evicted\":..,\"up\":{..},\"down\":{..}}.\n\n\
+         example: moq-impair --listen 127.0.0.1:5000 --upstream 127.0.0.1:4443 \\\n    \
+         --down-loss 0.03 --delay-ms 40 --jitter-ms 5 --down-rate-kbps 2000 --stats-every 1\n",
+    );
+    s
+}
+
+/// A parsed command line.
+#[derive(Clone, Debug)]
+pub struct Cli {
+    pub config: Config,
+    pub stats_every: Option<Duration>,
+    pub duration: Option<Duration>,
+}
+
+/// Parses `moq-impair`'s arguments (without the program name); `Ok(None)` for `--help`. Reads
+/// the `--script` file if there is one.
+pub fn parse_cli(args: &[String]) -> Result<Option<Cli>, String> {
+    let (mut listen, mut upstream, mut script_path) = (None, None, None);
+    let (mut seed, mut max_clients, mut stats_every, mut duration) = (1u64, 64usize, None, None);
+    let (mut up, mut down) = (Settings::default(), Settings::default());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(key) = arg.strip_prefix("--") else {
+            return Err(format!("unexpected argument {arg:?}"));
+        };
+        let (key, inline) = match key.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (key, None),
+        };
+        if key == "help" {
+            return Ok(None);
+        }
+        if is_setting(key) && !takes_value(key) {
+            apply(key, inline.as_deref(), &mut up, &mut down)?;
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => it.next().cloned().ok_or_else(|| format!("--{key} needs a value"))?,
+        };
+        let secs = |v: &str| match v.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+            _ => Err(format!("--{key}: expected seconds > 0, got {v:?}")),
+        };
+        let addr = |v: &str| v.parse::<SocketAddr>().map_err(|e| format!("--{key} {v:?}: {e}"));
+        match key {
+            "listen" => listen = Some(addr(&value)?),
+            "upstream" => upstream = Some(addr(&value)?),
+            "seed" => seed = value.parse().map_err(|e| format!("--seed {value:?}: {e}"))?,
+            "script" => script_path = Some(value),
+            "stats-every" => stats_every = Some(secs(&value)?),
+            "duration" => duration = Some(secs(&value)?),
+            "max-clients" => {
+                max_clients = match value.parse() {
+                    Ok(n) if n > 0 => n,
+                    _ => return Err(format!("--max-clients: expected a number > 0, got {value:?}")),
+                }
+            }
+            k if is_setting(k) => apply(k, Some(&value), &mut up, &mut down)?,
+            k => return Err(format!("unknown option --{k}")),
+        }
+    }
+    let listen = listen.ok_or("--listen is required")?;
+    let upstream = upstream.ok_or("--upstream is required")?;
+    let (up, down) = match script_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("--script {path}: {e}"))?;
+            script(&text, (&up, &down)).map_err(|e| format!("--script {path}: {e}"))?
+        }
+        None => (Schedule::constant(up), Schedule::constant(down)),
+    };
+    Ok(Some(Cli { config: Config { listen, upstream, up, down, seed, max_clients }, stats_every, duration }))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -219,5 +322,33 @@ mod tests {
         assert!(script("3 outage", (&base, &base)).is_err());
         assert!(script("3s lose=1", (&base, &base)).is_err());
         assert_eq!(offset("1500ms").unwrap(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn command_line() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<String>>();
+        let cli = parse_cli(&args(
+            "--listen 127.0.0.1:5000 --upstream=127.0.0.1:4443 --down-loss 0.03 --delay-ms 40 \
+             --up-jitter-ms=5 --jitter-reorders --seed 9 --stats-every 0.5 --max-clients 200",
+        ))
+        .unwrap()
+        .unwrap();
+        let c = &cli.config;
+        assert_eq!(c.listen, "127.0.0.1:5000".parse().unwrap());
+        assert_eq!(c.upstream, "127.0.0.1:4443".parse().unwrap());
+        assert_eq!((c.seed, c.max_clients), (9, 200));
+        assert_eq!((c.up.base.loss, c.down.base.loss), (0.0, 0.03));
+        assert_eq!(
+            (c.up.base.delay, c.down.base.delay),
+            (Duration::from_millis(40), Duration::from_millis(40))
+        );
+        assert_eq!((c.up.base.jitter, c.down.base.jitter), (Duration::from_millis(5), Duration::ZERO));
+        assert!(c.up.base.jitter_reorders && c.down.phases.is_empty());
+        assert_eq!((cli.stats_every, cli.duration), (Some(Duration::from_millis(500)), None));
+        assert!(parse_cli(&args("--help")).unwrap().is_none());
+        assert!(parse_cli(&args("--listen 127.0.0.1:5000")).is_err());
+        assert!(parse_cli(&args("--listen 127.0.0.1:5000 --upstream 127.0.0.1:1 --lose 1")).is_err());
+        assert!(parse_cli(&args("--listen 127.0.0.1:5000 --upstream 127.0.0.1:1 --delay-ms")).is_err());
+        assert!(usage().contains("--down-KEY"));
     }
 }

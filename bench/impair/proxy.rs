@@ -371,4 +371,24 @@ mod tests {
         assert!(report.contains("\"evicted\":2"), "{report}");
         assert_eq!(proxy.stats().1.delivered, 3);
     }
+
+    #[test]
+    fn reports_every_period_and_at_the_end() {
+        let config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            upstream: echo(),
+            up: Schedule::default(),
+            down: Schedule::default(),
+            seed: 1,
+            max_clients: 1,
+        };
+        let mut proxy = Proxy::bind(config).unwrap();
+        let (stop, mut out) = (AtomicBool::new(false), Vec::new());
+        let until = Instant::now() + Duration::from_millis(250);
+        proxy.run(&stop, Some(until), Some(Duration::from_millis(100)), &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // At 100 ms, at 200 ms (unless the machine stalled past the end), and the final one.
+        assert!((2..=3).contains(&out.lines().count()), "{out}");
+        assert!(out.lines().all(|l| l.starts_with("{\"t_s\":") && l.ends_with("}}")), "{out}");
+    }
 }
