@@ -147,8 +147,7 @@ impl Proxy {
         report.flush()
     }
 
-    /// The counters summed over all clients (evicted ones included), per direction:
-    /// `{"t_s":..,"clients":..,"evicted":..,"up":{..},"down":{..}}`.
+    /// The counters summed over all clients (evicted ones included): (up, down).
     pub fn stats(&self) -> (Stats, Stats) {
         let (mut up, mut down) = self.retired;
         for c in self.clients.values() {
@@ -158,6 +157,7 @@ impl Proxy {
         (up, down)
     }
 
+    /// `{"t_s":..,"clients":..,"evicted":..,"up":{..},"down":{..}}`.
     fn stats_json(&self, now: Instant) -> String {
         let (up, down) = self.stats();
         format!(
