@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Impaired networks (bench/impair's moq-impair between viewers and the relay), each scenario
+# with each congestion control the relay offers, one table: per group of viewers, objects
+# delivered (% of those published while it watched), lost, reordered, streams reset,
+# publish→receive latency p50 / p99 / p99.9, and the relay's CPU per delivered GB.
+#
+#   bench/impaired.sh                       # every scenario, cubic, bbr2 and reno
+#   CCS="cubic bbr2" SCENARIOS="viewers" bench/impaired.sh
+#
+# Scenarios (moq-bench fan-out of 1200-byte objects at RATE per second, default 100, groups
+# of 30, DURATION s measured after WARMUP s):
+#   viewers  40 viewers on clean loopback beside 10 whose link (both ways) loses 3 % and
+#            delays 40 ms (80 ms RTT), each group with its own publisher on the relay; and the
+#            40 alone, so that the clean viewers' p99 with and without the impaired ones are
+#            side by side.
+#   outage   10 viewers whose link drops everything for 3 s (from 2 s after the warm-up
+#            begins) and comes back: whether the sessions survive and what they miss.
+# Relay on CPU 0; moq-bench and moq-impair on CPU 1. BIN=dir uses prebuilt binaries (moq-edge,
+# moq-bench, moq-impair).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CCS=${CCS:-"cubic bbr2 reno"}
+SCENARIOS=${SCENARIOS:-"viewers outage"}
+RATE=${RATE:-100}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-3}
+PORT=${PORT:-4541}
+PROXY=${PROXY:-4542}
+if [[ -z ${BIN:-} ]]; then
+    cargo build --release --bin moq-edge --bin moq-bench
+    cargo build --release -p moq-edge-impair
+    BIN=target/release
+fi
+work=$(mktemp -d)
+pids=()
+stop_all() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    pids=()
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+
+start_relay() { # congestion control
+    taskset -c 0 "$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores 1 --web off --congestion-control "$1" \
+        --admission-busy-pct 0 >"$work/relay.log" 2>&1 &
+    relay=$!
+    pids+=("$relay")
+    sleep 1
+}
+
+start_proxy() { # moq-impair arguments
+    taskset -c 1 "$BIN/moq-impair" --listen "127.0.0.1:$PROXY" --upstream "127.0.0.1:$PORT" --seed 7 \
+        --max-clients 256 "$@" >"$work/proxy.jsonl" 2>&1 &
+    pids+=($!)
+    sleep 0.3
+}
+
+bench() { # json-name relay-for-subscribers subscribers
+    taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$2" --publish-relay "moqt://127.0.0.1:$PORT" \
+        --relay-pid "$relay" --subscribers "$3" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
+        --timeout-s 30 --quiet --json "$work/$1.json" >/dev/null 2>&1 || true
+}
+
+for cc in $CCS; do
+    for s in $SCENARIOS; do
+        case $s in
+        viewers)
+            start_relay "$cc"
+            bench "viewers-alone-$cc" "$PORT" 40
+            stop_all
+            start_relay "$cc"
+            start_proxy --loss 0.03 --delay-ms 40
+            bench "viewers-clean-$cc" "$PORT" 40 &
+            clean=$!
+            bench "viewers-impaired-$cc" "$PROXY" 10
+            wait "$clean" || true
+            stop_all
+            ;;
+        outage)
+            start_relay "$cc"
+            printf '%s\n' "$((WARMUP + 2))s outage" "$((WARMUP + 5))s" >"$work/outage.script"
+            start_proxy --script "$work/outage.script"
+            bench "outage-viewers-$cc" "$PROXY" 10
+            stop_all
+            ;;
+        *) echo "bench/impaired.sh: unknown scenario $s" >&2; exit 2 ;;
+        esac
+    done
+done
+
+python3 - "$work" "$CCS" "$SCENARIOS" <<'PY'
+import json, os, sys
+work, ccs, scenarios = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+groups = {"viewers": ["alone", "clean", "impaired"], "outage": ["viewers"]}
+print(f"{'scenario':<9} {'cc':<6} {'viewers':<16} {'delivered %':>11} {'lost':>6} {'reord':>6} {'resets':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'CPU s/GB':>9}")
+for s in scenarios:
+    for cc in ccs:
+        for g in groups[s]:
+            path = f"{work}/{s}-{g}-{cc}.json"
+            if not os.path.exists(path):
+                print(f"{s:<9} {cc:<6} {g:<16} (no result)")
+                continue
+            d = json.load(open(path))
+            lat = d.get("latency_us") or {}
+            pct = 100 * d["delivered_objects"] / d["expected"] if d.get("expected") else float("nan")
+            gb = d["delivered_bytes"] / 1e9
+            # The relay's CPU is its own over both groups when they run together: per GB only
+            # for a group alone on it.
+            cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g in ("alone", "viewers") else float("nan")
+            ms = lambda k: (lat.get(k) or 0) / 1e3
+            label = {"alone": "40 clean, alone", "clean": "40 clean", "impaired": "10 at 3%/80ms", "viewers": "10, 3 s outage"}[g]
+            print(f"{s:<9} {cc:<6} {label:<16} {pct:>11.2f} {d['lost']:>6} {d['reordered']:>6} {d['streams_reset']:>7} {ms('p50'):>7.1f} {ms('p99'):>7.1f} {ms('p999'):>8.1f} {cpu:>9.2f}")
+PY
