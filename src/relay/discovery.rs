@@ -422,6 +422,7 @@ impl Discovery {
         conn: ConnId,
         rid: RequestId,
         params: &wire::model::Parameters,
+        scope: Option<Scope>,
     ) -> Result<Option<TrackNamespace>, UpdateError> {
         update_allows(params, &["AUTHORIZATION_TOKEN", "TRACK_NAMESPACE_PREFIX"])?;
         let Some(prefix) = params.track_namespace_prefix.clone() else { return Ok(None) };
@@ -437,6 +438,9 @@ impl Discovery {
         if sub.namespaces {
             self.watches.push((sub.prefix.clone(), false));
             self.watches.push((prefix.clone(), true));
+        }
+        if let Some(scope) = scope {
+            sub.scope = scope;
         }
         Ok(Some(std::mem::replace(&mut sub.prefix, prefix)))
     }

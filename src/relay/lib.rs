@@ -894,10 +894,12 @@ impl RelayShard {
         let mut old_prefix = None;
         let result = match role {
             Some(Holder::Subscription) => self.fanout.update(cx, sessions, conn, &m),
-            Some(Holder::NamespaceSub) => self.discovery.update(conn, existing, &m.params).map(|old| {
-                old_prefix = old;
-                Parameters::default()
-            }),
+            Some(Holder::NamespaceSub) => discovery_update_scope(cx, sessions, conn, &m.params)
+                .and_then(|scope| self.discovery.update(conn, existing, &m.params, scope))
+                .map(|old| {
+                    old_prefix = old;
+                    Parameters::default()
+                }),
             Some(Holder::Upstream) => match self.ingest.published(conn, existing).cloned() {
                 // The publisher updating its own PUBLISH (draft-22 §9.5, draft-16 §9.11): a new
                 // token, which must grant what the PUBLISH does.
@@ -945,5 +947,26 @@ impl RelayShard {
                 _ => sessions.answer_error(conn, answer_rid, code, reason, false),
             },
         }
+    }
+}
+
+/// What a namespace subscription whose prefix an update changes may see from then on, in
+/// token mode: the new prefix is authorized like a new SUBSCRIBE_NAMESPACE, with the SETUP's
+/// tokens and the update's own (`Sessions::check_discovery`); `None` when nothing changes
+/// (no new prefix, open mode, or an upstream link).
+fn discovery_update_scope(
+    cx: &Cx<'_>,
+    sessions: &mut Sessions,
+    conn: ConnId,
+    params: &Parameters,
+) -> Result<Option<auth::Scope>, UpdateError> {
+    let Some(prefix) = &params.track_namespace_prefix else { return Ok(None) };
+    if sessions.is_link(conn) {
+        return Ok(None);
+    }
+    match sessions.check_discovery(cx, conn, params, prefix) {
+        Ok(checked) => Ok(checked.map(|(_, scope)| scope)),
+        Err(Denied::Request(code, why)) => Err(UpdateError::Refused(code, why)),
+        Err(Denied::Session(..)) => Err(UpdateError::Invalid("a token that cannot be used")),
     }
 }

@@ -464,3 +464,34 @@ fn discovery_is_narrowed_to_what_the_token_grants() {
         r.assert_no_closes();
     }
 }
+
+/// A namespace subscription's prefix update (draft-22 §9.5.2) is authorized like a new one:
+/// moving it under a prefix the tokens reach nowhere in is UNAUTHORIZED, and moving it to a
+/// broader prefix narrows it to what they grant, so an update never lists more than the
+/// tokens cover.
+#[test]
+fn a_namespace_prefix_update_is_authorized_like_a_new_subscription() {
+    let mut r = Relay::with_config(2, auth_config());
+    let p = r.connect_with_token(0, D22, token(&[], true, false, 600));
+    r.announce(p, &["live", "a"]);
+    r.announce(p, &["news"]);
+    let viewer = r.connect_with_token(1, D22, token(&["live", "a"], false, true, 600));
+    let (rid, events) = r.subscribe_namespace(viewer, &["live", "a"]);
+    assert!(matches!(messages(&events).as_slice(), [Message::RequestOk(_)]), "{events:?}");
+    let to = |fields: &[&str]| Parameters { track_namespace_prefix: Some(ns(fields)), ..Default::default() };
+    r.update(viewer, rid, to(&["news"]));
+    let e = request_error(&messages(&r.take_events(viewer)));
+    assert_eq!(e.error_code, 0x1, "UNAUTHORIZED");
+    let (rid, _) = r.subscribe_namespace(viewer, &["live", "a"]);
+    r.update(viewer, rid, to(&[]));
+    let ev = r.take_events(viewer);
+    assert!(matches!(messages(&ev).as_slice(), [Message::RequestOk(_)]), "{ev:?}");
+    r.announce(p, &["sports"]);
+    r.announce(p, &["live", "a", "hd"]);
+    assert_eq!(
+        r.namespace_events(viewer, rid),
+        vec![(true, ns(&["live", "a", "hd"]))],
+        "only what it grants"
+    );
+    r.assert_no_closes();
+}
