@@ -15,17 +15,22 @@
 #            side by side.
 #   outage   10 viewers whose link drops everything for 3 s (from 2 s after the warm-up
 #            begins) and comes back: whether the sessions survive and what they miss.
+#   thin     10 viewers whose link toward them carries half the stream's bitrate (a rate cap
+#            with a 64 KB queue): what the relay drops, and whether they keep the live edge.
+#   tier     50 viewers on an edge whose link to its origin loses 2 % each way with 50 ms each
+#            way (100 ms RTT); the publisher on the origin: nothing should be lost on the way.
 # Relay on CPU 0; moq-bench and moq-impair on CPU 1. BIN=dir uses prebuilt binaries (moq-edge,
 # moq-bench, moq-impair).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CCS=${CCS:-"cubic bbr2 reno"}
-SCENARIOS=${SCENARIOS:-"viewers outage"}
+SCENARIOS=${SCENARIOS:-"viewers outage thin tier"}
 RATE=${RATE:-100}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 PORT=${PORT:-4541}
 PROXY=${PROXY:-4542}
+EDGE=${EDGE:-4543}
 if [[ -z ${BIN:-} ]]; then
     cargo build --release --bin moq-edge --bin moq-bench
     cargo build --release -p moq-edge-impair
@@ -48,6 +53,14 @@ start_relay() { # congestion control
     sleep 1
 }
 
+start_edge() { # congestion control: an edge whose parent is reached through the proxy
+    taskset -c 0 "$BIN/moq-edge" --listen "127.0.0.1:$EDGE" --cores 1 --web off --congestion-control "$1" \
+        --admission-busy-pct 0 --upstream "moqt://127.0.0.1:$PROXY" --upstream-insecure true \
+        >"$work/edge.log" 2>&1 &
+    pids+=($!)
+    sleep 1.5
+}
+
 start_proxy() { # moq-impair arguments
     taskset -c 1 "$BIN/moq-impair" --listen "127.0.0.1:$PROXY" --upstream "127.0.0.1:$PORT" --seed 7 \
         --max-clients 256 "$@" >"$work/proxy.jsonl" 2>&1 &
@@ -56,6 +69,7 @@ start_proxy() { # moq-impair arguments
 }
 
 bench() { # json-name relay-for-subscribers subscribers
+    # moq-bench's --relay-pid is the relay the viewers are on (the edge's in "tier").
     taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$2" --publish-relay "moqt://127.0.0.1:$PORT" \
         --relay-pid "$relay" --subscribers "$3" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
         --timeout-s 30 --quiet --json "$work/$1.json" >/dev/null 2>&1 || true
@@ -83,6 +97,21 @@ for cc in $CCS; do
             bench "outage-viewers-$cc" "$PROXY" 10
             stop_all
             ;;
+        thin)
+            start_relay "$cc"
+            # The stream: RATE x 1200 B (x 8 bits, plus ~5 % of headers); half of it.
+            start_proxy --down-rate-kbps $((RATE * 1200 * 8 * 105 / 100 / 2 / 1000)) --down-queue-kb 64
+            bench "thin-viewers-$cc" "$PROXY" 10
+            stop_all
+            ;;
+        tier)
+            start_relay "$cc"
+            start_proxy --loss 0.02 --delay-ms 50
+            start_edge "$cc"
+            relay=${pids[-1]}
+            bench "tier-viewers-$cc" "$EDGE" 50
+            stop_all
+            ;;
         *) echo "bench/impaired.sh: unknown scenario $s" >&2; exit 2 ;;
         esac
     done
@@ -91,7 +120,7 @@ done
 python3 - "$work" "$CCS" "$SCENARIOS" <<'PY'
 import json, os, sys
 work, ccs, scenarios = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-groups = {"viewers": ["alone", "clean", "impaired"], "outage": ["viewers"]}
+groups = {"viewers": ["alone", "clean", "impaired"], "outage": ["viewers"], "thin": ["viewers"], "tier": ["viewers"]}
 print(f"{'scenario':<9} {'cc':<6} {'viewers':<16} {'delivered %':>11} {'lost':>6} {'reord':>6} {'resets':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'CPU s/GB':>9}")
 for s in scenarios:
     for cc in ccs:
@@ -108,6 +137,7 @@ for s in scenarios:
             # for a group alone on it.
             cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g in ("alone", "viewers") else float("nan")
             ms = lambda k: (lat.get(k) or 0) / 1e3
-            label = {"alone": "40 clean, alone", "clean": "40 clean", "impaired": "10 at 3%/80ms", "viewers": "10, 3 s outage"}[g]
+            label = {"alone": "40 clean, alone", "clean": "40 clean", "impaired": "10 at 3%/80ms",
+                     "viewers": {"outage": "10, 3 s outage", "thin": "10 at half rate", "tier": "50 on the edge"}.get(s)}[g]
             print(f"{s:<9} {cc:<6} {label:<16} {pct:>11.2f} {d['lost']:>6} {d['reordered']:>6} {d['streams_reset']:>7} {ms('p50'):>7.1f} {ms('p99'):>7.1f} {ms('p999'):>8.1f} {cpu:>9.2f}")
 PY
