@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::debug;
 
-use super::msg::{Data, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo, UpStart};
+use super::msg::{Data, Epoch, IngestMsg, OwnerMsg, SessionRef, StreamKey, TrackInfo, UpStart};
 use super::namespaces::Via;
 use super::sessions::{Holder, Sessions};
 use super::shed::{Gate, Shed};
@@ -157,10 +157,7 @@ impl Ingest {
         self.announcing.insert((conn, rid), cx.cores);
         let publisher = cx.me(conn);
         let via = Via::Announced { node: sessions.requester(conn).node };
-        for core in 0..cx.cores {
-            let namespace = m.namespace.clone();
-            cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
-        }
+        cx.namespace_announced(&m.namespace, publisher, rid, via);
     }
 
     /// Link `conn` serves `namespace` (a route): withdrawn with the link's other namespaces
@@ -201,9 +198,7 @@ impl Ingest {
             c.0 = c.0.saturating_sub(1);
         }
         let publisher = cx.me(conn);
-        for core in 0..cx.cores {
-            cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
-        }
+        cx.namespace_withdrawn(&namespace, publisher);
     }
 
     /// The owner wants `track` from session `publisher` (on this core), from `start`.
@@ -717,20 +712,11 @@ impl Ingest {
                 tracing::warn!(%conn, "the parent lists more namespaces than a session may announce; ignored");
                 return;
             }
-            if !listed.insert(namespace.clone()) {
-                return;
-            }
-            for core in 0..cx.cores {
-                let namespace = namespace.clone();
-                cx.send(
-                    core,
-                    NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via: Via::Parent },
-                );
+            if listed.insert(namespace.clone()) {
+                cx.namespace_announced(&namespace, publisher, rid, Via::Parent);
             }
         } else if listed.remove(&namespace) {
-            for core in 0..cx.cores {
-                cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
-            }
+            cx.namespace_withdrawn(&namespace, publisher);
         }
     }
 
@@ -738,9 +724,7 @@ impl Ingest {
     pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
         let publisher = cx.me(conn);
         for namespace in self.parent.remove(&conn).unwrap_or_default() {
-            for core in 0..cx.cores {
-                cx.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
-            }
+            cx.namespace_withdrawn(&namespace, publisher);
         }
         let namespaces: Vec<RequestId> =
             self.namespaces.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();

@@ -149,6 +149,28 @@ impl Cx<'_> {
         self.mail.send(dst, msg);
     }
 
+    /// Tells every core's namespace table that `publisher` serves `namespace` (its request
+    /// `rid`), come `via`.
+    fn namespace_announced(
+        &mut self,
+        namespace: &TrackNamespace,
+        publisher: SessionRef,
+        rid: RequestId,
+        via: Via,
+    ) {
+        for core in 0..self.cores {
+            let namespace = namespace.clone();
+            self.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
+        }
+    }
+
+    /// Tells every core's namespace table that `publisher` no longer serves `namespace`.
+    fn namespace_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
+        for core in 0..self.cores {
+            self.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
+        }
+    }
+
     /// When the data read this turn reached this relay: `now` less the time it waited in the
     /// socket.
     pub fn received(&self) -> Instant {

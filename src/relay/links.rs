@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::msg::{IngestMsg, NamespaceMsg, SessionRef};
+use super::msg::{IngestMsg, SessionRef};
 use super::namespaces::Via;
 use super::sessions::{Holder, Sessions};
 use super::Cx;
@@ -161,11 +161,7 @@ fn announce_route(
     parent: u64,
     namespace: &TrackNamespace,
 ) {
-    let via = Via::Upstream { node: parent };
-    for core in 0..cx.cores {
-        let namespace = namespace.clone();
-        cx.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
-    }
+    cx.namespace_announced(namespace, publisher, rid, Via::Upstream { node: parent });
 }
 
 /// A link whose SETUP exchange completed ([`Links::ready`]): the routes to enter as its
