@@ -64,25 +64,10 @@ pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
     }
 }
 
-/// `%XX` escapes decoded (RFC 3986 §2.1); a `%` not followed by two hex digits stays as it is.
+/// `%XX` escapes decoded (RFC 3986 §2.1); a `%` not followed by two hex digits stays as it
+/// is, and so does `+` (a base64 token's character, not a space here).
 fn percent_decode(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
+    percent_encoding::percent_decode_str(text).collect()
 }
 
 /// Decides what to answer to the peer's requests.
