@@ -97,15 +97,19 @@ impl Crypto {
             .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(&*head), rest)
             .unwrap_or_else(|_| unreachable());
         out.extend_from_slice(tag.as_ref());
-        // Header protection: a mask from a 16-byte sample of the ciphertext.
-        let sample_at = start + HEADER;
-        if let Ok(mask) = self.hp.new_mask(&out[sample_at..sample_at + 16]) {
-            out[start] ^= mask[0] & 0x1f;
-            for (b, m) in out[start + 9..start + HEADER].iter_mut().zip(&mask[1..5]) {
+        self.toggle_header_protection(&mut out[start..]);
+        out.len() - start
+    }
+
+    /// Applies (or, the same XOR again, removes) header protection: a mask from a 16-byte
+    /// sample of the ciphertext over the first byte's low bits and the packet number.
+    fn toggle_header_protection(&self, packet: &mut [u8]) {
+        if let Ok(mask) = self.hp.new_mask(&packet[HEADER..HEADER + 16]) {
+            packet[0] ^= mask[0] & 0x1f;
+            for (b, m) in packet[9..HEADER].iter_mut().zip(&mask[1..5]) {
                 *b ^= m;
             }
         }
-        out.len() - start
     }
 
     /// Opens a sealed datagram (header unprotected, then the payload authenticated).
@@ -113,12 +117,7 @@ impl Crypto {
         if datagram.len() < HEADER + TAG + 16 {
             return false;
         }
-        if let Ok(mask) = self.hp.new_mask(&datagram[HEADER..HEADER + 16]) {
-            datagram[0] ^= mask[0] & 0x1f;
-            for (b, m) in datagram[9..HEADER].iter_mut().zip(&mask[1..5]) {
-                *b ^= m;
-            }
-        }
+        self.toggle_header_protection(datagram);
         let pn = u32::from_be_bytes([datagram[9], datagram[10], datagram[11], datagram[12]]);
         let mut nonce = [0u8; 12];
         nonce[4..].copy_from_slice(&u64::from(pn).to_be_bytes());
