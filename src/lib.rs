@@ -9,6 +9,7 @@ pub mod config;
 pub mod host;
 pub mod metrics;
 pub mod web;
+pub mod websocket;
 
 pub use auth;
 pub use client;

@@ -79,6 +79,7 @@ fn main() -> anyhow::Result<()> {
         let sources = web::Sources {
             certificate: Arc::new(move || current.identity().sha256),
             https: Some(Arc::new(move || tls.https_context())),
+            websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
         };
         let bound = web::serve(addr, sources)
             .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;

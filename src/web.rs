@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use runtime::StreamTls;
+
 /// The built page (`web/dist/`, see the module header).
 const INDEX_HTML: &[u8] = include_bytes!("../web/dist/index.html");
 const WATCH_JS: &[u8] = include_bytes!("../web/dist/watch.js");
@@ -30,8 +32,9 @@ const WATCH_CSS: &[u8] = include_bytes!("../web/dist/watch.css");
 const LICENSES: &[u8] = include_bytes!("../web/dist/LICENSES.txt");
 
 /// The page's scripts, styles and connections come from its own origin, except WebTransport
-/// sessions, which go to an `https:` URL (the relay's UDP port, or a `relay=` of the query).
-const CSP: &str = "default-src 'self'; connect-src 'self' https:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+/// sessions, which go to an `https:` URL (the relay's UDP port, or a `relay=` of the query),
+/// and the WebSocket a player falls back to without WebTransport (`wss:`, the same port).
+const CSP: &str = "default-src 'self'; connect-src 'self' https: wss:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The SHA-256 of the certificate the relay serves now (read on every request).
 pub type CertificateHash = Arc<dyn Fn() -> [u8; 32] + Send + Sync>;
@@ -46,6 +49,9 @@ pub struct Sources {
     /// When set, a connection that opens with a TLS record (a ClientHello) is served HTTPS
     /// with this context; plain HTTP is still answered on the same port.
     pub https: Option<HttpsContext>,
+    /// When set, a WebSocket upgrade offering QMux is accepted and the connection handed to
+    /// the cores (`crate::websocket`).
+    pub websocket: Option<crate::websocket::WebSocketSink>,
 }
 
 /// Bounds on what one client may cost.
@@ -127,19 +133,31 @@ fn accept(mut stream: TcpStream, sources: &Sources, limits: Limits, active: &Arc
 
 /// A byte stream over one TCP connection: plain, or TLS on it.
 trait Conn: Read + Write {
-    fn tcp(&self) -> &TcpStream;
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()>;
 }
 
 impl Conn for TcpStream {
-    fn tcp(&self) -> &TcpStream {
-        self
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, Some(t))
     }
 }
 
-impl Conn for boring::ssl::SslStream<TcpStream> {
-    fn tcp(&self) -> &TcpStream {
-        self.get_ref()
+impl Conn for StreamTls {
+    fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
+        match self.socket() {
+            Some(s) => s.set_read_timeout(Some(t)),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        }
     }
+}
+
+/// What became of a connection's request.
+enum Outcome {
+    /// Answered: the connection closes.
+    Answered,
+    /// A WebSocket upgrade was accepted (its `101` written): the connection goes to a core,
+    /// with the bytes that followed the request.
+    Upgraded(crate::websocket::Accepted, Vec<u8>),
 }
 
 /// The first byte of a TLS handshake record (RFC 8446 §5.1); no HTTP request starts with it.
@@ -158,18 +176,51 @@ fn serve_connection(stream: TcpStream, sources: &Sources, limits: Limits) -> io:
     };
     let Some(ctx) = tls else {
         let mut stream = stream;
-        answer(&mut stream, sources, limits, deadline)?;
-        linger(stream);
+        match answer(&mut stream, sources, limits, deadline)? {
+            Outcome::Answered => linger(stream),
+            Outcome::Upgraded(accepted, early) => hand_over(sources, stream, None, accepted, early),
+        }
         return Ok(());
     };
-    let ssl = boring::ssl::Ssl::new(&ctx).map_err(io::Error::other)?;
-    let mut stream = ssl.accept(stream).map_err(|e| io::Error::other(format!("TLS handshake: {e}")))?;
-    answer(&mut stream, sources, limits, deadline)?;
-    let _ = stream.shutdown(); // close_notify
-    let tcp = stream.get_ref().try_clone()?;
-    drop(stream);
-    linger(tcp);
+    let mut stream = StreamTls::accept(&ctx, stream)?;
+    match answer(&mut stream, sources, limits, deadline)? {
+        Outcome::Answered => {
+            let _ = stream.close(); // close_notify, written to the socket while attached
+            if let Some(tcp) = stream.detach() {
+                linger(tcp);
+            }
+        }
+        Outcome::Upgraded(accepted, early) => {
+            if let Some(tcp) = stream.detach() {
+                hand_over(sources, tcp, Some(stream), accepted, early);
+            }
+        }
+    }
     Ok(())
+}
+
+/// Gives an upgraded connection to the cores (closed when every core's queue is full).
+fn hand_over(
+    sources: &Sources,
+    socket: TcpStream,
+    tls: Option<StreamTls>,
+    accepted: crate::websocket::Accepted,
+    early: Vec<u8>,
+) {
+    let Some(sink) = &sources.websocket else { return };
+    let _ = socket.set_read_timeout(None);
+    let _ = socket.set_write_timeout(None);
+    let handoff = runtime::StreamHandoff {
+        socket,
+        tls,
+        version: accepted.version,
+        framing: qmux::Framing::WebSocket,
+        request: accepted.request,
+        early,
+    };
+    if sink.acceptor.adopt(handoff).is_err() {
+        tracing::warn!("WebSocket connection closed: every core's queue of new connections is full");
+    }
 }
 
 /// Reads one request head and answers it; the caller then closes the connection.
@@ -178,7 +229,7 @@ fn answer<S: Conn>(
     sources: &Sources,
     limits: Limits,
     deadline: std::time::Instant,
-) -> io::Result<()> {
+) -> io::Result<Outcome> {
     let mut buf = vec![0u8; limits.max_head_bytes];
     let mut len = 0;
     let head = loop {
@@ -192,7 +243,7 @@ fn answer<S: Conn>(
         if left.is_zero() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request head too slow"));
         }
-        stream.tcp().set_read_timeout(Some(left))?;
+        stream.set_read_timeout(left)?;
         let n = stream.read(&mut buf[len..])?;
         if n == 0 {
             break Head::Truncated(len);
@@ -200,14 +251,33 @@ fn answer<S: Conn>(
         len += n;
     };
     let (response, is_head) = match head {
-        Head::Complete(len) => respond(&buf[..len], sources),
+        Head::Complete(len) => {
+            let end = head_end(&buf[..len]).map_or(len, |at| at + 4);
+            match websocket_upgrade(&buf[..end], sources) {
+                Some(Ok(accepted)) => {
+                    stream.write_all(&accepted.response)?;
+                    stream.flush()?;
+                    return Ok(Outcome::Upgraded(accepted, buf[end..len].to_vec()));
+                }
+                Some(Err(refused)) => (refused, false),
+                None => respond(&buf[..len], sources),
+            }
+        }
         Head::TooLarge => (Response::text(431, "request head too large\n"), false),
-        Head::Truncated(0) => return Ok(()),
+        Head::Truncated(0) => return Ok(Outcome::Answered),
         Head::Truncated(_) => (Response::text(400, "incomplete request\n"), false),
     };
     stream.write_all(&response.bytes(is_head))?;
     stream.flush()?;
-    Ok(())
+    Ok(Outcome::Answered)
+}
+
+/// A WebSocket upgrade's answer, when the head is one and upgrades are served here.
+fn websocket_upgrade(head: &[u8], sources: &Sources) -> Option<Result<crate::websocket::Accepted, Response>> {
+    let sink = sources.websocket.as_ref()?;
+    let line = head.split(|b| *b == b'\r').next()?;
+    let target = std::str::from_utf8(line).ok()?.split(' ').nth(1)?;
+    crate::websocket::upgrade(head, target, sink)
 }
 
 /// Closes our side, then reads (and drops) what the client still sends, up to 64 KiB and for
@@ -251,11 +321,11 @@ impl Response {
         Response { status, content_type, headers: Vec::new(), body }
     }
 
-    fn text(status: u16, body: &str) -> Self {
+    pub(crate) fn text(status: u16, body: &str) -> Self {
         Response::new(status, "text/plain; charset=utf-8", body.as_bytes().to_vec())
     }
 
-    fn with(mut self, name: &'static str, value: &'static str) -> Self {
+    pub(crate) fn with(mut self, name: &'static str, value: &'static str) -> Self {
         self.headers.push((name, value));
         self
     }
@@ -288,6 +358,7 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        426 => "Upgrade Required",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Error",
@@ -356,7 +427,7 @@ mod tests {
     fn sources(hash: [u8; 32]) -> (Sources, Arc<Mutex<[u8; 32]>>) {
         let current = Arc::new(Mutex::new(hash));
         let read = current.clone();
-        (Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None }, current)
+        (Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None, websocket: None }, current)
     }
 
     fn get(head: &str) -> (Response, bool) {
@@ -423,7 +494,7 @@ mod tests {
         let sha = material.identity().sha256;
         let m = material.clone();
         let https: HttpsContext = Arc::new(move || m.https_context().ok());
-        let src = Sources { certificate: Arc::new(move || sha), https: Some(https) };
+        let src = Sources { certificate: Arc::new(move || sha), https: Some(https), websocket: None };
         let addr = serve_with("127.0.0.1:0".parse().unwrap(), src, Limits::default()).unwrap();
 
         let mut connector = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();

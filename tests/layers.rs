@@ -87,11 +87,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("src/wire", &[]),
     ("src/session", &["wire"]),
     ("src/webtransport", &[]),
+    // QMux is a transport beside quiche: it knows streams and frames, no MoQT.
+    ("src/qmux", &[]),
     ("src/auth", &["wire", "session"]),
     ("src/relay", &["wire", "session", "auth"]),
-    ("src/runtime", &[]),
-    ("src/moqt", &["wire", "session", "webtransport", "runtime"]),
-    ("src/client", &["wire", "session", "webtransport", "runtime", "moqt"]),
+    ("src/runtime", &["qmux"]),
+    ("src/moqt", &["wire", "session", "webtransport", "qmux", "runtime"]),
+    ("src/client", &["wire", "session", "webtransport", "qmux", "runtime", "moqt"]),
     // Media import (fMP4 into a hang broadcast) knows nothing of MoQT: no layer at all.
     ("src/media", &[]),
 ];

@@ -28,7 +28,9 @@ use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use relay::msg::RelayMsg;
 use relay::{ConnId, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
-use runtime::{AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput};
+use runtime::{
+    AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput, StreamRequest, Transport,
+};
 use session::{Session, SessionCode, SessionConfig};
 use wire::model::{Role, SetupOptions};
 use wire::Version;
@@ -429,6 +431,17 @@ impl ShardApp for RelayHost {
         }
     }
 
+    fn new_stream_connection(&mut self, conn: ConnHandle, request: &StreamRequest) -> Box<dyn ConnApp> {
+        let Some(version) = Version::from_alpn(request.alpn.as_bytes()) else {
+            return Box::new(DiscardApp);
+        };
+        let app = RelayHost::serve(&self.0, conn, version, None);
+        if let Some(session) = self.0.borrow_mut().relay.session_mut(id(conn)) {
+            session.set_transport_setup(moqt::setup_from_request(&request.authority, &request.path));
+        }
+        app
+    }
+
     fn new_outbound(&mut self, conn: ConnHandle, alpn: &[u8], tag: u64) -> Box<dyn ConnApp> {
         let host = &mut *self.0.borrow_mut();
         let now = host.now;
@@ -572,15 +585,50 @@ impl ConnApp for RelayConn {
     }
 
     fn on_io(&mut self, conn: &mut QuicConnection) {
+        let now = self.host.borrow().now;
+        if self.link.is_some_and(|last| now.duration_since(last) >= LINK_KEEPALIVE) {
+            let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
+            self.link = Some(now);
+        }
+        self.io(conn);
+    }
+
+    fn on_stream_io(&mut self, conn: &mut qmux::Connection) {
+        self.io(conn);
+    }
+
+    fn on_stream_closed(&mut self, _conn: &qmux::Connection) {
+        let host = &mut *self.host.borrow_mut();
+        let now = host.now;
+        host.relay.remove_session(self.key, now);
+    }
+
+    fn on_closed(&mut self, conn: &QuicConnection) {
+        let host = &mut *self.host.borrow_mut();
+        let now = host.now;
+        host.relay.remove_session(self.key, now);
+        if self.link.is_some() {
+            let why = match conn.peer_error().or(conn.local_error()) {
+                Some(e) => {
+                    format!("closed (code {:#x}): {}", e.error_code, String::from_utf8_lossy(&e.reason))
+                }
+                None if conn.is_timed_out() => "idle timeout".to_string(),
+                None => "closed".to_string(),
+            };
+            host.links.closed(self.key, &why, now);
+        }
+    }
+}
+
+impl RelayConn {
+    /// Reads what arrived, lets the relay act on it, writes what it has: the same over QUIC
+    /// and over QMux.
+    fn io(&mut self, conn: &mut impl Transport) {
         let host = &mut *self.host.borrow_mut();
         let key = self.key;
         let now = host.now;
         if let Some(session) = host.relay.session_mut(key) {
             session.on_timeout(now);
-        }
-        if self.link.is_some_and(|last| now.duration_since(last) >= LINK_KEEPALIVE) {
-            let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
-            self.link = Some(now);
         }
         if host.draining && !self.drained {
             self.drained = true;
@@ -609,22 +657,6 @@ impl ConnApp for RelayConn {
             if !host.relay.session_mut(key).is_some_and(|s| s.has_events()) {
                 break;
             }
-        }
-    }
-
-    fn on_closed(&mut self, conn: &QuicConnection) {
-        let host = &mut *self.host.borrow_mut();
-        let now = host.now;
-        host.relay.remove_session(self.key, now);
-        if self.link.is_some() {
-            let why = match conn.peer_error().or(conn.local_error()) {
-                Some(e) => {
-                    format!("closed (code {:#x}): {}", e.error_code, String::from_utf8_lossy(&e.reason))
-                }
-                None if conn.is_timed_out() => "idle timeout".to_string(),
-                None => "closed".to_string(),
-            };
-            host.links.closed(self.key, &why, now);
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use super::{Chunk, Pump, QuicConnection};
+use super::{Chunk, Pump};
+use runtime::Transport;
 use session::StreamId;
 
 /// Writes to stream `id` that wait until `streams` are delivered or reset, or `until`.
@@ -20,12 +21,12 @@ impl Pump {
     /// Queues the writes of each hold whose streams are all delivered (nothing of them queued
     /// here, and gone from quiche: fully acknowledged, or reset and acknowledged), or whose
     /// time is up. Looked at on each write: the ACK that completes the streams makes one.
-    pub(super) fn release_holds(&mut self, conn: &mut QuicConnection, now: Instant) {
+    pub(super) fn release_holds<C: Transport>(&mut self, conn: &mut C, now: Instant) {
         let mut i = 0;
         while i < self.holds.len() {
             let h = &self.holds[i];
             let behind = self.holds[..i].iter().any(|e| e.id == h.id);
-            let delivered = |p: &Self, conn: &mut QuicConnection, s: StreamId| {
+            let delivered = |p: &Self, conn: &mut C, s: StreamId| {
                 !p.pending.contains_key(&p.key(s))
                     && p.quic_id(s).is_none_or(|q| conn.stream_capacity(q).is_err())
             };

@@ -14,7 +14,7 @@ mod hold;
 
 pub use accept::{draft_alpns, server_alpns, WebTransportAccept, WebTransportConn};
 
-use runtime::QuicConnection;
+use runtime::{QuicConnection, Transport};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -46,7 +46,13 @@ pub const URL_TOKEN_PARAMS: [&str; 3] = ["token", "jwt", "cat"];
 /// authorization token for the session (a browser cannot put one in SETUP before it knows
 /// it may connect, and pages commonly carry it in the URL).
 pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
-    let query = accepted.path.split_once('?').map_or("", |(_, q)| q);
+    setup_from_request(&accepted.authority, &accepted.path)
+}
+
+/// What a request's authority and path (with the query) say about the client's setup (see
+/// [`setup_from_url`]): a WebTransport CONNECT's, or a WebSocket upgrade's.
+pub fn setup_from_request(authority: &str, path: &str) -> SetupOptions {
+    let query = path.split_once('?').map_or("", |(_, q)| q);
     let auth_tokens = query
         .split('&')
         .filter_map(|kv| kv.split_once('='))
@@ -57,8 +63,8 @@ pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
         })
         .collect();
     SetupOptions {
-        authority: Some(Bytes::from(accepted.authority.clone())),
-        path: Some(Bytes::from(accepted.path.clone())),
+        authority: Some(Bytes::copy_from_slice(authority.as_bytes())),
+        path: Some(Bytes::copy_from_slice(path.as_bytes())),
         auth_tokens,
         ..SetupOptions::default()
     }
@@ -214,7 +220,7 @@ impl Pump {
     }
 
     /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
-    pub fn read(&mut self, conn: &mut QuicConnection, session: &mut Session, buf: &mut [u8]) {
+    pub fn read(&mut self, conn: &mut impl Transport, session: &mut Session, buf: &mut [u8]) {
         if let Some(wt) = self.wt.as_mut() {
             for (stream, data, fin) in wt.take_early() {
                 session.on_stream_data(StreamId(stream), &data, fin);
@@ -270,7 +276,7 @@ impl Pump {
 
     /// The WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or its CONNECT
     /// stream ended): with one session per connection, the connection closes with it.
-    fn webtransport_events(&mut self, conn: &mut QuicConnection) {
+    fn webtransport_events(&mut self, conn: &mut impl Transport) {
         let Some(wt) = self.wt.as_mut() else { return };
         while let Some(event) = wt.poll_event() {
             match event {
@@ -288,11 +294,11 @@ impl Pump {
     }
 
     /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors).
-    fn write_webtransport(&mut self, conn: &mut QuicConnection) {
+    fn write_webtransport(&mut self, conn: &mut impl Transport) {
         let Some(wt) = self.wt.as_mut() else { return };
         write_webtransport_output(conn, wt, &mut self.h3);
         if let Some(sent) = self.wt_closing {
-            if conn.stats().sent > sent {
+            if conn.sent_units() > sent {
                 let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
             }
         }
@@ -315,7 +321,7 @@ impl Pump {
         }
     }
 
-    fn shutdown(&self, conn: &mut QuicConnection, id: StreamId, how: quiche::Shutdown, code: u64) -> bool {
+    fn shutdown(&self, conn: &mut impl Transport, id: StreamId, how: quiche::Shutdown, code: u64) -> bool {
         match self.quic_id(id) {
             Some(q) => conn.stream_shutdown(q, how, self.wire_code(code)).is_ok(),
             None => false,
@@ -327,7 +333,7 @@ impl Pump {
     /// and finished streams not fully acknowledged by theirs, are reset with DELIVERY_TIMEOUT.
     /// (They are checked here, on each write, not on a timer of their own: a connection with
     /// queued data writes on every ACK and on quiche's loss timers.)
-    pub fn write(&mut self, conn: &mut QuicConnection, session: &mut Session, now: Instant) {
+    pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) {
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -424,9 +430,9 @@ impl Pump {
 
     /// What subgroup data quiche may take now: the unsent credit, refilled by what it sent
     /// since the last write (no limit without `unsent_limit`).
-    fn refill_unsent_credit(&mut self, conn: &QuicConnection, now: Instant) -> usize {
+    fn refill_unsent_credit(&mut self, conn: &impl Transport, now: Instant) -> usize {
         let Some(limit) = self.unsent_limit else { return usize::MAX };
-        let sent = conn.stats().sent_bytes;
+        let sent = conn.sent_bytes();
         let refill = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
         self.sent_mark = sent;
         self.unsent_credit = self.unsent_credit.saturating_add(refill).min(limit);
@@ -435,7 +441,7 @@ impl Pump {
     }
 
     /// Resets with DELIVERY_TIMEOUT the data streams whose queued bytes expired.
-    fn reset_expired(&mut self, conn: &mut QuicConnection, session: &mut Session, expired: Vec<StreamId>) {
+    fn reset_expired(&mut self, conn: &mut impl Transport, session: &mut Session, expired: Vec<StreamId>) {
         for id in expired {
             self.urgency.remove(&id);
             self.shutdown(conn, id, quiche::Shutdown::Write, RESET_DELIVERY_TIMEOUT);
@@ -451,7 +457,7 @@ impl Pump {
 
     /// Hands the queued datagrams to quiche. They go before stream data in its packets, most
     /// urgent first; best effort by nature: a full queue drops the datagram.
-    fn send_datagrams(&mut self, conn: &mut QuicConnection) {
+    fn send_datagrams(&mut self, conn: &mut impl Transport) {
         self.dgrams.sort_by_key(|(urgency, _)| *urgency);
         let prefix = self.wt.as_ref().map(|wt| wt.datagram_prefix());
         let mut framed = Vec::new();
@@ -505,7 +511,7 @@ impl Pump {
 
     /// Resets with DELIVERY_TIMEOUT the finished streams past their subgroup deadline that
     /// quiche still holds: not all acknowledged (a fully delivered stream is gone from it).
-    fn expire_finished(&mut self, conn: &mut QuicConnection, now: Instant) {
+    fn expire_finished(&mut self, conn: &mut impl Transport, now: Instant) {
         while let Some(&Reverse((at, id))) = self.deliver_by.peek() {
             if at > now {
                 break;
@@ -528,7 +534,7 @@ impl Pump {
 
     /// Applies one transmit of the session: stream bytes join their stream's queue, the rest
     /// goes to quiche at once.
-    fn pending_transmit(&mut self, conn: &mut QuicConnection, t: Transmit) {
+    fn pending_transmit(&mut self, conn: &mut impl Transport, t: Transmit) {
         match t {
             Transmit::Stream { id, data, fin, expires } => {
                 let chunk = Chunk { data, fin, expires };
@@ -559,7 +565,7 @@ impl Pump {
                 // once it is on the wire.
                 Some(wt) => {
                     wt.close(u32::try_from(code).unwrap_or(u32::MAX), &reason);
-                    self.wt_closing = Some(conn.stats().sent);
+                    self.wt_closing = Some(conn.sent_units());
                 }
             },
             // Not incremental: quiche sends a stream's bytes before the next one's of the same
@@ -603,7 +609,7 @@ impl Pump {
     /// Resets the oldest data streams with queued bytes until the backlog is at half its
     /// limit. The session forgets them (later objects for them are refused there), and quiche
     /// drops what it still buffered for them.
-    fn shed_oldest(&mut self, conn: &mut QuicConnection, session: &mut Session) {
+    fn shed_oldest(&mut self, conn: &mut impl Transport, session: &mut Session) {
         let target = self.backlog_limit.unwrap_or(0) / 2;
         // Oldest first; with priorities set, the least urgent streams go first.
         let mut victims: Vec<(u8, StreamId)> = self
@@ -673,7 +679,7 @@ impl Pump {
 /// and its answer): reads every readable stream into `wt` (payload of WebTransport streams
 /// is kept there until the session takes it) and writes its output through `h3`.
 pub fn webtransport_handshake(
-    conn: &mut QuicConnection,
+    conn: &mut impl Transport,
     wt: &mut WebTransport,
     h3: &mut VecDeque<(u64, Bytes, bool)>,
     buf: &mut [u8],
@@ -705,7 +711,7 @@ pub fn webtransport_handshake(
 /// Carries out what the WebTransport layer asked for: HTTP/3 bytes join `h3` (written in
 /// order as quiche takes them), stream errors and connection closes go to quiche at once.
 fn write_webtransport_output(
-    conn: &mut QuicConnection,
+    conn: &mut impl Transport,
     wt: &mut WebTransport,
     h3: &mut VecDeque<(u64, Bytes, bool)>,
 ) {
@@ -727,7 +733,7 @@ fn write_webtransport_output(
 }
 
 /// Hands HTTP/3 bytes to quiche in order; what it does not take yet waits at the front.
-pub fn write_h3(conn: &mut QuicConnection, h3: &mut VecDeque<(u64, Bytes, bool)>) {
+pub fn write_h3(conn: &mut impl Transport, h3: &mut VecDeque<(u64, Bytes, bool)>) {
     let mut i = 0;
     // Streams whose earlier bytes wait: their later bytes wait behind them.
     let mut blocked: Vec<u64> = Vec::new();
@@ -809,7 +815,7 @@ enum Sent {
 /// on. A stream that hits the peer's stream limit sets `limited`, since every later stream of
 /// its type would too.
 fn send_queue(
-    conn: &mut QuicConnection,
+    conn: &mut impl Transport,
     session: &mut Session,
     (id, quic, over_wt): (StreamId, u64, bool),
     queue: &mut StreamQueue,
@@ -855,10 +861,8 @@ fn send_queue(
                 return Sent::Waiting;
             }
         }
-        // Shared, not copied (`SharedBufs`): quiche keeps a reference to these bytes until the
-        // peer acknowledges them.
-        match conn.stream_send_zc(quic, data.slice(..take), *fin && take == data.len()) {
-            Ok((n, _)) => {
+        match conn.stream_send_bytes(quic, data.slice(..take), *fin && take == data.len()) {
+            Ok(n) => {
                 if let Some(b) = budget.as_deref_mut() {
                     *b -= n;
                 }
@@ -945,11 +949,11 @@ impl<H: RequestHandler> MoqtApp<H> {
         }
     }
 
-    fn read(&mut self, conn: &mut QuicConnection) {
+    fn read(&mut self, conn: &mut impl Transport) {
         self.pump.read(conn, &mut self.session, &mut self.buf);
     }
 
-    fn write(&mut self, conn: &mut QuicConnection, now: Instant) {
+    fn write(&mut self, conn: &mut impl Transport, now: Instant) {
         self.pump.write(conn, &mut self.session, now);
     }
 }

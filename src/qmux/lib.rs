@@ -78,6 +78,12 @@ pub struct Stats {
     pub recv_bytes: u64,
 }
 
+impl Default for Config {
+    fn default() -> Self {
+        unimplemented!()
+    }
+}
+
 pub struct Connection {}
 
 #[allow(unused_variables, clippy::unimplemented)]

@@ -17,6 +17,13 @@ pub trait ConnApp {
     /// The connection closed (by either side or by idle timeout). Default: nothing.
     fn on_closed(&mut self, _conn: &QuicConnection) {}
 
+    /// `on_io` for a connection over TCP ([`crate::StreamHandoff`]): its QMux state instead of
+    /// quiche's. Default: nothing (an application that serves QUIC only).
+    fn on_stream_io(&mut self, _conn: &mut qmux::Connection) {}
+
+    /// `on_closed` for a connection over TCP. Default: nothing.
+    fn on_stream_closed(&mut self, _conn: &qmux::Connection) {}
+
     /// An accepted connection's setup deadline (`RuntimeConfig::setup_timeout` after it was
     /// accepted), given once when the application is made; the core calls `on_io` once more
     /// when it passes, and the application closes the connection if its setup is not done.
@@ -91,6 +98,12 @@ pub trait ShardApp: 'static {
     /// An accepted connection finished its handshake with ALPN `alpn` (one of
     /// [`AppFactory::alpns`]).
     fn new_connection(&mut self, conn: ConnHandle, alpn: &[u8]) -> Box<dyn ConnApp>;
+    /// A connection over TCP ([`crate::StreamHandoff`]) was handed to this core; `request`
+    /// names its application protocol (one of [`AppFactory::alpns`]), authority and path.
+    /// Default: as [`ShardApp::new_connection`] with that protocol.
+    fn new_stream_connection(&mut self, conn: ConnHandle, request: &crate::StreamRequest) -> Box<dyn ConnApp> {
+        self.new_connection(conn, request.alpn.as_bytes())
+    }
     /// The core's clock reading for the turn that starts (the only one it takes).
     fn begin_turn(&mut self, _now: std::time::Instant) {}
     /// How long the oldest datagram read this turn waited in the socket before the core read

@@ -14,8 +14,11 @@ pub mod retry;
 mod server;
 mod shard;
 mod stats;
+mod stream_tls;
+mod streams;
 pub mod testing;
 pub mod tls;
+mod transport;
 pub mod udp;
 
 use std::net::SocketAddr;
@@ -27,6 +30,9 @@ pub use cid::ShardId;
 pub use retry::RetryPolicy;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
+pub use stream_tls::StreamTls;
+pub use streams::{StreamAcceptor, StreamHandoff, StreamRequest};
+pub use transport::Transport;
 
 /// Stream data handed to quiche as shared byte slices rather than copied into buffers of its
 /// own: an application may give many connections the same bytes (the relay's `Pump` writes

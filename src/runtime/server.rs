@@ -17,6 +17,8 @@ use super::mesh::{Mesh, Waker};
 use super::shard::{MeshMsg, Shard, ShardParts};
 use super::stats::{ShardReport, ShardStats};
 use super::{tls, udp, RuntimeConfig};
+use crate::streams::{StreamAcceptor, StreamHandoff};
+use crossbeam_queue::ArrayQueue;
 
 /// Messages one core can queue for another before the sender sees "full": 4096 on small
 /// machines, less per pair as cores grow so the queues (allocated up front, cores² of them)
@@ -37,6 +39,7 @@ pub struct ServerHandle {
     wakers: Vec<Waker>,
     threads: Vec<glommio::ExecutorJoinHandle<ShardReport>>,
     reloader: TlsReloader,
+    streams: StreamAcceptor,
 }
 
 /// A new TLS identity for the cores: each core picks it up at its next turn (one relaxed
@@ -161,6 +164,11 @@ impl ServerHandle {
     }
 
     /// Something that reloads the TLS identity from any thread.
+    /// What hands connections over TCP (QMux after a WebSocket upgrade) to the cores.
+    pub fn stream_acceptor(&self) -> StreamAcceptor {
+        self.streams.clone()
+    }
+
     pub fn tls_reloader(&self) -> TlsReloader {
         self.reloader.clone()
     }
@@ -231,6 +239,8 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     let allowed = udp::allowed_cpus()
         .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect());
 
+    let handoff: Arc<[Arc<ArrayQueue<StreamHandoff>>]> =
+        (0..rc.cores).map(|_| Arc::new(ArrayQueue::new(crate::streams::HANDOFF_QUEUE))).collect();
     let (ready_tx, ready_rx) = mpsc::channel::<usize>();
     let mut threads = Vec::with_capacity(rc.cores);
     for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
@@ -250,6 +260,7 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
             stats: stats.clone(),
             shutdown: shutdown.clone(),
             gro,
+            handoff: handoff[i].clone(),
         };
         let rc = rc.clone();
         let ready = ready_tx.clone();
@@ -275,8 +286,18 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     // never reports, and its thread's error explains why.
     let started = (0..rc.cores).all(|_| ready_rx.recv_timeout(Duration::from_secs(10)).is_ok());
     let reloader = TlsReloader { rc: rc.clone(), swap, wakers: wakers.clone(), identity: identity.clone() };
-    let handle =
-        ServerHandle { local_addr: addr, fingerprint, identity, stats, shutdown, wakers, threads, reloader };
+    let streams = StreamAcceptor::new(handoff, wakers.clone());
+    let handle = ServerHandle {
+        local_addr: addr,
+        fingerprint,
+        identity,
+        stats,
+        shutdown,
+        wakers,
+        threads,
+        reloader,
+        streams,
+    };
     if !started {
         return Err(io_uring_hint(match handle.shutdown() {
             Err(e) => e,

@@ -31,6 +31,7 @@ use super::{RetryPolicy, RuntimeConfig};
 
 mod conns;
 mod output;
+mod streams;
 
 /// A receive lag beyond this is taken for a wall-clock step, not a queue (see
 /// `Shard::note_receive_lag`).
@@ -67,6 +68,7 @@ enum Woke {
     Socket,
     Bell((Doorbell, std::io::Result<()>)),
     Timer,
+    Streams,
 }
 
 /// A QUIC datagram handed from the core that received it to the core that owns its connection.
@@ -221,6 +223,9 @@ pub struct Shard<A: ShardApp> {
     shutdown: Arc<AtomicBool>,
     drain_timeout: Duration,
     drain_grace: Duration,
+    /// Connections over TCP handed to this core, and those it serves.
+    handoff: Arc<crossbeam_queue::ArrayQueue<crate::StreamHandoff>>,
+    streams: streams::Streams,
 }
 
 /// What `Shard::new` needs beyond the config.
@@ -236,6 +241,7 @@ pub struct ShardParts<F: AppFactory> {
     pub stats: Arc<[ShardStats]>,
     pub shutdown: Arc<AtomicBool>,
     pub gro: bool,
+    pub handoff: Arc<crossbeam_queue::ArrayQueue<crate::StreamHandoff>>,
 }
 
 impl<A: ShardApp> Shard<A> {
@@ -304,6 +310,8 @@ impl<A: ShardApp> Shard<A> {
             shutdown: parts.shutdown,
             drain_timeout: rc.drain_timeout,
             drain_grace: rc.drain_grace,
+            handoff: parts.handoff,
+            streams: streams::Streams::default(),
         })
     }
 
@@ -347,8 +355,10 @@ impl<A: ShardApp> Shard<A> {
             let more_input = self.receive();
             self.note_receive_lag();
             let more_mesh = self.drain_mesh();
+            self.adopt_streams(now);
             self.fire_timers(now);
             self.service_dirty(now).await;
+            self.service_streams(now);
             let woke = self.poll_app(now);
             self.mesh.flush();
             if more_input || more_mesh || woke {
@@ -396,7 +406,7 @@ impl<A: ShardApp> Shard<A> {
         // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
         // draining period that follows needs no more packets from us.
         let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
-        let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed);
+        let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed) && self.streams.is_empty();
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
         let clients_gone =
@@ -491,12 +501,16 @@ impl<A: ShardApp> Shard<A> {
                 None => future::pending().await,
             }
         };
+        let streams = self.streams.ready.signal.clone().wait();
         let woke = future::or(
             async {
                 readable.as_mut().await;
                 Woke::Socket
             },
-            future::or(rung, sleep),
+            future::or(rung, future::or(sleep, async {
+                streams.await;
+                Woke::Streams
+            })),
         )
         .await;
         match woke {
@@ -509,13 +523,13 @@ impl<A: ShardApp> Shard<A> {
                     self.doorbell = Some(bell);
                 }
             }
-            Woke::Timer => {}
+            Woke::Timer | Woke::Streams => {}
         }
     }
 
     /// The earliest of the next timer, the application's deadline and `drain_deadline`.
     fn next_wake(&self, drain_deadline: Option<Instant>) -> Option<Instant> {
-        [self.timers.peek().map(|Reverse((at, _))| *at), self.app_deadline, drain_deadline]
+        [self.timers.peek().map(|Reverse((at, _))| *at), self.app_deadline, drain_deadline, self.streams.next_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -645,6 +659,11 @@ impl<A: ShardApp> Shard<A> {
         }
         for ConnHandle(h) in self.app_out.wake.drain(..) {
             let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
+            if h & streams::STREAM_BIT != 0 {
+                self.streams.wake(idx & !(streams::STREAM_BIT as usize), gen);
+                woke = true;
+                continue;
+            }
             if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
                 if conn.gen == gen {
                     mark_dirty(&mut self.dirty, conn, idx);
