@@ -140,7 +140,7 @@ fn fan_out(pub_v: Version, sub_v: Version, with_bad_client: bool) {
         // A malformed control message (an unknown message type) closes that session only.
         let bad = MoqtClient::connect(addr, sub_v, SetupOptions::default(), deadline()).unwrap();
         let control = if sub_v.request_streams() { 2 } else { 0 };
-        let (mut conn, app) = bad.into_parts();
+        let (mut conn, app) = bad.into_parts().ok().unwrap();
         conn.conn_mut().stream_send(control, &[0x3f, 0x00, 0x00], false).unwrap();
         let mut bad = MoqtClient::from_parts(conn, app);
         let err = bad.until(deadline(), |_| false).unwrap_err();

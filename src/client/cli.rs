@@ -14,8 +14,9 @@ use wire::Version;
 /// `--relay`, `--draft`, `--namespace`, `--track`, `--token`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrackArgs {
-    /// Relay: host:port or moqt://host:port (raw QUIC), or https://host:port/path
-    /// (WebTransport over HTTP/3 on the same UDP port).
+    /// Relay: host:port or moqt://host:port (raw QUIC), https://host:port/path
+    /// (WebTransport over HTTP/3 on the same UDP port), or ws:// / wss://host:port/path (QMux
+    /// over a WebSocket on the TCP port of the same number).
     #[arg(long, default_value = "127.0.0.1:4443")]
     pub relay: String,
     /// MoQT draft: 16, 18, 20 or 22 (chooses the ALPN moqt-16 / moqt-18 / moqt-20 / moqt-22).
@@ -64,10 +65,12 @@ pub fn resolve_relay(relay: &str) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow!("{relay}: no address"))
 }
 
-/// A relay given as `host:port`, `moqt://host:port[/path]` (raw QUIC) or
-/// `https://host:port/path` (WebTransport at that URL).
+/// A relay given as `host:port`, `moqt://host:port[/path]` (raw QUIC),
+/// `https://host:port/path` (WebTransport at that URL) or `ws://` / `wss://host:port/path`
+/// (QMux over a WebSocket at that URL, on the relay's TCP port).
 pub fn parse_relay(relay: &str) -> anyhow::Result<Relay> {
-    match relay.strip_prefix("https://") {
+    let url = ["https://", "wss://", "ws://"].iter().find_map(|s| relay.strip_prefix(s));
+    match url {
         Some(rest) => {
             let authority = rest.split('/').next().unwrap_or(rest);
             let authority = authority.split('?').next().unwrap_or(authority);
@@ -76,7 +79,7 @@ pub fn parse_relay(relay: &str) -> anyhow::Result<Relay> {
                 .with_context(|| format!("resolving {relay}"))?
                 .next()
                 .ok_or_else(|| anyhow!("{relay}: no address"))?;
-            Ok(Relay { addr, webtransport: Some(relay.to_string()) })
+            Ok(Relay { addr, url: Some(relay.to_string()) })
         }
         None => Ok(Relay::from(resolve_relay(relay)?)),
     }

@@ -45,14 +45,19 @@ impl<C: SessionCore> Fleet<C> {
         deadline: Instant,
     ) -> Result<Self, ClientError> {
         let relay = relay.into();
-        if relay.webtransport.is_some() {
+        if relay.url.as_deref().is_some_and(|u| !u.starts_with("https://")) {
+            return Err(ClientError::Config(anyhow::anyhow!(
+                "a fleet runs over QUIC or WebTransport, not a WebSocket ({relay})"
+            )));
+        }
+        if relay.url.is_some() {
             // Over WebTransport each member's CONNECT precedes its session: they connect one
             // after the other.
             let (mut conns, mut apps) = (Vec::with_capacity(cores.len()), Vec::with_capacity(cores.len()));
             for _ in &cores {
                 let client =
                     super::MoqtClient::connect(relay.clone(), version, SetupOptions::default(), deadline)?;
-                let (conn, app) = client.into_parts();
+                let (conn, app) = client.into_parts().map_err(|_| ClientError::Closed)?;
                 conns.push(conn);
                 apps.push(app);
             }
@@ -135,9 +140,9 @@ impl<C: SessionCore> Fleet<C> {
                 return Ok(false);
             }
             let (Some(app), Some(core)) = (apps.get_mut(i), cores.get_mut(i)) else { return Ok(true) };
-            service(app, c.conn_mut(), core)?;
+            service(app, super::moqt::IoRef::Quic(c.conn_mut()), core)?;
             let done = step(i, core, app.session_mut())?;
-            service(app, c.conn_mut(), core)?;
+            service(app, super::moqt::IoRef::Quic(c.conn_mut()), core)?;
             Ok(done)
         })
     }

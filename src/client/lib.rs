@@ -18,6 +18,7 @@ pub mod quic;
 pub mod stamp;
 pub mod subscriber;
 pub mod switchover;
+pub mod ws;
 
 pub use fleet::{Endpoint, Fleet};
 pub use moqt::{Driven, MoqtClient, Origin, Relay, RequestState, SessionCore};

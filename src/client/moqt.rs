@@ -20,6 +20,7 @@ use wire::model::{Message, Role, SetupOptions};
 use wire::Version;
 
 use super::quic::{ClientError, QuicConn};
+use super::ws::WsConn;
 
 /// A client-side MoQT state machine over a [`Session`]: it sees every event of the session
 /// (with the session, to answer requests at once) and keeps its own state. Everything it does
@@ -74,11 +75,12 @@ pub enum Origin {
 /// to quiche). A session close is [`ClientError::Session`] (the core has seen the event).
 pub(crate) fn service<C: SessionCore>(
     app: &mut MoqtApp<Collect>,
-    conn: &mut QuicConnection,
+    conn: IoRef<'_>,
     core: &mut C,
 ) -> Result<(), ClientError> {
+    let mut conn = conn;
     loop {
-        app.on_io(conn);
+        conn.on_io(app);
         let events = std::mem::take(&mut app.handler_mut().events);
         if events.is_empty() {
             return Ok(());
@@ -96,6 +98,42 @@ pub(crate) fn service<C: SessionCore>(
     }
 }
 
+/// The connection a round of [`service`] works on: quiche's or QMux's.
+pub(crate) enum IoRef<'a> {
+    Quic(&'a mut QuicConnection),
+    Ws(&'a mut qmux::Connection),
+}
+
+impl IoRef<'_> {
+    fn on_io(&mut self, app: &mut MoqtApp<Collect>) {
+        match self {
+            IoRef::Quic(c) => app.on_io(c),
+            IoRef::Ws(c) => app.on_stream_io(c),
+        }
+    }
+}
+
+/// The connection under a [`MoqtClient`].
+enum Conn {
+    Quic(QuicConn),
+    Ws(Box<WsConn>),
+}
+
+impl Conn {
+    /// Drives the connection (see [`QuicConn::drive`], [`WsConn::drive`]); `step` gets its
+    /// transport.
+    fn drive(
+        &mut self,
+        deadline: Instant,
+        mut step: impl FnMut(IoRef<'_>) -> Result<bool, ClientError>,
+    ) -> Result<(), ClientError> {
+        match self {
+            Conn::Quic(c) => c.drive(deadline, |c| step(IoRef::Quic(c.conn_mut()))),
+            Conn::Ws(c) => c.drive(deadline, |c| step(IoRef::Ws(c))),
+        }
+    }
+}
+
 /// Keeps every event for the caller.
 #[derive(Debug, Default)]
 pub struct Collect {
@@ -108,24 +146,26 @@ impl RequestHandler for Collect {
     }
 }
 
-/// Where a client connects: the relay's address, and the URL of a WebTransport session when
-/// MoQT runs inside one (`https://host:port/path`; `None`: raw QUIC with the draft's ALPN).
+/// Where a client connects: the relay's address, and the URL when MoQT does not run over raw
+/// QUIC with the draft's ALPN (`None`): a WebTransport session (`https://host:port/path`), or
+/// QMux over a WebSocket (`ws://` or `wss://host:port/path`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relay {
     pub addr: SocketAddr,
-    pub webtransport: Option<String>,
+    pub url: Option<String>,
 }
 
 impl From<SocketAddr> for Relay {
     fn from(addr: SocketAddr) -> Self {
-        Relay { addr, webtransport: None }
+        Relay { addr, url: None }
     }
 }
 
 impl std::fmt::Display for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.webtransport {
-            Some(url) => write!(f, "{url} (WebTransport)"),
+        match &self.url {
+            Some(url) if url.starts_with("https://") => write!(f, "{url} (WebTransport)"),
+            Some(url) => write!(f, "{url} (QMux over WebSocket)"),
             None => write!(f, "{}", self.addr),
         }
     }
@@ -134,13 +174,20 @@ impl std::fmt::Display for Relay {
 impl Relay {
     /// The same relay over WebTransport at `https://ADDR/path`.
     pub fn webtransport(addr: SocketAddr, path: &str) -> Self {
-        Relay { addr, webtransport: Some(format!("https://{addr}{path}")) }
+        Relay { addr, url: Some(format!("https://{addr}{path}")) }
+    }
+
+    /// The same relay over QMux over WebSocket at `ws://ADDR/path` (`wss://` with `tls`), on
+    /// its TCP port of the same number.
+    pub fn websocket(addr: SocketAddr, path: &str, tls: bool) -> Self {
+        let scheme = if tls { "wss" } else { "ws" };
+        Relay { addr, url: Some(format!("{scheme}://{addr}{path}")) }
     }
 }
 
-/// A client's MoQT session on one QUIC connection.
+/// A client's MoQT session on one connection (QUIC, or QMux over a WebSocket).
 pub struct MoqtClient {
-    conn: QuicConn,
+    conn: Conn,
     app: MoqtApp<Collect>,
 }
 
@@ -154,16 +201,33 @@ impl MoqtClient {
         deadline: Instant,
     ) -> Result<MoqtClient, ClientError> {
         let relay = relay.into();
-        match &relay.webtransport {
+        match &relay.url {
             None => {
                 let conn = QuicConn::connect(relay.addr, version.alpn())?;
                 Self::setup(conn, version, setup, deadline)
             }
-            Some(url) => {
+            Some(url) if url.starts_with("https://") => {
                 let conn = QuicConn::connect(relay.addr, webtransport::ALPN)?;
                 Self::setup_webtransport(conn, url, version, setup, deadline)
             }
+            Some(url) => Self::setup_websocket(relay.addr, url, version, setup, deadline),
         }
+    }
+
+    /// The WebSocket upgrade to `url` offering `version`'s protocol over QMux, then SETUP. A
+    /// refusal is [`ClientError::Refused`] with the HTTP status as its code.
+    fn setup_websocket(
+        addr: SocketAddr,
+        url: &str,
+        version: Version,
+        setup: SetupOptions,
+        deadline: Instant,
+    ) -> Result<MoqtClient, ClientError> {
+        let ws = WsConn::connect(addr, url, &[version.alpn()], deadline)?;
+        let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
+        let mut client = MoqtClient { conn: Conn::Ws(Box::new(ws)), app: MoqtApp::new(session, Collect::default()) };
+        client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
+        Ok(client)
     }
 
     /// The WebTransport CONNECT to `url` offering `version`'s protocol, then SETUP inside the
@@ -199,7 +263,8 @@ impl MoqtClient {
             })?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
         let pump = Pump::default().with_webtransport(WebTransportConn { wt, h3 });
-        let mut client = MoqtClient { conn, app: MoqtApp::with_pump(session, Collect::default(), pump) };
+        let mut client =
+            MoqtClient { conn: Conn::Quic(conn), app: MoqtApp::with_pump(session, Collect::default(), pump) };
         client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
         Ok(client)
     }
@@ -225,7 +290,7 @@ impl MoqtClient {
     ) -> Result<MoqtClient, ClientError> {
         conn.handshake(deadline)?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
-        let mut client = MoqtClient { conn, app: MoqtApp::new(session, Collect::default()) };
+        let mut client = MoqtClient { conn: Conn::Quic(conn), app: MoqtApp::new(session, Collect::default()) };
         client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
         Ok(client)
     }
@@ -244,20 +309,26 @@ impl MoqtClient {
         self.app.session_mut()
     }
 
-    /// The QUIC connection.
-    pub fn conn(&self) -> &QuicConn {
-        &self.conn
+    /// The QUIC connection (none over a WebSocket).
+    pub fn quic(&self) -> Option<&QuicConn> {
+        match &self.conn {
+            Conn::Quic(c) => Some(c),
+            Conn::Ws(_) => None,
+        }
     }
 
     /// The connection and the glue, for driving several clients with [`super::drive_many`]
-    /// (see [`super::fleet::Fleet`]).
-    pub fn into_parts(self) -> (QuicConn, MoqtApp<Collect>) {
-        (self.conn, self.app)
+    /// (see [`super::fleet::Fleet`]); the client itself back when it runs over a WebSocket.
+    pub fn into_parts(self) -> Result<(QuicConn, MoqtApp<Collect>), MoqtClient> {
+        match self.conn {
+            Conn::Quic(c) => Ok((c, self.app)),
+            conn => Err(MoqtClient { conn, app: self.app }),
+        }
     }
 
     /// Reassembles a client from [`MoqtClient::into_parts`].
     pub fn from_parts(conn: QuicConn, app: MoqtApp<Collect>) -> MoqtClient {
-        MoqtClient { conn, app }
+        MoqtClient { conn: Conn::Quic(conn), app }
     }
 
     /// Drives the connection with `core` seeing every session event, until `done` returns
@@ -273,10 +344,14 @@ impl MoqtClient {
         mut done: impl FnMut(&mut C, &mut Session) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
         let app = &mut self.app;
-        self.conn.drive(deadline, |c| {
-            service(app, c.conn_mut(), core)?;
+        self.conn.drive(deadline, |mut c| {
+            let again = match &mut c {
+                IoRef::Quic(q) => IoRef::Quic(q),
+                IoRef::Ws(w) => IoRef::Ws(w),
+            };
+            service(app, again, core)?;
             let finished = done(core, app.session_mut())?;
-            service(app, c.conn_mut(), core)?;
+            service(app, c, core)?;
             Ok(finished)
         })
     }
@@ -296,8 +371,8 @@ impl MoqtClient {
     ) -> Result<Event, ClientError> {
         let mut found = None;
         let app = &mut self.app;
-        self.conn.drive(deadline, |c| {
-            app.on_io(c.conn_mut());
+        self.conn.drive(deadline, |mut c| {
+            c.on_io(app);
             let events = std::mem::take(&mut app.handler_mut().events);
             let mut rest = events.into_iter();
             for event in rest.by_ref() {
@@ -316,7 +391,10 @@ impl MoqtClient {
 
     /// Sends CONNECTION_CLOSE (application error 0) without waiting for the peer.
     pub fn close(&mut self) -> Result<(), ClientError> {
-        self.conn.close()
+        match &mut self.conn {
+            Conn::Quic(c) => c.close(),
+            Conn::Ws(c) => c.close(),
+        }
     }
 
     /// Sends `msg` and waits for the first control message from the peer.

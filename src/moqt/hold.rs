@@ -47,6 +47,7 @@ impl Pump {
 mod tests {
     use super::super::tests::{pair, subscribe_live};
     use super::*;
+    use runtime::QuicConnection;
     use bytes::Bytes;
     use runtime::testing::exchange;
     use session::Session;

@@ -964,6 +964,17 @@ impl<H: RequestHandler> ConnApp for MoqtApp<H> {
     }
 
     fn on_io(&mut self, conn: &mut QuicConnection) {
+        self.io(conn);
+    }
+
+    fn on_stream_io(&mut self, conn: &mut qmux::Connection) {
+        self.io(conn);
+    }
+}
+
+impl<H: RequestHandler> MoqtApp<H> {
+    /// Reads, hands every event to the handler, writes: over QUIC or QMux alike.
+    fn io(&mut self, conn: &mut impl Transport) {
         let now = Instant::now();
         self.session.on_timeout(now);
         self.read(conn);

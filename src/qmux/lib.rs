@@ -177,6 +177,16 @@ pub mod upgrade {
     }
 
     #[allow(unused_variables, clippy::unimplemented)]
+    pub fn offer(apps: &[&str], versions: &[Version]) -> Vec<String> {
+        unimplemented!()
+    }
+
+    #[allow(unused_variables, clippy::unimplemented)]
+    pub fn client_key() -> String {
+        unimplemented!()
+    }
+
+    #[allow(unused_variables, clippy::unimplemented)]
     pub fn choose(offered: &[&str], apps: &[&str], versions: &[Version]) -> Option<(String, Version, String)> {
         unimplemented!()
     }
