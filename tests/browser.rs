@@ -451,10 +451,11 @@ fn start_encoder(
 
 /// web/test/play.mjs: `pages` pages of the player on `url`, page i opened `stagger_ms` × i
 /// after the first, each read `seconds` after its first frame. Returns its "done" event.
-fn play(url: &str, pages: usize, stagger_ms: u64, seconds: u64, png: &Path) -> Value {
+fn play(url: &str, pages: usize, stagger_ms: u64, seconds: u64, png: &Path, browser: Viewer) -> Value {
     let out = Command::new("node")
         .current_dir(WEB)
         .args(["test/play.mjs", "--url", url, "--pages", &pages.to_string()])
+        .args(browser.args())
         .args(["--stagger-ms", &stagger_ms.to_string(), "--seconds", &seconds.to_string()])
         .arg("--screenshot")
         .arg(png)
@@ -482,6 +483,37 @@ fn relay_delay_ms(r: &Relay, quantile: &str) -> Option<f64> {
         .map(|s| s * 1e3)
 }
 
+/// How a round's viewers reach the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Viewer {
+    /// Chromium, over WebTransport.
+    WebTransport,
+    /// Chromium without `window.WebTransport` (removed before the page loads): the player
+    /// falls back to QMux over a WebSocket on the relay's TCP port.
+    ChromiumWithoutWebTransport,
+    /// Debian's Firefox ESR (over WebDriver BiDi), which the player sends to the WebSocket.
+    FirefoxEsr,
+}
+
+impl Viewer {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Viewer::WebTransport => &[],
+            Viewer::ChromiumWithoutWebTransport => &["--no-webtransport"],
+            Viewer::FirefoxEsr => &["--firefox", "/usr/bin/firefox-esr"],
+        }
+    }
+
+    /// The protocol the page must report for its session at MoQT `draft`: WebTransport's,
+    /// or the WebSocket subprotocol the relay chose (QMux -01 first).
+    fn protocol(self, draft: &str) -> String {
+        match self {
+            Viewer::WebTransport => format!("moqt-{draft}"),
+            _ => format!("qmux-01.moqt-{draft}"),
+        }
+    }
+}
+
 /// One round of the player.
 struct Round<'a> {
     what: &'a str,
@@ -494,6 +526,7 @@ struct Round<'a> {
     png: PathBuf,
     /// With tokens required: moq-pub's token, and the JWT the page carries in its URL.
     tokens: Option<(&'a str, &'a str)>,
+    viewer: Viewer,
 }
 
 /// A broadcast from ffmpeg through moq-pub at `draft`, two viewers on the last relay of the
@@ -502,13 +535,13 @@ struct Round<'a> {
 /// frame and live-edge latency beside the relays' added delay, and one `player-figures` JSON
 /// line for bench/player.sh.
 fn play_round(round: Round) {
-    let Round { what, path, draft, viewer_draft, png, tokens } = round;
+    let Round { what, path, draft, viewer_draft, png, tokens, viewer } = round;
     let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
     let name = format!("demo-{draft}");
     let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30, tokens.map(|t| t.0));
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
     let jwt = tokens.map_or(String::new(), |t| format!("&jwt={}", t.1));
-    let done = play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png);
+    let done = play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png, viewer);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);
@@ -546,8 +579,8 @@ fn play_round(round: Round) {
         let protocols = page["protocols"].as_array().cloned().unwrap_or_default();
         assert_eq!(
             protocols.last().and_then(Value::as_str),
-            Some(format!("moqt-{viewer_draft}").as_str()),
-            "viewer {i}'s WebTransport protocols {protocols:?}: {}",
+            Some(viewer.protocol(viewer_draft).as_str()),
+            "viewer {i}'s protocols {protocols:?}: {}",
             explain()
         );
         assert!(age.is_some(), "viewer {i}: the page measured no frame's latency: {page}");
@@ -587,6 +620,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
             viewer_draft: "18",
             png,
             tokens: None,
+            viewer: Viewer::WebTransport,
         });
     }
     let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
@@ -598,6 +632,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         viewer_draft: "16",
         png,
         tokens: None,
+        viewer: Viewer::WebTransport,
     });
     let origin = start_relay(&metrics);
     let parent = format!("moqt://127.0.0.1:{}", origin.port);
@@ -610,6 +645,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         viewer_draft: "18",
         png,
         tokens: None,
+        viewer: Viewer::WebTransport,
     });
 }
 
@@ -644,6 +680,47 @@ fn the_player_plays_with_a_jwt_in_the_page_url() {
         viewer_draft: "18",
         png,
         tokens: Some((&publisher, &viewer)),
+        viewer: Viewer::WebTransport,
     });
     std::fs::remove_file(&keys).ok();
+}
+
+/// Viewers without WebTransport (UDP blocked, or a browser whose WebTransport the player does
+/// not use) still watch: Chromium with `window.WebTransport` removed, and Debian's Firefox ESR
+/// (which the player always sends to the WebSocket), play the broadcast over QMux over a
+/// WebSocket on the relay's TCP port, at draft-18 (the relay's choice among what the player
+/// offers) and at draft-16 (a relay of drafts 16 and 22), their own decoders counting frames
+/// as in the WebTransport rounds.
+#[test]
+fn the_player_plays_over_a_websocket_without_webtransport() {
+    require_browser_tools();
+    let _turn = one_at_a_time();
+    assert!(
+        std::path::Path::new("/usr/bin/firefox-esr").exists(),
+        "Firefox ESR is missing: run .ci/install-deps (it installs Debian's firefox-esr)"
+    );
+    let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+    let metrics = ["--metrics", "127.0.0.1:0"];
+    for (viewer, name) in [(Viewer::ChromiumWithoutWebTransport, "chromium"), (Viewer::FirefoxEsr, "firefox")] {
+        let relay = start_relay(&metrics);
+        play_round(Round {
+            what: &format!("one relay, {name} over a WebSocket"),
+            path: &[&relay],
+            draft: "22",
+            viewer_draft: "18",
+            png: target.join(format!("browser-play-ws-{name}-18.png")),
+            tokens: None,
+            viewer,
+        });
+        let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
+        play_round(Round {
+            what: &format!("one relay of drafts 16 and 22, {name} over a WebSocket"),
+            path: &[&relay],
+            draft: "22",
+            viewer_draft: "16",
+            png: target.join(format!("browser-play-ws-{name}-16.png")),
+            tokens: None,
+            viewer,
+        });
+    }
 }

@@ -50,18 +50,32 @@ function countDecodedFrames(stats) {
   globalThis.VideoDecoder = Counted;
 }
 
-// Wraps WebTransport: the protocol (the MoQT draft) of each session the player opens.
+// Wraps WebTransport and WebSocket: the protocol of each session the player opens (the MoQT
+// draft over WebTransport; QMux's subprotocol, "qmux-01.moqt-18", over a WebSocket, the
+// player's fallback without WebTransport or UDP).
 function recordProtocol(stats) {
-  const Original = globalThis.WebTransport;
-  if (!Original || Original.__recorded) return;
-  class Recorded extends Original {
-    constructor(url, options) {
-      super(url, options);
-      this.ready.then(() => stats.protocols.push(this.protocol || "(none)")).catch(() => {});
+  const WT = globalThis.WebTransport;
+  if (WT && !WT.__recorded) {
+    class Recorded extends WT {
+      constructor(url, options) {
+        super(url, options);
+        this.ready.then(() => stats.protocols.push(this.protocol || "(none)")).catch(() => {});
+      }
     }
+    Recorded.__recorded = true;
+    globalThis.WebTransport = Recorded;
   }
-  Recorded.__recorded = true;
-  globalThis.WebTransport = Recorded;
+  const WS = globalThis.WebSocket;
+  if (WS && !WS.__recorded) {
+    class RecordedSocket extends WS {
+      constructor(url, protocols) {
+        super(url, protocols);
+        this.addEventListener("open", () => stats.protocols.push(this.protocol || "(none)"));
+      }
+    }
+    RecordedSocket.__recorded = true;
+    globalThis.WebSocket = RecordedSocket;
+  }
 }
 
 // The median of `values` (null if empty).
@@ -86,7 +100,8 @@ export function startPlayer(watch, name, relay, container, reload = true) {
     lastTimestampUs: null,
     // Wall clock minus timestamp of each decoded frame, ms, where the timestamps are wall-clock.
     agesMs: [],
-    // The WebTransport protocol of each session the player opened (the newest last).
+    // The protocol of each session the player opened (the newest last): WebTransport's, or
+    // the WebSocket's QMux subprotocol.
     protocols: [],
     startedMs: performance.now(),
     errors: [],

@@ -225,7 +225,7 @@ async function main() {
       const age = median(stats.agesMs.slice(-90));
       if (age !== null) parts.push(`glass to decoder ${Math.round(age)} ms`);
       const protocol = stats.protocols.at(-1);
-      if (protocol) parts.push(`WebTransport ${protocol}`);
+      if (protocol) parts.push(protocol.startsWith("qmux-") ? `WebSocket ${protocol}` : `WebTransport ${protocol}`);
       $("latency").textContent = parts.join(" \u00b7 ");
     }, 250);
     return;

@@ -21,3 +21,22 @@ export function launchChromium({ executablePath, userDataDir, dumpio = false, ex
     ],
   });
 }
+
+// Debian's Firefox ESR as the page tests launch it: headless, over WebDriver BiDi (puppeteer's
+// Firefox protocol), its own profile, autoplay allowed, no background connections.
+export function launchFirefox({ executablePath, userDataDir, dumpio = false }) {
+  return puppeteer.launch({
+    browser: "firefox",
+    executablePath,
+    headless: true,
+    userDataDir,
+    dumpio,
+    extraPrefsFirefox: {
+      "media.autoplay.default": 0,
+      "media.autoplay.blocking_policy": 0,
+      "app.update.enabled": false,
+      "browser.shell.checkDefaultBrowser": false,
+      "network.captive-portal-service.enabled": false,
+    },
+  });
+}

@@ -15,7 +15,11 @@
 // frames decoded: the live edge at the end of the window, past a late viewer's catch-up.
 //
 //   node test/play.mjs --url URL [--pages P] [--seconds S] [--stagger-ms MS] [--screenshot PNG]
-//                      [--chromium PATH]
+//                      [--chromium PATH] [--no-webtransport] [--firefox PATH]
+//
+// --no-webtransport removes window.WebTransport before the page loads (a browser or network
+// without it): the player falls back to QMux over a WebSocket. --firefox runs that Firefox
+// (Debian's ESR) over WebDriver BiDi instead of Chromium.
 //
 // tests/browser.rs runs it against a relay that moq-pub feeds from ffmpeg.
 
@@ -23,7 +27,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { launchChromium } from "./chromium.mjs";
+import { launchChromium, launchFirefox } from "./chromium.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -33,6 +37,8 @@ const { values: args } = parseArgs({
     "stagger-ms": { type: "string", default: "0" },
     screenshot: { type: "string" },
     chromium: { type: "string", default: "/usr/bin/chromium" },
+    firefox: { type: "string" },
+    "no-webtransport": { type: "boolean", default: false },
   },
 });
 if (!args.url) {
@@ -41,11 +47,13 @@ if (!args.url) {
 }
 const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const profile = await mkdtemp(join(tmpdir(), "moq-edge-play-"));
-const browser = await launchChromium({
-  executablePath: args.chromium,
-  userDataDir: profile,
-  extra: ["--autoplay-policy=no-user-gesture-required"],
-});
+const browser = args.firefox
+  ? await launchFirefox({ executablePath: args.firefox, userDataDir: profile })
+  : await launchChromium({
+      executablePath: args.chromium,
+      userDataDir: profile,
+      extra: ["--autoplay-policy=no-user-gesture-required"],
+    });
 const consoleLines = [];
 const pages = [];
 const start = Date.now();
@@ -73,6 +81,11 @@ try {
     }
     const page = await browser.newPage();
     await page.setViewport({ width: 1000, height: 800 });
+    if (args["no-webtransport"]) {
+      await page.evaluateOnNewDocument(() => {
+        delete window.WebTransport;
+      });
+    }
     page.on("console", (m) => {
       consoleLines.push(`[${i}] ${m.type()}: ${m.text()}`);
       if (consoleLines.length > 400) consoleLines.shift();
