@@ -1,15 +1,56 @@
-//! QMux (draft-ietf-quic-qmux): QUIC's stream and datagram frames over a reliable, ordered
-//! byte stream, sans-IO. API SKELETON: bodies to be written (not to land like this).
+//! QMux (draft-ietf-quic-qmux): QUIC v1's stream and datagram frames over a reliable, ordered
+//! byte stream, sans-IO. One [`Connection`] speaks one of three wire versions
+//! ([`Version::Qmux00`], [`Version::Qmux01`], [`Version::Qmux02`]) over one of two carriers:
+//! WebSocket binary messages after an HTTP/1.1 upgrade ([`Framing::WebSocket`]), or the
+//! draft's own records straight on TLS/TCP ([`Framing::Records`]).
+//!
+//! The caller moves bytes: socket bytes into [`Connection::recv`], [`Connection::take_output`]
+//! out to the socket, and drives [`Connection::on_timeout`] at [`Connection::timeout_instant`].
+//! Streams follow quiche's API and semantics, so code written for quiche's `Connection` calls
+//! these the same way.
+//!
+//! # Wire choices
+//! - Each frame we send goes in its own record: on -01/-02 one record is one WebSocket
+//!   binary message (the message boundary replaces the record's Size field), on -00 one
+//!   message is exactly one frame (what the browser client, npm `@moq/qmux`, expects).
+//! - STREAM frames always carry Offset and Length (types 0x0e/0x0f), and each stream's bytes
+//!   go out in order exactly once. On receipt, a STREAM frame whose offset is not the next
+//!   expected byte (duplicates included) is a PROTOCOL_VIOLATION (draft-ietf-quic-qmux-01
+//!   §4.1, -00 §4.1.2).
+//! - Violations close with RFC 9000 §20.1 transport codes as the drafts require; the browser
+//!   client sends 1002 (and 1003 for a text message) instead, which we accept as any code.
+//!
+//! # WebSocket framing
+//! RFC 6455 §5 framing is written by hand in [`ws`](self) (about 200 lines): an incremental
+//! push parser fits the sans-IO `recv`, bounds every buffer by our own limits as the header
+//! arrives, and needs no I/O types. `tungstenite`'s frame codec works on `Read`/`Write`
+//! streams and a growing input buffer, and would bring its own HTTP, random and SHA-1 stacks.
 
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::BytesMut;
+
+mod conn;
+mod frame;
+mod input;
+pub mod params;
+mod streams;
+pub mod upgrade;
+mod varint;
+mod ws;
+
+pub use frame::code;
+pub use params::TransportParams;
 
 /// QMux wire format version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Version {
+    /// draft-ietf-quic-qmux-00: frames directly on the stream, no records, no QX_PING.
     Qmux00,
+    /// draft-ietf-quic-qmux-01: records, QX_PING, max_record_size, datagrams.
     Qmux01,
+    /// draft-ietf-quic-qmux-02: -01's wire format with stricter parameter and ping rules.
     Qmux02,
 }
 
@@ -37,10 +78,33 @@ pub struct Config {
     pub initial_max_stream_data_uni: u64,
     pub initial_max_streams_bidi: u64,
     pub initial_max_streams_uni: u64,
+    /// The largest record (WebSocket message) we accept; raised to 16382 if lower
+    /// (draft-ietf-quic-qmux-01 §5.2). Not advertised on -00, which accepts 16384-byte frames.
     pub max_record_size: u64,
+    /// RFC 9221's parameter; 0 = datagrams off. Ignored on -00.
     pub max_datagram_frame_size: u64,
+    /// Stream data is encoded into the output only while it holds less than this.
     pub max_output: usize,
+    /// Server role over WebSocket: send a WebSocket Ping this often (zero = never).
     pub ws_ping_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_idle_timeout: Duration::from_secs(30),
+            initial_max_data: 4 << 20,
+            initial_max_stream_data_bidi_local: 1 << 20,
+            initial_max_stream_data_bidi_remote: 1 << 20,
+            initial_max_stream_data_uni: 1 << 20,
+            initial_max_streams_bidi: 256,
+            initial_max_streams_uni: 1024,
+            max_record_size: params::DEFAULT_MAX_RECORD_SIZE,
+            max_datagram_frame_size: params::DEFAULT_MAX_RECORD_SIZE,
+            max_output: 256 << 10,
+            ws_ping_interval: Duration::from_secs(5),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +127,15 @@ pub enum Error {
     InvalidStreamState(u64),
     #[error("connection closed")]
     Closed,
+    /// The peer broke the protocol: we closed the connection with this transport error code.
+    #[error("protocol violation, closed with transport error {0:#x}")]
+    Transport(u64),
+    /// The operation is not available: datagrams the peer does not accept (or on -00).
+    #[error("not available in this connection's state")]
+    InvalidState,
+    /// A datagram larger than the peer accepts, or a buffer too small for the next one.
+    #[error("buffer too short")]
+    BufferTooShort,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,120 +147,54 @@ pub struct ConnectionError {
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stats {
+    /// Bytes handed out by `take_output`.
     pub sent_bytes: u64,
+    /// Bytes given to `recv`.
     pub recv_bytes: u64,
+    /// Complete records (WebSocket messages; -00 on TCP: frames) received and sent.
+    pub recv_records: u64,
+    pub sent_records: u64,
+    pub dgrams_dropped: u64,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        unimplemented!()
-    }
+/// Where the connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    Open,
+    /// We closed: the close frames wait in the output; incoming bytes are discarded
+    /// (draft-ietf-quic-qmux-02 §7.2).
+    Closing,
+    Closed,
 }
 
-pub struct Connection {}
-
-#[allow(unused_variables, clippy::unimplemented)]
-impl Connection {
-    pub fn new(version: Version, framing: Framing, role: Role, config: &Config, now: Instant) -> Self {
-        unimplemented!()
-    }
-    pub fn recv(&mut self, data: &[u8], now: Instant) -> Result<usize, Error> {
-        unimplemented!()
-    }
-    pub fn recv_eof(&mut self, now: Instant) {
-        unimplemented!()
-    }
-    pub fn take_output(&mut self, max: usize) -> Option<Bytes> {
-        unimplemented!()
-    }
-    pub fn has_output(&self) -> bool {
-        unimplemented!()
-    }
-    pub fn timeout_instant(&self) -> Option<Instant> {
-        unimplemented!()
-    }
-    pub fn on_timeout(&mut self, now: Instant) {
-        unimplemented!()
-    }
-    pub fn is_established(&self) -> bool {
-        unimplemented!()
-    }
-    pub fn is_closed(&self) -> bool {
-        unimplemented!()
-    }
-    pub fn is_timed_out(&self) -> bool {
-        unimplemented!()
-    }
-    pub fn peer_error(&self) -> Option<&ConnectionError> {
-        unimplemented!()
-    }
-    pub fn local_error(&self) -> Option<&ConnectionError> {
-        unimplemented!()
-    }
-    pub fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> Result<(), Error> {
-        unimplemented!()
-    }
-    pub fn stream_recv(&mut self, id: u64, out: &mut [u8]) -> Result<(usize, bool), Error> {
-        unimplemented!()
-    }
-    pub fn stream_send(&mut self, id: u64, data: &[u8], fin: bool) -> Result<usize, Error> {
-        unimplemented!()
-    }
-    pub fn stream_capacity(&self, id: u64) -> Result<usize, Error> {
-        unimplemented!()
-    }
-    pub fn stream_priority(&mut self, id: u64, urgency: u8, incremental: bool) -> Result<(), Error> {
-        unimplemented!()
-    }
-    pub fn stream_shutdown(&mut self, id: u64, how: Shutdown, code: u64) -> Result<(), Error> {
-        unimplemented!()
-    }
-    pub fn stream_readable_next(&mut self) -> Option<u64> {
-        unimplemented!()
-    }
-    pub fn dgram_send(&mut self, data: &[u8]) -> Result<(), Error> {
-        unimplemented!()
-    }
-    pub fn dgram_recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
-        unimplemented!()
-    }
-    pub fn dgram_max_writable_len(&self) -> Option<usize> {
-        unimplemented!()
-    }
-    pub fn stats(&self) -> Stats {
-        unimplemented!()
-    }
-    pub fn version(&self) -> Version {
-        unimplemented!()
-    }
+/// A QMux connection over one byte stream.
+pub struct Connection {
+    pub(crate) version: Version,
+    pub(crate) framing: Framing,
+    pub(crate) role: Role,
+    pub(crate) config: Config,
+    pub(crate) local: TransportParams,
+    pub(crate) peer: TransportParams,
+    pub(crate) established: bool,
+    pub(crate) state: State,
+    pub(crate) timed_out: bool,
+    pub(crate) local_error: Option<ConnectionError>,
+    pub(crate) peer_error: Option<ConnectionError>,
+    pub(crate) input: input::Input,
+    pub(crate) out: BytesMut,
+    /// Bytes taken from `out` so far: the absolute output position of `out[0]`.
+    pub(crate) out_taken: u64,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) mask: Option<ws::MaskGen>,
+    pub(crate) timers: conn::Timers,
+    pub(crate) streams: streams::Streams,
+    pub(crate) dgrams: VecDeque<Vec<u8>>,
+    pub(crate) dgram_bytes: usize,
+    pub(crate) stats: Stats,
 }
 
-/// The WebSocket upgrade (RFC 6455 §4) and QMux's subprotocol names.
-pub mod upgrade {
-    use super::Version;
+/// Streams by ID, for [`streams::Streams`].
+pub(crate) type StreamMap = HashMap<u64, streams::Stream>;
 
-    #[allow(unused_variables, clippy::unimplemented)]
-    pub fn accept_key(client_key: &str) -> String {
-        unimplemented!()
-    }
-
-    #[allow(unused_variables, clippy::unimplemented)]
-    pub fn parse_subprotocol(token: &str) -> Option<(Version, Option<&str>)> {
-        unimplemented!()
-    }
-
-    #[allow(unused_variables, clippy::unimplemented)]
-    pub fn offer(apps: &[&str], versions: &[Version]) -> Vec<String> {
-        unimplemented!()
-    }
-
-    #[allow(unused_variables, clippy::unimplemented)]
-    pub fn client_key() -> String {
-        unimplemented!()
-    }
-
-    #[allow(unused_variables, clippy::unimplemented)]
-    pub fn choose(offered: &[&str], apps: &[&str], versions: &[Version]) -> Option<(String, Version, String)> {
-        unimplemented!()
-    }
-}
+#[cfg(test)]
+mod tests;
