@@ -98,7 +98,7 @@ impl WsConn {
                 Io::Tls(Box::new(ssl))
             }
         };
-        let key = qmux::upgrade::client_key();
+        let key = qmux::upgrade::random_key();
         let offer = qmux::upgrade::offer(alpns, &OFFERED).join(", ");
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {offer}\r\n\r\n"

@@ -76,6 +76,18 @@ function recordProtocol(stats) {
     RecordedSocket.__recorded = true;
     globalThis.WebSocket = RecordedSocket;
   }
+  // Chromium's native WebSocketStream, which the player prefers to a plain WebSocket.
+  const WSS = globalThis.WebSocketStream;
+  if (WSS && !WSS.__recorded) {
+    class RecordedStream extends WSS {
+      constructor(url, options) {
+        super(url, options);
+        this.opened.then((o) => stats.protocols.push(o.protocol || "(none)")).catch(() => {});
+      }
+    }
+    RecordedStream.__recorded = true;
+    globalThis.WebSocketStream = RecordedStream;
+  }
 }
 
 // The median of `values` (null if empty).
