@@ -11,7 +11,9 @@
 # Arguments after the scenario are moq-bench's (see `moq-bench <scenario> --help`); --relay and
 # --relay-pid are added here. BIN=dir uses prebuilt binaries from dir instead of building;
 # RELAY_ARGS="--congestion-control bbr2" passes more flags to the relay; TRANSPORT=webtransport
-# runs moq-bench over WebTransport (https://…/bench, ALPN h3) instead of raw QUIC.
+# runs moq-bench over WebTransport (https://…/bench, ALPN h3) instead of raw QUIC;
+# TRANSPORT=websocket (ws://…/bench) and websocket-tls (wss://…/bench) over QMux over a
+# WebSocket on the relay's TCP port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,8 +57,10 @@ metrics() {
 case ${TRANSPORT:-quic} in
 quic) url="moqt://127.0.0.1:$PORT" ;;
 webtransport) url="https://127.0.0.1:$PORT/bench" ;;
+websocket) url="ws://127.0.0.1:$PORT/bench" ;;
+websocket-tls) url="wss://127.0.0.1:$PORT/bench" ;;
 *)
-    echo "bench/run.sh: TRANSPORT is quic or webtransport" >&2
+    echo "bench/run.sh: TRANSPORT is quic, webtransport, websocket or websocket-tls" >&2
     exit 2
     ;;
 esac

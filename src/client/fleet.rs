@@ -1,6 +1,6 @@
-//! Many MoQT client connections driven from one thread: a [`Fleet`] holds one QUIC
-//! connection, one session and one [`SessionCore`] per member, and runs them all with
-//! [`drive_many`] (one `poll(2)` over every socket). A fleet of [`SubscriberCore`]s is the load
+//! Many MoQT client connections driven from one thread: a [`Fleet`] holds one connection (QUIC,
+//! or QMux over a WebSocket), one session and one [`SessionCore`] per member, and runs them
+//! all with [`drive_many`] or [`super::ws::drive_many`] (one `poll(2)` over every socket). A fleet of [`SubscriberCore`]s is the load
 //! generator for relay tests (say 50 subscribers of one track); [`Endpoint`] lets publishers
 //! and subscribers share one fleet, so that a whole scenario runs on one thread.
 //!
@@ -16,18 +16,25 @@
 
 use std::time::{Duration, Instant};
 
-use super::moqt::{service, Collect, SessionCore};
+use super::moqt::{service, Collect, IoRef, SessionCore};
 use super::publisher::PublisherCore;
 use super::quic::{drive_many, ClientError, QuicConn};
 use super::subscriber::SubscriberCore;
+use super::ws::WsConn;
 use moqt::MoqtApp;
 use session::{Event, Session, SessionConfig};
 use wire::model::{FullTrackName, LocationFilter, RequestId, Role, SetupOptions};
 use wire::Version;
 
+/// The members' connections: all QUIC, or all QMux over WebSockets.
+enum Conns {
+    Quic(Vec<QuicConn>),
+    Ws(Vec<WsConn>),
+}
+
 /// Client connections, each with its session and state machine, driven together.
 pub struct Fleet<C> {
-    conns: Vec<QuicConn>,
+    conns: Conns,
     apps: Vec<MoqtApp<Collect>>,
     cores: Vec<C>,
     /// Members that no longer read their streams ([`Fleet::stall`]).
@@ -45,10 +52,20 @@ impl<C: SessionCore> Fleet<C> {
         deadline: Instant,
     ) -> Result<Self, ClientError> {
         let relay = relay.into();
-        if relay.url.as_deref().is_some_and(|u| !u.starts_with("https://")) {
-            return Err(ClientError::Config(anyhow::anyhow!(
-                "a fleet runs over QUIC or WebTransport, not a WebSocket ({relay})"
-            )));
+        if let Some(url) = relay.url.as_deref().filter(|u| !u.starts_with("https://")) {
+            // Over WebSockets each member's upgrade precedes its session, one after the other.
+            let mut conns = Vec::with_capacity(cores.len());
+            let mut apps = Vec::with_capacity(cores.len());
+            for _ in &cores {
+                conns.push(WsConn::connect(relay.addr, url, &[version.alpn()], deadline)?);
+                let session =
+                    Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
+                apps.push(MoqtApp::new(session, Collect::default()));
+            }
+            let stalled = vec![false; cores.len()];
+            let mut fleet = Fleet { conns: Conns::Ws(conns), apps, cores, stalled };
+            fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
+            return Ok(fleet);
         }
         if relay.url.is_some() {
             // Over WebTransport each member's CONNECT precedes its session: they connect one
@@ -62,7 +79,7 @@ impl<C: SessionCore> Fleet<C> {
                 apps.push(app);
             }
             let stalled = vec![false; cores.len()];
-            return Ok(Fleet { conns, apps, cores, stalled });
+            return Ok(Fleet { conns: Conns::Quic(conns), apps, cores, stalled });
         }
         let peer = relay.addr;
         let mut config = runtime::tls::client_config(&[version.alpn()], false)?;
@@ -75,7 +92,7 @@ impl<C: SessionCore> Fleet<C> {
             apps.push(MoqtApp::new(session, Collect::default()));
         }
         let stalled = vec![false; cores.len()];
-        let mut fleet = Fleet { conns, apps, cores, stalled };
+        let mut fleet = Fleet { conns: Conns::Quic(conns), apps, cores, stalled };
         fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
         Ok(fleet)
     }
@@ -132,19 +149,25 @@ impl<C: SessionCore> Fleet<C> {
         mut step: impl FnMut(usize, &mut C, &mut Session) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
         let Fleet { conns, apps, cores, stalled } = self;
-        drive_many(conns, deadline, |i, c| {
+        let mut member = |i: usize, mut io: IoRef<'_>| {
             if stalled.get(i).copied().unwrap_or(false) {
                 return Ok(true);
             }
-            if !c.conn().is_established() {
-                return Ok(false);
-            }
             let (Some(app), Some(core)) = (apps.get_mut(i), cores.get_mut(i)) else { return Ok(true) };
-            service(app, super::moqt::IoRef::Quic(c.conn_mut()), core)?;
+            service(app, io.again(), core)?;
             let done = step(i, core, app.session_mut())?;
-            service(app, super::moqt::IoRef::Quic(c.conn_mut()), core)?;
+            service(app, io, core)?;
             Ok(done)
-        })
+        };
+        match conns {
+            Conns::Quic(conns) => drive_many(conns, deadline, |i, c| {
+                if !c.conn().is_established() {
+                    return Ok(false);
+                }
+                member(i, IoRef::Quic(c.conn_mut()))
+            }),
+            Conns::Ws(conns) => super::ws::drive_many(conns, deadline, |i, c| member(i, IoRef::Ws(c))),
+        }
     }
 
     /// Drives until `cond(i, core)` holds for every member.
@@ -185,7 +208,10 @@ impl<C: SessionCore> Fleet<C> {
 
     /// Closes every connection (CONNECTION_CLOSE, no wait).
     pub fn close(&mut self) -> Result<(), ClientError> {
-        self.conns.iter_mut().try_for_each(QuicConn::close)
+        match &mut self.conns {
+            Conns::Quic(conns) => conns.iter_mut().try_for_each(QuicConn::close),
+            Conns::Ws(conns) => conns.iter_mut().try_for_each(WsConn::close),
+        }
     }
 }
 

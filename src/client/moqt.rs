@@ -105,6 +105,14 @@ pub(crate) enum IoRef<'a> {
 }
 
 impl IoRef<'_> {
+    /// The same connection, borrowed again (for a second round on it).
+    pub(crate) fn again(&mut self) -> IoRef<'_> {
+        match self {
+            IoRef::Quic(q) => IoRef::Quic(q),
+            IoRef::Ws(w) => IoRef::Ws(w),
+        }
+    }
+
     fn on_io(&mut self, app: &mut MoqtApp<Collect>) {
         match self {
             IoRef::Quic(c) => app.on_io(c),
@@ -345,11 +353,7 @@ impl MoqtClient {
     ) -> Result<(), ClientError> {
         let app = &mut self.app;
         self.conn.drive(deadline, |mut c| {
-            let again = match &mut c {
-                IoRef::Quic(q) => IoRef::Quic(q),
-                IoRef::Ws(w) => IoRef::Ws(w),
-            };
-            service(app, again, core)?;
+            service(app, c.again(), core)?;
             let finished = done(core, app.session_mut())?;
             service(app, c, core)?;
             Ok(finished)

@@ -92,7 +92,7 @@ impl ClientError {
         }
     }
 
-    fn at(self, index: usize) -> ClientError {
+    pub(crate) fn at(self, index: usize) -> ClientError {
         match self {
             e @ (ClientError::Conn { .. } | ClientError::Deadline) => e,
             e => ClientError::Conn { index, source: Box::new(e) },

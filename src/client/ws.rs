@@ -4,6 +4,7 @@
 //! the QMux state ([`qmux::Connection`]) driven from this thread.
 
 use std::io::{self, Read, Write};
+use std::os::unix::io::AsRawFd;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -112,6 +113,8 @@ impl WsConn {
         if !early.is_empty() {
             let _ = qmux.recv(&early, now);
         }
+        // From here on the socket is read when poll(2) says so, and written until it blocks.
+        io.tcp().set_nonblocking(true)?;
         Ok(WsConn { io, qmux, alpn, buf: vec![0u8; 64 * 1024] })
     }
 
@@ -132,44 +135,49 @@ impl WsConn {
         deadline: Instant,
         mut until: impl FnMut(&mut qmux::Connection) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
+        drive_many(std::slice::from_mut(self), deadline, |_, c| until(c)).map_err(|e| match e {
+            ClientError::Conn { source, .. } => *source,
+            e => e,
+        })
+    }
+
+    /// Reads what the socket has (without waiting) into QMux. True when anything came.
+    fn receive(&mut self) -> Result<bool, ClientError> {
+        let mut got = false;
         loop {
-            let done = until(&mut self.qmux)?;
-            self.flush()?;
-            if done {
-                return Ok(());
-            }
-            if let Some(e) = self.close_error() {
-                return Err(e);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(ClientError::Deadline);
-            }
-            let wake = self.qmux.timeout_instant().map_or(deadline, |t| t.min(deadline));
-            let wait = wake.saturating_duration_since(now).max(Duration::from_millis(1));
-            self.io.tcp().set_read_timeout(Some(wait))?;
             match self.io.read(&mut self.buf) {
-                Ok(0) => self.qmux.recv_eof(Instant::now()),
+                Ok(0) => {
+                    self.qmux.recv_eof(Instant::now());
+                    return Ok(true);
+                }
                 Ok(n) => {
+                    got = true;
                     let _ = self.qmux.recv(&self.buf[..n], Instant::now());
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(got),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
-            }
-            let now = Instant::now();
-            if self.qmux.timeout_instant().is_some_and(|t| t <= now) {
-                self.qmux.on_timeout(now);
             }
         }
     }
 
-    /// Writes everything QMux has queued.
+    /// Writes everything QMux has queued, waiting for the socket when it is full.
     fn flush(&mut self) -> Result<(), ClientError> {
         while let Some(bytes) = self.qmux.take_output(64 * 1024) {
-            self.io.write_all(&bytes)?;
+            let mut at = 0;
+            while at < bytes.len() {
+                match self.io.write(&bytes[at..]) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let fd = self.io.tcp().as_raw_fd();
+                        let mut fds = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                        runtime::udp::wait_readable(&mut fds, Duration::from_millis(100))?;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
         }
-        self.io.flush()?;
         Ok(())
     }
 
@@ -195,6 +203,69 @@ impl WsConn {
     pub fn close(&mut self) -> Result<(), ClientError> {
         let _ = self.qmux.close(true, 0, b"");
         self.flush()
+    }
+}
+
+/// Drives all `conns` from this thread until `step(i, qmux)` has returned `true` once for each
+/// (as [`super::drive_many`] does for QUIC connections): `step` runs at the start and after
+/// every read or timer of a connection not done yet; done connections keep being read and
+/// their timers fired until the call returns. A connection that closes before it is done
+/// fails the call ([`ClientError::Conn`] names it), as does `deadline`.
+pub fn drive_many(
+    conns: &mut [WsConn],
+    deadline: Instant,
+    mut step: impl FnMut(usize, &mut qmux::Connection) -> Result<bool, ClientError>,
+) -> Result<(), ClientError> {
+    let mut done = vec![false; conns.len()];
+    let mut remaining = conns.len();
+    let mut dirty: Vec<usize> = (0..conns.len()).collect();
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
+    let mut expired = false;
+    loop {
+        for &i in &dirty {
+            let c = &mut conns[i];
+            if !done[i] {
+                if step(i, &mut c.qmux).map_err(|e| e.at(i))? {
+                    done[i] = true;
+                    remaining -= 1;
+                } else if let Some(e) = c.close_error() {
+                    return Err(e.at(i));
+                }
+            }
+            c.flush().map_err(|e| e.at(i))?;
+        }
+        dirty.clear();
+        if remaining == 0 {
+            return Ok(());
+        }
+        if expired {
+            return Err(ClientError::Deadline);
+        }
+        let now = Instant::now();
+        expired = now >= deadline;
+        let wake = conns.iter().filter_map(|c| c.qmux.timeout_instant()).fold(deadline, Instant::min);
+        fds.clear();
+        fds.extend(conns.iter().map(|c| libc::pollfd { fd: c.io.tcp().as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        // TLS may hold decrypted bytes the socket no longer shows: those connections are read
+        // without waiting.
+        let buffered = conns.iter().any(|c| matches!(&c.io, Io::Tls(s) if s.ssl().pending() > 0));
+        let wait = if buffered { Duration::ZERO } else { wake.saturating_duration_since(now) };
+        runtime::udp::wait_readable(&mut fds, wait)?;
+        let now = Instant::now();
+        for (i, c) in conns.iter_mut().enumerate() {
+            let tls_pending = matches!(&c.io, Io::Tls(s) if s.ssl().pending() > 0);
+            let mut news = false;
+            if fds[i].revents != 0 || tls_pending {
+                news = c.receive().map_err(|e| e.at(i))?;
+            }
+            if c.qmux.timeout_instant().is_some_and(|t| t <= now) {
+                c.qmux.on_timeout(now);
+                news = true;
+            }
+            if news {
+                dirty.push(i);
+            }
+        }
     }
 }
 
