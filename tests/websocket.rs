@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_edge::client::{Publisher, Relay, Subscriber};
-use moq_edge::host::RelayFactory;
-use moq_edge::relay::RelayConfig;
+use moq_edge::client::Fleet;
+use moq_edge::host::{RelayFactory, RelayGauges};
+use moq_edge::relay::{RelayConfig, RelayStats};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::websocket::WebSocketSink;
@@ -32,10 +33,15 @@ fn deadline() -> Instant {
 
 /// A relay on two cores with its web listener (WebSocket upgrades on) at the same port.
 fn relay() -> ServerHandle {
+    relay_with_gauges().0
+}
+
+fn relay_with_gauges() -> (ServerHandle, Arc<[RelayGauges]>) {
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
     rc.pin = false;
     let config = RelayConfig { linger: Duration::from_millis(50), ..RelayConfig::default() };
     let factory = RelayFactory::new(config, SessionConfig::default(), &[5; 32]);
+    let gauges = factory.gauges();
     let server = runtime::start(rc, Arc::new(factory)).expect("relay starts");
     let reloader = server.tls_reloader();
     let sha = reloader.identity().sha256;
@@ -45,7 +51,7 @@ fn relay() -> ServerHandle {
         websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
     };
     moq_edge::web::serve(server.local_addr(), sources).expect("web listener");
-    server
+    (server, gauges)
 }
 
 fn track(name: &str) -> FullTrackName {
@@ -243,5 +249,69 @@ fn hostile_websocket_peers_are_closed_and_harm_no_one_else() {
         good.pump(Instant::now() + Duration::from_millis(10)).unwrap();
     }
     publisher.join().unwrap();
+    server.shutdown().unwrap();
+}
+
+/// A WebSocket viewer that stops reading loses whole subgroup streams to the relay's backlog
+/// rule, as a QUIC one does (the relay's QMux state takes no more once its output is full, so
+/// the bytes wait in the session's bounded queue), and the two viewers beside it on the same
+/// relay get every object, whole and in order.
+#[test]
+fn a_stalled_websocket_viewer_loses_whole_subgroups_and_slows_no_one() {
+    const STALL_GROUPS: u64 = 150;
+    const OBJECTS: u64 = 10;
+    let (server, gauges) = relay_with_gauges();
+    let addr = server.local_addr();
+    let t = track("stalled");
+    let mut p = Publisher::connect(addr, Version::Draft22, deadline()).unwrap();
+    p.add_track(t.clone());
+    p.announce(t.namespace.clone(), deadline()).unwrap();
+    let mut fleet = Fleet::subscribers(relay_at(addr, Via::Ws), Version::Draft22, 3, deadline()).unwrap();
+    let ids = thread::scope(|scope| {
+        let (done_tx, done) = mpsc::channel();
+        let p = &mut p;
+        scope.spawn(move || {
+            while done.try_recv().is_err() {
+                p.pump(Instant::now() + Duration::from_millis(5)).unwrap();
+            }
+        });
+        let ids = fleet.subscribe_all(&t, None, deadline()).unwrap();
+        done_tx.send(()).unwrap();
+        ids
+    });
+    fleet.stall(0);
+    let body = |g: u64, o: u64| {
+        let mut b = format!("g{g}o{o}:").into_bytes();
+        b.resize(10_000, b'a' + (g % 26) as u8);
+        Bytes::from(b)
+    };
+    thread::scope(|scope| {
+        let p = &mut p;
+        scope.spawn(move || {
+            for g in 0..STALL_GROUPS {
+                let objects: Vec<Bytes> = (0..OBJECTS).map(|o| body(g, o)).collect();
+                p.send_group(&t, g, &objects).unwrap();
+                p.pump(Instant::now() + Duration::from_millis(2)).unwrap();
+            }
+            p.pump(Instant::now() + Duration::from_millis(500)).unwrap();
+        });
+        let want = (STALL_GROUPS * OBJECTS) as usize;
+        let end = deadline();
+        while fleet.received_counts(&ids)[1..].iter().any(|n| *n < want) {
+            assert!(Instant::now() < end, "the reading viewers got {:?}", fleet.received_counts(&ids));
+            fleet.pump(Instant::now() + Duration::from_millis(10)).unwrap();
+        }
+    });
+    for i in 1..3 {
+        let got = fleet.core(i).unwrap().received(ids[i]);
+        for (k, r) in got.iter().enumerate() {
+            let (g, o) = (k as u64 / OBJECTS, k as u64 % OBJECTS);
+            assert_eq!((r.group, r.object), (g, o), "viewer {i}: order");
+            assert_eq!(r.payload, body(g, o), "viewer {i}: bytes of {g}/{o}");
+        }
+    }
+    let backlog = RelayStats::COUNTERS.iter().position(|c| c.label == "reason=\"backlog\"").unwrap();
+    let shed: u64 = gauges.iter().map(|g| g.counters()[backlog]).sum();
+    assert!(shed > 0, "the stalled viewer's subgroups were reset by the backlog rule");
     server.shutdown().unwrap();
 }
