@@ -107,10 +107,11 @@ impl Connection {
     /// WebSocket Close) and returns [`Error::Transport`]; after our own close, input is discarded
     /// (draft-ietf-quic-qmux-02 §7.2).
     pub fn recv(&mut self, data: &[u8], now: Instant) -> Result<usize, Error> {
-        match self.state {
-            State::Closed => return Err(Error::Closed),
-            State::Closing => return Ok(data.len()),
-            State::Open => {}
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        if self.state == State::Closing {
+            return Ok(data.len());
         }
         self.stats.recv_bytes += data.len() as u64;
         let result = self.recv_inner(data, now);

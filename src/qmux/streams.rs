@@ -19,6 +19,9 @@ pub(crate) struct Send {
     pub(crate) fin: bool,
     pub(crate) reset: bool,
     pub(crate) stopped: Option<u64>,
+    /// The application was told of `stopped` (by `stream_send` or `stream_shutdown`): only then
+    /// can the stream go, as in quiche, where the application sees StreamStopped first.
+    pub(crate) stop_told: bool,
     /// The output position after our last frame for it (FIN or RESET_STREAM).
     pub(crate) done_at: Option<u64>,
 }
@@ -150,6 +153,7 @@ impl Connection {
                 fin: false,
                 reset: false,
                 stopped: None,
+                stop_told: false,
                 done_at: None,
             }),
             recv: recv_window.map(Recv::new),
@@ -319,7 +323,10 @@ impl Connection {
     fn maybe_collect(&mut self, id: u64) {
         let taken = self.out_taken;
         let Some(s) = self.streams.map.get(&id) else { return };
-        let send_done = s.send.as_ref().is_none_or(|s| s.done_at.is_some_and(|at| at <= taken));
+        let send_done = s
+            .send
+            .as_ref()
+            .is_none_or(|s| s.done_at.is_some_and(|at| at <= taken) && (s.stopped.is_none() || s.stop_told));
         if !send_done || !s.recv.as_ref().is_none_or(|r| r.done) {
             return;
         }
@@ -550,10 +557,12 @@ impl Connection {
                 self.maybe_collect(id);
             }
             Shutdown::Write => {
-                let snd = s.send.as_ref().ok_or(Error::InvalidStreamState(id))?;
+                let snd = s.send.as_mut().ok_or(Error::InvalidStreamState(id))?;
+                snd.stop_told = true;
                 if !snd.fin && !snd.reset {
                     self.reset_send(id, err);
                 }
+                self.maybe_collect(id);
             }
         }
         Ok(())
