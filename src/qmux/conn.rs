@@ -18,6 +18,12 @@ const CONTROL_SLACK: usize = 64 << 10;
 const MAX_REASON: usize = 1024;
 
 /// Idle timeout and keep-alive state.
+///
+/// The idle timer runs from the last complete record or WebSocket frame received. Draft -02
+/// §7.1 also resets it on sending, but a sender cannot tell a dead peer from a slow one that
+/// way; instead we send QX_PING (-01/-02) when nothing was heard for a third of the timeout,
+/// which a live peer answers (and the browser client times out the same way). On -00, which
+/// has no QX_PING, a server's WebSocket Pings draw Pongs; -00 directly on TCP has neither.
 pub(crate) struct Timers {
     /// The effective idle timeout (RFC 9000 §10.1: the smaller of the non-zero values).
     pub(crate) idle: Option<Duration>,
@@ -40,7 +46,8 @@ impl Timers {
     fn new(config: &Config, version: Version, framing: Framing, role: Role, now: Instant) -> Self {
         let ws_ping =
             (framing == Framing::WebSocket && role == Role::Server && !config.ws_ping_interval.is_zero())
-                .then(|| now + config.ws_ping_interval);
+                .then(|| now.checked_add(config.ws_ping_interval))
+                .flatten();
         let mut t = Timers {
             idle: None,
             last_recv: now,
@@ -62,7 +69,8 @@ impl Timers {
     }
 
     fn set_idle_ms(&mut self, a: u64, b: u64, now: Instant) {
-        let ms = [a, b].into_iter().filter(|v| *v > 0).min();
+        // Capped at 2^32 ms (49 days), so that instants never overflow.
+        let ms = [a, b].into_iter().filter(|v| *v > 0).min().map(|v| v.min(u64::from(u32::MAX)));
         self.idle = ms.map(Duration::from_millis);
         // draft-ietf-quic-qmux-01 §7: QX_PING keeps the connection active. We check every
         // sixth of the timeout, so a ping leaves at most a third of it after our last send.
@@ -136,6 +144,9 @@ impl Connection {
         let bytes = self.out.split_to(n).freeze();
         self.out_taken += n as u64;
         self.stats.sent_bytes += n as u64;
+        // draft-ietf-quic-qmux-02 §7.1: bytes drained from the send buffer are what we see of
+        // our sending.
+        self.timers.sent = true;
         self.collect_sent();
         Some(bytes)
     }
@@ -164,7 +175,9 @@ impl Connection {
         }
         if let (Some(at), Some(idle)) = (self.timers.ping_check, self.timers.idle) {
             if now >= at {
-                if !self.timers.sent {
+                // Nothing sent lately (the peer's timer), or nothing heard for a third of the
+                // timeout (ours: a live peer answers).
+                if !self.timers.sent || now >= self.timers.last_recv + idle / 3 {
                     let seq = self.timers.ping_sent.map_or(0, |s| s + 1);
                     self.timers.ping_sent = Some(seq);
                     self.control(|s| frame::put_varints(s, frame::QX_PING_REQUEST, &[seq]));
@@ -173,10 +186,9 @@ impl Connection {
                 self.timers.ping_check = Some(now + idle / 6);
             }
         }
-        if let Some(at) = self.timers.ws_ping.filter(|at| now >= *at) {
-            let _ = at;
+        if self.timers.ws_ping.is_some_and(|at| now >= at) {
             self.write_ws(ws::OP_PING, &[]);
-            self.timers.ws_ping = Some(now + self.config.ws_ping_interval);
+            self.timers.ws_ping = now.checked_add(self.config.ws_ping_interval);
         }
     }
 
@@ -245,7 +257,6 @@ impl Connection {
             }
         }
         self.stats.sent_records += 1;
-        self.timers.sent = true;
     }
 
     /// How many bytes [`Self::write_record`] adds around `len` bytes of frames.

@@ -242,3 +242,82 @@ fn output_stays_bounded_when_the_peer_never_reads() {
     assert!(s.is_closed(), "a peer that never reads is dropped");
     assert_eq!(s.local_error().map(|e| e.error_code), Some(INTERNAL_ERROR));
 }
+
+#[test]
+fn connection_flow_control() {
+    let now = Instant::now();
+    for v in VERSIONS {
+        for f in FRAMINGS {
+            // Four uni streams of 16000 bytes fit the 64 KiB connection window; 2000 more do not.
+            let mut s = server(v, f, now);
+            for id in [2u64, 6, 10, 14] {
+                for half in 0..2u64 {
+                    let mut b = Vec::new();
+                    put_stream(&mut b, id, half * 8000, &[1; 8000], false);
+                    s.recv(&client_record(v, f, &b), now).expect("within the window");
+                }
+            }
+            let mut b = Vec::new();
+            put_stream(&mut b, 0, 0, &[1; 2000], false);
+            assert_eq!(s.recv(&client_record(v, f, &b), now), Err(Error::Transport(FLOW_CONTROL_ERROR)));
+        }
+    }
+}
+
+#[test]
+fn reset_with_a_small_final_size_is_tolerated() {
+    let now = Instant::now();
+    let mut s = server(Version::Qmux01, Framing::WebSocket, now);
+    let mut b = Vec::new();
+    put_stream(&mut b, 2, 0, b"abcdef", false);
+    put_varints(&mut b, frame::RESET_STREAM, &[2, 5, 0]);
+    s.recv(&client_record(Version::Qmux01, Framing::WebSocket, &b), now).expect("tolerated");
+    assert_eq!(s.stream_readable_next(), Some(2));
+    assert_eq!(s.stream_recv(2, &mut [0; 10]), Err(Error::StreamReset(5)));
+    // A final size that changes a FIN's is not.
+    let mut b = Vec::new();
+    put_stream(&mut b, 6, 0, b"abc", true);
+    put_varints(&mut b, frame::RESET_STREAM, &[6, 5, 10]);
+    assert_eq!(
+        s.recv(&client_record(Version::Qmux01, Framing::WebSocket, &b), now),
+        Err(Error::Transport(FINAL_SIZE_ERROR))
+    );
+}
+
+#[test]
+fn huge_peer_idle_timeout_and_no_local_one() {
+    let now = Instant::now();
+    let config = crate::Config { max_idle_timeout: std::time::Duration::ZERO, ..small_config() };
+    let mut s = Connection::new(Version::Qmux01, Framing::Records, Role::Server, &config, now);
+    assert_eq!(s.timeout_instant(), None);
+    let mut p = Vec::new();
+    for (id, v) in [(0x01u64, crate::varint::MAX), (0x04, 1000)] {
+        crate::varint::put(&mut p, id);
+        crate::varint::put(&mut p, crate::varint::len(v) as u64);
+        crate::varint::put(&mut p, v);
+    }
+    let mut tp = Vec::new();
+    frame::put_bytes(&mut tp, frame::QX_TRANSPORT_PARAMETERS, &p);
+    s.recv(&client_record(Version::Qmux01, Framing::Records, &tp), now).expect("params");
+    let at = s.timeout_instant().expect("the peer's timeout applies");
+    s.on_timeout(at);
+    assert!(!s.is_closed());
+}
+
+#[test]
+fn local_stream_limits() {
+    let now = Instant::now();
+    let mut c = Connection::new(Version::Qmux01, Framing::WebSocket, Role::Client, &small_config(), now);
+    // Before the server's parameters there is no credit at all.
+    assert_eq!(c.stream_send(0, b"x", false), Err(Error::StreamLimit));
+    let mut s = Connection::new(Version::Qmux01, Framing::WebSocket, Role::Server, &small_config(), now);
+    c.recv(&drain(&mut s), now).expect("server params");
+    for i in 0..4u64 {
+        assert_eq!(c.stream_send(4 * i, b"x", false), Ok(1));
+    }
+    assert_eq!(c.stream_send(16, b"x", false), Err(Error::StreamLimit));
+    // Not ours to open, and not ours to send on.
+    assert_eq!(c.stream_send(1, b"x", false), Err(Error::InvalidStreamState(1)));
+    assert_eq!(c.stream_recv(2, &mut [0; 4]), Err(Error::InvalidStreamState(2)));
+    assert_eq!(c.stream_capacity(40), Err(Error::InvalidStreamState(40)));
+}
