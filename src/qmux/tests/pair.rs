@@ -334,3 +334,40 @@ fn eof_closes() {
     assert!(p.s.is_closed() && p.s.peer_error().is_none());
     assert_eq!(p.s.recv(b"x", p.now), Err(Error::Closed));
 }
+
+#[test]
+fn capacity_is_what_send_takes() {
+    for v in VERSIONS {
+        for f in FRAMINGS {
+            let mut p = Pair::new(v, f, false);
+            // Opening by sending nothing.
+            assert_eq!(p.c.stream_send(0, b"", false), Ok(0));
+            let cap = p.c.stream_capacity(0).expect("open");
+            assert_eq!(cap, 20 << 10, "{v:?} {f:?}: the peer's stream window");
+            assert_eq!(p.c.stream_send(0, &vec![1; cap + 1000], false), Ok(cap));
+            assert_eq!(p.c.stream_capacity(0), Ok(0));
+            assert_eq!(p.c.stream_send(0, b"x", false), Err(Error::Done));
+            // The output bound: uni streams fill max_output (48 KiB) before their windows.
+            let mut total = 0;
+            for id in [2u64, 6, 10] {
+                let cap = p.c.stream_capacity(id).unwrap_or_else(|_| {
+                    p.c.stream_send(id, b"", false).expect("open");
+                    p.c.stream_capacity(id).expect("open")
+                });
+                assert_eq!(
+                    p.c.stream_send(id, &vec![2; 30 << 10], false).unwrap_or(0),
+                    cap,
+                    "{v:?} {f:?} {id}"
+                );
+                total += cap;
+            }
+            assert!(p.c.out.len() <= small_config().max_output, "{v:?} {f:?}");
+            assert!(total < 3 * (20 << 10));
+            p.shuttle();
+            // Room again once the output drains: a new stream gets the connection credit left.
+            assert_eq!(p.c.stream_send(14, b"", false), Ok(0));
+            let left = (64 << 10) - (20 << 10) - total;
+            assert_eq!(p.c.stream_capacity(14), Ok(left), "{v:?} {f:?}");
+        }
+    }
+}
