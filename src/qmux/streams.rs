@@ -199,6 +199,15 @@ impl Connection {
         fin: bool,
     ) -> Result<(), Violation> {
         if !self.frame_stream(id, true)? {
+            // A stream we stopped reading and dropped: its bytes still count against, and
+            // then return, connection credit (RFC 9000 §4.5), or the peer's credit would shrink
+            // with every stopped stream.
+            let n = data.len() as u64;
+            if self.streams.recv_data + n > self.streams.recv_max {
+                return Err((code::FLOW_CONTROL_ERROR, "STREAM beyond flow control"));
+            }
+            self.streams.recv_data += n;
+            self.consume(n);
             return Ok(());
         }
         let st = &mut self.streams;

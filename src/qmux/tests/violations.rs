@@ -321,3 +321,29 @@ fn local_stream_limits() {
     assert_eq!(c.stream_recv(2, &mut [0; 4]), Err(Error::InvalidStreamState(2)));
     assert_eq!(c.stream_capacity(40), Err(Error::InvalidStreamState(40)));
 }
+
+#[test]
+fn a_stopped_stream_still_returns_connection_credit() {
+    let now = Instant::now();
+    for v in VERSIONS {
+        for f in FRAMINGS {
+            let mut s = server(v, f, now);
+            let mut b = Vec::new();
+            put_stream(&mut b, 2, 0, &[1; 8000], false);
+            s.recv(&client_record(v, f, &b), now).expect("data");
+            s.stream_shutdown(2, crate::Shutdown::Read, 3).expect("stop");
+            // The client keeps sending until it sees STOP_SENDING: well past the 64 KiB
+            // connection window in all, which is fine since we dropped (and credited) it all.
+            for i in 1..12u64 {
+                let mut b = Vec::new();
+                put_stream(&mut b, 2, i * 8000, &[1; 8000], false);
+                s.recv(&client_record(v, f, &b), now).expect("dropped data");
+            }
+            let mut b = Vec::new();
+            put_varints(&mut b, frame::RESET_STREAM, &[2, 3, 12 * 8000]);
+            s.recv(&client_record(v, f, &b), now).expect("reset");
+            assert!(s.local_error().is_none());
+            assert!(s.streams.map.is_empty());
+        }
+    }
+}
