@@ -62,7 +62,8 @@ pub enum Version {
 pub enum Framing {
     /// WebSocket binary messages after an HTTP/1.1 upgrade (RFC 6455).
     WebSocket,
-    /// Records with their Size field, directly on the byte stream (TLS on TCP).
+    /// Records with their Size field, directly on the byte stream (TLS on TCP); on -00,
+    /// which has no records, frames back to back (draft-ietf-quic-qmux-00 §4).
     Records,
 }
 

@@ -374,6 +374,8 @@ impl Connection {
         }
     }
 
+    /// The next stream with data, a FIN or a reset to read (ours or the peer's); a stream
+    /// left partly read comes back after `stream_recv`.
     pub fn stream_readable_next(&mut self) -> Option<u64> {
         while let Some(id) = self.streams.readable.pop_front() {
             if let Some(s) = self.streams.map.get_mut(&id) {
@@ -386,6 +388,10 @@ impl Connection {
         None
     }
 
+    /// Reads in order into `out`: (bytes, FIN reached). `Err(Done)` when nothing is there,
+    /// `Err(StreamReset(code))` once after the peer's RESET_STREAM (buffered data is dropped),
+    /// `Err(InvalidStreamState)` for a stream without a receiving half or already gone.
+    /// Reading returns credit: MAX_STREAM_DATA and MAX_DATA once half a window is read.
     pub fn stream_recv(&mut self, id: u64, out: &mut [u8]) -> Result<(usize, bool), Error> {
         let s = self.streams.map.get_mut(&id).ok_or(Error::InvalidStreamState(id))?;
         let r = s.recv.as_mut().ok_or(Error::InvalidStreamState(id))?;
@@ -451,7 +457,11 @@ impl Connection {
     }
 
     /// Sends as much of `data` as credit and output room allow, as STREAM frames straight into
-    /// the output, in order, each byte once (draft-ietf-quic-qmux-01 §4.1).
+    /// the output, in order, each byte once (draft-ietf-quic-qmux-01 §4.1); FIN goes with the
+    /// last byte. Opens our stream `id` if new (empty `data` without FIN just opens it).
+    /// `Err(Done)`: nothing fits now; `Err(StreamLimit)`: beyond the peer's MAX_STREAMS;
+    /// `Err(StreamStopped(code))`: the peer sent STOP_SENDING (we answered with RESET_STREAM);
+    /// `Err(InvalidStreamState)`: not a stream we can send on, already finished, or gone.
     pub fn stream_send(&mut self, id: u64, data: &[u8], fin: bool) -> Result<usize, Error> {
         if self.state != State::Open {
             return Err(Error::Closed);
