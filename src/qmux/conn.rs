@@ -36,9 +36,6 @@ pub(crate) struct Timers {
     /// The highest QX_PING request number sent and received.
     pub(crate) ping_sent: Option<u64>,
     pub(crate) ping_recv: Option<u64>,
-    /// Responses owed: the QX_PING number to echo, the WebSocket Ping payload to return.
-    pub(crate) qx_pong: Option<u64>,
-    pub(crate) ws_pong: Option<Vec<u8>>,
     pings: bool,
 }
 
@@ -56,8 +53,6 @@ impl Timers {
             ws_ping,
             ping_sent: None,
             ping_recv: None,
-            qx_pong: None,
-            ws_pong: None,
             pings: version != Version::Qmux00,
         };
         t.set_idle_ms(u64::try_from(config.max_idle_timeout.as_millis()).unwrap_or(u64::MAX), 0, now);
@@ -127,7 +122,6 @@ impl Connection {
             self.fail(f);
             return Err(Error::Transport(f.code));
         }
-        self.flush_pongs();
         Ok(data.len())
     }
 
@@ -282,7 +276,7 @@ impl Connection {
         self.check_overflow();
     }
 
-    fn write_ws(&mut self, opcode: u8, payload: &[u8]) {
+    pub(crate) fn write_ws(&mut self, opcode: u8, payload: &[u8]) {
         if self.framing == Framing::WebSocket && self.state == State::Open {
             let mask = self.mask.as_mut().map(ws::MaskGen::next);
             ws::encode(&mut self.out, opcode, payload, mask);
@@ -306,17 +300,6 @@ impl Connection {
                 error_code: code::INTERNAL_ERROR,
                 reason: b"output not read".to_vec(),
             });
-        }
-    }
-
-    /// The responses owed after a `recv`: one QX_PING response with the highest number
-    /// (draft-ietf-quic-qmux-01 §4.3), one Pong for the latest Ping (RFC 6455 §5.5.3).
-    fn flush_pongs(&mut self) {
-        if let Some(seq) = self.timers.qx_pong.take() {
-            self.control(|s| frame::put_varints(s, frame::QX_PING_RESPONSE, &[seq]));
-        }
-        if let Some(p) = self.timers.ws_pong.take() {
-            self.write_ws(ws::OP_PONG, &p);
         }
     }
 
