@@ -18,6 +18,12 @@ const CONTROL_SLACK: usize = 64 << 10;
 const MAX_REASON: usize = 1024;
 
 /// Idle timeout and keep-alive state.
+///
+/// The idle timer runs from the last complete record or WebSocket frame received. Draft -02
+/// §7.1 also resets it on sending, but a sender cannot tell a dead peer from a slow one that
+/// way; instead we send QX_PING (-01/-02) when nothing was heard for a third of the timeout,
+/// which a live peer answers (and the browser client times out the same way). On -00, which
+/// has no QX_PING, a server's WebSocket Pings draw Pongs; -00 directly on TCP has neither.
 pub(crate) struct Timers {
     /// The effective idle timeout (RFC 9000 §10.1: the smaller of the non-zero values).
     pub(crate) idle: Option<Duration>,
@@ -30,9 +36,6 @@ pub(crate) struct Timers {
     /// The highest QX_PING request number sent and received.
     pub(crate) ping_sent: Option<u64>,
     pub(crate) ping_recv: Option<u64>,
-    /// Responses owed: the QX_PING number to echo, the WebSocket Ping payload to return.
-    pub(crate) qx_pong: Option<u64>,
-    pub(crate) ws_pong: Option<Vec<u8>>,
     pings: bool,
 }
 
@@ -40,7 +43,8 @@ impl Timers {
     fn new(config: &Config, version: Version, framing: Framing, role: Role, now: Instant) -> Self {
         let ws_ping =
             (framing == Framing::WebSocket && role == Role::Server && !config.ws_ping_interval.is_zero())
-                .then(|| now + config.ws_ping_interval);
+                .then(|| now.checked_add(config.ws_ping_interval))
+                .flatten();
         let mut t = Timers {
             idle: None,
             last_recv: now,
@@ -49,8 +53,6 @@ impl Timers {
             ws_ping,
             ping_sent: None,
             ping_recv: None,
-            qx_pong: None,
-            ws_pong: None,
             pings: version != Version::Qmux00,
         };
         t.set_idle_ms(u64::try_from(config.max_idle_timeout.as_millis()).unwrap_or(u64::MAX), 0, now);
@@ -62,7 +64,8 @@ impl Timers {
     }
 
     fn set_idle_ms(&mut self, a: u64, b: u64, now: Instant) {
-        let ms = [a, b].into_iter().filter(|v| *v > 0).min();
+        // Capped at 2^32 ms (49 days), so that instants never overflow.
+        let ms = [a, b].into_iter().filter(|v| *v > 0).min().map(|v| v.min(u64::from(u32::MAX)));
         self.idle = ms.map(Duration::from_millis);
         // draft-ietf-quic-qmux-01 §7: QX_PING keeps the connection active. We check every
         // sixth of the timeout, so a ping leaves at most a third of it after our last send.
@@ -107,10 +110,11 @@ impl Connection {
     /// WebSocket Close) and returns [`Error::Transport`]; after our own close, input is discarded
     /// (draft-ietf-quic-qmux-02 §7.2).
     pub fn recv(&mut self, data: &[u8], now: Instant) -> Result<usize, Error> {
-        match self.state {
-            State::Closed => return Err(Error::Closed),
-            State::Closing => return Ok(data.len()),
-            State::Open => {}
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        if self.state == State::Closing {
+            return Ok(data.len());
         }
         self.stats.recv_bytes += data.len() as u64;
         let result = self.recv_inner(data, now);
@@ -118,7 +122,6 @@ impl Connection {
             self.fail(f);
             return Err(Error::Transport(f.code));
         }
-        self.flush_pongs();
         Ok(data.len())
     }
 
@@ -135,6 +138,9 @@ impl Connection {
         let bytes = self.out.split_to(n).freeze();
         self.out_taken += n as u64;
         self.stats.sent_bytes += n as u64;
+        // draft-ietf-quic-qmux-02 §7.1: bytes drained from the send buffer are what we see of
+        // our sending.
+        self.timers.sent = true;
         self.collect_sent();
         Some(bytes)
     }
@@ -163,7 +169,9 @@ impl Connection {
         }
         if let (Some(at), Some(idle)) = (self.timers.ping_check, self.timers.idle) {
             if now >= at {
-                if !self.timers.sent {
+                // Nothing sent lately (the peer's timer), or nothing heard for a third of the
+                // timeout (ours: a live peer answers).
+                if !self.timers.sent || now >= self.timers.last_recv + idle / 3 {
                     let seq = self.timers.ping_sent.map_or(0, |s| s + 1);
                     self.timers.ping_sent = Some(seq);
                     self.control(|s| frame::put_varints(s, frame::QX_PING_REQUEST, &[seq]));
@@ -172,10 +180,9 @@ impl Connection {
                 self.timers.ping_check = Some(now + idle / 6);
             }
         }
-        if let Some(at) = self.timers.ws_ping.filter(|at| now >= *at) {
-            let _ = at;
+        if self.timers.ws_ping.is_some_and(|at| now >= at) {
             self.write_ws(ws::OP_PING, &[]);
-            self.timers.ws_ping = Some(now + self.config.ws_ping_interval);
+            self.timers.ws_ping = now.checked_add(self.config.ws_ping_interval);
         }
     }
 
@@ -244,7 +251,6 @@ impl Connection {
             }
         }
         self.stats.sent_records += 1;
-        self.timers.sent = true;
     }
 
     /// How many bytes [`Self::write_record`] adds around `len` bytes of frames.
@@ -270,7 +276,7 @@ impl Connection {
         self.check_overflow();
     }
 
-    fn write_ws(&mut self, opcode: u8, payload: &[u8]) {
+    pub(crate) fn write_ws(&mut self, opcode: u8, payload: &[u8]) {
         if self.framing == Framing::WebSocket && self.state == State::Open {
             let mask = self.mask.as_mut().map(ws::MaskGen::next);
             ws::encode(&mut self.out, opcode, payload, mask);
@@ -294,17 +300,6 @@ impl Connection {
                 error_code: code::INTERNAL_ERROR,
                 reason: b"output not read".to_vec(),
             });
-        }
-    }
-
-    /// The responses owed after a `recv`: one QX_PING response with the highest number
-    /// (draft-ietf-quic-qmux-01 §4.3), one Pong for the latest Ping (RFC 6455 §5.5.3).
-    fn flush_pongs(&mut self) {
-        if let Some(seq) = self.timers.qx_pong.take() {
-            self.control(|s| frame::put_varints(s, frame::QX_PING_RESPONSE, &[seq]));
-        }
-        if let Some(p) = self.timers.ws_pong.take() {
-            self.write_ws(ws::OP_PONG, &p);
         }
     }
 

@@ -128,8 +128,9 @@ impl Connection {
         self.timers.last_recv = now;
         match event {
             Event::Binary(msg) => self.on_record(&msg, now)?,
-            // RFC 6455 §5.5.3: a Pong answers the most recent Ping.
-            Event::Ping(payload) => self.timers.ws_pong = Some(payload),
+            // RFC 6455 §5.5.2: a Pong for each Ping, right away, so that the output does not
+            // depend on how the input was split (the output bound stops a flood).
+            Event::Ping(payload) => self.write_ws(ws::OP_PONG, &payload),
             Event::Pong => {}
             // RFC 6455 §5.5.1: the peer closes the WebSocket; answer with a Close.
             Event::Close => {
@@ -224,7 +225,9 @@ impl Connection {
                     return Err((code::PROTOCOL_VIOLATION, "QX_PING sequence not increasing").into());
                 }
                 self.timers.ping_recv = Some(self.timers.ping_recv.map_or(seq, |p| p.max(seq)));
-                self.timers.qx_pong = Some(self.timers.ping_recv.unwrap_or(seq));
+                // draft-ietf-quic-qmux-01 §4.3: echo it. Each request gets its own response
+                // (coalescing would make the output depend on how the input was split).
+                self.control(|s| frame::put_varints(s, frame::QX_PING_RESPONSE, &[seq]));
             }
             Frame::Ping { response: true, seq } => {
                 // draft-ietf-quic-qmux-02 §4.3: a response echoes a number we sent.

@@ -21,10 +21,13 @@
 //!   client sends 1002 (and 1003 for a text message) instead, which we accept as any code.
 //!
 //! # WebSocket framing
-//! RFC 6455 §5 framing is written by hand in [`ws`](self) (about 200 lines): an incremental
-//! push parser fits the sans-IO `recv`, bounds every buffer by our own limits as the header
-//! arrives, and needs no I/O types. `tungstenite`'s frame codec works on `Read`/`Write`
-//! streams and a growing input buffer, and would bring its own HTTP, random and SHA-1 stacks.
+//! RFC 6455 §5 framing is written by hand in `ws.rs` (about 250 lines). `tungstenite` exposes
+//! `protocol::frame::FrameHeader::parse` (a header from a `Cursor`, `None` until it is whole)
+//! and `format` (to an `io::Write`), but payload reassembly, unmasking, the size limits and
+//! the control-frame rules would still be ours, and the crate brings `http`, `rand`, `sha1`
+//! and `log` along with its I/O-bound `WebSocket` type. The hand-written parser is a push
+//! parser that fits `recv` (bytes in any split) and refuses an oversized message from its
+//! header, before buffering it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -59,7 +62,8 @@ pub enum Version {
 pub enum Framing {
     /// WebSocket binary messages after an HTTP/1.1 upgrade (RFC 6455).
     WebSocket,
-    /// Records with their Size field, directly on the byte stream (TLS on TCP).
+    /// Records with their Size field, directly on the byte stream (TLS on TCP); on -00,
+    /// which has no records, frames back to back (draft-ietf-quic-qmux-00 §4).
     Records,
 }
 

@@ -19,6 +19,9 @@ pub(crate) struct Send {
     pub(crate) fin: bool,
     pub(crate) reset: bool,
     pub(crate) stopped: Option<u64>,
+    /// The application was told of `stopped` (by `stream_send` or `stream_shutdown`): only then
+    /// can the stream go, as in quiche, where the application sees StreamStopped first.
+    pub(crate) stop_told: bool,
     /// The output position after our last frame for it (FIN or RESET_STREAM).
     pub(crate) done_at: Option<u64>,
 }
@@ -150,6 +153,7 @@ impl Connection {
                 fin: false,
                 reset: false,
                 stopped: None,
+                stop_told: false,
                 done_at: None,
             }),
             recv: recv_window.map(Recv::new),
@@ -195,6 +199,15 @@ impl Connection {
         fin: bool,
     ) -> Result<(), Violation> {
         if !self.frame_stream(id, true)? {
+            // A stream we stopped reading and dropped: its bytes still count against, and
+            // then return, connection credit (RFC 9000 §4.5), or the peer's credit would shrink
+            // with every stopped stream.
+            let n = data.len() as u64;
+            if self.streams.recv_data + n > self.streams.recv_max {
+                return Err((code::FLOW_CONTROL_ERROR, "STREAM beyond flow control"));
+            }
+            self.streams.recv_data += n;
+            self.consume(n);
             return Ok(());
         }
         let st = &mut self.streams;
@@ -319,7 +332,10 @@ impl Connection {
     fn maybe_collect(&mut self, id: u64) {
         let taken = self.out_taken;
         let Some(s) = self.streams.map.get(&id) else { return };
-        let send_done = s.send.as_ref().is_none_or(|s| s.done_at.is_some_and(|at| at <= taken));
+        let send_done = s
+            .send
+            .as_ref()
+            .is_none_or(|s| s.done_at.is_some_and(|at| at <= taken) && (s.stopped.is_none() || s.stop_told));
         if !send_done || !s.recv.as_ref().is_none_or(|r| r.done) {
             return;
         }
@@ -358,6 +374,8 @@ impl Connection {
         }
     }
 
+    /// The next stream with data, a FIN or a reset to read (ours or the peer's); a stream
+    /// left partly read comes back after `stream_recv`.
     pub fn stream_readable_next(&mut self) -> Option<u64> {
         while let Some(id) = self.streams.readable.pop_front() {
             if let Some(s) = self.streams.map.get_mut(&id) {
@@ -370,6 +388,10 @@ impl Connection {
         None
     }
 
+    /// Reads in order into `out`: (bytes, FIN reached). `Err(Done)` when nothing is there,
+    /// `Err(StreamReset(code))` once after the peer's RESET_STREAM (buffered data is dropped),
+    /// `Err(InvalidStreamState)` for a stream without a receiving half or already gone.
+    /// Reading returns credit: MAX_STREAM_DATA and MAX_DATA once half a window is read.
     pub fn stream_recv(&mut self, id: u64, out: &mut [u8]) -> Result<(usize, bool), Error> {
         let s = self.streams.map.get_mut(&id).ok_or(Error::InvalidStreamState(id))?;
         let r = s.recv.as_mut().ok_or(Error::InvalidStreamState(id))?;
@@ -435,7 +457,11 @@ impl Connection {
     }
 
     /// Sends as much of `data` as credit and output room allow, as STREAM frames straight into
-    /// the output, in order, each byte once (draft-ietf-quic-qmux-01 §4.1).
+    /// the output, in order, each byte once (draft-ietf-quic-qmux-01 §4.1); FIN goes with the
+    /// last byte. Opens our stream `id` if new (empty `data` without FIN just opens it).
+    /// `Err(Done)`: nothing fits now; `Err(StreamLimit)`: beyond the peer's MAX_STREAMS;
+    /// `Err(StreamStopped(code))`: the peer sent STOP_SENDING (we answered with RESET_STREAM);
+    /// `Err(InvalidStreamState)`: not a stream we can send on, already finished, or gone.
     pub fn stream_send(&mut self, id: u64, data: &[u8], fin: bool) -> Result<usize, Error> {
         if self.state != State::Open {
             return Err(Error::Closed);
@@ -550,10 +576,12 @@ impl Connection {
                 self.maybe_collect(id);
             }
             Shutdown::Write => {
-                let snd = s.send.as_ref().ok_or(Error::InvalidStreamState(id))?;
+                let snd = s.send.as_mut().ok_or(Error::InvalidStreamState(id))?;
+                snd.stop_told = true;
                 if !snd.fin && !snd.reset {
                     self.reset_send(id, err);
                 }
+                self.maybe_collect(id);
             }
         }
         Ok(())
