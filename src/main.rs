@@ -67,24 +67,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     let reloader = server.tls_reloader();
-    let web_addr = match config.web {
-        // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
-        Web::Listen => Some(server.local_addr()),
-        Web::At(a) => Some(a),
-        Web::Off => None,
-    };
-    if let Some(addr) = web_addr {
-        let current = reloader.clone();
-        let tls = reloader.clone();
-        let sources = web::Sources {
-            certificate: Arc::new(move || current.identity().sha256),
-            https: Some(Arc::new(move || tls.https_context())),
-            websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
-        };
-        let bound = web::serve(addr, sources)
-            .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
-        println!("  web        serving http://{bound}/");
-    }
+    serve_web(&config, &server)?;
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();
     let keys = config.auth.clone();
@@ -303,5 +286,26 @@ fn mint_token(
         }
     };
     println!("{token}");
+    Ok(())
+}
+
+/// The web listener on the TCP port (`--web`): the page, the certificate's hash, HTTPS, and
+/// WebSocket upgrades to MoQT over QMux handed to the cores.
+fn serve_web(config: &Config, server: &moq_edge::runtime::ServerHandle) -> anyhow::Result<()> {
+    let addr = match config.web {
+        // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
+        Web::Listen => server.local_addr(),
+        Web::At(a) => a,
+        Web::Off => return Ok(()),
+    };
+    let (current, tls) = (server.tls_reloader(), server.tls_reloader());
+    let sources = web::Sources {
+        certificate: Arc::new(move || current.identity().sha256),
+        https: Some(Arc::new(move || tls.https_context())),
+        websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
+    };
+    let bound = web::serve(addr, sources)
+        .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
+    println!("  web        serving http://{bound}/");
     Ok(())
 }

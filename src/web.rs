@@ -427,7 +427,10 @@ mod tests {
     fn sources(hash: [u8; 32]) -> (Sources, Arc<Mutex<[u8; 32]>>) {
         let current = Arc::new(Mutex::new(hash));
         let read = current.clone();
-        (Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None, websocket: None }, current)
+        (
+            Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None, websocket: None },
+            current,
+        )
     }
 
     fn get(head: &str) -> (Response, bool) {

@@ -30,7 +30,8 @@ impl WebSocketSink {
 
 /// The QMux versions served, most preferred first: -01 (what the browser library pairs with
 /// moqt-18), then -02 and -00.
-pub const QMUX_VERSIONS: [qmux::Version; 3] = [qmux::Version::Qmux01, qmux::Version::Qmux02, qmux::Version::Qmux00];
+pub const QMUX_VERSIONS: [qmux::Version; 3] =
+    [qmux::Version::Qmux01, qmux::Version::Qmux02, qmux::Version::Qmux00];
 
 /// An accepted upgrade: the `101` to write, then the connection to hand over.
 #[derive(Debug)]

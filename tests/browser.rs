@@ -541,7 +541,8 @@ fn play_round(round: Round) {
     let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30, tokens.map(|t| t.0));
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
     let jwt = tokens.map_or(String::new(), |t| format!("&jwt={}", t.1));
-    let done = play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png, viewer);
+    let done =
+        play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png, viewer);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);
@@ -701,7 +702,8 @@ fn the_player_plays_over_a_websocket_without_webtransport() {
     );
     let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
     let metrics = ["--metrics", "127.0.0.1:0"];
-    for (viewer, name) in [(Viewer::ChromiumWithoutWebTransport, "chromium"), (Viewer::FirefoxEsr, "firefox")] {
+    for (viewer, name) in [(Viewer::ChromiumWithoutWebTransport, "chromium"), (Viewer::FirefoxEsr, "firefox")]
+    {
         let relay = start_relay(&metrics);
         play_round(Round {
             what: &format!("one relay, {name} over a WebSocket"),

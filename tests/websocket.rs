@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_edge::client::{Publisher, Relay, Subscriber};
 use moq_edge::client::Fleet;
+use moq_edge::client::{Publisher, Relay, Subscriber};
 use moq_edge::host::{RelayFactory, RelayGauges};
 use moq_edge::relay::{RelayConfig, RelayStats};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
@@ -55,7 +55,10 @@ fn relay_with_gauges() -> (ServerHandle, Arc<[RelayGauges]>) {
 }
 
 fn track(name: &str) -> FullTrackName {
-    FullTrackName { namespace: TrackNamespace::from_strs(&["ws"]), name: Bytes::copy_from_slice(name.as_bytes()) }
+    FullTrackName {
+        namespace: TrackNamespace::from_strs(&["ws"]),
+        name: Bytes::copy_from_slice(name.as_bytes()),
+    }
 }
 
 /// A distinct payload per object, some larger than a QMux record.
@@ -119,9 +122,11 @@ fn publisher_and_subscribers_over_websocket_in_every_draft() {
             let what = format!("{version:?} {pv:?}→{sv:?}");
             let t = track(&format!("{version:?}-{pv:?}-{sv:?}"));
             let (publisher, go) = publish(relay_at(addr, pv), version, t.clone());
-            let mut subs: Vec<_> =
-                (0..2).map(|_| Subscriber::connect(relay_at(addr, sv), version, deadline()).unwrap()).collect();
-            let ids: Vec<_> = subs.iter_mut().map(|s| s.subscribe(t.clone(), None, deadline()).unwrap()).collect();
+            let mut subs: Vec<_> = (0..2)
+                .map(|_| Subscriber::connect(relay_at(addr, sv), version, deadline()).unwrap())
+                .collect();
+            let ids: Vec<_> =
+                subs.iter_mut().map(|s| s.subscribe(t.clone(), None, deadline()).unwrap()).collect();
             go.send(()).unwrap();
             for (s, id) in subs.iter_mut().zip(&ids) {
                 let want = (GROUPS * PER_GROUP) as usize;
@@ -177,8 +182,10 @@ fn upgrades_choose_by_the_relays_preference_and_refuse_what_does_not_fit() {
     let addr = server.local_addr();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(upgrade_request("qmux-00.moqt-16, qmux-01.moqt-18, qmux-01.moqt-16, webtransport", "13").as_bytes())
-        .unwrap();
+    s.write_all(
+        upgrade_request("qmux-00.moqt-16, qmux-01.moqt-18, qmux-01.moqt-16, webtransport", "13").as_bytes(),
+    )
+    .unwrap();
     let mut got = vec![0u8; 1024];
     let n = s.read(&mut got).unwrap();
     let head = String::from_utf8_lossy(&got[..n]).to_string();
@@ -186,7 +193,8 @@ fn upgrades_choose_by_the_relays_preference_and_refuse_what_does_not_fit() {
     assert!(head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
     // Drafts in the relay's order (22, 20, 18, 16), then QMux -01 before -00.
     assert!(head.contains("Sec-WebSocket-Protocol: qmux-01.moqt-18\r\n"), "{head}");
-    assert!(upgrade_status(addr, &upgrade_request("qmux-01.moq-lite-03, qmux-01, webtransport", "13")).contains(" 400 "));
+    assert!(upgrade_status(addr, &upgrade_request("qmux-01.moq-lite-03, qmux-01, webtransport", "13"))
+        .contains(" 400 "));
     assert!(upgrade_status(addr, &upgrade_request("qmux-01.moqt-18", "8")).contains(" 426 "));
     server.shutdown().unwrap();
 }
@@ -308,9 +316,9 @@ fn a_stalled_websocket_viewer_loses_whole_subgroups_and_slows_no_one() {
     });
     // Each subgroup's objects whole, once and in order (subgroups are separate streams: one
     // may overtake another).
-    for i in 1..3 {
+    for (i, id) in ids.iter().enumerate().skip(1) {
         let mut next = vec![0u64; STALL_GROUPS as usize];
-        for r in fleet.core(i).unwrap().received(ids[i]) {
+        for r in fleet.core(i).unwrap().received(*id) {
             let g = r.group as usize;
             assert_eq!(r.object, next[g], "viewer {i}: group {g} in order, each object once");
             assert_eq!(r.payload, body(r.group, r.object), "viewer {i}: bytes of {g}/{}", r.object);

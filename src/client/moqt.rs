@@ -123,7 +123,7 @@ impl IoRef<'_> {
 
 /// The connection under a [`MoqtClient`].
 enum Conn {
-    Quic(QuicConn),
+    Quic(Box<QuicConn>),
     Ws(Box<WsConn>),
 }
 
@@ -233,7 +233,8 @@ impl MoqtClient {
     ) -> Result<MoqtClient, ClientError> {
         let ws = WsConn::connect(addr, url, &[version.alpn()], deadline)?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
-        let mut client = MoqtClient { conn: Conn::Ws(Box::new(ws)), app: MoqtApp::new(session, Collect::default()) };
+        let mut client =
+            MoqtClient { conn: Conn::Ws(Box::new(ws)), app: MoqtApp::new(session, Collect::default()) };
         client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
         Ok(client)
     }
@@ -271,8 +272,10 @@ impl MoqtClient {
             })?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
         let pump = Pump::default().with_webtransport(WebTransportConn { wt, h3 });
-        let mut client =
-            MoqtClient { conn: Conn::Quic(conn), app: MoqtApp::with_pump(session, Collect::default(), pump) };
+        let mut client = MoqtClient {
+            conn: Conn::Quic(Box::new(conn)),
+            app: MoqtApp::with_pump(session, Collect::default(), pump),
+        };
         client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
         Ok(client)
     }
@@ -298,7 +301,8 @@ impl MoqtClient {
     ) -> Result<MoqtClient, ClientError> {
         conn.handshake(deadline)?;
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
-        let mut client = MoqtClient { conn: Conn::Quic(conn), app: MoqtApp::new(session, Collect::default()) };
+        let mut client =
+            MoqtClient { conn: Conn::Quic(Box::new(conn)), app: MoqtApp::new(session, Collect::default()) };
         client.until(deadline, |e| matches!(e, Event::Ready { .. }))?;
         Ok(client)
     }
@@ -327,16 +331,16 @@ impl MoqtClient {
 
     /// The connection and the glue, for driving several clients with [`super::drive_many`]
     /// (see [`super::fleet::Fleet`]); the client itself back when it runs over a WebSocket.
-    pub fn into_parts(self) -> Result<(QuicConn, MoqtApp<Collect>), MoqtClient> {
+    pub fn into_parts(self) -> Result<(QuicConn, MoqtApp<Collect>), Box<MoqtClient>> {
         match self.conn {
-            Conn::Quic(c) => Ok((c, self.app)),
-            conn => Err(MoqtClient { conn, app: self.app }),
+            Conn::Quic(c) => Ok((*c, self.app)),
+            conn => Err(Box::new(MoqtClient { conn, app: self.app })),
         }
     }
 
     /// Reassembles a client from [`MoqtClient::into_parts`].
     pub fn from_parts(conn: QuicConn, app: MoqtApp<Collect>) -> MoqtClient {
-        MoqtClient { conn: Conn::Quic(conn), app }
+        MoqtClient { conn: Conn::Quic(Box::new(conn)), app }
     }
 
     /// Drives the connection with `core` seeing every session event, until `done` returns

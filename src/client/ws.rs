@@ -4,8 +4,8 @@
 //! the QMux state ([`qmux::Connection`]) driven from this thread.
 
 use std::io::{self, Read, Write};
-use std::os::unix::io::AsRawFd;
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
 
 use boring::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
@@ -81,7 +81,12 @@ pub fn split_url(url: &str) -> Option<(bool, &str, &str)> {
 impl WsConn {
     /// Connects to `addr` for `url`, upgrades offering `alpns` (most preferred first) over
     /// [`OFFERED`], and starts QMux.
-    pub fn connect(addr: SocketAddr, url: &str, alpns: &[&str], deadline: Instant) -> Result<WsConn, ClientError> {
+    pub fn connect(
+        addr: SocketAddr,
+        url: &str,
+        alpns: &[&str],
+        deadline: Instant,
+    ) -> Result<WsConn, ClientError> {
         let bad = || ClientError::Config(anyhow::anyhow!("{url}: not a ws:// or wss:// URL"));
         let (tls, authority, path) = split_url(url).ok_or_else(bad)?;
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
@@ -95,7 +100,8 @@ impl WsConn {
                 builder.set_verify(SslVerifyMode::NONE);
                 let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
                 let host = host.trim_start_matches('[').trim_end_matches(']');
-                let ssl = builder.build().connect(host, tcp).map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                let ssl =
+                    builder.build().connect(host, tcp).map_err(|e| io::Error::other(format!("TLS: {e}")))?;
                 Io::Tls(Box::new(ssl))
             }
         };
@@ -109,7 +115,13 @@ impl WsConn {
         let (head, early) = read_answer(&mut io)?;
         let (version, alpn) = check_answer(&head, &key)?;
         let now = Instant::now();
-        let mut qmux = qmux::Connection::new(version, qmux::Framing::WebSocket, qmux::Role::Client, &qmux::Config::default(), now);
+        let mut qmux = qmux::Connection::new(
+            version,
+            qmux::Framing::WebSocket,
+            qmux::Role::Client,
+            &qmux::Config::default(),
+            now,
+        );
         if !early.is_empty() {
             let _ = qmux.recv(&early, now);
         }
@@ -245,7 +257,11 @@ pub fn drive_many(
         expired = now >= deadline;
         let wake = conns.iter().filter_map(|c| c.qmux.timeout_instant()).fold(deadline, Instant::min);
         fds.clear();
-        fds.extend(conns.iter().map(|c| libc::pollfd { fd: c.io.tcp().as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        fds.extend(conns.iter().map(|c| libc::pollfd {
+            fd: c.io.tcp().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
         // TLS may hold decrypted bytes the socket no longer shows: those connections are read
         // without waiting.
         let buffered = conns.iter().any(|c| matches!(&c.io, Io::Tls(s) if s.ssl().pending() > 0));

@@ -29,7 +29,8 @@ use relay::msg::RelayMsg;
 use relay::{ConnId, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
 use runtime::{
-    AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput, StreamRequest, Transport,
+    AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput, StreamRequest,
+    Transport,
 };
 use session::{Session, SessionCode, SessionConfig};
 use wire::model::{Role, SetupOptions};

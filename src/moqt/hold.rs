@@ -47,9 +47,9 @@ impl Pump {
 mod tests {
     use super::super::tests::{pair, subscribe_live};
     use super::*;
-    use runtime::QuicConnection;
     use bytes::Bytes;
     use runtime::testing::exchange;
+    use runtime::QuicConnection;
     use session::Session;
     use std::time::Duration;
     use wire::model::{ObjectStatus, Properties, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias};

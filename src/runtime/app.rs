@@ -101,7 +101,11 @@ pub trait ShardApp: 'static {
     /// A connection over TCP ([`crate::StreamHandoff`]) was handed to this core; `request`
     /// names its application protocol (one of [`AppFactory::alpns`]), authority and path.
     /// Default: as [`ShardApp::new_connection`] with that protocol.
-    fn new_stream_connection(&mut self, conn: ConnHandle, request: &crate::StreamRequest) -> Box<dyn ConnApp> {
+    fn new_stream_connection(
+        &mut self,
+        conn: ConnHandle,
+        request: &crate::StreamRequest,
+    ) -> Box<dyn ConnApp> {
         self.new_connection(conn, request.alpn.as_bytes())
     }
     /// The core's clock reading for the turn that starts (the only one it takes).

@@ -13,11 +13,11 @@ use tracing::{info, warn};
 
 use super::app::{AppFactory, ShardApp};
 use super::cid::{self, ShardId};
-use super::mesh::{Mesh, Waker};
+use super::mesh::{Mesh, MeshEndpoint, Waker};
 use super::shard::{MeshMsg, Shard, ShardParts};
 use super::stats::{ShardReport, ShardStats};
 use super::{tls, udp, RuntimeConfig};
-use crate::streams::{StreamAcceptor, StreamHandoff};
+use crate::streams::{StreamAcceptor, HANDOFF_QUEUE};
 use crossbeam_queue::ArrayQueue;
 
 /// Messages one core can queue for another before the sender sees "full": 4096 on small
@@ -208,9 +208,7 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     let material = tls::load_identity(&rc)?;
     let fingerprint = material.fingerprint().to_string();
     let identity = Arc::new(Mutex::new(material.identity().clone()));
-
     let (sockets, addr) = bind_sockets(&rc)?;
-
     let secret = match rc.secret {
         Some(s) => s,
         None => cid::generate_secret(&ring::rand::SystemRandom::new())
@@ -226,21 +224,13 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     if let Ok(mut m) = swap.material.lock() {
         *m = Some(material.clone());
     }
-    let mut endpoints = Mesh::<MeshMsg<<F::Shard as ShardApp>::Msg>>::with_weight(
-        rc.cores,
-        mesh_capacity(rc.cores),
-        MeshMsg::weight,
-    )
-    .context("creating the mesh")?;
-    let wakers: Vec<Waker> =
-        (0..rc.cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
+    let (mut endpoints, wakers) = mesh::<<F::Shard as ShardApp>::Msg>(rc.cores)?;
     let io_memory = io_memory_per_core(rc.cores);
     // Pin within the CPUs the process was given (its affinity mask), not CPUs 0..n-1.
     let allowed = udp::allowed_cpus()
         .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect());
 
-    let handoff: Arc<[Arc<ArrayQueue<StreamHandoff>>]> =
-        (0..rc.cores).map(|_| Arc::new(ArrayQueue::new(crate::streams::HANDOFF_QUEUE))).collect();
+    let handoff: Arc<[_]> = (0..rc.cores).map(|_| Arc::new(ArrayQueue::new(HANDOFF_QUEUE))).collect();
     let (ready_tx, ready_rx) = mpsc::channel::<usize>();
     let mut threads = Vec::with_capacity(rc.cores);
     for (i, ((socket, gro), mesh)) in sockets.into_iter().zip(endpoints.drain(..)).enumerate() {
@@ -306,6 +296,15 @@ pub fn start<F: AppFactory>(rc: RuntimeConfig, app: Arc<F>) -> anyhow::Result<Se
     }
     info!(%addr, cores = rc.cores, io_memory, "serving QUIC");
     Ok(handle)
+}
+
+/// The mesh's endpoints, one per core, and a waker for each core's doorbell.
+#[allow(clippy::type_complexity)]
+fn mesh<M: Send + 'static>(cores: usize) -> anyhow::Result<(Vec<MeshEndpoint<MeshMsg<M>>>, Vec<Waker>)> {
+    let endpoints = Mesh::<MeshMsg<M>>::with_weight(cores, mesh_capacity(cores), MeshMsg::weight)
+        .context("creating the mesh")?;
+    let wakers = (0..cores).filter_map(|i| endpoints.first().and_then(|e| e.waker(i))).collect();
+    Ok((endpoints, wakers))
 }
 
 /// One SO_REUSEPORT socket per core, bound in shard order (socket index in the reuseport

@@ -406,7 +406,8 @@ impl<A: ShardApp> Shard<A> {
         // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
         // draining period that follows needs no more packets from us.
         let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
-        let quiet = phase != Phase::Serving && self.conns.iter().flatten().all(closed) && self.streams.is_empty();
+        let quiet =
+            phase != Phase::Serving && self.conns.iter().flatten().all(closed) && self.streams.is_empty();
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
         let clients_gone =
@@ -507,10 +508,13 @@ impl<A: ShardApp> Shard<A> {
                 readable.as_mut().await;
                 Woke::Socket
             },
-            future::or(rung, future::or(sleep, async {
-                streams.await;
-                Woke::Streams
-            })),
+            future::or(
+                rung,
+                future::or(sleep, async {
+                    streams.await;
+                    Woke::Streams
+                }),
+            ),
         )
         .await;
         match woke {
@@ -529,10 +533,15 @@ impl<A: ShardApp> Shard<A> {
 
     /// The earliest of the next timer, the application's deadline and `drain_deadline`.
     fn next_wake(&self, drain_deadline: Option<Instant>) -> Option<Instant> {
-        [self.timers.peek().map(|Reverse((at, _))| *at), self.app_deadline, drain_deadline, self.streams.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.timers.peek().map(|Reverse((at, _))| *at),
+            self.app_deadline,
+            drain_deadline,
+            self.streams.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Drains the socket (up to the per-turn budget). True when the budget ran out first.
