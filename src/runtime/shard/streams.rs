@@ -22,8 +22,8 @@ use crate::streams::StreamHandoff;
 /// Bytes read from one socket and not yet fed to its QMux state, beyond which its reader
 /// waits: a peer cannot make a core hold more of its input than this.
 const INPUT_LIMIT: usize = 256 * 1024;
-/// One socket read.
-const READ_CHUNK: usize = 64 * 1024;
+/// One socket read (the reader task's buffer, one per connection).
+const READ_CHUNK: usize = 16 * 1024;
 /// Bytes handed to one socket's writer and not yet written, beyond which the core takes no
 /// more output from its QMux state (which then takes no more stream data: the application's
 /// own backlog rules apply, as behind a QUIC congestion window).
