@@ -200,8 +200,9 @@ fn upgrades_choose_by_the_relays_preference_and_refuse_what_does_not_fit() {
 }
 
 /// Hostile bytes after a good upgrade (a text message, an oversized record, a frame before
-/// the transport parameters, garbage) close that connection within seconds; a subscriber on
-/// another connection keeps being served.
+/// the transport parameters, garbage, an unmasked frame, data beyond flow control, silence
+/// where SETUP should be) and an upgrade request that never ends (slowloris) close that
+/// connection within seconds; a subscriber on another connection keeps being served.
 #[test]
 fn hostile_websocket_peers_are_closed_and_harm_no_one_else() {
     let server = relay();
@@ -228,12 +229,23 @@ fn hostile_websocket_peers_are_closed_and_harm_no_one_else() {
         f.extend_from_slice(payload);
         f
     };
+    // QX_TRANSPORT_PARAMETERS (draft-ietf-quic-qmux-01 §4.2) with no parameters.
+    let params = frame(0x2, &[0xff, 0x51, 0x53, 0x30, 0x0d, 0x0a, 0x0d, 0x0a, 0x00]);
     let hostile: Vec<(&str, Vec<u8>)> = vec![
         ("text message", frame(0x1, b"hello")),
         ("oversized record", frame(0x2, &vec![0u8; 200_000])),
         ("STREAM before transport parameters", frame(0x2, &[0x0f, 0x00, 0x00, 0x01, b'x'])),
         ("garbage", vec![0xff; 64]),
         ("unmasked frame", vec![0x82, 0x01, 0x00]),
+        // Empty transport parameters (every limit zero), then 1 byte at offset 4 MiB on the
+        // client's first bidirectional stream: beyond the relay's stream and connection
+        // credit (FLOW_CONTROL_ERROR).
+        (
+            "data beyond flow control",
+            [params.clone(), frame(0x2, &[0x0e, 0x00, 0x80, 0x40, 0x00, 0x00, 0x01, b'x'])].concat(),
+        ),
+        // Transport parameters, then nothing: no SETUP within the setup timeout.
+        ("silent after the upgrade", params.clone()),
     ];
     for (what, bytes) in hostile {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -253,6 +265,14 @@ fn hostile_websocket_peers_are_closed_and_harm_no_one_else() {
         assert!(closed, "{what}: the relay closes the connection");
         assert!(start.elapsed() < Duration::from_secs(10), "{what}: closed in time");
     }
+    // A request head that never ends: the web listener gives it 5 s.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    slow.write_all(b"GET /moq HTTP/1.1\r\nUpgrade: websocket\r\n").unwrap();
+    let start = Instant::now();
+    let mut buf = [0u8; 1024];
+    while matches!(slow.read(&mut buf), Ok(n) if n > 0) {}
+    assert!(start.elapsed() < Duration::from_secs(10), "slowloris: closed in time");
     go.send(()).unwrap();
     let want = (GROUPS * PER_GROUP) as usize;
     let end = deadline();
