@@ -11,6 +11,7 @@
 
 pub mod cli;
 pub mod codes;
+mod drive;
 pub mod fleet;
 pub mod moqt;
 pub mod publisher;

@@ -393,77 +393,37 @@ impl QuicConn {
 /// Fails when a connection that is not done closes (the error carries its index) or when
 /// `deadline` passes; a deadline already past still reads the sockets once (without waiting),
 /// fires due timers and steps what that brought before failing.
-pub fn drive_many<F>(conns: &mut [QuicConn], deadline: Instant, mut step: F) -> Result<(), ClientError>
+pub fn drive_many<F>(conns: &mut [QuicConn], deadline: Instant, step: F) -> Result<(), ClientError>
 where
     F: FnMut(usize, &mut QuicConn) -> Result<bool, ClientError>,
 {
-    let mut buf = vec![0u8; BUF_LEN];
-    let mut done = vec![false; conns.len()];
-    let mut remaining = conns.len();
-    // Connections with news since their last step, each listed once (`is_dirty`).
-    let mut dirty: Vec<usize> = (0..conns.len()).collect();
-    let mut is_dirty = vec![true; conns.len()];
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    let mut owners: Vec<usize> = Vec::new();
-    let mut expired = false;
-    loop {
-        for &i in &dirty {
-            is_dirty[i] = false;
-            let c = &mut conns[i];
-            if !done[i] {
-                if step(i, c).map_err(|e| e.at(i))? {
-                    done[i] = true;
-                    remaining -= 1;
-                } else if let Some(e) = c.close_error() {
-                    return Err(e.at(i));
-                }
-            }
-            c.offer_scids().map_err(|e| e.at(i))?;
-            c.flush(&mut buf).map_err(|e| e.at(i))?;
-        }
-        dirty.clear();
-        if remaining == 0 {
-            return Ok(());
-        }
-        if expired {
-            return Err(ClientError::Deadline);
-        }
-        let now = Instant::now();
-        // Past the deadline the sockets are still read (without waiting) and the timers fired,
-        // and what that brought is stepped once more: a caller that calls again and again
-        // with deadlines already due (a sender behind its schedule) still receives ACKs.
-        expired = now >= deadline;
-        let wake = conns.iter().filter_map(|c| c.conn.timeout_instant()).fold(deadline, Instant::min);
+    super::drive::drive(conns, deadline, &mut vec![0u8; BUF_LEN], step)
+}
 
-        fds.clear();
-        owners.clear();
-        for (i, c) in conns.iter().enumerate() {
-            for b in &c.sockets {
-                fds.push(libc::pollfd { fd: b.socket.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-                owners.push(i);
-            }
-        }
-        if runtime::udp::wait_readable(&mut fds, wake.saturating_duration_since(now))? > 0 {
-            let mut socket = 0;
-            for (k, fd) in fds.iter().enumerate() {
-                let i = owners[k];
-                socket = if k > 0 && owners[k - 1] == i { socket + 1 } else { 0 };
-                if fd.revents != 0 {
-                    conns[i].receive(socket, &mut buf).map_err(|e| e.at(i))?;
-                    if !is_dirty[i] {
-                        is_dirty[i] = true;
-                        dirty.push(i);
-                    }
-                }
-            }
-        }
-        let now = Instant::now();
-        for (i, c) in conns.iter_mut().enumerate() {
-            if c.on_timer(now) && !is_dirty[i] {
-                is_dirty[i] = true;
-                dirty.push(i);
-            }
-        }
+impl super::drive::Polled for QuicConn {
+    fn close_error(&self) -> Option<ClientError> {
+        QuicConn::close_error(self)
+    }
+
+    fn send(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        self.offer_scids()?;
+        self.flush(buf)
+    }
+
+    fn timeout(&self) -> Option<Instant> {
+        self.conn.timeout_instant()
+    }
+
+    fn sockets(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        out.extend(self.sockets.iter().map(|b| b.socket.as_raw_fd()));
+    }
+
+    fn receive(&mut self, k: usize, buf: &mut [u8]) -> Result<(), ClientError> {
+        QuicConn::receive(self, k, buf)
+    }
+
+    fn on_timer(&mut self, now: Instant) -> bool {
+        QuicConn::on_timer(self, now)
     }
 }
 

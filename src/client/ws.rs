@@ -228,60 +228,40 @@ pub fn drive_many(
     deadline: Instant,
     mut step: impl FnMut(usize, &mut qmux::Connection) -> Result<bool, ClientError>,
 ) -> Result<(), ClientError> {
-    let mut done = vec![false; conns.len()];
-    let mut remaining = conns.len();
-    let mut dirty: Vec<usize> = (0..conns.len()).collect();
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
-    let mut expired = false;
-    loop {
-        for &i in &dirty {
-            let c = &mut conns[i];
-            if !done[i] {
-                if step(i, &mut c.qmux).map_err(|e| e.at(i))? {
-                    done[i] = true;
-                    remaining -= 1;
-                } else if let Some(e) = c.close_error() {
-                    return Err(e.at(i));
-                }
-            }
-            c.flush().map_err(|e| e.at(i))?;
+    super::drive::drive(conns, deadline, &mut [], |i, c| step(i, &mut c.qmux))
+}
+
+impl super::drive::Polled for WsConn {
+    fn close_error(&self) -> Option<ClientError> {
+        WsConn::close_error(self)
+    }
+
+    fn send(&mut self, _buf: &mut [u8]) -> Result<(), ClientError> {
+        self.flush()
+    }
+
+    fn timeout(&self) -> Option<Instant> {
+        self.qmux.timeout_instant()
+    }
+
+    fn sockets(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        out.push(self.io.tcp().as_raw_fd());
+    }
+
+    fn receive(&mut self, _k: usize, _buf: &mut [u8]) -> Result<(), ClientError> {
+        WsConn::receive(self).map(|_| ())
+    }
+
+    fn on_timer(&mut self, now: Instant) -> bool {
+        let due = self.qmux.timeout_instant().is_some_and(|t| t <= now);
+        if due {
+            self.qmux.on_timeout(now);
         }
-        dirty.clear();
-        if remaining == 0 {
-            return Ok(());
-        }
-        if expired {
-            return Err(ClientError::Deadline);
-        }
-        let now = Instant::now();
-        expired = now >= deadline;
-        let wake = conns.iter().filter_map(|c| c.qmux.timeout_instant()).fold(deadline, Instant::min);
-        fds.clear();
-        fds.extend(conns.iter().map(|c| libc::pollfd {
-            fd: c.io.tcp().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        // TLS may hold decrypted bytes the socket no longer shows: those connections are read
-        // without waiting.
-        let buffered = conns.iter().any(|c| matches!(&c.io, Io::Tls(s) if s.ssl().pending() > 0));
-        let wait = if buffered { Duration::ZERO } else { wake.saturating_duration_since(now) };
-        runtime::udp::wait_readable(&mut fds, wait)?;
-        let now = Instant::now();
-        for (i, c) in conns.iter_mut().enumerate() {
-            let tls_pending = matches!(&c.io, Io::Tls(s) if s.ssl().pending() > 0);
-            let mut news = false;
-            if fds[i].revents != 0 || tls_pending {
-                news = c.receive().map_err(|e| e.at(i))?;
-            }
-            if c.qmux.timeout_instant().is_some_and(|t| t <= now) {
-                c.qmux.on_timeout(now);
-                news = true;
-            }
-            if news {
-                dirty.push(i);
-            }
-        }
+        due
+    }
+
+    fn buffered(&self) -> bool {
+        matches!(&self.io, Io::Tls(s) if s.ssl().pending() > 0)
     }
 }
 
