@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/live.rs"]
+mod live;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{mpsc, Arc};
@@ -21,15 +24,10 @@ use moq_edge::relay::{RelayConfig, RelayStats};
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::websocket::WebSocketSink;
-use moq_edge::wire::model::{FullTrackName, TrackNamespace};
+use moq_edge::wire::model::FullTrackName;
 use moq_edge::wire::Version;
 
-const GROUPS: u64 = 4;
-const PER_GROUP: u64 = 5;
-
-fn deadline() -> Instant {
-    Instant::now() + Duration::from_secs(60)
-}
+use live::{deadline, GROUPS, PER_GROUP};
 
 /// A relay on two cores with its web listener (WebSocket upgrades on) at the same port.
 fn relay() -> ServerHandle {
@@ -55,10 +53,7 @@ fn relay_with_gauges() -> (ServerHandle, Arc<[RelayGauges]>) {
 }
 
 fn track(name: &str) -> FullTrackName {
-    FullTrackName {
-        namespace: TrackNamespace::from_strs(&["ws"]),
-        name: Bytes::copy_from_slice(name.as_bytes()),
-    }
+    live::track("ws", name)
 }
 
 /// A distinct payload per object, some larger than a QMux record.
@@ -83,33 +78,6 @@ fn relay_at(addr: SocketAddr, via: Via) -> Relay {
     }
 }
 
-/// Publishes `GROUPS` groups of `PER_GROUP` objects on `t` once told to, on its own thread.
-fn publish(relay: Relay, version: Version, t: FullTrackName) -> (thread::JoinHandle<()>, mpsc::Sender<()>) {
-    let (ready_tx, ready) = mpsc::channel();
-    let (go_tx, go) = mpsc::channel();
-    let handle = thread::spawn(move || {
-        let mut p = Publisher::connect(relay, version, deadline()).unwrap();
-        p.add_track(t.clone());
-        p.announce(t.namespace.clone(), deadline()).unwrap();
-        ready_tx.send(()).unwrap();
-        let end = deadline();
-        while go.try_recv().is_err() {
-            assert!(Instant::now() < end, "never told to go");
-            p.pump(Instant::now() + Duration::from_millis(5)).unwrap();
-        }
-        assert!(p.core().active(&t) > 0, "the relay subscribed");
-        for group in 0..GROUPS {
-            let objects: Vec<Bytes> = (0..PER_GROUP).map(|o| payload(group, o)).collect();
-            p.send_group(&t, group, &objects).unwrap();
-            p.pump(Instant::now() + Duration::from_millis(5)).unwrap();
-        }
-        p.pump(Instant::now() + Duration::from_millis(500)).unwrap();
-        p.close().unwrap();
-    });
-    ready.recv().unwrap();
-    (handle, go_tx)
-}
-
 /// Every draft, a publisher and two subscribers on different transports (QUIC, `ws://`,
 /// `wss://`): every object arrives whole, once and in order within its group.
 #[test]
@@ -121,7 +89,7 @@ fn publisher_and_subscribers_over_websocket_in_every_draft() {
         for (pv, sv) in pairs {
             let what = format!("{version:?} {pv:?}→{sv:?}");
             let t = track(&format!("{version:?}-{pv:?}-{sv:?}"));
-            let (publisher, go) = publish(relay_at(addr, pv), version, t.clone());
+            let (publisher, go) = live::publish(relay_at(addr, pv), version, t.clone(), false, payload);
             let mut subs: Vec<_> = (0..2)
                 .map(|_| Subscriber::connect(relay_at(addr, sv), version, deadline()).unwrap())
                 .collect();
@@ -208,7 +176,8 @@ fn hostile_websocket_peers_are_closed_and_harm_no_one_else() {
     let server = relay();
     let addr = server.local_addr();
     let t = track("hostile");
-    let (publisher, go) = publish(relay_at(addr, Via::Quic), Version::Draft22, t.clone());
+    let (publisher, go) =
+        live::publish(relay_at(addr, Via::Quic), Version::Draft22, t.clone(), false, payload);
     let mut good = Subscriber::connect(relay_at(addr, Via::Ws), Version::Draft22, deadline()).unwrap();
     let id = good.subscribe(t.clone(), None, deadline()).unwrap();
     // Client frames are masked (RFC 6455 §5.3); the key is zero so the payload reads as is.

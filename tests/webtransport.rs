@@ -7,30 +7,28 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/live.rs"]
+mod live;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use moq_edge::client::{ClientError, Publisher, QuicConn, Relay, Subscriber};
+use moq_edge::client::{ClientError, QuicConn, Relay, Subscriber};
 use moq_edge::host::{RelayFactory, RelayGauges};
 use moq_edge::moqt::webtransport_handshake;
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
 use moq_edge::webtransport::{self, WebTransport};
-use moq_edge::wire::model::{FullTrackName, TrackNamespace};
+use moq_edge::wire::model::FullTrackName;
 use moq_edge::wire::Version;
+
+use live::{deadline, GROUPS, PER_GROUP};
 use web_transport_proto::{ConnectError, ConnectRequest, ConnectResponse};
-
-const GROUPS: u64 = 4;
-const PER_GROUP: u64 = 5;
-
-fn deadline() -> Instant {
-    Instant::now() + Duration::from_secs(60)
-}
 
 fn relay(goaway_timeout: Duration) -> (ServerHandle, Arc<[RelayGauges]>) {
     let mut rc = RuntimeConfig::new(([127, 0, 0, 1], 0).into(), 2);
@@ -43,10 +41,7 @@ fn relay(goaway_timeout: Duration) -> (ServerHandle, Arc<[RelayGauges]>) {
 }
 
 fn track(name: &str) -> FullTrackName {
-    FullTrackName {
-        namespace: TrackNamespace::from_strs(&["wt"]),
-        name: Bytes::copy_from_slice(name.as_bytes()),
-    }
+    live::track("wt", name)
 }
 
 /// A distinct payload per object, some spanning several QUIC packets.
@@ -69,46 +64,6 @@ fn relay_at(addr: SocketAddr, via: Via) -> Relay {
     }
 }
 
-/// Publishes `GROUPS` groups of `PER_GROUP` objects on `t` (as datagrams when asked) once the
-/// relay has subscribed, on its own thread; returns when the objects are sent and delivered.
-fn publish(
-    relay: Relay,
-    version: Version,
-    t: FullTrackName,
-    datagrams: bool,
-) -> (thread::JoinHandle<()>, mpsc::Sender<()>) {
-    let (ready_tx, ready) = mpsc::channel();
-    let (go_tx, go) = mpsc::channel();
-    let handle = thread::spawn(move || {
-        let mut p = Publisher::connect(relay, version, deadline()).unwrap();
-        p.add_track(t.clone());
-        p.announce(t.namespace.clone(), deadline()).unwrap();
-        ready_tx.send(()).unwrap();
-        // Serving the relay's SUBSCRIBE meanwhile, until every subscriber is in.
-        let end = deadline();
-        while go.try_recv().is_err() {
-            assert!(Instant::now() < end, "never told to go");
-            p.pump(Instant::now() + Duration::from_millis(5)).unwrap();
-        }
-        assert!(p.core().active(&t) > 0, "the relay subscribed");
-        for group in 0..GROUPS {
-            let objects: Vec<Bytes> = (0..PER_GROUP).map(|o| payload(group, o)).collect();
-            if datagrams {
-                // Datagrams may be lost under load; these are few and small on loopback.
-                let objects: Vec<Bytes> = objects.iter().map(|b| b.slice(..b.len().min(900))).collect();
-                p.send_datagrams(&t, group, &objects).unwrap();
-            } else {
-                p.send_group(&t, group, &objects).unwrap();
-            }
-            p.pump(Instant::now() + Duration::from_millis(5)).unwrap();
-        }
-        p.pump(Instant::now() + Duration::from_millis(500)).unwrap();
-        p.close().unwrap();
-    });
-    ready.recv().unwrap();
-    (handle, go_tx)
-}
-
 /// A publisher and a subscriber on different transports (and both on WebTransport), each
 /// draft: every object arrives, in order, with its bytes; a second WebTransport subscriber
 /// on the same track adds no upstream subscription (one per track at the relay).
@@ -124,7 +79,7 @@ fn publisher_and_subscriber_on_either_transport_in_both_drafts() {
     for version in Version::ALL {
         for (pv, sv) in pairs {
             let t = track(&format!("{version:?}-{pv:?}-{sv:?}"));
-            let (publisher, go) = publish(relay_at(addr, pv), version, t.clone(), false);
+            let (publisher, go) = live::publish(relay_at(addr, pv), version, t.clone(), false, payload);
             let mut subs: Vec<_> = (0..2)
                 .map(|_| Subscriber::connect(relay_at(addr, sv), version, deadline()).unwrap())
                 .collect();
@@ -168,7 +123,8 @@ fn datagrams_over_webtransport_in_both_drafts() {
     let addr = server.local_addr();
     for version in Version::ALL {
         let t = track(&format!("dgram-{version:?}"));
-        let (publisher, go) = publish(relay_at(addr, Via::WebTransport), version, t.clone(), true);
+        let (publisher, go) =
+            live::publish(relay_at(addr, Via::WebTransport), version, t.clone(), true, payload);
         let mut s = Subscriber::connect(relay_at(addr, Via::WebTransport), version, deadline()).unwrap();
         let id = s.subscribe(t.clone(), None, deadline()).unwrap();
         go.send(()).unwrap();
