@@ -16,6 +16,7 @@ pub mod codec;
 pub mod codes;
 pub mod common;
 pub mod control;
+pub mod d14;
 pub mod d16;
 pub mod d18;
 pub mod d22;
