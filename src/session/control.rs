@@ -183,7 +183,8 @@ impl Session {
         }
         let local_max = config.max_requests.saturating_mul(2);
         let (local_control, peer_control) = match version {
-            Version::Draft16 => {
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => {
                 local_setup.max_request_id = Some(local_max);
                 (StreamId(0), Some(StreamId(0)))
             }
@@ -756,7 +757,8 @@ impl Session {
         let Some(rid) = st.request_id else {
             // The first message of a peer-opened stream.
             let allowed = match self.version {
-                Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
+                // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+                Version::Draft14 | Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
                 Version::Draft18 | Version::Draft20 | Version::Draft22 => opens_stream(&msg),
             };
             let Some(rid) = consumed_id(&msg).filter(|_| allowed) else {

@@ -559,7 +559,8 @@ impl DataState {
 /// (draft-18 §3.3.3, draft-22 §12.5); draft-16 has no such code and gets CANCELLED.
 pub fn overload_code(version: Version) -> u64 {
     match version {
-        Version::Draft16 => 0x1,
+        // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+        Version::Draft14 | Version::Draft16 => 0x1,
         Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,
     }
 }

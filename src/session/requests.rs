@@ -215,7 +215,8 @@ impl RequestIds {
             return Err(bad("peer Request ID has the wrong parity"));
         }
         match self.version {
-            Version::Draft16 => {
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => {
                 if id.0 >= self.local_max {
                     return Err(SessionError::protocol(
                         SessionCode::TooManyRequests,

@@ -1,5 +1,7 @@
 //! Application codes that differ between drafts, typed: REQUEST_ERROR codes
-//! ([`RequestErrorCode`]; draft-16 §13.1.2 table, draft-18 §15.10.2, draft-22 §12.3),
+//! ([`RequestErrorCode`]; draft-16 §13.1.2 table, draft-18 §15.10.2, draft-22 §12.3; in
+//! draft-14 one table per error message, §13.1.2-§13.1.7, see
+//! [`RequestErrorCode::code_for`]),
 //! PUBLISH_DONE status codes ([`DoneStatus`]; draft-16 §13.1.3, draft-18 §15.10.3, draft-22
 //! §12.4) and data stream reset codes ([`ResetCode`]; draft-16 §13.1.4, draft-18 §15.10.4,
 //! draft-22 §12.5). Layers above name the meaning; each draft
@@ -9,6 +11,7 @@
 //!
 //! The raw code points live in [`code`] (the tests and the mapping share them).
 
+use super::model::RequestKind;
 use super::Version;
 
 /// Code points, by name; where the drafts differ the name ends in the draft.
@@ -93,6 +96,28 @@ pub mod code {
     pub const RESET_EXPIRED_AUTH_TOKEN_D22: u64 = 0x7;
     /// draft-22 stream reset EXCESSIVE_LOAD (§12.5).
     pub const RESET_EXCESSIVE_LOAD_D22: u64 = 0x9;
+
+    /// draft-14 error answers (§13.1.2-§13.1.7): TRACK_DOES_NOT_EXIST (SUBSCRIBE_ERROR,
+    /// FETCH_ERROR), UNINTERESTED (PUBLISH_ERROR, PUBLISH_NAMESPACE_ERROR) and
+    /// NAMESPACE_PREFIX_UNKNOWN (SUBSCRIBE_NAMESPACE_ERROR) share 0x4.
+    pub const DOES_NOT_EXIST_D14: u64 = 0x4;
+    /// draft-14 INVALID_RANGE (SUBSCRIBE_ERROR, FETCH_ERROR) and NAMESPACE_PREFIX_OVERLAP
+    /// (SUBSCRIBE_NAMESPACE_ERROR).
+    pub const INVALID_RANGE_D14: u64 = 0x5;
+    /// draft-14 FETCH_ERROR NO_OBJECTS (no model meaning: read as `Other`).
+    pub const NO_OBJECTS_D14: u64 = 0x6;
+    /// draft-14 FETCH_ERROR INVALID_JOINING_REQUEST_ID.
+    pub const INVALID_JOINING_REQUEST_ID_D14: u64 = 0x7;
+    /// draft-14 FETCH_ERROR UNKNOWN_STATUS_IN_RANGE (no model meaning: read as `Other`).
+    pub const UNKNOWN_STATUS_IN_RANGE_D14: u64 = 0x8;
+    /// draft-14 FETCH_ERROR MALFORMED_TRACK.
+    pub const FETCH_MALFORMED_TRACK_D14: u64 = 0x9;
+    /// draft-14 MALFORMED_AUTH_TOKEN (every error table but PUBLISH_ERROR's).
+    pub const MALFORMED_AUTH_TOKEN_D14: u64 = 0x10;
+    /// draft-14 EXPIRED_AUTH_TOKEN (every error table but PUBLISH_ERROR's).
+    pub const EXPIRED_AUTH_TOKEN_D14: u64 = 0x12;
+    /// draft-14 PUBLISH_DONE MALFORMED_TRACK (§13.1.3).
+    pub const DONE_MALFORMED_TRACK_D14: u64 = 0x7;
 }
 
 /// Declares a typed code: its variants, and per draft the (variant, code point) table. The
@@ -102,6 +127,7 @@ macro_rules! typed_code {
     (
         $(#[$meta:meta])*
         $name:ident { $($(#[$vmeta:meta])* $variant:ident),* $(,)? }
+        d14 { $($v14:ident = $c14:expr),* $(,)? } else $f14:ident;
         d16 { $($v16:ident = $c16:expr),* $(,)? } else $f16:ident;
         d18 { $($v18:ident = $c18:expr),* $(,)? } else $f18:ident;
         d22 { $($v22:ident = $c22:expr),* $(,)? } else $f22:ident;
@@ -118,6 +144,12 @@ macro_rules! typed_code {
             /// The code point in draft `v` (a meaning `v` lacks is written as its nearest).
             pub fn code(self, v: Version) -> u64 {
                 match v {
+                    Version::Draft14 => match self {
+                        $($name::$v14 => $c14,)*
+                        $name::Other(c) => c,
+                        #[allow(unreachable_patterns)]
+                        _ => $name::$f14.code(v),
+                    },
                     Version::Draft16 => match self {
                         $($name::$v16 => $c16,)*
                         $name::Other(c) => c,
@@ -144,6 +176,10 @@ macro_rules! typed_code {
             #[allow(unreachable_patterns)]
             pub fn from_code(c: u64, v: Version) -> Self {
                 match v {
+                    Version::Draft14 => match c {
+                        $(x if x == $c14 => $name::$v14,)*
+                        _ => $name::Other(c),
+                    },
                     Version::Draft16 => match c {
                         $(x if x == $c16 => $name::$v16,)*
                         _ => $name::Other(c),
@@ -170,6 +206,17 @@ typed_code! {
         DuplicateSubscription, Uninterested, PrefixOverlap, NamespaceTooLarge,
         InvalidJoiningRequestId, UnsupportedExtension, Redirect, ConflictingFilters, InvalidFilter,
     }
+    // SUBSCRIBE_ERROR's table (§13.1.2); the others are `code_for`'s.
+    d14 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::UNAUTHORIZED,
+        Timeout = code::TIMEOUT,
+        NotSupported = code::NOT_SUPPORTED,
+        DoesNotExist = code::DOES_NOT_EXIST_D14,
+        InvalidRange = code::INVALID_RANGE_D14,
+        MalformedAuthToken = code::MALFORMED_AUTH_TOKEN_D14,
+        ExpiredAuthToken = code::EXPIRED_AUTH_TOKEN_D14,
+    } else InternalError;
     d16 {
         InternalError = code::INTERNAL_ERROR,
         Unauthorized = code::UNAUTHORIZED,
@@ -243,6 +290,16 @@ typed_code! {
         InternalError, Unauthorized, TrackEnded, SubscriptionEnded, GoingAway, Expired,
         TooFarBehind, UpdateFailed, ExcessiveLoad, MalformedTrack,
     }
+    d14 {
+        InternalError = code::INTERNAL_ERROR,
+        Unauthorized = code::DONE_UNAUTHORIZED,
+        TrackEnded = code::TRACK_ENDED,
+        SubscriptionEnded = code::DONE_SUBSCRIPTION_ENDED_D16,
+        GoingAway = code::DONE_GOING_AWAY,
+        Expired = code::DONE_EXPIRED_D16,
+        TooFarBehind = code::DONE_TOO_FAR_BEHIND_D16,
+        MalformedTrack = code::DONE_MALFORMED_TRACK_D14,
+    } else InternalError;
     d16 {
         InternalError = code::INTERNAL_ERROR,
         Unauthorized = code::DONE_UNAUTHORIZED,
@@ -287,6 +344,13 @@ typed_code! {
         InternalError, Cancelled, DeliveryTimeout, SessionClosed, UnknownObjectStatus, GoingAway,
         TooFarBehind, ExpiredAuthToken, ExcessiveLoad, MalformedTrack,
     }
+    // §10.4.3: only these four; the rest is a cancelled stream, as in draft-16.
+    d14 {
+        InternalError = code::RESET_INTERNAL_ERROR,
+        Cancelled = code::RESET_CANCELLED,
+        DeliveryTimeout = code::RESET_DELIVERY_TIMEOUT,
+        SessionClosed = code::RESET_SESSION_CLOSED,
+    } else Cancelled;
     d16 {
         InternalError = code::RESET_INTERNAL_ERROR,
         Cancelled = code::RESET_CANCELLED,
@@ -321,6 +385,91 @@ typed_code! {
         ExcessiveLoad = code::RESET_EXCESSIVE_LOAD_D22,
         MalformedTrack = code::MALFORMED_TRACK,
     } else Cancelled;
+}
+
+/// draft-14's error table for the answer to a request of kind `k` (§13.1.2 SUBSCRIBE_ERROR,
+/// §13.1.4 PUBLISH_ERROR, §13.1.5 FETCH_ERROR, §13.1.6 PUBLISH_NAMESPACE_ERROR, §13.1.7
+/// SUBSCRIBE_NAMESPACE_ERROR; TRACK_STATUS_ERROR is SUBSCRIBE_ERROR's, §9.22). The first row
+/// naming a code point wins when decoding. PUBLISH_ERROR has no auth token codes: those are
+/// written as UNAUTHORIZED.
+fn d14_table(k: RequestKind) -> &'static [(RequestErrorCode, u64)] {
+    use code::*;
+    use RequestErrorCode as E;
+    match k {
+        RequestKind::Publish => &[
+            (E::InternalError, INTERNAL_ERROR),
+            (E::Unauthorized, UNAUTHORIZED),
+            (E::Timeout, TIMEOUT),
+            (E::NotSupported, NOT_SUPPORTED),
+            (E::Uninterested, DOES_NOT_EXIST_D14),
+            (E::MalformedAuthToken, UNAUTHORIZED),
+            (E::ExpiredAuthToken, UNAUTHORIZED),
+        ],
+        RequestKind::Fetch => &[
+            (E::InternalError, INTERNAL_ERROR),
+            (E::Unauthorized, UNAUTHORIZED),
+            (E::Timeout, TIMEOUT),
+            (E::NotSupported, NOT_SUPPORTED),
+            (E::DoesNotExist, DOES_NOT_EXIST_D14),
+            (E::InvalidRange, INVALID_RANGE_D14),
+            (E::InvalidJoiningRequestId, INVALID_JOINING_REQUEST_ID_D14),
+            (E::MalformedTrack, FETCH_MALFORMED_TRACK_D14),
+            (E::MalformedAuthToken, MALFORMED_AUTH_TOKEN_D14),
+            (E::ExpiredAuthToken, EXPIRED_AUTH_TOKEN_D14),
+        ],
+        RequestKind::PublishNamespace => &[
+            (E::InternalError, INTERNAL_ERROR),
+            (E::Unauthorized, UNAUTHORIZED),
+            (E::Timeout, TIMEOUT),
+            (E::NotSupported, NOT_SUPPORTED),
+            (E::Uninterested, DOES_NOT_EXIST_D14),
+            (E::MalformedAuthToken, MALFORMED_AUTH_TOKEN_D14),
+            (E::ExpiredAuthToken, EXPIRED_AUTH_TOKEN_D14),
+        ],
+        RequestKind::SubscribeNamespace => &[
+            (E::InternalError, INTERNAL_ERROR),
+            (E::Unauthorized, UNAUTHORIZED),
+            (E::Timeout, TIMEOUT),
+            (E::NotSupported, NOT_SUPPORTED),
+            (E::DoesNotExist, DOES_NOT_EXIST_D14),
+            (E::PrefixOverlap, INVALID_RANGE_D14),
+            (E::MalformedAuthToken, MALFORMED_AUTH_TOKEN_D14),
+            (E::ExpiredAuthToken, EXPIRED_AUTH_TOKEN_D14),
+        ],
+        RequestKind::Subscribe
+        | RequestKind::TrackStatus
+        | RequestKind::RequestUpdate
+        | RequestKind::SubscribeTracks => &[],
+    }
+}
+
+impl RequestErrorCode {
+    /// The code point in draft `v` of this error answering a request of kind `answers`.
+    /// draft-14's error codes are per answer message and overlap (0x4 is TRACK_DOES_NOT_EXIST,
+    /// UNINTERESTED or NAMESPACE_PREFIX_UNKNOWN); every other draft has one table and ignores
+    /// `answers`. A meaning the answer's table lacks is written as INTERNAL_ERROR.
+    pub fn code_for(self, v: Version, answers: RequestKind) -> u64 {
+        let table = d14_table(answers);
+        match (v, self) {
+            (Version::Draft14, RequestErrorCode::Other(c)) => c,
+            (Version::Draft14, _) if !table.is_empty() => {
+                table.iter().find(|(e, _)| *e == self).map_or(code::INTERNAL_ERROR, |(_, c)| *c)
+            }
+            _ => self.code(v),
+        }
+    }
+
+    /// The meaning of code point `c` read from a peer of draft `v` in the answer to a request
+    /// of kind `answers` (see [`RequestErrorCode::code_for`]).
+    pub fn from_code_for(c: u64, v: Version, answers: RequestKind) -> Self {
+        let table = d14_table(answers);
+        match v {
+            Version::Draft14 if !table.is_empty() => {
+                table.iter().find(|(_, n)| *n == c).map_or(RequestErrorCode::Other(c), |(e, _)| *e)
+            }
+            _ => RequestErrorCode::from_code(c, v),
+        }
+    }
 }
 
 #[cfg(test)]

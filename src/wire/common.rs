@@ -139,17 +139,47 @@ pub fn write_kv<V: VarInt>(
     }
 }
 
+/// How a Key-Value-Pair list codes its types: each as a delta from the previous pair's type
+/// (draft-16 §1.4.2 and later), or each absolute (draft-14 §1.4.2), in any order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvTypes {
+    /// Delta-coded types, so a list is in non-decreasing type order.
+    Delta,
+    /// Absolute types (draft-14).
+    Absolute,
+}
+
+impl KvTypes {
+    /// The type the next pair's is coded against, after a pair of type `ty`.
+    pub const fn base_after(self, ty: u64) -> u64 {
+        match self {
+            KvTypes::Delta => ty,
+            KvTypes::Absolute => 0,
+        }
+    }
+}
+
 /// A Key-Value-Pair list filling all of `r` (Track Properties at the end of a message, or the
-/// body of an Object Properties field). Running short inside is a formatting error.
+/// body of an Object Properties field), delta-coded. Running short inside is a formatting
+/// error.
 pub fn read_properties<V: VarInt>(r: &mut Reader<'_, V>) -> Result<Properties, DecodeError> {
+    read_properties_as(r, KvTypes::Delta)
+}
+
+/// [`read_properties`] with the types coded as `kv` says; an absolute list may come in any
+/// order and is kept sorted by type (pairs of one type in the order they came).
+pub fn read_properties_as<V: VarInt>(r: &mut Reader<'_, V>, kv: KvTypes) -> Result<Properties, DecodeError> {
     let mut props = Properties::new();
     let mut prev = 0u64;
     while !r.is_empty() {
         let (ty, value) = read_kv(r, prev)
             .map_err(|e| e.within_length("truncated key-value pair"))
             .map_err(as_kv_format)?;
-        props.push_sorted(Property { ty, value });
-        prev = ty;
+        match kv {
+            KvTypes::Delta => props.push_sorted(Property { ty, value }),
+            KvTypes::Absolute => props.push(ty, value),
+        }
+        prev = kv.base_after(ty);
     }
     Ok(props)
 }
@@ -161,28 +191,57 @@ fn as_kv_format(e: DecodeError) -> DecodeError {
     }
 }
 
+/// Writes `props` delta-coded.
 pub fn write_properties<V: VarInt>(w: &mut Writer<'_, V>, props: &Properties) -> Result<(), EncodeError> {
+    write_properties_as(w, props, KvTypes::Delta)
+}
+
+/// Writes `props` (in type order) with the types coded as `kv` says.
+pub fn write_properties_as<V: VarInt>(
+    w: &mut Writer<'_, V>,
+    props: &Properties,
+    kv: KvTypes,
+) -> Result<(), EncodeError> {
     let mut prev = 0u64;
     for p in props.iter() {
         write_kv(w, prev, p.ty, &p.value)?;
-        prev = p.ty;
+        prev = kv.base_after(p.ty);
     }
     Ok(())
 }
 
-/// Object Properties: a length, then a Key-Value-Pair list of that many bytes.
+/// Object Properties: a length, then a delta-coded Key-Value-Pair list of that many bytes.
 pub fn read_object_properties<V: VarInt>(r: &mut Reader<'_, V>) -> Result<Properties, DecodeError> {
+    read_object_properties_as(r, KvTypes::Delta)
+}
+
+/// [`read_object_properties`] with the types coded as `kv` says (draft-14's Extension
+/// Headers Length and Extension Headers are absolute).
+pub fn read_object_properties_as<V: VarInt>(
+    r: &mut Reader<'_, V>,
+    kv: KvTypes,
+) -> Result<Properties, DecodeError> {
     let len = r.int()?;
     let len = usize::try_from(len).map_err(|_| DecodeError::violation("properties length too large"))?;
     let mut sub = r.sub(len)?;
-    read_properties(&mut sub)
+    read_properties_as(&mut sub, kv)
 }
 
+/// Writes Object Properties delta-coded: the length, then the list.
 pub fn write_object_properties<V: VarInt>(
     w: &mut Writer<'_, V>,
     props: &Properties,
 ) -> Result<(), EncodeError> {
-    w.with_len_prefix(|w| write_properties(w, props))
+    write_object_properties_as(w, props, KvTypes::Delta)
+}
+
+/// [`write_object_properties`] with the types coded as `kv` says.
+pub fn write_object_properties_as<V: VarInt>(
+    w: &mut Writer<'_, V>,
+    props: &Properties,
+    kv: KvTypes,
+) -> Result<(), EncodeError> {
+    w.with_len_prefix(|w| write_properties_as(w, props, kv))
 }
 
 /// The Token structure of an AUTHORIZATION TOKEN parameter/option value (the whole value).

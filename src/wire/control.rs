@@ -165,7 +165,10 @@ pub fn encode_message(d: &Dialect, msg: &Message, out: &mut Vec<u8>) -> Result<(
         | Message::Unsubscribe(_)
         | Message::FetchCancel(_)
         | Message::PublishNamespaceDone(_)
-        | Message::PublishNamespaceCancel(_) => Err(EncodeError::Unsupported(msg.name())),
+        | Message::PublishNamespaceCancel(_)
+        | Message::PublishNamespaceDoneNamed(_)
+        | Message::PublishNamespaceCancelNamed(_)
+        | Message::UnsubscribeNamespace(_) => Err(EncodeError::Unsupported(msg.name())),
     }
 }
 

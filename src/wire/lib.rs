@@ -2,6 +2,8 @@
 //! decoders never read past what they are given and report "need more bytes" distinctly.
 //!
 //! - [`model`]: the version-neutral types every layer above uses.
+//! - [`d14`]: draft-ietf-moq-transport-14 (ALPN `moq-00`, not served yet), QUIC varints; what
+//!   it shares with draft-16 is [`d16`]'s.
 //! - [`d16`]: draft-ietf-moq-transport-16 (ALPN `moqt-16`), QUIC varints.
 //! - [`control`], [`params`]: the control codec of the request-stream drafts, 18, 20 and 22
 //!   (ALPNs `moqt-18`, `moqt-20`, `moqt-22`), `vi64` integers, written once; [`dialect`] is
@@ -16,6 +18,7 @@ pub mod codec;
 pub mod codes;
 pub mod common;
 pub mod control;
+pub mod d14;
 pub mod d16;
 pub mod d18;
 pub mod d22;

@@ -5,7 +5,7 @@
 
 use super::error::{DecodeError, EncodeError};
 use super::model::{FetchItem, GroupOrder, RangeEnd, SubgroupHeader, SubgroupObject};
-use super::{d16, d18, d22, Version};
+use super::{d14, d16, d18, d22, Version};
 
 /// One enum per codec, a variant per data-plane rule set, and the call that dispatches.
 macro_rules! per_draft {
@@ -13,6 +13,7 @@ macro_rules! per_draft {
         $(#[$meta])*
         #[derive(Debug)]
         pub enum $name {
+            D14(d14::data::$inner),
             D16(d16::data::$inner),
             D18(d18::data::$inner),
             D22(d22::data::$inner),
@@ -24,6 +25,7 @@ macro_rules! per_draft {
 macro_rules! with_codec {
     ($ty:ident, $e:expr, $w:ident => $body:expr) => {
         match $e {
+            $ty::D14($w) => $body,
             $ty::D16($w) => $body,
             $ty::D18($w) => $body,
             $ty::D22($w) => $body,
@@ -56,6 +58,7 @@ impl Version {
     /// A reader for the objects of the subgroup stream whose header is `h`.
     pub fn subgroup_reader(self, h: &SubgroupHeader) -> SubgroupReader {
         match self {
+            Version::Draft14 => SubgroupReader::D14(d14::data::SubgroupReader::new(h)),
             Version::Draft16 => SubgroupReader::D16(d16::data::SubgroupReader::new(h)),
             Version::Draft18 => SubgroupReader::D18(d18::data::SubgroupReader::new(h)),
             Version::Draft20 | Version::Draft22 => SubgroupReader::D22(d22::data::SubgroupReader::new(h)),
@@ -65,6 +68,7 @@ impl Version {
     /// A writer for the objects of the subgroup stream whose header is `h`.
     pub fn subgroup_writer(self, h: &SubgroupHeader) -> SubgroupWriter {
         match self {
+            Version::Draft14 => SubgroupWriter::D14(d14::data::SubgroupWriter::new(h)),
             Version::Draft16 => SubgroupWriter::D16(d16::data::SubgroupWriter::new(h)),
             Version::Draft18 => SubgroupWriter::D18(d18::data::SubgroupWriter::new(h)),
             Version::Draft20 | Version::Draft22 => SubgroupWriter::D22(d22::data::SubgroupWriter::new(h)),
@@ -74,6 +78,7 @@ impl Version {
     /// A reader for the items of one fetch stream whose groups go in `order`.
     pub fn fetch_reader(self, order: GroupOrder) -> FetchReader {
         match self {
+            Version::Draft14 => FetchReader::D14(d14::data::FetchReader::new(order)),
             Version::Draft16 => FetchReader::D16(d16::data::FetchReader::new(order)),
             Version::Draft18 => FetchReader::D18(d18::data::FetchReader::new(order)),
             Version::Draft20 | Version::Draft22 => FetchReader::D22(d22::data::FetchReader::new(order)),
@@ -83,6 +88,7 @@ impl Version {
     /// A writer for the items of one fetch stream whose groups go in `order`.
     pub fn fetch_writer(self, order: GroupOrder) -> FetchWriter {
         match self {
+            Version::Draft14 => FetchWriter::D14(d14::data::FetchWriter::new(order)),
             Version::Draft16 => FetchWriter::D16(d16::data::FetchWriter::new(order)),
             Version::Draft18 => FetchWriter::D18(d18::data::FetchWriter::new(order)),
             Version::Draft20 | Version::Draft22 => FetchWriter::D22(d22::data::FetchWriter::new(order)),

@@ -5,14 +5,19 @@
 use super::dialect::{Dialect, D18, D18_MOQ_LITE_JS, D20, D22};
 use super::error::{DecodeError, EncodeError};
 use super::model::{
-    Datagram, DatagramHeader, DecodeContext, LocationFilter, Message, RequestId, SubgroupHeader,
+    Datagram, DatagramHeader, DecodeContext, LocationFilter, Message, RequestId, RequestKind, SubgroupHeader,
     UniStreamHeader,
 };
-use super::{control, d16, d18, d22};
+use super::{control, d14, d16, d18, d22};
 
 /// A MoQT draft the relay speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {
+    /// draft-ietf-moq-transport-14, ALPN `moq-00` (shared by every draft up to 14; the
+    /// version is agreed in CLIENT_SETUP / SERVER_SETUP, [`Version::setup_version`]). The
+    /// codec is complete; the session does not speak it yet, so it is not in [`Version::ALL`]
+    /// and [`Version::from_alpn`] never returns it.
+    Draft14,
     /// draft-ietf-moq-transport-16, ALPN `moqt-16`.
     Draft16,
     /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
@@ -24,12 +29,14 @@ pub enum Version {
 }
 
 impl Version {
-    /// Every supported draft, in server preference order (newest first).
+    /// Every served draft, in server preference order (newest first). draft-14 is not among
+    /// them until the session speaks it.
     pub const ALL: [Version; 4] = [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
 
     /// The ALPN token that selects this draft.
     pub const fn alpn(self) -> &'static str {
         match self {
+            Version::Draft14 => "moq-00",
             Version::Draft16 => "moqt-16",
             Version::Draft18 => "moqt-18",
             Version::Draft20 => "moqt-20",
@@ -42,7 +49,17 @@ impl Version {
     /// (draft-18 §3.3, draft-22 §6.3), rather than all control messages on one bidirectional
     /// stream (draft-16).
     pub const fn request_streams(self) -> bool {
-        !matches!(self, Version::Draft16)
+        !matches!(self, Version::Draft14 | Version::Draft16)
+    }
+
+    /// The MoQT version number CLIENT_SETUP offers and SERVER_SETUP selects, for the drafts
+    /// that agree on a version inside SETUP (draft-14 §9.3.1: 0xff00000e); `None` for the
+    /// drafts the ALPN names alone.
+    pub const fn setup_version(self) -> Option<u64> {
+        match self {
+            Version::Draft14 => Some(d14::control::VERSION),
+            _ => None,
+        }
     }
 
     /// The draft an ALPN token selects, if any.
@@ -50,21 +67,34 @@ impl Version {
         Version::ALL.into_iter().find(|v| v.alpn().as_bytes() == alpn)
     }
 
-    /// The request-stream draft's table of differences (`None`: draft-16, whose control plane
-    /// is its own).
+    /// The request-stream draft's table of differences (`None`: draft-14 and draft-16, whose
+    /// control planes are their own).
     pub const fn dialect(self) -> Option<&'static Dialect> {
         match self {
-            Version::Draft16 => None,
+            Version::Draft14 | Version::Draft16 => None,
             Version::Draft18 => Some(&D18),
             Version::Draft20 => Some(&D20),
             Version::Draft22 => Some(&D22),
         }
     }
 
+    /// Appends `msg` as one control message of this draft.
     pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         self.control_codec().encode_message(msg, out)
     }
 
+    /// Appends `msg`, the answer to a request of kind `answers` (see
+    /// [`ControlCodec::encode_response`]).
+    pub fn encode_response(
+        self,
+        msg: &Message,
+        answers: RequestKind,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        self.control_codec().encode_response(msg, answers, out)
+    }
+
+    /// Decodes one control message of this draft from the front of `buf`.
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
         self.control_codec().decode_message(buf, ctx)
     }
@@ -74,38 +104,47 @@ impl Version {
         ControlCodec { version: self, dialect: self.dialect(), latest_group: false }
     }
 
+    /// Reads the type and header of a unidirectional stream of this draft.
     pub fn decode_uni_stream_header(self, buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
         match self {
+            Version::Draft14 => d14::data::decode_uni_stream_header(buf),
             Version::Draft16 => d16::data::decode_uni_stream_header(buf),
             Version::Draft18 => d18::data::decode_uni_stream_header(buf),
             Version::Draft20 | Version::Draft22 => d22::data::decode_uni_stream_header(buf),
         }
     }
 
+    /// Writes a SUBGROUP_HEADER of this draft.
     pub fn encode_subgroup_header(self, h: &SubgroupHeader, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
+            Version::Draft14 => d14::data::encode_subgroup_header(h, out),
             Version::Draft16 => d16::data::encode_subgroup_header(h, out),
             Version::Draft18 => d18::data::encode_subgroup_header(h, out),
             Version::Draft20 | Version::Draft22 => d22::data::encode_subgroup_header(h, out),
         }
     }
 
+    /// Writes a FETCH_HEADER of this draft.
     pub fn encode_fetch_header(self, request_id: RequestId, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
+            Version::Draft14 => d14::data::encode_fetch_header(request_id, out),
             Version::Draft16 => d16::data::encode_fetch_header(request_id, out),
             Version::Draft18 => d18::data::encode_fetch_header(request_id, out),
             Version::Draft20 | Version::Draft22 => d22::data::encode_fetch_header(request_id, out),
         }
     }
 
+    /// Decodes an OBJECT_DATAGRAM (or padding datagram) of this draft.
     pub fn decode_datagram(self, buf: &[u8]) -> Result<Datagram, DecodeError> {
         match self {
+            Version::Draft14 => d14::data::decode_datagram(buf),
             Version::Draft16 => d16::data::decode_datagram(buf),
             Version::Draft18 => d18::data::decode_datagram(buf),
             Version::Draft20 | Version::Draft22 => d22::data::decode_datagram(buf),
         }
     }
 
+    /// Writes an OBJECT_DATAGRAM of this draft: header, then `payload`.
     pub fn encode_datagram(
         self,
         h: &DatagramHeader,
@@ -113,6 +152,7 @@ impl Version {
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
         match self {
+            Version::Draft14 => d14::data::encode_datagram(h, payload, out),
             Version::Draft16 => d16::data::encode_datagram(h, payload, out),
             Version::Draft18 => d18::data::encode_datagram(h, payload, out),
             Version::Draft20 | Version::Draft22 => d22::data::encode_datagram(h, payload, out),
@@ -155,22 +195,47 @@ impl ControlCodec {
         self.latest_group || self.dialect.is_some_and(|d| d.kvp_values)
     }
 
+    /// Appends `msg` as one control message. In draft-14 a [`Message::RequestOk`] or
+    /// [`Message::RequestError`] needs the kind of request it answers: use
+    /// [`ControlCodec::encode_response`].
     pub fn encode_message(self, msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         if self.latest_group && filter(msg) == Some(LATEST_GROUP) {
             let mut theirs = msg.clone();
             set_filter(&mut theirs, LocationFilter::NextObject);
             return ControlCodec { latest_group: false, ..self }.encode_message(&theirs, out);
         }
-        match self.dialect {
-            None => d16::control::encode_message(msg, out),
-            Some(d) => control::encode_message(d, msg, out),
+        match (self.version, self.dialect) {
+            (Version::Draft14, _) => d14::control::encode_message(msg, out),
+            (_, None) => d16::control::encode_message(msg, out),
+            (_, Some(d)) => control::encode_message(d, msg, out),
         }
     }
 
+    /// Appends `msg`, the answer to a request of kind `answers`. draft-14 has one answer
+    /// message per request kind (TRACK_STATUS_OK, SUBSCRIBE_ERROR, FETCH_ERROR, ...) where the
+    /// model has [`Message::RequestOk`] / [`Message::RequestError`], and writes the one
+    /// `answers` names (`d14::control::encode_response`); every other draft ignores
+    /// `answers` and writes `msg` as [`ControlCodec::encode_message`] does. The session knows
+    /// the kind from the Request ID the answer carries.
+    pub fn encode_response(
+        self,
+        msg: &Message,
+        answers: RequestKind,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        match self.version {
+            Version::Draft14 => d14::control::encode_response(msg, answers, out),
+            _ => self.encode_message(msg, out),
+        }
+    }
+
+    /// Decodes one control message of this draft from the front of `buf`.
+    /// Decodes one control message from the front of `buf`: `(message, bytes consumed)`.
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
-        let (mut msg, used) = match self.dialect {
-            None => d16::control::decode_message(buf, ctx)?,
-            Some(d) => control::decode_message(d, buf, ctx)?,
+        let (mut msg, used) = match (self.version, self.dialect) {
+            (Version::Draft14, _) => d14::control::decode_message(buf, ctx)?,
+            (_, None) => d16::control::decode_message(buf, ctx)?,
+            (_, Some(d)) => control::decode_message(d, buf, ctx)?,
         };
         if self.latest_group && filter(&msg) == Some(LocationFilter::NextObject) {
             set_filter(&mut msg, LATEST_GROUP);
@@ -215,6 +280,12 @@ mod tests {
         assert_eq!(Version::from_alpn(b"moqt-17"), None);
         assert_eq!(Version::ALL, [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16]);
         assert_eq!(Version::from_alpn(b"h3"), None);
+        // draft-14 is not served yet: its ALPN selects nothing.
+        assert_eq!(Version::from_alpn(b"moq-00"), None);
+        assert_eq!(Version::Draft14.alpn(), "moq-00");
+        assert_eq!(Version::Draft14.setup_version(), Some(0xff00000e));
+        assert!(!Version::Draft14.request_streams());
+        assert!(Version::ALL.iter().all(|v| v.setup_version().is_none()));
         for v in Version::ALL {
             assert_eq!(Version::from_alpn(v.alpn().as_bytes()), Some(v));
         }

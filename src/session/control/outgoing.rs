@@ -111,7 +111,8 @@ impl Session {
         self.observe_outgoing(&msg);
         tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         match self.version {
-            Version::Draft16 => self.send_d16(msg),
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => self.send_d16(msg),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => self.send_d22(msg),
         }
     }
@@ -246,7 +247,10 @@ impl Session {
         }
         let Some(&id) = self.by_request.get(&request_id) else {
             return Err(match self.version {
-                Version::Draft16 => SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL"),
+                // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+                Version::Draft14 | Version::Draft16 => {
+                    SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL")
+                }
                 Version::Draft18 | Version::Draft20 | Version::Draft22 => {
                     SessionError::UnknownRequest(request_id.0)
                 }

@@ -36,7 +36,8 @@ impl Session {
     /// nothing to end.
     pub fn end_request(&mut self, rid: RequestId) -> Result<(), SessionError> {
         match self.version {
-            Version::Draft16 => Ok(()),
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => Ok(()),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => self.finish(rid),
         }
     }
@@ -102,7 +103,8 @@ impl Session {
         properties: Properties,
     ) -> Result<(), SessionError> {
         let track_properties = match self.version {
-            Version::Draft16 => Properties::default(),
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => Properties::default(),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => properties,
         };
         let params = Parameters { largest_object: largest, ..Parameters::default() };
@@ -144,7 +146,8 @@ impl Session {
     /// (draft-18 §10.9, draft-22 §9.5).
     pub fn update_answer_id(&self, m: &RequestUpdate) -> RequestId {
         match self.version {
-            Version::Draft16 => m.request_id,
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 => m.request_id,
             Version::Draft18 | Version::Draft20 | Version::Draft22 => m.existing_request_id,
         }
     }
@@ -161,7 +164,8 @@ impl Session {
     /// range ending inside a group; draft-22's LOCATION_FILTER has them all.
     pub fn carries_filter(&self, filter: LocationFilter) -> bool {
         match self.version {
-            Version::Draft16 | Version::Draft18 => !matches!(
+            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            Version::Draft14 | Version::Draft16 | Version::Draft18 => !matches!(
                 filter,
                 LocationFilter::RelativeStart { groups_back: 1.. }
                     | LocationFilter::None

@@ -11,6 +11,7 @@ use crate::codec::{Reader, Writer};
 use crate::common::{
     read_control_frame, read_full_track_name, read_location, read_namespace, read_properties, read_reason,
     write_control, write_full_track_name, write_location, write_namespace, write_properties, write_reason,
+    KvTypes,
 };
 use crate::error::{DecodeError, EncodeError};
 use crate::model::limits::MAX_GOAWAY_URI;
@@ -59,8 +60,12 @@ type R<'a, 'b> = &'a mut Reader<'b, Quic>;
 pub fn encode_message(msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     use message_type as t;
     match msg {
-        Message::ClientSetup(s) => frame(out, t::CLIENT_SETUP, |w| write_setup(w, &s.options, Role::Client)),
-        Message::ServerSetup(s) => frame(out, t::SERVER_SETUP, |w| write_setup(w, &s.options, Role::Server)),
+        Message::ClientSetup(s) => {
+            frame(out, t::CLIENT_SETUP, |w| write_setup(w, &s.options, Role::Client, KvTypes::Delta))
+        }
+        Message::ServerSetup(s) => {
+            frame(out, t::SERVER_SETUP, |w| write_setup(w, &s.options, Role::Server, KvTypes::Delta))
+        }
         Message::GoAway(m) => frame(out, t::GOAWAY, |w| write_goaway(w, m)),
         Message::MaxRequestId(id) => frame(out, t::MAX_REQUEST_ID, |w| w.int(id.0)),
         Message::RequestsBlocked(id) => frame(out, t::REQUESTS_BLOCKED, |w| w.int(id.0)),
@@ -89,13 +94,17 @@ pub fn encode_message(msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeErro
         Message::SubscribeNamespace(m) => {
             frame(out, t::SUBSCRIBE_NAMESPACE, |w| write_subscribe_namespace(w, m))
         }
-        Message::PublishStateNotify(_) | Message::SubscribeTracks(_) | Message::PublishSkipped(_) => {
-            Err(EncodeError::Unsupported(msg.name()))
-        }
+        Message::PublishStateNotify(_)
+        | Message::SubscribeTracks(_)
+        | Message::PublishSkipped(_)
+        | Message::PublishNamespaceDoneNamed(_)
+        | Message::PublishNamespaceCancelNamed(_)
+        | Message::UnsubscribeNamespace(_) => Err(EncodeError::Unsupported(msg.name())),
     }
 }
 
-fn frame(
+/// Frames one draft-16 (or draft-14) control message whose body `body` writes.
+pub(crate) fn frame(
     out: &mut Vec<u8>,
     ty: u64,
     body: impl FnOnce(&mut Writer<'_, Quic>) -> Result<(), EncodeError>,
@@ -146,12 +155,13 @@ fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError>
     })
 }
 
-fn read_id(r: R) -> Result<RequestId, DecodeError> {
+/// A Request ID field.
+pub(crate) fn read_id(r: R) -> Result<RequestId, DecodeError> {
     Ok(RequestId(r.int()?))
 }
 
 /// A track's Full Track Name: its namespace needs at least one field (§2.4.1).
-fn write_track(w: W, t: &FullTrackName) -> Result<(), EncodeError> {
+pub(crate) fn write_track(w: W, t: &FullTrackName) -> Result<(), EncodeError> {
     if t.namespace.0.is_empty() {
         return Err(EncodeError::OutOfRange("track namespace with no fields"));
     }
@@ -163,11 +173,11 @@ fn read_setup_message(r: R, sender: Role, expected: Role) -> Result<Setup, Decod
     if sender != expected {
         return Err(DecodeError::violation("setup message from the wrong role"));
     }
-    Ok(Setup { options: read_setup(r, sender)? })
+    Ok(Setup { options: read_setup(r, sender, KvTypes::Delta)? })
 }
 
 /// GOAWAY (§9.4): only the URI; a client may not send one (the server "MUST close").
-fn read_goaway(r: R, sender: Role) -> Result<GoAway, DecodeError> {
+pub(crate) fn read_goaway(r: R, sender: Role) -> Result<GoAway, DecodeError> {
     let uri = r.len_prefixed(MAX_GOAWAY_URI, "GOAWAY URI longer than 8192 bytes")?;
     if sender == Role::Client && !uri.is_empty() {
         return Err(DecodeError::violation("GOAWAY with a New Session URI from a client"));
@@ -175,7 +185,8 @@ fn read_goaway(r: R, sender: Role) -> Result<GoAway, DecodeError> {
     Ok(GoAway { new_session_uri: Bytes::copy_from_slice(uri), timeout_ms: 0, request_id: None })
 }
 
-fn write_goaway(w: W, m: &GoAway) -> Result<(), EncodeError> {
+/// The inverse of [`read_goaway`]; a timeout or Request ID is `Unsupported`.
+pub(crate) fn write_goaway(w: W, m: &GoAway) -> Result<(), EncodeError> {
     if m.timeout_ms != 0 {
         return Err(EncodeError::Unsupported("GOAWAY timeout"));
     }
@@ -297,7 +308,7 @@ fn write_publish_ok(w: W, m: &PublishOk) -> Result<(), EncodeError> {
 }
 
 /// PUBLISH_DONE (§9.15).
-fn read_publish_done(r: R) -> Result<PublishDone, DecodeError> {
+pub(crate) fn read_publish_done(r: R) -> Result<PublishDone, DecodeError> {
     Ok(PublishDone {
         request_id: read_id(r)?,
         status_code: r.int()?,
@@ -306,7 +317,8 @@ fn read_publish_done(r: R) -> Result<PublishDone, DecodeError> {
     })
 }
 
-fn write_publish_done(w: W, m: &PublishDone) -> Result<(), EncodeError> {
+/// The inverse of [`read_publish_done`].
+pub(crate) fn write_publish_done(w: W, m: &PublishDone) -> Result<(), EncodeError> {
     w.int(m.request_id.0)?;
     w.int(m.status_code)?;
     w.int(m.stream_count)?;

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use crate::codec::{Reader, Writer};
-use crate::common::{read_kv, read_location, read_token, write_kv, write_location, write_token};
+use crate::common::{read_kv, read_location, read_token, write_kv, write_location, write_token, KvTypes};
 use crate::error::{DecodeError, EncodeError};
 use crate::model::{setup_type, AuthToken, GroupOrder, KvValue, Parameters, Role, SetupOptions};
 use crate::typed_forms::{read_subscription_filter, write_subscription_filter, EndGroup};
@@ -122,7 +122,8 @@ impl ParamMessage {
     }
 }
 
-fn set_once<T>(slot: &mut Option<T>, v: T, what: &'static str) -> Result<(), DecodeError> {
+/// Stores `v` in `slot` unless it is set already (then `what` is a PROTOCOL_VIOLATION).
+pub(crate) fn set_once<T>(slot: &mut Option<T>, v: T, what: &'static str) -> Result<(), DecodeError> {
     if slot.is_some() {
         return Err(DecodeError::violation(what));
     }
@@ -200,7 +201,7 @@ fn apply_param(p: &mut Parameters, ty: u64, value: KvValue) -> Result<(), Decode
 }
 
 /// Decodes `value` with `f`, requiring every byte to be used.
-fn read_exact<T>(
+pub(crate) fn read_exact<T>(
     value: &[u8],
     f: impl FnOnce(&mut Reader<'_, Quic>) -> Result<T, DecodeError>,
 ) -> Result<T, DecodeError> {
@@ -219,7 +220,7 @@ pub fn write_params(w: &mut Writer<'_, Quic>, p: &Parameters, msg: ParamMessage)
     if let Some((ty, _)) = kvs.iter().find(|(ty, _)| !msg.allows(*ty)) {
         return Err(EncodeError::Unsupported(param_name(*ty)));
     }
-    write_kv_list(w, &kvs)
+    write_kv_list(w, &kvs, KvTypes::Delta)
 }
 
 /// The model fields draft-16 cannot carry.
@@ -298,7 +299,8 @@ fn param_name(ty: u64) -> &'static str {
     }
 }
 
-fn encode_with(
+/// The bytes `f` writes (a parameter value).
+pub(crate) fn encode_with(
     f: impl FnOnce(&mut Writer<'_, Quic>) -> Result<(), EncodeError>,
 ) -> Result<Bytes, EncodeError> {
     let mut buf = Vec::new();
@@ -306,17 +308,23 @@ fn encode_with(
     Ok(Bytes::from(buf))
 }
 
-fn token_bytes(t: &AuthToken) -> Result<Bytes, EncodeError> {
+/// An AUTHORIZATION TOKEN parameter's value.
+pub(crate) fn token_bytes(t: &AuthToken) -> Result<Bytes, EncodeError> {
     encode_with(|w| write_token(w, t))
 }
 
-/// `Number of Parameters`, then each pair delta-encoded (`kvs` ascending by type).
-fn write_kv_list(w: &mut Writer<'_, Quic>, kvs: &[(u64, KvValue)]) -> Result<(), EncodeError> {
+/// `Number of Parameters`, then each pair with its type coded as `kv` says (`kvs` ascending
+/// by type when delta-coded).
+pub(crate) fn write_kv_list(
+    w: &mut Writer<'_, Quic>,
+    kvs: &[(u64, KvValue)],
+    kv: KvTypes,
+) -> Result<(), EncodeError> {
     w.int(kvs.len() as u64)?;
     let mut prev = 0u64;
     for (ty, value) in kvs {
         write_kv(w, prev, *ty, value)?;
-        prev = *ty;
+        prev = kv.base_after(*ty);
     }
     Ok(())
 }
@@ -324,15 +332,17 @@ fn write_kv_list(w: &mut Writer<'_, Quic>, kvs: &[(u64, KvValue)]) -> Result<(),
 /// Reads `Number of Parameters` and the Setup Parameters (§9.3.1) of a CLIENT_SETUP
 /// (`sender == Client`) or SERVER_SETUP. Unknown parameters, duplicates included, are kept
 /// in `unknown`; a repeated known one other than AUTHORIZATION TOKEN is a violation, as is
-/// a DELETE or USE_ALIAS token in CLIENT_SETUP (§9.2.2.1).
-pub fn read_setup(r: &mut Reader<'_, Quic>, sender: Role) -> Result<SetupOptions, DecodeError> {
+/// a DELETE or USE_ALIAS token in CLIENT_SETUP (§9.2.2.1). `kv` says how the types are coded:
+/// draft-16's are deltas, draft-14's (whose Setup Parameters are otherwise the same,
+/// draft-14 §9.3.2) absolute.
+pub fn read_setup(r: &mut Reader<'_, Quic>, sender: Role, kv: KvTypes) -> Result<SetupOptions, DecodeError> {
     const DUP: &str = "duplicate setup parameter";
     let n = r.count("number of setup parameters")?;
     let mut o = SetupOptions::default();
     let mut prev = 0u64;
     for _ in 0..n {
         let (ty, value) = read_kv(r, prev)?;
-        prev = ty;
+        prev = kv.base_after(ty);
         match (ty, value) {
             (setup_type::PATH, KvValue::Bytes(b)) => set_once(&mut o.path, b, DUP)?,
             (setup_type::MAX_REQUEST_ID, KvValue::Int(v)) => set_once(&mut o.max_request_id, v, DUP)?,
@@ -370,8 +380,13 @@ const KNOWN_SETUP: [u64; 6] = [
 ];
 
 /// Writes `Number of Parameters` and the Setup Parameters of `o`, ascending by type (the
-/// `unknown` ones keep their relative order).
-pub fn write_setup(w: &mut Writer<'_, Quic>, o: &SetupOptions, sender: Role) -> Result<(), EncodeError> {
+/// `unknown` ones keep their relative order), with the types coded as `kv` says.
+pub fn write_setup(
+    w: &mut Writer<'_, Quic>,
+    o: &SetupOptions,
+    sender: Role,
+    kv: KvTypes,
+) -> Result<(), EncodeError> {
     if o.max_filter_ranges.is_some() {
         return Err(EncodeError::Unsupported("MAX_FILTER_RANGES setup option"));
     }
@@ -405,5 +420,5 @@ pub fn write_setup(w: &mut Writer<'_, Quic>, o: &SetupOptions, sender: Role) -> 
     }
     kvs.extend(o.unknown.iter().cloned());
     kvs.sort_by_key(|(ty, _)| *ty); // stable: equal types keep their order
-    write_kv_list(w, &kvs)
+    write_kv_list(w, &kvs, kv)
 }

@@ -1,18 +1,26 @@
 //! OBJECT_DATAGRAM (draft-16 §10.3.1, draft-22 §11.2.1) and padding datagrams (draft-22
 //! §11.5.2).
 
-use super::{check_status, datagram_bits, read_status, write_atomic, DataRules};
+use super::{
+    check_priority, check_status, datagram_bits, read_status, status_may_have_properties, write_atomic,
+    DataRules,
+};
 use crate::codec::Reader;
-use crate::common::{read_object_properties, write_object_properties};
+use crate::common::{read_object_properties_as, write_object_properties_as};
 use crate::error::{DecodeError, EncodeError};
-use crate::model::{Datagram, DatagramHeader, ObjectStatus, Properties, TrackAlias};
+use crate::model::{Datagram, DatagramHeader, Properties, TrackAlias};
 
 /// True when `t` is a valid OBJECT_DATAGRAM type: only defined bits, and not both STATUS and
 /// END_OF_GROUP. draft-16 §10.3.1 (0x00-0x0F, 0x20-0x21, 0x24-0x25, 0x28-0x29, 0x2C-0x2D),
-/// draft-22 §11.2.1 (the same set, described as Type Flags).
-pub fn is_datagram_type(t: u64) -> bool {
+/// draft-22 §11.2.1 (the same set, described as Type Flags). draft-14 §10.3.1 has no
+/// DEFAULT_PRIORITY bit and no status type without an Object ID: 0x00-0x07, 0x20-0x21.
+pub fn is_datagram_type<R: DataRules>(t: u64) -> bool {
     use datagram_bits::*;
-    t & !DEFINED == 0 && !(t & STATUS != 0 && t & END_OF_GROUP != 0)
+    let defined = if R::DEFAULT_PRIORITY { DEFINED } else { DEFINED & !DEFAULT_PRIORITY };
+    let status = t & STATUS != 0;
+    t & !defined == 0
+        && !(status && t & END_OF_GROUP != 0)
+        && (R::DEFAULT_PRIORITY || !(status && t & ZERO_OBJECT_ID != 0))
 }
 
 /// Decodes a whole datagram. draft-16 §10.3.1, draft-22 §11.2.1 and §11.5.2.
@@ -30,7 +38,7 @@ pub fn decode_datagram<R: DataRules>(buf: &[u8]) -> Result<Datagram, DecodeError
     if R::PADDING_DATAGRAM_TYPE == Some(t) {
         return Ok(Datagram::Padding);
     }
-    if !is_datagram_type(t) {
+    if !is_datagram_type::<R>(t) {
         return Err(DecodeError::violation("invalid OBJECT_DATAGRAM type"));
     }
     let track_alias = TrackAlias(r.int()?);
@@ -38,7 +46,7 @@ pub fn decode_datagram<R: DataRules>(buf: &[u8]) -> Result<Datagram, DecodeError
     let object_id = if t & ZERO_OBJECT_ID != 0 { 0 } else { r.int()? };
     let publisher_priority = if t & DEFAULT_PRIORITY != 0 { None } else { Some(r.u8()?) };
     let properties = if t & PROPERTIES != 0 {
-        let p = read_object_properties(&mut r)?;
+        let p = read_object_properties_as(&mut r, R::KV)?;
         if p.is_empty() {
             return Err(DecodeError::violation("datagram PROPERTIES bit with zero-length properties"));
         }
@@ -47,9 +55,9 @@ pub fn decode_datagram<R: DataRules>(buf: &[u8]) -> Result<Datagram, DecodeError
         Properties::new()
     };
     let status = if t & STATUS != 0 {
-        let s = read_status(&mut r)?;
-        if s != ObjectStatus::Normal && !properties.is_empty() {
-            return Err(DecodeError::violation("properties on an object whose status is not Normal"));
+        let s = read_status::<R>(&mut r)?;
+        if !properties.is_empty() && !status_may_have_properties::<R>(s) {
+            return Err(DecodeError::violation("properties on an object whose status may have none"));
         }
         r.finish("payload in a status datagram")?;
         Some(s)
@@ -69,13 +77,15 @@ pub fn decode_datagram<R: DataRules>(buf: &[u8]) -> Result<Datagram, DecodeError
 }
 
 /// Writes a whole OBJECT_DATAGRAM: header then `payload`. Sets ZERO_OBJECT_ID when the Object
-/// ID is 0 and PROPERTIES exactly when there are properties. draft-16 §10.3.1, draft-22 §11.2.1.
+/// ID is 0 (except on a draft-14 status datagram, which always has one) and PROPERTIES exactly
+/// when there are properties. draft-14 §10.3.1, draft-16 §10.3.1, draft-22 §11.2.1.
 pub fn encode_datagram<R: DataRules>(
     h: &DatagramHeader,
     payload: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     use datagram_bits::*;
+    check_priority::<R>(h.publisher_priority)?;
     let mut t = 0;
     if !h.properties.is_empty() {
         t |= PROPERTIES;
@@ -83,7 +93,7 @@ pub fn encode_datagram<R: DataRules>(
     if h.end_of_group {
         t |= END_OF_GROUP;
     }
-    if h.object_id == 0 {
+    if h.object_id == 0 && (R::DEFAULT_PRIORITY || h.status.is_none()) {
         t |= ZERO_OBJECT_ID;
     }
     if h.publisher_priority.is_none() {
@@ -96,21 +106,21 @@ pub fn encode_datagram<R: DataRules>(
         if !payload.is_empty() {
             return Err(EncodeError::OutOfRange("a status datagram has no payload"));
         }
-        check_status(status, 0, &h.properties)?;
+        check_status::<R>(status, 0, &h.properties)?;
         t |= STATUS;
     }
     write_atomic::<R::V, _>(out, |w| {
         w.int(t)?;
         w.int(h.track_alias.0)?;
         w.int(h.group_id)?;
-        if h.object_id != 0 {
+        if t & ZERO_OBJECT_ID == 0 {
             w.int(h.object_id)?;
         }
         if let Some(p) = h.publisher_priority {
             w.u8(p);
         }
         if !h.properties.is_empty() {
-            write_object_properties(w, &h.properties)?;
+            write_object_properties_as(w, &h.properties, R::KV)?;
         }
         match h.status {
             Some(s) => w.int(s.code()),

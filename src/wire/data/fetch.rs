@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use super::{fetch_flags, id_in_range, write_atomic, DataRules};
 use crate::codec::Reader;
-use crate::common::{read_object_properties, write_object_properties};
+use crate::common::{read_object_properties_as, write_object_properties_as};
 use crate::error::{DecodeError, EncodeError};
 use crate::model::{FetchItem, FetchObject, GroupOrder, Location, Properties, RangeEnd};
 use crate::varint::VarInt;
@@ -90,6 +90,9 @@ impl<R: DataRules> FetchReader<R> {
     /// Decodes one item from the front of `buf`: `(item, bytes consumed)`.
     pub fn decode(&mut self, buf: &[u8]) -> Result<(FetchItem, usize), DecodeError> {
         use fetch_flags::*;
+        if R::FETCH_FIXED_FIELDS {
+            return super::fetch_fixed::decode::<R>(buf);
+        }
         let mut r = Reader::<R::V>::new(buf);
         let flags = r.int()?;
         if flags >= FIRST_RESERVED {
@@ -147,8 +150,11 @@ impl<R: DataRules> FetchReader<R> {
                 .priority
                 .ok_or(DecodeError::violation("fetch object references the Priority of no prior object"))?
         };
-        let properties =
-            if flags & PROPERTIES != 0 { read_object_properties(&mut r)? } else { Properties::new() };
+        let properties = if flags & PROPERTIES != 0 {
+            read_object_properties_as(&mut r, R::KV)?
+        } else {
+            Properties::new()
+        };
         let payload_len = r.int()?;
 
         let location = Location { group, object };
@@ -192,6 +198,9 @@ impl<R: DataRules> FetchWriter<R> {
 
     /// Appends one item (for an object, its header fields; the caller writes the payload).
     pub fn encode(&mut self, item: &FetchItem, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        if R::FETCH_FIXED_FIELDS {
+            return super::fetch_fixed::encode::<R>(item, out);
+        }
         match item {
             FetchItem::EndOfRange { kind, location } => {
                 let code = range_end_code::<R>(*kind)?;
@@ -287,7 +296,7 @@ impl<R: DataRules> FetchWriter<R> {
                 w.u8(p);
             }
             if !o.properties.is_empty() {
-                write_object_properties(w, &o.properties)?;
+                write_object_properties_as(w, &o.properties, R::KV)?;
             }
             w.int(o.payload_len)
         })?;

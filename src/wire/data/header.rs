@@ -1,7 +1,7 @@
 //! Unidirectional stream types and headers (draft-16 §10, §10.4.2, §10.4.4; draft-22 §6.4.1,
 //! §11.3.1, §11.4.1, §11.5.1).
 
-use super::{subgroup_bits, write_atomic, DataRules, FETCH_HEADER_TYPE};
+use super::{check_priority, subgroup_bits, write_atomic, DataRules, FETCH_HEADER_TYPE};
 use crate::codec::Reader;
 use crate::error::{DecodeError, EncodeError};
 use crate::model::{RequestId, SubgroupHeader, SubgroupId, TrackAlias, UniStreamHeader};
@@ -11,9 +11,12 @@ use crate::varint::VarInt;
 /// bit outside the defined ones (0x01-0x20, plus FIRST_OBJECT 0x40 in draft-22).
 /// draft-16 §10.4.2: 0x10-0x15, 0x18-0x1D, 0x30-0x35, 0x38-0x3D. draft-22 §11.3.1:
 /// 0b0XX1XXXX (< 128) without mode 0b11.
+/// draft-14 §10.4.2 has no DEFAULT_PRIORITY bit: 0x10-0x15, 0x18-0x1D.
 pub fn is_subgroup_type<R: DataRules>(t: u64) -> bool {
     use subgroup_bits::*;
-    let allowed = 0x3F | if R::FIRST_OBJECT_BIT { FIRST_OBJECT } else { 0 };
+    let allowed = 0x1F
+        | if R::DEFAULT_PRIORITY { DEFAULT_PRIORITY } else { 0 }
+        | if R::FIRST_OBJECT_BIT { FIRST_OBJECT } else { 0 };
     t & !allowed == 0 && t & MARKER != 0 && t & ID_MODE_MASK != ID_MODE_RESERVED
 }
 
@@ -71,6 +74,7 @@ fn read_subgroup_header_fields<V: VarInt>(
 /// The SUBGROUP_HEADER type for `h`.
 pub fn subgroup_type<R: DataRules>(h: &SubgroupHeader) -> Result<u64, EncodeError> {
     use subgroup_bits::*;
+    check_priority::<R>(h.publisher_priority)?;
     let mut t = MARKER;
     if h.has_properties {
         t |= PROPERTIES;

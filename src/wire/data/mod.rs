@@ -22,6 +22,7 @@
 
 mod datagram;
 mod fetch;
+mod fetch_fixed;
 mod header;
 mod subgroup;
 
@@ -31,7 +32,7 @@ pub use header::*;
 pub use subgroup::*;
 
 use super::codec::{Reader, Writer};
-use super::common::write_object_properties;
+use super::common::{write_object_properties_as, KvTypes};
 use super::error::{DecodeError, EncodeError};
 use super::model::{ObjectStatus, Properties};
 use super::varint::VarInt;
@@ -53,6 +54,22 @@ pub trait DataRules {
     const PADDING_STREAM_TYPE: Option<u64>;
     /// Datagram type of a padding datagram (draft-22: 0x132B3E29, §11.5.2).
     const PADDING_DATAGRAM_TYPE: Option<u64>;
+    /// SUBGROUP_HEADER and OBJECT_DATAGRAM types have a DEFAULT_PRIORITY bit (0x20, 0x08) and
+    /// a status datagram may leave out its Object ID (draft-16 on). draft-14 always writes the
+    /// Publisher Priority and its only status datagram types are 0x20 and 0x21 (§10.3.1,
+    /// §10.4.2).
+    const DEFAULT_PRIORITY: bool = true;
+    /// How Object Properties (draft-14 "Extension Headers") code their types: deltas from
+    /// draft-16 on, absolute in draft-14 (§1.4.2, §10.2.1.2).
+    const KV: KvTypes = KvTypes::Delta;
+    /// draft-14's Object Status rules (§10.2.1.1-2): status 0x1 (Does Not Exist) exists, and
+    /// only such an object may not have Extension Headers (End of Group and End of Track
+    /// objects may). Later drafts have no 0x1 and no properties on any status object.
+    const DOES_NOT_EXIST: bool = false;
+    /// Fetch stream objects have draft-14's fixed layout (§10.4.4): Group ID, Subgroup ID,
+    /// Object ID, Publisher Priority, Extension Headers, Object Payload Length and Object
+    /// Status, no Serialization Flags and no End of Range items.
+    const FETCH_FIXED_FIELDS: bool = false;
 }
 
 /// FETCH_HEADER stream type (draft-16 §10.4.4, draft-22 §11.4.1).
@@ -130,34 +147,62 @@ pub(super) fn id_in_range<R: DataRules>(v: Option<u64>, what: &'static str) -> R
     v.filter(|v| *v <= R::V::MAX).ok_or(DecodeError::violation(what))
 }
 
-/// Object Status; an unknown value is a PROTOCOL_VIOLATION (draft-16 §10.2.1.1, draft-22 §11.1.1).
-pub(super) fn read_status<V: VarInt>(r: &mut Reader<'_, V>) -> Result<ObjectStatus, DecodeError> {
-    ObjectStatus::from_code(r.int()?).ok_or(DecodeError::violation("unknown Object Status"))
+/// Object Status; an unknown value, or Does Not Exist (0x1) outside draft-14, is a
+/// PROTOCOL_VIOLATION (draft-14 §10.2.1.1, draft-16 §10.2.1.1, draft-22 §11.1.1).
+pub(super) fn read_status<R: DataRules>(r: &mut Reader<'_, R::V>) -> Result<ObjectStatus, DecodeError> {
+    ObjectStatus::from_code(r.int()?)
+        .filter(|s| R::DOES_NOT_EXIST || *s != ObjectStatus::DoesNotExist)
+        .ok_or(DecodeError::violation("unknown Object Status"))
 }
 
-/// Only a Normal object has a payload or properties (draft-16 §10.2.1.1-2, draft-22 §11.1.1-2).
-pub(super) fn check_status(
+/// Whether an object of `status` may carry properties: a Normal one always; in draft-14 any
+/// but Does Not Exist (§10.2.1.2), in later drafts none (draft-16 §10.2.1.1-2, draft-22
+/// §11.1.1-2).
+pub(super) fn status_may_have_properties<R: DataRules>(status: ObjectStatus) -> bool {
+    match status {
+        ObjectStatus::Normal => true,
+        ObjectStatus::DoesNotExist => false,
+        ObjectStatus::EndOfGroup | ObjectStatus::EndOfTrack => R::DOES_NOT_EXIST,
+    }
+}
+
+/// Only a Normal object has a payload; which may have properties is
+/// [`status_may_have_properties`]; Does Not Exist is draft-14's alone.
+pub(super) fn check_status<R: DataRules>(
     status: ObjectStatus,
     payload_len: u64,
     props: &Properties,
 ) -> Result<(), EncodeError> {
-    if status != ObjectStatus::Normal {
-        if payload_len != 0 {
-            return Err(EncodeError::OutOfRange("payload on an object whose status is not Normal"));
-        }
-        if !props.is_empty() {
-            return Err(EncodeError::OutOfRange("properties on an object whose status is not Normal"));
-        }
+    if status == ObjectStatus::DoesNotExist && !R::DOES_NOT_EXIST {
+        return Err(EncodeError::Unsupported("Object Status Does Not Exist (draft-14 only)"));
+    }
+    if status != ObjectStatus::Normal && payload_len != 0 {
+        return Err(EncodeError::OutOfRange("payload on an object whose status is not Normal"));
+    }
+    if !props.is_empty() && !status_may_have_properties::<R>(status) {
+        return Err(EncodeError::OutOfRange("properties on an object whose status may have none"));
     }
     Ok(())
 }
 
-/// Object Properties: length and Key-Value-Pairs. Empty properties are a single zero length,
-/// written without the temporary buffer the general path needs.
-pub(super) fn write_props<V: VarInt>(w: &mut Writer<'_, V>, props: &Properties) -> Result<(), EncodeError> {
+/// Object Properties: length and Key-Value-Pairs, coded as `R::KV` says. Empty properties are
+/// a single zero length, written without the temporary buffer the general path needs.
+pub(super) fn write_props<R: DataRules>(
+    w: &mut Writer<'_, R::V>,
+    props: &Properties,
+) -> Result<(), EncodeError> {
     if props.is_empty() {
         w.int(0)
     } else {
-        write_object_properties(w, props)
+        write_object_properties_as(w, props, R::KV)
     }
+}
+
+/// A publisher priority the draft can write: draft-14 has no DEFAULT_PRIORITY bit, so an
+/// inherited (`None`) one is `Unsupported` there (the session writes the track's).
+pub(super) fn check_priority<R: DataRules>(p: Option<u8>) -> Result<(), EncodeError> {
+    if p.is_none() && !R::DEFAULT_PRIORITY {
+        return Err(EncodeError::Unsupported("default publisher priority (draft-14 always writes one)"));
+    }
+    Ok(())
 }

@@ -2,9 +2,11 @@
 
 use std::marker::PhantomData;
 
-use super::{check_status, id_in_range, read_status, write_atomic, write_props, DataRules};
+use super::{
+    check_status, id_in_range, read_status, status_may_have_properties, write_atomic, write_props, DataRules,
+};
 use crate::codec::Reader;
-use crate::common::read_object_properties;
+use crate::common::read_object_properties_as;
 use crate::error::{DecodeError, EncodeError};
 use crate::model::{ObjectStatus, Properties, SubgroupHeader, SubgroupObject};
 use crate::varint::VarInt;
@@ -43,12 +45,12 @@ impl<R: DataRules> SubgroupReader<R> {
             )?,
         };
         let properties =
-            if self.has_properties { read_object_properties(&mut r)? } else { Properties::new() };
+            if self.has_properties { read_object_properties_as(&mut r, R::KV)? } else { Properties::new() };
         let payload_len = r.int()?;
         // The Object Status field is present only when the payload length is zero.
-        let status = if payload_len == 0 { read_status(&mut r)? } else { ObjectStatus::Normal };
-        if status != ObjectStatus::Normal && !properties.is_empty() {
-            return Err(DecodeError::violation("properties on an object whose status is not Normal"));
+        let status = if payload_len == 0 { read_status::<R>(&mut r)? } else { ObjectStatus::Normal };
+        if !properties.is_empty() && !status_may_have_properties::<R>(status) {
+            return Err(DecodeError::violation("properties on an object whose status may have none"));
         }
         self.prev_object_id = Some(object_id);
         Ok((SubgroupObject { object_id, properties, payload_len, status }, r.position()))
@@ -76,7 +78,7 @@ impl<R: DataRules> SubgroupWriter<R> {
                 "object properties on a subgroup without the PROPERTIES bit",
             ));
         }
-        check_status(obj.status, obj.payload_len, &obj.properties)?;
+        check_status::<R>(obj.status, obj.payload_len, &obj.properties)?;
         if obj.object_id > R::V::MAX {
             return Err(EncodeError::OutOfRange("Object ID above the integer range"));
         }
@@ -91,7 +93,7 @@ impl<R: DataRules> SubgroupWriter<R> {
         write_atomic::<R::V, _>(out, |w| {
             w.int(delta)?;
             if self.has_properties {
-                write_props(w, &obj.properties)?;
+                write_props::<R>(w, &obj.properties)?;
             }
             w.int(obj.payload_len)?;
             if obj.payload_len == 0 {

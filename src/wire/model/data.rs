@@ -6,12 +6,15 @@
 use super::properties::Properties;
 use super::{Location, RequestId, TrackAlias};
 
-/// Object Status (draft-16 §10.2.1.1, draft-22 §11.1.1).
+/// Object Status (draft-14 §10.2.1.1, draft-16 §10.2.1.1, draft-22 §11.1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ObjectStatus {
     /// 0x0.
     #[default]
     Normal,
+    /// 0x1, draft-14 only: this object does not exist and never will (later drafts say so
+    /// by leaving a gap; their codecs refuse to write it).
+    DoesNotExist,
     /// 0x3: no objects at or after this Object ID exist in the group.
     EndOfGroup,
     /// 0x4: no objects at or after this Location exist in the track.
@@ -22,14 +25,18 @@ impl ObjectStatus {
     pub const fn code(self) -> u64 {
         match self {
             ObjectStatus::Normal => 0x0,
+            ObjectStatus::DoesNotExist => 0x1,
             ObjectStatus::EndOfGroup => 0x3,
             ObjectStatus::EndOfTrack => 0x4,
         }
     }
 
+    /// The status a code point names in any draft (0x1 is draft-14's alone: each data-plane
+    /// codec also checks its draft has it).
     pub const fn from_code(v: u64) -> Option<Self> {
         match v {
             0x0 => Some(ObjectStatus::Normal),
+            0x1 => Some(ObjectStatus::DoesNotExist),
             0x3 => Some(ObjectStatus::EndOfGroup),
             0x4 => Some(ObjectStatus::EndOfTrack),
             _ => None,

@@ -1,6 +1,6 @@
 //! Control messages, version-neutral.
 //!
-//! The set is the union of draft-16, draft-18 and draft-22. A few exist in one draft only (noted on
+//! The set is the union of draft-14, draft-16, draft-18 and draft-22. A few exist in one draft only (noted on
 //! each); encoding them in the other draft fails with `EncodeError::Unsupported`, and the
 //! session maps them onto that draft's stream operations instead (for example draft-16
 //! UNSUBSCRIBE is a STOP_SENDING/reset of the request stream in draft-22).
@@ -243,6 +243,34 @@ pub struct PublishNamespaceCancel {
     pub reason: Bytes,
 }
 
+/// draft-14's PUBLISH_NAMESPACE_CANCEL (draft-14 §9.27), which names the namespace rather
+/// than the PUBLISH_NAMESPACE request (draft-14 only; the session maps it to and from
+/// [`PublishNamespaceCancel`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PublishNamespaceCancelNamed {
+    pub namespace: TrackNamespace,
+    pub error_code: u64,
+    pub reason: Bytes,
+}
+
+/// What a response answers, for the drafts whose response messages differ by request
+/// (draft-14: SUBSCRIBE_ERROR, FETCH_ERROR, TRACK_STATUS_OK, ...) where the model has one
+/// [`RequestOk`] / [`RequestError`]. The encoder of such a draft takes it alongside the
+/// message (`ControlCodec::encode_response`); the session knows it from the Request ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    Subscribe,
+    Publish,
+    Fetch,
+    TrackStatus,
+    PublishNamespace,
+    SubscribeNamespace,
+    /// REQUEST_UPDATE (draft-14 SUBSCRIBE_UPDATE, which gets no response).
+    RequestUpdate,
+    /// SUBSCRIBE_TRACKS (draft-18 and draft-22).
+    SubscribeTracks,
+}
+
 /// PUBLISH_SKIPPED (draft-22; draft-18's PUBLISH_BLOCKED has the same fields).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PublishSkipped {
@@ -292,6 +320,13 @@ pub enum Message {
     SubscribeTracks(SubscribeTracks),
     /// draft-22 PUBLISH_SKIPPED, draft-18 PUBLISH_BLOCKED.
     PublishSkipped(PublishSkipped),
+    /// draft-14 only: PUBLISH_NAMESPACE_DONE naming the namespace, not the request (§9.26).
+    PublishNamespaceDoneNamed(TrackNamespace),
+    /// draft-14 only: PUBLISH_NAMESPACE_CANCEL naming the namespace (§9.27).
+    PublishNamespaceCancelNamed(PublishNamespaceCancelNamed),
+    /// draft-14 only: UNSUBSCRIBE_NAMESPACE, naming the prefix of the SUBSCRIBE_NAMESPACE it
+    /// ends (§9.31); later drafts end it with the request (stream).
+    UnsubscribeNamespace(TrackNamespace),
 }
 
 impl Message {
@@ -325,6 +360,9 @@ impl Message {
             Message::SubscribeNamespace(_) => "SUBSCRIBE_NAMESPACE",
             Message::SubscribeTracks(_) => "SUBSCRIBE_TRACKS",
             Message::PublishSkipped(_) => "PUBLISH_SKIPPED",
+            Message::PublishNamespaceDoneNamed(_) => "PUBLISH_NAMESPACE_DONE",
+            Message::PublishNamespaceCancelNamed(_) => "PUBLISH_NAMESPACE_CANCEL",
+            Message::UnsubscribeNamespace(_) => "UNSUBSCRIBE_NAMESPACE",
         }
     }
 }

@@ -194,7 +194,10 @@ mod code_points {
             assert_eq!(s.code(), code);
             assert_eq!(ObjectStatus::from_code(code), Some(s));
         }
-        assert_eq!(ObjectStatus::from_code(0x1), None);
+        // 0x1 is draft-14's Does Not Exist (§10.2.1.1); later drafts' decoders refuse it.
+        assert_eq!(ObjectStatus::from_code(0x1), Some(ObjectStatus::DoesNotExist));
+        assert_eq!(ObjectStatus::DoesNotExist.code(), 0x1);
+        assert_eq!(ObjectStatus::from_code(0x2), None);
         // Group Order: Ascending 0x1, Descending 0x2.
         assert_eq!(GroupOrder::from_code(1), Some(GroupOrder::Ascending));
         assert_eq!(GroupOrder::from_code(2), Some(GroupOrder::Descending));

@@ -52,6 +52,13 @@ pub struct SetupOptions {
     pub implementation: Option<Bytes>,
     /// MAX_REQUEST_UPDATES (0x08), draft-22 only.
     pub max_request_updates: Option<u64>,
+    /// draft-14 only, and not a Setup Parameter: CLIENT_SETUP's Supported Versions, in the
+    /// client's order (draft-14 §9.3, §9.3.1). Empty for every other draft, whose encoders
+    /// ignore it (their version is the ALPN's).
+    pub versions: Vec<u64>,
+    /// draft-14 only, and not a Setup Parameter: SERVER_SETUP's Selected Version (draft-14
+    /// §9.3). `None` for every other draft, whose encoders ignore it.
+    pub selected_version: Option<u64>,
     /// Options this implementation does not know, in order, with their values.
     pub unknown: Vec<(u64, KvValue)>,
 }

@@ -480,3 +480,75 @@ fn draft18_only_and_draft18_less_fields_are_refused() {
         assert!(out.is_empty());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// draft-14 against draft-16: what both carry the same way crosses unchanged
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    /// Messages draft-14 and draft-16 write alike (draft-14's fixed FETCH fields as draft-16
+    /// parameters, FETCH_OK's Group Order as a Track Property) cross both ways.
+    #[test]
+    fn draft14_crosses_draft16(
+        request_id in 0..(1u64 << 62),
+        track in full_track_name(),
+        start in location(int_upto(1 << 40)),
+        end in 0..1000u64,
+        prio in any::<u8>(),
+        order in prop_oneof![Just(GroupOrder::Ascending), Just(GroupOrder::Descending)],
+        status_code in int62(),
+        reason in bytes(30),
+        end_of_track in any::<bool>(),
+    ) {
+        let d14 = Version::Draft14;
+        let ctx = DecodeContext::control(Role::Server);
+        let fetch = Message::Fetch(Fetch {
+            request_id: RequestId(request_id),
+            kind: FetchKind::Standalone { track },
+            params: Parameters {
+                subscriber_priority: Some(prio),
+                group_order: Some(order),
+                location_filter: Some(LocationFilter::AbsoluteStartGroupEnd { start, end_group: start.group + end }),
+                ..Parameters::default()
+            },
+        });
+        let mut props = Properties::new();
+        props.push(property_type::DEFAULT_PUBLISHER_GROUP_ORDER, KvValue::Int(order.code()));
+        let fetch_ok = Message::FetchOk(FetchOk {
+            request_id: RequestId(request_id),
+            end_of_track,
+            end_location: FetchEnd::Object(start),
+            params: Parameters::default(),
+            track_properties: props,
+        });
+        let done = Message::PublishDone(PublishDone {
+            request_id: RequestId(request_id),
+            status_code,
+            stream_count: 3,
+            reason,
+        });
+        for msg in [fetch, fetch_ok, done, Message::Unsubscribe(RequestId(request_id))] {
+            crosses(&msg, d14, D16, &ctx);
+            crosses(&msg, D16, d14, &ctx);
+        }
+    }
+}
+
+/// A draft-16 SUBSCRIBE that leaves its subscription parameters out reaches a draft-14 peer
+/// with draft-16's defaults written out (priority 128, forward, unfiltered).
+#[test]
+fn draft16_subscribe_defaults_in_draft14() {
+    let track =
+        FullTrackName { namespace: TrackNamespace::from_strs(&["a"]), name: Bytes::from_static(b"t") };
+    let sub =
+        Message::Subscribe(Subscribe { request_id: RequestId(2), track, params: Parameters::default() });
+    let mut b = Vec::new();
+    D16.encode_message(&sub, &mut b).expect("draft-16 encodes");
+    let (first, _) = D16.decode_message(&b, &DecodeContext::control(Role::Client)).expect("decodes");
+    let (_, second) = transcode(D16, Version::Draft14, &b, &DecodeContext::control(Role::Client));
+    let Message::Subscribe(s) = second else { panic!() };
+    assert_eq!(first, sub);
+    assert_eq!(s.params.subscriber_priority, Some(128));
+    assert_eq!(s.params.forward, Some(true));
+    assert_eq!(s.params.location_filter, Some(LocationFilter::AbsoluteStart { start: Location::new(0, 0) }));
+}

@@ -324,6 +324,7 @@ fn setup_options(client: bool) -> impl Strategy<Value = SetupOptions> {
                     implementation,
                     max_request_updates: updates,
                     unknown,
+                    ..SetupOptions::default()
                 }
             },
         )
