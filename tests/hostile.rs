@@ -20,7 +20,7 @@ const CONTROL_MESSAGE_TIMEOUT: u64 = 0x11;
 /// §3.3.3, draft-22 §12.5); draft-16 has none and uses CANCELLED.
 fn overload(v: Version) -> u64 {
     match v {
-        Version::Draft16 => 0x1,
+        Version::Draft14 | Version::Draft16 => 0x1,
         Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,
     }
 }

@@ -189,7 +189,7 @@ impl SubscriberCore {
         }
         sub.unsubscribed = true;
         match s.version() {
-            Version::Draft16 => s.send(Message::Unsubscribe(request_id)),
+            Version::Draft14 | Version::Draft16 => s.send(Message::Unsubscribe(request_id)),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => s.cancel(request_id),
         }
     }
