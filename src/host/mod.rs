@@ -26,7 +26,7 @@ use relay::alias::AliasKey;
 use relay::directory::DirectoryAsk;
 use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use relay::msg::RelayMsg;
-use relay::{ConnId, RelayConfig, RelayShard, RelayStats};
+use relay::{ConnId, PathState, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
 use runtime::{
     AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput, StreamRequest,
@@ -647,11 +647,13 @@ impl RelayConn {
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             let (shed, expired) = (self.pump.take_shed(), self.pump.take_expired());
             if !shed.is_empty() || !expired.is_empty() {
+                let path =
+                    if self.pump.path_stalled(now) { PathState::Stalled } else { PathState::Delivering };
                 if !shed.is_empty() {
-                    host.relay.streams_shed(key, &shed, now);
+                    host.relay.streams_shed(key, &shed, path, now);
                 }
                 if !expired.is_empty() {
-                    host.relay.streams_expired(key, &expired, now);
+                    host.relay.streams_expired(key, &expired, path, now);
                 }
                 continue;
             }

@@ -155,6 +155,8 @@ pub struct Pump {
     /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
     /// once quiche had sent this many packets; the connection closes after the next one.
     wt_closing: Option<usize>,
+    /// The transport's delivered bytes at the last write, and when they last grew.
+    delivered: Option<(u64, Instant)>,
 }
 
 /// Bytes of one stream write waiting for quiche.
@@ -179,6 +181,12 @@ pub const RESET_BACKLOG: u64 = 0x1;
 /// requests or REQUEST_UPDATEs and does not read the answers gets there.
 pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
 pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
+
+/// How long a path must deliver nothing (no acknowledgement) to count as stalled
+/// ([`Pump::path_stalled`]): longer than a few RTTs of any path a viewer watches over, shorter
+/// than the relay's freshness budget (2 s by default), so that what an outage makes stale is
+/// dropped while the path counts as stalled.
+pub const PATH_STALL: Duration = Duration::from_secs(1);
 
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in every draft (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
@@ -334,6 +342,7 @@ impl Pump {
     /// (They are checked here, on each write, not on a timer of their own: a connection with
     /// queued data writes on every ACK and on quiche's loss timers.)
     pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) {
+        self.note_delivery(conn.delivered_bytes(), now);
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -661,6 +670,21 @@ impl Pump {
     /// Data streams reset so far because a delivery timeout passed.
     pub fn timed_out_streams(&self) -> u64 {
         self.timed_out
+    }
+
+    /// Records the transport's delivered bytes at `now`.
+    fn note_delivery(&mut self, delivered: u64, now: Instant) {
+        match self.delivered {
+            Some((d, _)) if d == delivered => {}
+            _ => self.delivered = Some((delivered, now)),
+        }
+    }
+
+    /// Whether the path has delivered nothing for [`PATH_STALL`] (as of the last write):
+    /// streams lost meanwhile are an outage's, not a slow subscriber's (the relay's
+    /// `PathState`).
+    pub fn path_stalled(&self, now: Instant) -> bool {
+        self.delivered.is_some_and(|(_, at)| now.saturating_duration_since(at) >= PATH_STALL)
     }
 
     /// The streams shed since the last call.

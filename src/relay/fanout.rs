@@ -166,6 +166,20 @@ fn smaller(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
+/// Whether a session's path was delivering when its streams were lost (the host tells, from
+/// its transport's acknowledgements: `moqt::Pump::path_state`). Losses on a path that has
+/// delivered nothing for a while (an outage: a tunnel, a Wi-Fi handover) do not count toward
+/// TOO_FAR_BEHIND: the freshness budget drops what went stale meanwhile, and when the path
+/// comes back the subscriber resumes at the live edge. A slow path that keeps delivering less
+/// than the track needs does count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathState {
+    /// The peer acknowledged data recently.
+    Delivering,
+    /// Nothing acknowledged for a while.
+    Stalled,
+}
+
 /// How a subscriber's streams were lost in its session's transport ([`Fanout::streams_lost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum StreamLoss {

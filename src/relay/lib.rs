@@ -60,6 +60,7 @@ use tracing::debug;
 
 use self::alias::AliasKey;
 pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
+pub use self::fanout::PathState;
 use self::fanout::StreamLoss;
 pub use self::msg::ConnId;
 use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
@@ -414,12 +415,13 @@ impl RelayShard {
     }
 
     /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
-    /// subscriber was not taking; a subscription that keeps losing streams this way is ended
-    /// with TOO_FAR_BEHIND.
-    pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
+    /// subscriber was not taking; a subscription that keeps losing streams this way while its
+    /// path delivers (`path`) is ended with TOO_FAR_BEHIND.
+    pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Backlog);
+        let how = StreamLoss::Backlog;
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, (how, path));
         self.run_local();
     }
 
@@ -427,10 +429,11 @@ impl RelayShard {
     /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
     /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward
     /// TOO_FAR_BEHIND like streams shed from the backlog.
-    pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
+    pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
         self.now = now;
         self.stats.lag_resets += streams.len() as u64;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, StreamLoss::Lag);
+        let how = StreamLoss::Lag;
+        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, (how, path));
         self.run_local();
     }
 

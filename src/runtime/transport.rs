@@ -28,6 +28,9 @@ pub trait Transport {
     /// Packets (QUIC) or socket writes (QMux) so far: it grows once what was queued before
     /// has left.
     fn sent_units(&self) -> usize;
+    /// Bytes the path has delivered so far: acknowledged by the peer (QUIC), or written to the
+    /// socket (QMux, whose TCP acknowledges below it). It stands still while the path is down.
+    fn delivered_bytes(&self) -> u64;
 }
 
 impl Transport for QuicConnection {
@@ -68,6 +71,9 @@ impl Transport for QuicConnection {
     }
     fn sent_units(&self) -> usize {
         self.stats().sent
+    }
+    fn delivered_bytes(&self) -> u64 {
+        self.stats().acked_bytes
     }
 }
 
@@ -126,5 +132,8 @@ impl Transport for qmux::Connection {
     }
     fn sent_units(&self) -> usize {
         usize::try_from(self.stats().sent_bytes).unwrap_or(usize::MAX)
+    }
+    fn delivered_bytes(&self) -> u64 {
+        self.stats().sent_bytes
     }
 }

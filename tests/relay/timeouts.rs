@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::RelayConfig;
+use moq_edge::relay::{PathState, RelayConfig};
 use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
@@ -447,8 +447,8 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         // Two streams out of time: the budget ran out for `lagging`, its own 100 ms for `strict`.
         for i in 0..2 {
             let now = r.now;
-            r.shards[1].streams_expired(lagging_conn, &lagging_ids[i..=i], now);
-            r.shards[1].streams_expired(strict_conn, &strict_ids[i..=i], now);
+            r.shards[1].streams_expired(lagging_conn, &lagging_ids[i..=i], PathState::Delivering, now);
+            r.shards[1].streams_expired(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
             r.run_until_quiet();
         }
         let done = publish_done(&messages(&r.take_events(lagging)));
@@ -459,7 +459,7 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         // Shed from the backlog: counts whatever the subscriber's timeouts.
         for i in 2..4 {
             let now = r.now;
-            r.shards[1].streams_shed(strict_conn, &strict_ids[i..=i], now);
+            r.shards[1].streams_shed(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
             r.run_until_quiet();
         }
         let done = publish_done(&messages(&r.take_events(strict)));
@@ -496,7 +496,7 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         let shed = |r: &mut Relay, ids: &[StreamId]| {
             for id in ids {
                 let now = r.now;
-                r.shards[1].streams_shed(conn, std::slice::from_ref(id), now);
+                r.shards[1].streams_shed(conn, std::slice::from_ref(id), PathState::Delivering, now);
                 r.run_until_quiet();
             }
         };
@@ -514,6 +514,56 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         r.advance(Duration::from_secs(3));
         r.take_events(s);
         shed(&mut r, &ids[4..]);
+        let done = publish_done(&messages(&r.take_events(s)));
+        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}
+
+/// Streams lost while the subscriber's path delivers nothing (an outage: the host tells from
+/// its transport's acknowledgements, `PathState::Stalled`) do not count toward TOO_FAR_BEHIND:
+/// the subscription stays, and resumes with the groups after the outage. Losses on a path
+/// that delivers (a slow one) still do.
+#[test]
+fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
+        let mut r = Relay::with_config(2, config);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        r.run_until_quiet();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        one_object_groups(&mut r, p, pv, 1..=6);
+        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
+        assert_eq!(ids.len(), 6, "{ctx}");
+        let conn = r.clients[s].conn;
+        for (i, id) in ids[..4].iter().enumerate() {
+            let now = r.now;
+            let ids = std::slice::from_ref(id);
+            if i % 2 == 0 {
+                r.shards[1].streams_expired(conn, ids, PathState::Stalled, now);
+            } else {
+                r.shards[1].streams_shed(conn, ids, PathState::Stalled, now);
+            }
+            r.run_until_quiet();
+        }
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: an outage ends nothing");
+        // The path is back: the next group reaches the subscription.
+        one_object_groups(&mut r, p, pv, 7..=7);
+        assert_eq!(streams(&r.take_events(s)).len(), 1, "{ctx}: the subscription goes on");
+        // Losses on a path that delivers count again.
+        for id in &ids[4..] {
+            let now = r.now;
+            r.shards[1].streams_expired(conn, std::slice::from_ref(id), PathState::Delivering, now);
+            r.run_until_quiet();
+        }
         let done = publish_done(&messages(&r.take_events(s)));
         let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
         assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");

@@ -84,14 +84,16 @@ impl Fanout {
     /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND. Streams
     /// lost while the core is overloaded do not count: then every subscriber falls behind
     /// because the relay does, and ending their subscriptions would turn an overload that
-    /// costs some groups into one that delivers nothing.
+    /// costs some groups into one that delivers nothing. Nor do those lost while the session's
+    /// path delivered nothing (`PathState::Stalled`): an outage, after which the subscriber
+    /// resumes at the live edge.
     pub(crate) fn streams_lost(
         &mut self,
         cx: &mut Cx<'_>,
         sessions: &mut Sessions,
         conn: ConnId,
         streams: &[StreamId],
-        how: StreamLoss,
+        (how, path): (StreamLoss, PathState),
     ) {
         let limit = cx.config.too_far_behind_streams.max(1);
         let now = cx.now;
@@ -107,7 +109,7 @@ impl Fanout {
                 let own = sub.timeouts.with(track_timeouts).object;
                 let own_choice = how == StreamLoss::Lag
                     && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
-                if lost == 0 || own_choice || cx.overloaded {
+                if lost == 0 || own_choice || cx.overloaded || path == PathState::Stalled {
                     continue;
                 }
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
