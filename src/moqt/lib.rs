@@ -157,6 +157,9 @@ pub struct Pump {
     wt_closing: Option<usize>,
     /// The transport's delivered bytes at the last write, and when they last grew.
     delivered: Option<(u64, Instant)>,
+    /// The path came back from a stall: what it held meanwhile is still draining (and
+    /// expiring) until then.
+    recovering_until: Option<Instant>,
 }
 
 /// Bytes of one stream write waiting for quiche.
@@ -187,6 +190,11 @@ pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 /// than the relay's freshness budget (2 s by default), so that what an outage makes stale is
 /// dropped while the path counts as stalled.
 pub const PATH_STALL: Duration = Duration::from_secs(1);
+
+/// How long after a stall ends the path still counts as stalled ([`Pump::path_stalled`]):
+/// what queued during the outage drains and expires meanwhile (the relay's freshness budget
+/// is 2 s by default).
+pub const PATH_RECOVERY: Duration = Duration::from_secs(3);
 
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in every draft (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
@@ -676,15 +684,23 @@ impl Pump {
     fn note_delivery(&mut self, delivered: u64, now: Instant) {
         match self.delivered {
             Some((d, _)) if d == delivered => {}
-            _ => self.delivered = Some((delivered, now)),
+            Some((_, at)) => {
+                if now.saturating_duration_since(at) >= PATH_STALL {
+                    self.recovering_until = Some(now + PATH_RECOVERY);
+                }
+                self.delivered = Some((delivered, now));
+            }
+            None => self.delivered = Some((delivered, now)),
         }
     }
 
-    /// Whether the path has delivered nothing for [`PATH_STALL`] (as of the last write):
-    /// streams lost meanwhile are an outage's, not a slow subscriber's (the relay's
-    /// `PathState`).
+    /// Whether the path has delivered nothing for [`PATH_STALL`] (as of the last write), or
+    /// came back from such a stall less than [`PATH_RECOVERY`] ago: streams lost meanwhile
+    /// are an outage's (what piled up during it expires as it drains), not a slow
+    /// subscriber's (the relay's `PathState`).
     pub fn path_stalled(&self, now: Instant) -> bool {
         self.delivered.is_some_and(|(_, at)| now.saturating_duration_since(at) >= PATH_STALL)
+            || self.recovering_until.is_some_and(|until| now < until)
     }
 
     /// The streams shed since the last call.
