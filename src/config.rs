@@ -481,7 +481,7 @@ fn parse_drafts(numbers: Option<&[u32]>) -> anyhow::Result<Vec<Version>> {
     if drafts.is_empty() {
         bail!("config key `drafts`: name at least one draft");
     }
-    drafts.sort_by_key(|v| Version::ALL.iter().position(|a| a == v));
+    drafts.sort_by_key(|v| Version::KNOWN.iter().position(|a| a == v));
     Ok(drafts)
 }
 

@@ -48,10 +48,10 @@ impl TrackArgs {
 
 /// Parses a draft number: `16`, `18`, `20` or `22` (the number in its ALPN `moqt-NN`).
 pub fn parse_draft(s: &str) -> Result<Version, String> {
-    Version::ALL
+    Version::KNOWN
         .into_iter()
-        .find(|v| v.alpn().strip_prefix("moqt-") == Some(s))
-        .ok_or_else(|| format!("unknown draft {s:?} (16, 18, 20 or 22)"))
+        .find(|v| v.number().to_string() == s)
+        .ok_or_else(|| format!("unknown draft {s:?} (14, 16, 18, 20 or 22)"))
 }
 
 /// The first address of a relay given as `host:port` or `moqt://host:port[/path]`.

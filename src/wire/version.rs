@@ -14,9 +14,8 @@ use super::{control, d14, d16, d18, d22};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {
     /// draft-ietf-moq-transport-14, ALPN `moq-00` (shared by every draft up to 14; the
-    /// version is agreed in CLIENT_SETUP / SERVER_SETUP, [`Version::setup_version`]). The
-    /// codec is complete; the session does not speak it yet, so it is not in [`Version::ALL`]
-    /// and [`Version::from_alpn`] never returns it.
+    /// version is agreed in CLIENT_SETUP / SERVER_SETUP, [`Version::setup_version`]). Not in
+    /// [`Version::ALL`]: a relay serves it when asked (`--drafts`), see [`Version::KNOWN`].
     Draft14,
     /// draft-ietf-moq-transport-16, ALPN `moqt-16`.
     Draft16,
@@ -29,9 +28,24 @@ pub enum Version {
 }
 
 impl Version {
-    /// Every served draft, in server preference order (newest first). draft-14 is not among
-    /// them until the session speaks it.
+    /// Every draft served by default, in server preference order (newest first).
     pub const ALL: [Version; 4] = [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
+
+    /// Every draft the codec and the session can speak, newest first: [`Version::ALL`] and
+    /// those a relay serves only when asked (`--drafts`).
+    pub const KNOWN: [Version; 5] =
+        [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16, Version::Draft14];
+
+    /// The draft's number (`draft-ietf-moq-transport-NN`).
+    pub const fn number(self) -> u32 {
+        match self {
+            Version::Draft14 => 14,
+            Version::Draft16 => 16,
+            Version::Draft18 => 18,
+            Version::Draft20 => 20,
+            Version::Draft22 => 22,
+        }
+    }
 
     /// The ALPN token that selects this draft.
     pub const fn alpn(self) -> &'static str {
@@ -62,9 +76,10 @@ impl Version {
         }
     }
 
-    /// The draft an ALPN token selects, if any.
+    /// The draft an ALPN token selects, if any (`moq-00`: draft-14, the only draft of that
+    /// ALPN spoken here; its SETUP still has to agree on 0xff00000e).
     pub fn from_alpn(alpn: &[u8]) -> Option<Version> {
-        Version::ALL.into_iter().find(|v| v.alpn().as_bytes() == alpn)
+        Version::KNOWN.into_iter().find(|v| v.alpn().as_bytes() == alpn)
     }
 
     /// The request-stream draft's table of differences (`None`: draft-14 and draft-16, whose
@@ -280,8 +295,8 @@ mod tests {
         assert_eq!(Version::from_alpn(b"moqt-17"), None);
         assert_eq!(Version::ALL, [Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16]);
         assert_eq!(Version::from_alpn(b"h3"), None);
-        // draft-14 is not served yet: its ALPN selects nothing.
-        assert_eq!(Version::from_alpn(b"moq-00"), None);
+        // draft-14 is the one draft of `moq-00` spoken here.
+        assert_eq!(Version::from_alpn(b"moq-00"), Some(Version::Draft14));
         assert_eq!(Version::Draft14.alpn(), "moq-00");
         assert_eq!(Version::Draft14.setup_version(), Some(0xff00000e));
         assert!(!Version::Draft14.request_streams());
