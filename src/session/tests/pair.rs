@@ -766,15 +766,15 @@ proptest! {
     fn garbage_on_the_control_stream_never_panics(
         data in proptest::collection::vec(any::<u8>(), 0..512),
         cut in 0usize..512,
-        which in 0usize..3,
+        which in 0usize..5,
         with_setup in any::<bool>(),
     ) {
-        let v = Version::ALL[which];
+        let v = BOTH[which];
         let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
         let control = if v.request_streams() { 2 } else { 0 };
         let mut bytes = Vec::new();
         if with_setup {
-            bytes = encode(v, &Message::ClientSetup(Setup::default()));
+            bytes = encode(v, &client_setup(v, SetupOptions::default()));
         }
         bytes.extend_from_slice(&data);
         let cut = cut.min(bytes.len());
