@@ -17,7 +17,8 @@ use wire::model::{
 use wire::Version;
 
 /// Every draft the session speaks: the served ones and draft-14.
-const BOTH: [Version; 5] = [Version::Draft14, Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
+const BOTH: [Version; 5] =
+    [Version::Draft14, Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
 const PROTOCOL_VIOLATION: u64 = 0x3;
 const DUPLICATE_TRACK_ALIAS: u64 = 0x5;
 
