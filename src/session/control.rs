@@ -677,47 +677,43 @@ impl Session {
     /// A draft-14 or draft-16 message on the control stream after SETUP: its Request IDs are
     /// checked, draft-14's forms mapped to the caller's, and the event queued.
     fn on_d16_request(&mut self, msg: Message) -> Result<(), SessionError> {
-        {
-            {
-                if let Some(id) = consumed_id(&msg) {
-                    self.ids.on_peer_request(id, true)?;
-                    self.keep_request_window(id);
-                }
-                if let Some(id) = referenced_id(&msg) {
-                    if !self.ids.is_known(id) {
-                        // draft-16 §9.11: an invalid Existing Request ID is a PROTOCOL_VIOLATION.
-                        let code = match msg {
-                            Message::RequestUpdate(_) => SessionCode::ProtocolViolation,
-                            _ => SessionCode::InvalidRequestId,
-                        };
-                        return Err(SessionError::protocol(
-                            code,
-                            format!("{} names an unknown Request ID", msg.name()),
-                        ));
-                    }
-                }
-                if let Message::RequestUpdate(u) = &msg {
-                    // draft-16 §9.11: the Existing Request ID must name a request the peer
-                    // may update: one it sent (not a REQUEST_UPDATE), or a PUBLISH of ours.
-                    // A request that ended meanwhile is the application's to answer.
-                    if !self.ids.updatable_by_peer(u.existing_request_id) {
-                        return Err(SessionError::violation(
-                            "REQUEST_UPDATE names a request the peer may not update",
-                        ));
-                    }
-                    self.ids.note_peer_update(u.request_id);
-                }
-                let msg = match self.version {
-                    Version::Draft14 => match self.incoming_d14(msg)? {
-                        Some(m) => m,
-                        None => return Ok(()),
-                    },
-                    _ => msg,
+        if let Some(id) = consumed_id(&msg) {
+            self.ids.on_peer_request(id, true)?;
+            self.keep_request_window(id);
+        }
+        if let Some(id) = referenced_id(&msg) {
+            if !self.ids.is_known(id) {
+                // draft-16 §9.11: an invalid Existing Request ID is a PROTOCOL_VIOLATION.
+                let code = match msg {
+                    Message::RequestUpdate(_) => SessionCode::ProtocolViolation,
+                    _ => SessionCode::InvalidRequestId,
                 };
-                self.events.push_back(Event::Message(msg.clone()));
-                self.observe_incoming(&msg)
+                return Err(SessionError::protocol(
+                    code,
+                    format!("{} names an unknown Request ID", msg.name()),
+                ));
             }
         }
+        if let Message::RequestUpdate(u) = &msg {
+            // draft-16 §9.11: the Existing Request ID must name a request the peer
+            // may update: one it sent (not a REQUEST_UPDATE), or a PUBLISH of ours.
+            // A request that ended meanwhile is the application's to answer.
+            if !self.ids.updatable_by_peer(u.existing_request_id) {
+                return Err(SessionError::violation(
+                    "REQUEST_UPDATE names a request the peer may not update",
+                ));
+            }
+            self.ids.note_peer_update(u.request_id);
+        }
+        let msg = match self.version {
+            Version::Draft14 => match self.incoming_d14(msg)? {
+                Some(m) => m,
+                None => return Ok(()),
+            },
+            _ => msg,
+        };
+        self.events.push_back(Event::Message(msg.clone()));
+        self.observe_incoming(&msg)
     }
 
     /// Setup options the transport carried instead of SETUP: over WebTransport the CONNECT

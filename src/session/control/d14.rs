@@ -219,9 +219,16 @@ impl Session {
 
     /// Sends `msg` as draft-14 writes it, on the control stream (see the module header).
     pub(super) fn send_d14(&mut self, msg: Message) -> Result<(), SessionError> {
-        if let Some((rid, kind)) = kind_of(&msg) {
+        // §9.10: a SUBSCRIBE_UPDATE gets no answer, so its kind is never needed.
+        let kind = kind_of(&msg).filter(|(_, k)| *k != RequestKind::RequestUpdate);
+        self.send_d14_message(msg)?;
+        if let Some((rid, kind)) = kind {
             self.d14.local_kinds.insert(rid, kind);
         }
+        Ok(())
+    }
+
+    fn send_d14_message(&mut self, msg: Message) -> Result<(), SessionError> {
         match msg {
             Message::RequestOk(_)
             | Message::RequestError(_)
@@ -244,8 +251,6 @@ impl Session {
                     largest_object: None,
                     ..p
                 };
-                // §9.10: no answer comes.
-                self.d14.local_kinds.remove(&u.request_id);
                 self.d14_encode(&Message::RequestUpdate(u), None)
             }
             Message::Subscribe(ref m) => {
@@ -260,14 +265,17 @@ impl Session {
                 self.d14_encode(&msg, None)
             }
             Message::PublishNamespace(ref m) => {
+                self.d14_encode(&msg, None)?;
                 self.d14.local_ns.insert(m.namespace.clone(), m.request_id);
-                self.d14_encode(&msg, None)
+                Ok(())
             }
             Message::SubscribeNamespace(mut m) => {
                 // §9.28: draft-14's asks for PUBLISH_NAMESPACE and PUBLISH alike (no options).
                 m.options = SubscribeOptions::Both;
-                self.d14.local_sn.insert(m.prefix.clone(), m.request_id);
-                self.d14_encode(&Message::SubscribeNamespace(m), None)
+                let (prefix, rid) = (m.prefix.clone(), m.request_id);
+                self.d14_encode(&Message::SubscribeNamespace(m), None)?;
+                self.d14.local_sn.insert(prefix, rid);
+                Ok(())
             }
             Message::PublishNamespaceDone(rid) => {
                 let ns = self.d14.local_ns.remove_id(rid).ok_or(SessionError::UnknownRequest(rid.0))?;
@@ -286,7 +294,9 @@ impl Session {
                 self.d14_encode(&msg, None)
             }
             Message::PublishDone(ref m) => {
+                // Ends a peer's SUBSCRIBE or our PUBLISH.
                 self.d14.peer_kinds.remove(&m.request_id);
+                self.d14_forget_local(m.request_id);
                 self.d14_encode(&msg, None)
             }
             _ => self.d14_encode(&msg, None),
@@ -305,6 +315,7 @@ impl Session {
         let kind = *self.d14.peer_kinds.get(&rid).ok_or(SessionError::UnknownRequest(rid.0))?;
         match &mut msg {
             Message::RequestError(_) => {
+                self.d14.subs.remove(&rid);
                 self.d14.peer_ns.remove_id(rid);
                 self.d14.peer_sn.remove_id(rid);
                 self.d14.publish_order.remove(&rid);
@@ -393,13 +404,7 @@ impl Session {
     /// A control message from the peer after the Request ID checks: bookkeeping, and the
     /// draft-16 form the caller sees (`None`: the session handled it, events already queued).
     pub(super) fn incoming_d14(&mut self, msg: Message) -> Result<Option<Message>, SessionError> {
-        if let Some((rid, kind)) = kind_of(&msg) {
-            if kind == RequestKind::RequestUpdate {
-                self.d14.peer_updates.insert(rid);
-            } else {
-                self.d14.peer_kinds.insert(rid, kind);
-            }
-        }
+        self.d14_note_kinds(&msg);
         Ok(Some(match msg {
             Message::PublishNamespace(m) => {
                 if let Some((sn, prefix)) = self.d14.local_sn.prefix_of(&m.namespace) {
@@ -483,6 +488,28 @@ impl Session {
             }
             other => other,
         }))
+    }
+
+    /// Request kinds: a peer request's is kept until it is answered; ours until the answer
+    /// comes (an acceptance: it can no longer be refused).
+    fn d14_note_kinds(&mut self, msg: &Message) {
+        match (kind_of(msg), msg) {
+            (Some((rid, RequestKind::RequestUpdate)), _) => {
+                self.d14.peer_updates.insert(rid);
+            }
+            (Some((rid, kind)), _) => {
+                self.d14.peer_kinds.insert(rid, kind);
+            }
+            (
+                None,
+                Message::SubscribeOk(_) | Message::FetchOk(_) | Message::PublishOk(_) | Message::RequestOk(_),
+            ) => {
+                if let Some(rid) = crate::requests::referenced_id(msg) {
+                    self.d14.local_kinds.remove(&rid);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// A peer PUBLISH_NAMESPACE under our SUBSCRIBE_NAMESPACE `sn`: answered here
