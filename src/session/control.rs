@@ -1,6 +1,9 @@
 //! The session state machine: SETUP exchange, control stream(s), request streams, Request ID
 //! checks, routing of outgoing messages, cancellation and closing.
 //!
+//! - draft-14 (§3.3, §9): draft-16's single control stream, no other bidirectional stream;
+//!   `control/d14.rs` owns what differs (version negotiation, answers per request kind,
+//!   SUBSCRIBE_UPDATE, namespace-named messages, discovery by PUBLISH_NAMESPACE).
 //! - draft-16 ("Session initialization", "Control Messages"): the client opens bidirectional stream 0 with
 //!   CLIENT_SETUP, the server answers SERVER_SETUP on it; every control message travels there,
 //!   except SUBSCRIBE_NAMESPACE, which opens its own bidirectional stream carrying its

@@ -15,8 +15,8 @@ use super::{control, d14, d16, d18, d22};
 pub enum Version {
     /// draft-ietf-moq-transport-14, ALPN `moq-00` (shared by every draft up to 14; the
     /// version is agreed in CLIENT_SETUP / SERVER_SETUP, [`Version::setup_version`]). The
-    /// codec is complete; the session does not speak it yet, so it is not in [`Version::ALL`]
-    /// and [`Version::from_alpn`] never returns it.
+    /// codec is complete and the session speaks it; the transports do not offer it yet, so it
+    /// is not in [`Version::ALL`] and [`Version::from_alpn`] never returns it.
     Draft14,
     /// draft-ietf-moq-transport-16, ALPN `moqt-16`.
     Draft16,
