@@ -1,6 +1,9 @@
 //! The session state machine: SETUP exchange, control stream(s), request streams, Request ID
 //! checks, routing of outgoing messages, cancellation and closing.
 //!
+//! - draft-14 (§3.3, §9): draft-16's single control stream, no other bidirectional stream;
+//!   `control/d14.rs` owns what differs (version negotiation, answers per request kind,
+//!   SUBSCRIBE_UPDATE, namespace-named messages, discovery by PUBLISH_NAMESPACE).
 //! - draft-16 ("Session initialization", "Control Messages"): the client opens bidirectional stream 0 with
 //!   CLIENT_SETUP, the server answers SERVER_SETUP on it; every control message travels there,
 //!   except SUBSCRIBE_NAMESPACE, which opens its own bidirectional stream carrying its
@@ -22,6 +25,7 @@
 //! allocation, MAX_REQUEST_ID grants, FIN and cancel); `control/data_in.rs` routes peer data
 //! streams and datagrams into [`DataState`] and keeps its Track Alias table in step.
 
+mod d14;
 mod data_in;
 mod data_out;
 mod outgoing;
@@ -33,6 +37,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use self::d14::D14;
 use self::data_out::DataOut;
 use super::data::{overload_code, DataLimits, DataState};
 use super::error::{SessionCode, SessionError};
@@ -154,6 +159,8 @@ pub struct Session {
     peer_streams: usize,
     /// The session closes with CONTROL_MESSAGE_TIMEOUT if SETUP has not completed by then.
     setup_deadline: Option<Instant>,
+    /// draft-14's request kinds, subscription state and namespace names (`control/d14.rs`).
+    d14: D14,
 }
 
 /// What a session holds for its peer, for tests and the fuzz target's memory invariant.
@@ -183,7 +190,7 @@ impl Session {
         }
         let local_max = config.max_requests.saturating_mul(2);
         let (local_control, peer_control) = match version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            // draft-14 §9.3.2.3 / draft-16: MAX_REQUEST_ID in SETUP, one control stream.
             Version::Draft14 | Version::Draft16 => {
                 local_setup.max_request_id = Some(local_max);
                 (StreamId(0), Some(StreamId(0)))
@@ -193,8 +200,14 @@ impl Session {
                 (StreamId::first(role, true), None)
             }
         };
+        // draft-14 §9.3.1: the client offers its version; the server selects it on answering.
+        local_setup.versions = match (version.setup_version(), role) {
+            (Some(v), Role::Client) => vec![v],
+            _ => Vec::new(),
+        };
+        local_setup.selected_version = None;
         let mut next_local_bidi = StreamId::first(role, false);
-        if version == Version::Draft16 && role == Role::Client {
+        if !version.request_streams() && role == Role::Client {
             next_local_bidi = next_local_bidi.next(); // stream 0 is the control stream
         }
         let data = DataState::new(version, config.data, StreamId::first(peer, true));
@@ -231,7 +244,7 @@ impl Session {
             streams: HashMap::default(),
             // draft-16: the client's stream 0 is the control stream, never a request stream.
             closed_peer: ClosedStreams::new(
-                if version == Version::Draft16 && peer == Role::Client {
+                if !version.request_streams() && peer == Role::Client {
                     StreamId::first(peer, false).next()
                 } else {
                     StreamId::first(peer, false)
@@ -246,6 +259,7 @@ impl Session {
             request_buffered: 0,
             peer_streams: 0,
             setup_deadline: None,
+            d14: D14::default(),
         };
         if role == Role::Client || version.request_streams() {
             s.send_setup();
@@ -410,9 +424,9 @@ impl Session {
                 // Our own unidirectional streams cannot receive.
                 return Ok(());
             }
-            if self.version == Version::Draft16 || (!self.uni_pending.contains_key(&id) && self.data.owns(id))
+            if !self.version.request_streams() || (!self.uni_pending.contains_key(&id) && self.data.owns(id))
             {
-                // draft-16: every peer unidirectional stream is a data stream.
+                // draft-14 and draft-16: every peer unidirectional stream is a data stream.
                 return self.data_stream_input(id, data, fin);
             }
             return self.on_uni_data(id, data, fin);
@@ -608,8 +622,11 @@ impl Session {
                 // draft-22 §9.1.2 / draft-16 "PATH": only a client sends PATH (INVALID_PATH).
                 return Err(SessionError::protocol(SessionCode::InvalidPath, "PATH in a server SETUP"));
             }
-            if self.version == Version::Draft16 {
+            if !self.version.request_streams() {
                 self.ids.set_peer_initial_max(options.max_request_id);
+            }
+            if self.version == Version::Draft14 {
+                self.d14_negotiate(&options)?;
             }
             self.codec = self.codec.for_peer(options.implementation.as_deref());
             if self.codec.is_quirk() {
@@ -651,42 +668,55 @@ impl Session {
                 Err(SessionError::violation(format!("{} on the control stream", msg.name())))
             }
             Message::MaxRequestId(max) => self.ids.on_max_request_id(max.0),
+            // draft-14 §9.28: SUBSCRIBE_NAMESPACE is a control-stream request.
+            Message::SubscribeNamespace(_) if self.version == Version::Draft14 => self.on_d16_request(msg),
             Message::SubscribeNamespace(_) | Message::Namespace(_) | Message::NamespaceDone(_) => {
                 Err(SessionError::violation(format!("{} on the control stream", msg.name())))
             }
-            msg => {
-                if let Some(id) = consumed_id(&msg) {
-                    self.ids.on_peer_request(id, true)?;
-                    self.keep_request_window(id);
-                }
-                if let Some(id) = referenced_id(&msg) {
-                    if !self.ids.is_known(id) {
-                        // draft-16 §9.11: an invalid Existing Request ID is a PROTOCOL_VIOLATION.
-                        let code = match msg {
-                            Message::RequestUpdate(_) => SessionCode::ProtocolViolation,
-                            _ => SessionCode::InvalidRequestId,
-                        };
-                        return Err(SessionError::protocol(
-                            code,
-                            format!("{} names an unknown Request ID", msg.name()),
-                        ));
-                    }
-                }
-                if let Message::RequestUpdate(u) = &msg {
-                    // draft-16 §9.11: the Existing Request ID must name a request the peer
-                    // may update: one it sent (not a REQUEST_UPDATE), or a PUBLISH of ours.
-                    // A request that ended meanwhile is the application's to answer.
-                    if !self.ids.updatable_by_peer(u.existing_request_id) {
-                        return Err(SessionError::violation(
-                            "REQUEST_UPDATE names a request the peer may not update",
-                        ));
-                    }
-                    self.ids.note_peer_update(u.request_id);
-                }
-                self.events.push_back(Event::Message(msg.clone()));
-                self.observe_incoming(&msg)
+            msg => self.on_d16_request(msg),
+        }
+    }
+
+    /// A draft-14 or draft-16 message on the control stream after SETUP: its Request IDs are
+    /// checked, draft-14's forms mapped to the caller's, and the event queued.
+    fn on_d16_request(&mut self, msg: Message) -> Result<(), SessionError> {
+        if let Some(id) = consumed_id(&msg) {
+            self.ids.on_peer_request(id, true)?;
+            self.keep_request_window(id);
+        }
+        if let Some(id) = referenced_id(&msg) {
+            if !self.ids.is_known(id) {
+                // draft-16 §9.11: an invalid Existing Request ID is a PROTOCOL_VIOLATION.
+                let code = match msg {
+                    Message::RequestUpdate(_) => SessionCode::ProtocolViolation,
+                    _ => SessionCode::InvalidRequestId,
+                };
+                return Err(SessionError::protocol(
+                    code,
+                    format!("{} names an unknown Request ID", msg.name()),
+                ));
             }
         }
+        if let Message::RequestUpdate(u) = &msg {
+            // draft-16 §9.11: the Existing Request ID must name a request the peer
+            // may update: one it sent (not a REQUEST_UPDATE), or a PUBLISH of ours.
+            // A request that ended meanwhile is the application's to answer.
+            if !self.ids.updatable_by_peer(u.existing_request_id) {
+                return Err(SessionError::violation(
+                    "REQUEST_UPDATE names a request the peer may not update",
+                ));
+            }
+            self.ids.note_peer_update(u.request_id);
+        }
+        let msg = match self.version {
+            Version::Draft14 => match self.incoming_d14(msg)? {
+                Some(m) => m,
+                None => return Ok(()),
+            },
+            _ => msg,
+        };
+        self.events.push_back(Event::Message(msg.clone()));
+        self.observe_incoming(&msg)
     }
 
     /// Setup options the transport carried instead of SETUP: over WebTransport the CONNECT
@@ -757,8 +787,9 @@ impl Session {
         let Some(rid) = st.request_id else {
             // The first message of a peer-opened stream.
             let allowed = match self.version {
-                // draft-14 is not reachable until the session speaks it; it goes as draft-16.
-                Version::Draft14 | Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
+                // draft-14 §3.3: no bidirectional stream but the control stream.
+                Version::Draft14 => false,
+                Version::Draft16 => matches!(msg, Message::SubscribeNamespace(_)),
                 Version::Draft18 | Version::Draft20 | Version::Draft22 => opens_stream(&msg),
             };
             let Some(rid) = consumed_id(&msg).filter(|_| allowed) else {

@@ -556,10 +556,10 @@ impl DataState {
 }
 
 /// The stream reset / STOP_SENDING code for a stream dropped for a local limit: EXCESSIVE_LOAD
-/// (draft-18 §3.3.3, draft-22 §12.5); draft-16 has no such code and gets CANCELLED.
+/// (draft-18 §3.3.3, draft-22 §12.5); draft-14 (§13.1.8) and draft-16 have no such code and
+/// get CANCELLED.
 pub fn overload_code(version: Version) -> u64 {
     match version {
-        // draft-14 is not reachable until the session speaks it; it goes as draft-16.
         Version::Draft14 | Version::Draft16 => 0x1,
         Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,
     }

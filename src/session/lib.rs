@@ -3,8 +3,10 @@
 //! streams to reset, the session to close) come out. It never touches quiche, sockets or a
 //! clock: the runtime feeds it, the relay reads its events and calls [`Session::send`].
 //!
-//! Both drafts sit behind one API. draft-16 carries every control message on one
-//! bidirectional control stream (plus a bidirectional stream per SUBSCRIBE_NAMESPACE);
+//! Every draft sits behind one API. draft-14 carries every control message on one
+//! bidirectional control stream (`control/d14.rs` maps its per-kind answers, SUBSCRIBE_UPDATE
+//! and namespace-named messages); draft-16 does too (plus a bidirectional stream per
+//! SUBSCRIBE_NAMESPACE);
 //! draft-22 opens a unidirectional control stream each way (SETUP, GOAWAY) and one
 //! bidirectional stream per request, whose responses travel on the same stream.
 //!

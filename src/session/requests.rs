@@ -165,7 +165,7 @@ impl RequestIds {
 
     /// Our next Request ID.
     pub fn allocate(&mut self) -> Result<RequestId, Alloc> {
-        if self.version == Version::Draft16 {
+        if !self.version.request_streams() {
             let max = self.peer_max.ok_or(Alloc::NotReady)?;
             if self.next_local >= max {
                 let send_blocked = self.blocked_at != Some(max);
@@ -187,7 +187,7 @@ impl RequestIds {
     /// draft-16: whether the peer, having just used `id`, has fewer than half of `window`
     /// requests left under our MAX_REQUEST_ID (time to raise it).
     pub fn running_low(&self, id: RequestId, window: u64) -> bool {
-        self.version == Version::Draft16 && self.local_max.saturating_sub(id.0 + 1) / 2 < window.div_ceil(2)
+        !self.version.request_streams() && self.local_max.saturating_sub(id.0 + 1) / 2 < window.div_ceil(2)
     }
 
     /// Records a MAX_REQUEST_ID the relay sent itself.
@@ -215,7 +215,7 @@ impl RequestIds {
             return Err(bad("peer Request ID has the wrong parity"));
         }
         match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
+            // draft-14 §9.1 is draft-16's rule.
             Version::Draft14 | Version::Draft16 => {
                 if id.0 >= self.local_max {
                     return Err(SessionError::protocol(

@@ -1,4 +1,5 @@
-//! The sending half of the data plane: subgroup streams and object datagrams (draft-16 §10.3.1,
+//! The sending half of the data plane: subgroup streams and object datagrams (draft-14 §10.3.1,
+//! §10.4.2; draft-16 §10.3.1,
 //! §10.4.2; draft-18 §11.3.1, §11.4.2; draft-22 §11.2.1, §11.3.1). Each subgroup stream is a
 //! new local unidirectional stream (client 2, 6, 10..., server 3, 7, 11...; draft-18 and
 //! draft-22 skip our control stream). Object
@@ -16,7 +17,12 @@ use crate::error::SessionError;
 use crate::StreamId;
 use crate::Transmit;
 use wire::model::{DatagramHeader, RequestId, SubgroupHeader, SubgroupObject};
-use wire::{EncodeError, SubgroupWriter};
+use wire::{EncodeError, SubgroupWriter, Version};
+
+/// The Publisher Priority draft-14 writes where the caller's header inherits the track's
+/// (draft-14 has no default priority bit and no track-level publisher priority): 128, the
+/// middle of the range, as the later drafts' default.
+pub const DRAFT14_PUBLISHER_PRIORITY: u8 = 128;
 
 #[derive(Debug)]
 enum Writer {
@@ -89,6 +95,7 @@ impl Session {
     /// Opens a subgroup stream and queues its SUBGROUP_HEADER; returns the stream id.
     pub fn open_subgroup(&mut self, header: &SubgroupHeader) -> Result<StreamId, SessionError> {
         self.check_open()?;
+        let header = &self.explicit_subgroup(header);
         let mut out = Vec::new();
         self.version.encode_subgroup_header(header, &mut out)?;
         let id = self.data_out.open(Writer::Subgroup(self.version.subgroup_writer(header)));
@@ -228,9 +235,27 @@ impl Session {
     ) -> Result<(), SessionError> {
         self.check_open()?;
         let mut out = Vec::with_capacity(payload.len() + 32);
-        self.version.encode_datagram(header, payload, &mut out)?;
+        if self.version == Version::Draft14 && header.publisher_priority.is_none() {
+            // draft-14 §10.3.1: the datagram always carries its Publisher Priority.
+            let h = DatagramHeader { publisher_priority: Some(DRAFT14_PUBLISHER_PRIORITY), ..header.clone() };
+            self.version.encode_datagram(&h, payload, &mut out)?;
+        } else {
+            self.version.encode_datagram(header, payload, &mut out)?;
+        }
         self.transmits.push_back(Transmit::Datagram { data: out.into(), urgency });
         Ok(())
+    }
+
+    /// `header` as this draft writes it: draft-14 (§10.4.2) has no default priority bit, so an
+    /// inherited publisher priority is written as [`DRAFT14_PUBLISHER_PRIORITY`], and no
+    /// FIRST_OBJECT bit.
+    fn explicit_subgroup(&self, header: &SubgroupHeader) -> SubgroupHeader {
+        let mut h = *header;
+        if self.version == Version::Draft14 {
+            h.publisher_priority.get_or_insert(DRAFT14_PUBLISHER_PRIORITY);
+            h.first_object = false;
+        }
+        h
     }
 
     /// The peer sent STOP_SENDING on one of our data streams: it is reset and forgotten.

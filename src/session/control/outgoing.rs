@@ -69,7 +69,7 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
-        if self.version == Version::Draft16 && requests > 0 {
+        if !self.version.request_streams() && requests > 0 {
             let max = self.ids.grant(requests);
             let data = self.encode(&Message::MaxRequestId(RequestId(max)))?;
             self.write(self.local_control, data);
@@ -111,8 +111,8 @@ impl Session {
         self.observe_outgoing(&msg);
         tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
-            Version::Draft14 | Version::Draft16 => self.send_d16(msg),
+            Version::Draft14 => self.send_d14(msg),
+            Version::Draft16 => self.send_d16(msg),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => self.send_d22(msg),
         }
     }
@@ -205,6 +205,9 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
+        if self.version == Version::Draft14 {
+            return self.send_on_d14(request_id, msg);
+        }
         let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
         tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         let data = self.encode(&msg)?;
@@ -245,11 +248,13 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
+        if self.version == Version::Draft14 && self.cancel_d14(request_id)? {
+            return Ok(());
+        }
         let Some(&id) = self.by_request.get(&request_id) else {
             return Err(match self.version {
-                // draft-14 is not reachable until the session speaks it; it goes as draft-16.
                 Version::Draft14 | Version::Draft16 => {
-                    SessionError::Misrouted("draft-16 cancels with UNSUBSCRIBE/FETCH_CANCEL")
+                    SessionError::Misrouted("draft-14 and draft-16 cancel with UNSUBSCRIBE/FETCH_CANCEL")
                 }
                 Version::Draft18 | Version::Draft20 | Version::Draft22 => {
                     SessionError::UnknownRequest(request_id.0)

@@ -15,16 +15,21 @@ use wire::model::{
 use wire::{DoneStatus, FetchWriter, RequestErrorCode, ResetCode, Version};
 
 impl Session {
-    /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-18 §10.6, draft-22 §9.4).
+    /// REQUEST_ERROR for request `rid` with `code` (draft-16 §9.8, draft-18 §10.6, draft-22 §9.4;
+    /// draft-14: the error message of the request's kind, with that message's code, §13.1).
     pub fn request_error(
         &mut self,
         rid: RequestId,
         code: RequestErrorCode,
         reason: &str,
     ) -> Result<(), SessionError> {
+        let error_code = match self.version {
+            Version::Draft14 => super::d14::typed_code(code, self.peer_kind(rid)),
+            v => code.code(v),
+        };
         self.send(Message::RequestError(RequestError {
             request_id: rid,
-            error_code: code.code(self.version),
+            error_code,
             retry_interval: 0,
             reason: Bytes::copy_from_slice(reason.as_bytes()),
             redirect: None,
@@ -32,11 +37,10 @@ impl Session {
     }
 
     /// Our side of request `rid` is over: a draft-18 or draft-22 request stream ends (FIN,
-    /// draft-18 §3.3.2, draft-22 §6.4.2.2); draft-16 requests on the control stream have
-    /// nothing to end.
+    /// draft-18 §3.3.2, draft-22 §6.4.2.2); draft-14 and draft-16 requests on the control
+    /// stream have nothing to end.
     pub fn end_request(&mut self, rid: RequestId) -> Result<(), SessionError> {
         match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
             Version::Draft14 | Version::Draft16 => Ok(()),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => self.finish(rid),
         }
@@ -83,19 +87,21 @@ impl Session {
         self.reset_data_stream(stream, code.code(self.version))
     }
 
-    /// GOAWAY on the control stream; draft-16's has no Timeout field, so it goes without one.
+    /// GOAWAY on the control stream; draft-14's and draft-16's have no Timeout field, so it
+    /// goes without one.
     /// draft-18's Request ID (§10.4) is the session's to fill in ([`Session::send`]).
     pub fn go_away(&mut self, mut goaway: GoAway) -> Result<(), SessionError> {
         goaway.request_id = None;
-        if self.version == Version::Draft16 {
+        if !self.version.request_streams() {
             goaway.timeout_ms = 0;
         }
         self.send(Message::GoAway(goaway))
     }
 
     /// The answer to TRACK_STATUS `rid`: REQUEST_OK with LARGEST_OBJECT and, where the
-    /// draft carries them (draft-18 §10.5, draft-22 §9.7), the Track Properties; then the
-    /// request ends.
+    /// draft carries them (draft-18 §10.5, draft-22 §9.7; draft-14 §9.21 TRACK_STATUS_OK: Group
+    /// Order, DELIVERY TIMEOUT, MAX CACHE DURATION), the Track Properties; then the request
+    /// ends.
     pub fn track_status_ok(
         &mut self,
         rid: RequestId,
@@ -103,9 +109,8 @@ impl Session {
         properties: Properties,
     ) -> Result<(), SessionError> {
         let track_properties = match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
-            Version::Draft14 | Version::Draft16 => Properties::default(),
-            Version::Draft18 | Version::Draft20 | Version::Draft22 => properties,
+            Version::Draft16 => Properties::default(),
+            Version::Draft14 | Version::Draft18 | Version::Draft20 | Version::Draft22 => properties,
         };
         let params = Parameters { largest_object: largest, ..Parameters::default() };
         self.send(Message::RequestOk(RequestOk { request_id: rid, params, track_properties }))?;
@@ -113,9 +118,9 @@ impl Session {
     }
 
     /// FETCH_OK for `rid`, whose response ends at `end` (inclusive); `whole_group`: the
-    /// request asked through the end of this group and the response covers it (draft-16 and
-    /// draft-18 write that as `{group, 0}`, draft-16 §9.17, draft-18 §10.13; draft-22 always
-    /// names the object).
+    /// request asked through the end of this group and the response covers it (draft-14,
+    /// draft-16 and draft-18 write that as `{group, 0}`, draft-14 §9.17, draft-16 §9.17,
+    /// draft-18 §10.13; draft-22 always names the object).
     pub fn fetch_ok(
         &mut self,
         rid: RequestId,
@@ -124,7 +129,7 @@ impl Session {
         track_properties: Properties,
     ) -> Result<(), SessionError> {
         let end_location = match (self.version, whole_group) {
-            (Version::Draft16 | Version::Draft18, Some(g)) => FetchEnd::Group(g),
+            (Version::Draft14 | Version::Draft16 | Version::Draft18, Some(g)) => FetchEnd::Group(g),
             _ => FetchEnd::Object(end),
         };
         self.send(Message::FetchOk(FetchOk {
@@ -143,28 +148,27 @@ impl Session {
 
     /// The Request ID the answer to REQUEST_UPDATE `m` carries: draft-16 answers the
     /// update's own (§9.11); draft-18 and draft-22 answer on the updated request's stream
-    /// (draft-18 §10.9, draft-22 §9.5).
+    /// (draft-18 §10.9, draft-22 §9.5). draft-14's SUBSCRIBE_UPDATE has no answer (§9.10):
+    /// the session drops one sent for the update's own ID.
     pub fn update_answer_id(&self, m: &RequestUpdate) -> RequestId {
         match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
             Version::Draft14 | Version::Draft16 => m.request_id,
             Version::Draft18 | Version::Draft20 | Version::Draft22 => m.existing_request_id,
         }
     }
 
-    /// Whether PUBLISH_OK carries FORWARD (draft-16 §9.14; draft-18 §10.2.12 names
-    /// PUBLISH_OK, its REQUEST_OK alias); draft-22's REQUEST_OK answer does not, and a Forward
-    /// State different from the PUBLISH's is set with REQUEST_UPDATE (§3.1.1).
+    /// Whether PUBLISH_OK carries FORWARD (draft-14 §9.14, draft-16 §9.14; draft-18 §10.2.12
+    /// names PUBLISH_OK, its REQUEST_OK alias); draft-22's REQUEST_OK answer does not, and a
+    /// Forward State different from the PUBLISH's is set with REQUEST_UPDATE (§3.1.1).
     pub fn publish_ok_has_forward(&self) -> bool {
-        matches!(self.version, Version::Draft16 | Version::Draft18)
+        matches!(self.version, Version::Draft14 | Version::Draft16 | Version::Draft18)
     }
 
-    /// Whether a SUBSCRIBE in this draft can carry `filter`: draft-16 and draft-18 (§5.1.2)
+    /// Whether a SUBSCRIBE in this draft can carry `filter`: draft-14, draft-16 and draft-18 (§5.1.2)
     /// have no relative start other than Next Group Start, no explicit "no filter" and no
     /// range ending inside a group; draft-22's LOCATION_FILTER has them all.
     pub fn carries_filter(&self, filter: LocationFilter) -> bool {
         match self.version {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
             Version::Draft14 | Version::Draft16 | Version::Draft18 => !matches!(
                 filter,
                 LocationFilter::RelativeStart { groups_back: 1.. }
@@ -188,9 +192,20 @@ impl Session {
         matches!(self.version, Version::Draft18 | Version::Draft20 | Version::Draft22)
     }
 
-    /// The meaning of REQUEST_ERROR code `c` from this session's peer.
+    /// The meaning of REQUEST_ERROR code `c` from this session's peer. draft-14's codes
+    /// depend on the request refused: use [`Session::peer_request_error_of`].
     pub fn peer_request_error(&self, c: u64) -> RequestErrorCode {
         RequestErrorCode::from_code(c, self.version)
+    }
+
+    /// The meaning of code `c` in the peer's refusal of our request `rid`: draft-14 reads it
+    /// in the table of the request's kind (§13.1.2-§13.1.7); the other drafts as
+    /// [`Session::peer_request_error`].
+    pub fn peer_request_error_of(&self, rid: RequestId, c: u64) -> RequestErrorCode {
+        match (self.version, self.local_kind(rid)) {
+            (Version::Draft14, Some(kind)) => RequestErrorCode::from_code_for(c, Version::Draft14, kind),
+            (v, _) => RequestErrorCode::from_code(c, v),
+        }
     }
 
     /// The meaning of PUBLISH_DONE status `c` from this session's peer.

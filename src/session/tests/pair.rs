@@ -12,13 +12,15 @@ use proptest::prelude::*;
 use session::{Event, Session, SessionCode, SessionConfig, SessionError, StreamId, Transmit};
 use support::session::{deliver, Split};
 use wire::model::{
-    FullTrackName, GoAway, Message, Parameters, Publish, PublishNamespace, RequestError, RequestId,
-    RequestOk, RequestUpdate, Role, Setup, SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk,
-    TrackAlias, TrackNamespace,
+    DecodeContext, FullTrackName, GoAway, Location, LocationFilter, Message, Parameters, Publish,
+    PublishNamespace, RequestError, RequestId, RequestKind, RequestOk, RequestUpdate, Role, Setup,
+    SetupOptions, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
 use wire::Version;
 
-const BOTH: [Version; 4] = Version::ALL;
+/// Every draft the session speaks: the served ones and draft-14.
+const BOTH: [Version; 5] =
+    [Version::Draft14, Version::Draft22, Version::Draft20, Version::Draft18, Version::Draft16];
 /// The drafts with request streams (draft-18 §3.3, draft-20 §3.3, draft-22 §6.3).
 const STREAMED: [Version; 3] = [Version::Draft18, Version::Draft20, Version::Draft22];
 
@@ -90,6 +92,8 @@ impl Pair {
     }
 }
 
+/// A SUBSCRIBE whose subscription state is explicit (draft-14 §9.7 has it in fixed fields,
+/// so a draft-14 peer sees every one of them).
 fn subscribe(id: RequestId) -> Message {
     Message::Subscribe(Subscribe {
         request_id: id,
@@ -97,8 +101,31 @@ fn subscribe(id: RequestId) -> Message {
             namespace: TrackNamespace::from_strs(&["live"]),
             name: Bytes::from_static(b"video"),
         },
-        ..Default::default()
+        params: Parameters {
+            subscriber_priority: Some(128),
+            forward: Some(true),
+            // Not {0, 0}: draft-20 writes that as no filter (ARCHITECTURE.md).
+            location_filter: Some(LocationFilter::AbsoluteStart { start: Location::new(5, 0) }),
+            ..Default::default()
+        },
     })
+}
+
+/// `m` as the peer's session reports it: draft-14 writes answers by the kind of request they
+/// answer (`kind`) and fills fixed fields the model leaves out (SUBSCRIBE_OK's Group Order
+/// is a Track Property, SUBSCRIBE_NAMESPACE asks for both kinds of discovery); the other
+/// drafts give back `m`.
+fn seen(v: Version, m: &Message, kind: RequestKind) -> Message {
+    if v != Version::Draft14 {
+        return m.clone();
+    }
+    let mut m = m.clone();
+    if let Message::SubscribeNamespace(sn) = &mut m {
+        sn.options = wire::model::SubscribeOptions::Both;
+    }
+    let mut out = Vec::new();
+    v.encode_response(&m, kind, &mut out).unwrap();
+    v.decode_message(&out, &DecodeContext::control(Role::Client)).unwrap().0
 }
 
 fn encode(v: Version, m: &Message) -> Vec<u8> {
@@ -118,11 +145,32 @@ fn drain(s: &mut Session) -> Vec<Event> {
     std::iter::from_fn(|| s.poll_event()).collect()
 }
 
+/// A client's SETUP as draft `v` writes it with `options`: draft-14's offers 0xff00000e.
+fn client_setup(v: Version, options: SetupOptions) -> Message {
+    let versions = v.setup_version().into_iter().collect();
+    Message::ClientSetup(Setup { options: SetupOptions { versions, ..options } })
+}
+
+/// A server's SETUP as draft `v` writes it with `options`: draft-14's selects 0xff00000e.
+fn server_setup(v: Version, options: SetupOptions) -> Message {
+    Message::ServerSetup(Setup { options: SetupOptions { selected_version: v.setup_version(), ..options } })
+}
+
+/// The client's control stream: bidirectional 0 in draft-14 and draft-16, unidirectional 2
+/// in the others.
+fn client_control(v: Version) -> u64 {
+    if v.request_streams() {
+        2
+    } else {
+        0
+    }
+}
+
 /// A server that has completed SETUP with a raw client (bytes injected by the test).
 fn raw_server(v: Version) -> Session {
     let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
-    let setup = Message::ClientSetup(Setup::default());
-    let control = if v == Version::Draft16 { 0 } else { 2 };
+    let setup = client_setup(v, SetupOptions::default());
+    let control = client_control(v);
     s.on_stream_data(StreamId(control), &encode(v, &setup), false);
     assert!(s.is_ready(), "{v:?}");
     drain(&mut s);
@@ -131,7 +179,7 @@ fn raw_server(v: Version) -> Session {
 
 /// Where a raw client request goes: draft-16 the control stream, draft-22 a new bidi stream.
 fn raw_request(s: &mut Session, v: Version, stream: u64, m: &Message) {
-    let id = if v == Version::Draft16 { 0 } else { stream };
+    let id = if v.request_streams() { stream } else { 0 };
     s.on_stream_data(StreamId(id), &encode(v, m), false);
 }
 
@@ -148,7 +196,6 @@ fn setup_completes_and_ready_carries_peer_options() {
         assert_eq!(peer.max_auth_token_cache_size, Some(4096));
         assert_eq!(peer.implementation.as_deref(), Some(&b"moq-edge"[..]));
         match v {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
             Version::Draft14 | Version::Draft16 => assert_eq!(peer.max_request_id, Some(200)),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => assert_eq!(peer.max_request_id, None),
         }
@@ -157,7 +204,7 @@ fn setup_completes_and_ready_carries_peer_options() {
             Some(Transmit::Stream { id, .. }) => id.0,
             other => panic!("{other:?}"),
         };
-        let (c_id, s_id) = if v == Version::Draft16 { (0, 0) } else { (2, 3) };
+        let (c_id, s_id) = if v.request_streams() { (2, 3) } else { (0, 0) };
         assert_eq!((first(&p.c.sent), first(&p.s.sent)), (c_id, s_id), "{v:?}");
     }
 }
@@ -205,6 +252,7 @@ fn request_flow(v: Version, split: Split) -> (Vec<Event>, Vec<Event>, Vec<Transm
     p.s.s.send(ok.clone()).unwrap();
     p.s.s.send(err.clone()).unwrap();
     p.pump(split);
+    let (ok, err) = (seen(v, &ok, RequestKind::Subscribe), seen(v, &err, RequestKind::Subscribe));
     assert!(p.c.events.contains(&Event::Message(ok)), "{v:?} {:?}", p.c.events);
     assert!(p.c.events.contains(&Event::Message(err)));
     assert!(!p.c.s.is_closed() && !p.s.s.is_closed());
@@ -225,7 +273,6 @@ fn subscribe_responses_matched_by_request_id() {
             })
             .collect();
         match v {
-            // draft-14 is not reachable until the session speaks it; it goes as draft-16.
             Version::Draft14 | Version::Draft16 => assert_eq!(ids, vec![0, 0, 0]),
             Version::Draft18 | Version::Draft20 | Version::Draft22 => assert_eq!(ids, vec![3, 0, 4]),
         }
@@ -259,23 +306,9 @@ fn every_two_way_split_of_the_client_bytes_gives_the_same_events() {
         };
         take(&mut c);
         // Make the client ready with a raw SERVER_SETUP so it can send requests.
-        let ss = encode(
-            v,
-            &Message::ServerSetup(Setup {
-                options: SetupOptions { max_request_id: None, ..Default::default() },
-            }),
-        );
-        let ss = if v == Version::Draft16 {
-            encode(
-                v,
-                &Message::ServerSetup(Setup {
-                    options: SetupOptions { max_request_id: Some(10), ..Default::default() },
-                }),
-            )
-        } else {
-            ss
-        };
-        c.on_stream_data(StreamId(if v == Version::Draft16 { 0 } else { 3 }), &ss, false);
+        let max_request_id = (!v.request_streams()).then_some(10);
+        let ss = encode(v, &server_setup(v, SetupOptions { max_request_id, ..Default::default() }));
+        c.on_stream_data(StreamId(if v.request_streams() { 3 } else { 0 }), &ss, false);
         let id = c.next_request_id().unwrap();
         c.send(subscribe(id)).unwrap();
         take(&mut c);
@@ -553,9 +586,12 @@ fn subscribe_namespace_stream_carries_namespace_messages() {
         });
         p.c.s.send(sn.clone()).unwrap();
         p.pump(Split::Bytes);
-        assert_eq!(p.s.events, vec![Event::Message(sn)], "{v:?}");
-        // draft-16: its own bidi stream (4, after the control stream 0); draft-22: stream 0.
-        let stream = if v == Version::Draft16 { 4 } else { 0 };
+        assert_eq!(p.s.events, vec![Event::Message(seen(v, &sn, RequestKind::SubscribeNamespace))], "{v:?}");
+        // draft-16: its own bidi stream (4, after the control stream 0); draft-22: stream 0;
+        // draft-14: the control stream 0 (§9.28), where the NAMESPACE below goes as the
+        // server's own PUBLISH_NAMESPACE (the client's session answers it and reports it as
+        // NAMESPACE; `draft14_discovery_publishes_namespaces` checks the wire).
+        let stream = if v.request_streams() || v == Version::Draft14 { 0 } else { 4 };
         assert!(p.c.sent.iter().any(|t| matches!(t, Transmit::Stream { id, .. } if id.0 == stream)));
         let ok = Message::RequestOk(RequestOk { request_id: id, ..Default::default() });
         p.s.s.send(ok.clone()).unwrap();
@@ -618,7 +654,7 @@ fn server_requests_use_odd_ids_and_server_streams() {
         let ok = Message::SubscribeOk(SubscribeOk { request_id: id, ..Default::default() });
         p.c.s.send(ok.clone()).unwrap();
         p.pump(Split::Whole);
-        assert_eq!(p.s.events, vec![Event::Message(ok)], "{v:?}");
+        assert_eq!(p.s.events, vec![Event::Message(seen(v, &ok, RequestKind::Subscribe))], "{v:?}");
     }
 }
 
@@ -636,6 +672,14 @@ fn request_update_references_its_request() {
         });
         p.c.s.send(up.clone()).unwrap();
         p.pump(Split::Whole);
+        // draft-14's SUBSCRIBE_UPDATE (§9.10) repeats the subscription's whole state, which the
+        // session completes from the SUBSCRIBE.
+        let up = match (v, &up, subscribe(a)) {
+            (Version::Draft14, Message::RequestUpdate(u), Message::Subscribe(s)) => {
+                Message::RequestUpdate(RequestUpdate { params: s.params, ..u.clone() })
+            }
+            _ => up,
+        };
         assert_eq!(p.s.events, vec![Event::Message(subscribe(a)), Event::Message(up)], "{v:?}");
     }
 }
@@ -671,8 +715,8 @@ fn path_from_a_server_is_invalid_path() {
         };
         let mut bytes = Vec::new();
         // Written by hand through the client-side encoder of the same option set.
-        v.encode_message(&Message::ServerSetup(Setup { options: opts }), &mut bytes).unwrap();
-        c.on_stream_data(StreamId(if v == Version::Draft16 { 0 } else { 3 }), &bytes, false);
+        v.encode_message(&server_setup(v, opts), &mut bytes).unwrap();
+        c.on_stream_data(StreamId(if v.request_streams() { 3 } else { 0 }), &bytes, false);
         assert_eq!(closed_with(&drain(&mut c)), Some(SessionCode::InvalidPath.code()), "{v:?}");
     }
 }
@@ -722,15 +766,15 @@ proptest! {
     fn garbage_on_the_control_stream_never_panics(
         data in proptest::collection::vec(any::<u8>(), 0..512),
         cut in 0usize..512,
-        which in 0usize..3,
+        which in 0usize..5,
         with_setup in any::<bool>(),
     ) {
-        let v = Version::ALL[which];
+        let v = BOTH[which];
         let mut s = Session::new(v, Role::Server, SessionConfig::default(), SetupOptions::default());
         let control = if v.request_streams() { 2 } else { 0 };
         let mut bytes = Vec::new();
         if with_setup {
-            bytes = encode(v, &Message::ClientSetup(Setup::default()));
+            bytes = encode(v, &client_setup(v, SetupOptions::default()));
         }
         bytes.extend_from_slice(&data);
         let cut = cut.min(bytes.len());
@@ -862,10 +906,17 @@ fn requests_from_the_server_consume_their_ids_whatever_the_answer() {
     for v in BOTH {
         let mut p = Pair::ready(v);
         let sn = p.s.s.next_request_id().unwrap();
+        // draft-14 §9.28: a prefix has 1 to 32 fields; the empty prefix cannot be written.
+        let mut prefix = TrackNamespace::from_strs::<&str>(&[]);
+        if v == Version::Draft14 {
+            let sn = SubscribeNamespace { request_id: sn, prefix: prefix.clone(), ..Default::default() };
+            assert!(matches!(p.s.s.send(Message::SubscribeNamespace(sn)), Err(SessionError::Encode(_))));
+            prefix = TrackNamespace::from_strs(&["live"]);
+        }
         p.s.s
             .send(Message::SubscribeNamespace(SubscribeNamespace {
                 request_id: sn,
-                prefix: TrackNamespace::from_strs::<&str>(&[]),
+                prefix,
                 ..Default::default()
             }))
             .unwrap();
@@ -933,6 +984,12 @@ fn requests_on_other_streams_may_arrive_out_of_order() {
             }))
             .unwrap();
         let sent: Vec<Transmit> = std::iter::from_fn(|| p.s.s.poll_transmit()).collect();
+        if v == Version::Draft14 {
+            // draft-14 §9.28: both go on the control stream, whose order QUIC keeps: there
+            // are no other streams to arrive out of order.
+            assert!(sent.iter().all(|t| matches!(t, Transmit::Stream { id: StreamId(0), .. })));
+            continue;
+        }
         for t in sent.iter().rev() {
             deliver(&mut p.c.s, t, Split::Whole);
         }
