@@ -16,7 +16,7 @@ use moq_edge::wire::model::{
 use moq_edge::wire::Version;
 use support::session::{deliver, Split};
 
-const DRAFTS: [Version; 4] = Version::ALL;
+const DRAFTS: [Version; 5] = Version::ALL;
 /// Stream reset code CANCELLED (every draft).
 const CANCELLED: u64 = 0x1;
 

@@ -21,7 +21,7 @@ use moq_edge::session::{Event, Session, SessionConfig};
 use moq_edge::wire::model::{FullTrackName, RequestId, Role, SetupOptions, TrackNamespace};
 use moq_edge::wire::Version;
 
-const DRAFTS: [Version; 4] = Version::ALL;
+const DRAFTS: [Version; 5] = Version::ALL;
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)

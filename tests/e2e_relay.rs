@@ -362,8 +362,8 @@ fn shutdown_sends_goaway_then_closes_with_goaway_timeout() {
         for i in 0..3 {
             let g = goaway(fleet.core(i).unwrap()).unwrap();
             assert_eq!(&g.new_session_uri[..], b"moqt://next.example:4443", "{version:?}");
-            // draft-16's GOAWAY has no Timeout field.
-            let timeout = if version == Version::Draft16 { 0 } else { 5000 };
+            // draft-14's and draft-16's GOAWAY have no Timeout field.
+            let timeout = if matches!(version, Version::Draft14 | Version::Draft16) { 0 } else { 5000 };
             assert_eq!(g.timeout_ms, timeout, "{version:?}");
         }
 
@@ -472,7 +472,7 @@ fn a_subscriber_that_stops_reading_is_shed_then_ended_too_far_behind() {
         assert_eq!(f.done.as_ref().unwrap().status, publish_done::TRACK_ENDED);
 
         let s = slow.core().subscription(slow_id).unwrap();
-        let too_far_behind = if version == Version::Draft16 { 0x6 } else { 0x5 };
+        let too_far_behind = if matches!(version, Version::Draft14 | Version::Draft16) { 0x6 } else { 0x5 };
         let done = s.done.as_ref().unwrap();
         assert_eq!(done.status, too_far_behind, "{version:?}: {done:?}");
         assert!(

@@ -198,7 +198,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         let rid = r.next_id();
         r.send(subscribe(rid));
         r.act(Action::Answer { ok: true });
-        if v == Version::Draft16 {
+        if !v.request_streams() {
             r.send(Message::Unsubscribe(rid));
         } else {
             r.client.cancel(rid).unwrap();

@@ -42,10 +42,10 @@ fn subscribe(id: u64) -> Message {
     })
 }
 
-/// The client's control stream: draft-16 bidirectional stream 0, draft-18/22 its first
+/// The client's control stream: draft-14 and draft-16 bidirectional stream 0, draft-18/22 its first
 /// unidirectional stream.
 fn control(v: Version) -> u64 {
-    if v == Version::Draft16 {
+    if !v.request_streams() {
         0
     } else {
         2
@@ -54,7 +54,7 @@ fn control(v: Version) -> u64 {
 
 /// The first client bidirectional stream that is not a control stream.
 fn first_bidi(v: Version) -> u64 {
-    if v == Version::Draft16 {
+    if !v.request_streams() {
         4
     } else {
         0
@@ -63,7 +63,7 @@ fn first_bidi(v: Version) -> u64 {
 
 /// The first client unidirectional data stream.
 fn first_uni(v: Version) -> u64 {
-    if v == Version::Draft16 {
+    if !v.request_streams() {
         2
     } else {
         6

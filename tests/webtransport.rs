@@ -386,6 +386,8 @@ fn a_token_in_the_url_authorizes_the_session() {
             (format!("/moq?cat={}", cat("other")), 0x1),
         ] {
             let mut s = Subscriber::connect(Relay::webtransport(addr, &path), version, deadline()).unwrap();
+            // DOES_NOT_EXIST is SUBSCRIBE_ERROR's TRACK_DOES_NOT_EXIST 0x4 at draft-14 (§9.9).
+            let want = if want == 0x10 && version == Version::Draft14 { 0x4 } else { want };
             match s.subscribe(track("a"), None, deadline()) {
                 Err(ClientError::Refused { code, .. }) => assert_eq!(code, want, "{version:?} {path}"),
                 other => panic!("{version:?} {path}: {other:?}"),

@@ -4,7 +4,8 @@
 
 use moq_edge::wire::Version;
 
-pub const DRAFTS: [Version; 4] = [Version::Draft22, Version::Draft18, Version::Draft16, Version::Draft20];
+pub const DRAFTS: [Version; 5] =
+    [Version::Draft22, Version::Draft18, Version::Draft16, Version::Draft20, Version::Draft14];
 
 /// The draft selector byte `b` picks.
 pub fn pick(b: u8) -> Version {

@@ -225,7 +225,7 @@ impl Driver {
 
     /// The stream an action addresses: (control, first bidirectional, first unidirectional).
     pub fn streams(version: Version) -> (u64, u64, u64) {
-        if version == Version::Draft16 {
+        if !version.request_streams() {
             (0, 4, 2)
         } else {
             (2, 0, 6)

@@ -211,7 +211,9 @@ impl SubscriberCore {
         if let Some(sub) = self.subs.get_mut(&request_id) {
             sub.forward = forward;
         }
-        self.updates.insert(update_id, Update { target: request_id, state: RequestState::Pending });
+        // draft-14's SUBSCRIBE_UPDATE has no answer: it holds once sent.
+        let state = if s.updates_are_answered() { RequestState::Pending } else { RequestState::Accepted };
+        self.updates.insert(update_id, Update { target: request_id, state });
         Ok(update_id)
     }
 

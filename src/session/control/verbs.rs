@@ -157,6 +157,12 @@ impl Session {
         }
     }
 
+    /// Whether the peer answers a REQUEST_UPDATE: draft-14's SUBSCRIBE_UPDATE has no answer
+    /// (§9.10), every later draft's has one (REQUEST_OK or REQUEST_ERROR).
+    pub fn updates_are_answered(&self) -> bool {
+        self.version != Version::Draft14
+    }
+
     /// Whether PUBLISH_OK carries FORWARD (draft-14 §9.14, draft-16 §9.14; draft-18 §10.2.12
     /// names PUBLISH_OK, its REQUEST_OK alias); draft-22's REQUEST_OK answer does not, and a
     /// Forward State different from the PUBLISH's is set with REQUEST_UPDATE (§3.1.1).
