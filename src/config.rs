@@ -54,7 +54,7 @@ pub struct Cli {
     pub congestion_control: Option<String>,
 
     /// MoQT drafts offered to clients, over raw QUIC (one ALPN each) and WebTransport
-    /// (WT-Protocol), e.g. `16,22` [default: every draft this build speaks: 22,20,18,16].
+    /// (WT-Protocol), e.g. `16,22` [default: every draft this build speaks: 22,20,18,16,14].
     #[arg(long, value_name = "N,...", value_delimiter = ',')]
     pub drafts: Vec<u32>,
 

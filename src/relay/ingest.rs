@@ -312,7 +312,10 @@ impl Ingest {
             // stream); a failed update is followed by PUBLISH_DONE UPDATE_FAILED.
             return self.update_answered(sessions, conn, m.request_id);
         }
-        let Some(code) = sessions.get(conn).map(|s| s.peer_request_error_of(m.request_id, m.error_code)) else { return };
+        let Some(code) = sessions.get(conn).map(|s| s.peer_request_error_of(m.request_id, m.error_code))
+        else {
+            return;
+        };
         let Some((up, _)) = self.remove_upstream(sessions, key) else { return };
         let msg = OwnerMsg::UpstreamError { alias: up.alias, epoch: up.epoch, code, reason: m.reason };
         cx.send(cx.owner_of(up.alias), msg);
