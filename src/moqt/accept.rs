@@ -42,6 +42,9 @@ pub struct WebTransportAccept<F> {
     exchange: Option<(WebTransportConn, F)>,
     app: Option<Box<dyn ConnApp>>,
     setup_deadline: Option<Instant>,
+    /// draft-14 is served: a client that names no WT-Protocol may speak it (draft-14 defines
+    /// none), told by its CLIENT_SETUP (`Version::sniff_client_setup`).
+    sniff_d14: bool,
 }
 
 impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> WebTransportAccept<F> {
@@ -58,6 +61,7 @@ impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> WebTransportAccep
             exchange: Some((WebTransportConn { wt, h3: VecDeque::new() }, then)),
             app: None,
             setup_deadline: None,
+            sniff_d14: drafts.contains(&Version::Draft14),
         }
     }
 }
@@ -68,7 +72,16 @@ impl<F: FnOnce(Version, WebTransportConn) -> Box<dyn ConnApp>> ConnApp for WebTr
             // Scratch space on the stack: a connection waiting for its CONNECT holds none.
             let mut buf = [0u8; 16 * 1024];
             webtransport_handshake(conn, &mut wtc.wt, &mut wtc.h3, &mut buf);
-            let accepted = wtc.wt.accepted().and_then(|a| Version::from_alpn(a.protocol.as_bytes()));
+            let accepted = wtc.wt.accepted().and_then(|a| match a.negotiated || !self.sniff_d14 {
+                true => Version::from_alpn(a.protocol.as_bytes()),
+                // No WT-Protocol named: the first bytes of the client's control stream (its
+                // first bidirectional stream, 0 in the session's numbering) tell 14 from the
+                // default; until they arrive, wait (they are held, bounded, meanwhile).
+                false => Version::sniff_client_setup(&wtc.wt.early_of(0)).map(|v| match v {
+                    Version::Draft14 => v,
+                    _ => Version::from_alpn(a.protocol.as_bytes()).unwrap_or(v),
+                }),
+            });
             match accepted {
                 Some(version) => {
                     let mut app = then(version, wtc);

@@ -10,11 +10,13 @@
 //! control, shedding and delivery timeouts (ARCHITECTURE.md, "Transports").
 
 mod accept;
+mod app;
 mod hold;
 
 pub use accept::{draft_alpns, server_alpns, WebTransportAccept, WebTransportConn};
+pub use app::MoqtApp;
 
-use runtime::{QuicConnection, Transport};
+use runtime::Transport;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -25,7 +27,6 @@ use bytes::Bytes;
 use tracing::debug;
 
 use hold::Hold;
-use runtime::ConnApp;
 use session::{Event, Session, StreamId, Transmit};
 use webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
 use wire::model::SetupOptions;
@@ -935,99 +936,6 @@ fn send_queue(
         }
     }
     Sent::All
-}
-
-/// One connection's MoQT session over quiche, with a handler for its events (our client).
-pub struct MoqtApp<H> {
-    session: Session,
-    handler: H,
-    pump: Pump,
-    buf: Vec<u8>,
-}
-
-impl<H: RequestHandler> MoqtApp<H> {
-    /// Glue for `session` (either role: the server's connections and our client use it).
-    pub fn new(session: Session, handler: H) -> Self {
-        Self::with_pump(session, handler, Pump::default())
-    }
-
-    /// Glue for `session` writing through `pump` (one over WebTransport, or with a backlog
-    /// limit).
-    pub fn with_pump(session: Session, handler: H, pump: Pump) -> Self {
-        MoqtApp { session, handler, pump, buf: vec![0u8; 65_536] }
-    }
-
-    pub fn session(&self) -> &Session {
-        &self.session
-    }
-
-    /// The glue (its WebTransport state, backlog figures).
-    pub fn pump(&self) -> &Pump {
-        &self.pump
-    }
-
-    pub fn session_mut(&mut self) -> &mut Session {
-        &mut self.session
-    }
-
-    pub fn handler(&self) -> &H {
-        &self.handler
-    }
-
-    pub fn handler_mut(&mut self) -> &mut H {
-        &mut self.handler
-    }
-
-    /// Hands the next session event to the handler; false when there was none.
-    fn handle_next_event(&mut self) -> bool {
-        match self.session.poll_event() {
-            Some(event) => {
-                self.handler.on_event(&mut self.session, event);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn read(&mut self, conn: &mut impl Transport) {
-        self.pump.read(conn, &mut self.session, &mut self.buf);
-    }
-
-    fn write(&mut self, conn: &mut impl Transport, now: Instant) {
-        self.pump.write(conn, &mut self.session, now);
-    }
-}
-
-impl<H: RequestHandler> ConnApp for MoqtApp<H> {
-    fn set_setup_deadline(&mut self, at: Instant) {
-        self.session.set_setup_deadline(at);
-    }
-
-    fn on_io(&mut self, conn: &mut QuicConnection) {
-        self.io(conn);
-    }
-
-    fn on_stream_io(&mut self, conn: &mut qmux::Connection) {
-        self.io(conn);
-    }
-}
-
-impl<H: RequestHandler> MoqtApp<H> {
-    /// Reads, hands every event to the handler, writes: over QUIC or QMux alike.
-    fn io(&mut self, conn: &mut impl Transport) {
-        let now = Instant::now();
-        self.session.on_timeout(now);
-        self.read(conn);
-        loop {
-            while self.handle_next_event() {}
-            self.write(conn, now);
-            // Writing can surface events (a STOP_SENDING seen by stream_send); stop when it
-            // did not. Every round consumes queued work, so this ends.
-            if !self.handle_next_event() {
-                break;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use super::*;
 use runtime::testing::{exchange, handshake};
+use runtime::QuicConnection;
 use session::SessionConfig;
 use std::time::Duration;
 use wire::model::Role;
@@ -484,6 +485,7 @@ fn datagrams_go_most_urgent_first() {
 fn url_tokens_become_setup_tokens() {
     let accepted = webtransport::Accepted {
         protocol: "moqt-16".into(),
+        negotiated: true,
         authority: "edge".into(),
         path: "/live?x=1&jwt=a.b.c&token=&cat=2D%2B%2f%3D&other=zz&token=v1.k".into(),
     };

@@ -78,6 +78,9 @@ impl Default for Limits {
 pub struct Accepted {
     /// The WT-Protocol chosen (the MoQT ALPN), or the server's default.
     pub protocol: String,
+    /// Whether the protocol was negotiated (the client offered WT-Available-Protocols and the
+    /// server's answer named one), rather than the default taken for a client that named none.
+    pub negotiated: bool,
     /// `:authority` and `:path` (with its query) of the request.
     pub authority: String,
     pub path: String,
@@ -274,6 +277,11 @@ impl WebTransport {
 
     /// Payload that arrived on WebTransport streams before the session was accepted:
     /// (session stream, bytes, fin), in arrival order.
+    /// The payload held so far for session stream `stream` (arrival order), without taking it.
+    pub fn early_of(&self, stream: u64) -> Vec<u8> {
+        self.early.iter().filter(|(s, _, _)| *s == stream).flat_map(|(_, d, _)| d.iter().copied()).collect()
+    }
+
     pub fn take_early(&mut self) -> Vec<(u64, Vec<u8>, bool)> {
         self.early_bytes = 0;
         std::mem::take(&mut self.early)
@@ -768,7 +776,8 @@ impl WebTransport {
                 self.connect = Some(quic);
                 let offered = !request.protocols.is_empty();
                 self.respond(quic, 200, offered.then_some(protocol.as_str()));
-                let accepted = Accepted { protocol, authority: request.url.authority().to_string(), path };
+                let authority = request.url.authority().to_string();
+                let accepted = Accepted { protocol, negotiated: offered, authority, path };
                 self.accepted = Some(accepted.clone());
                 self.events.push_back(Event::Accepted(accepted));
                 let mut frames = buf;
@@ -808,13 +817,14 @@ impl WebTransport {
             }
             Ok(response) => {
                 let used = buf.len() - read.len();
+                let negotiated = response.protocol.is_some();
                 let protocol = match response.protocol {
                     Some(p) => p,
                     // A server that chose none: the client's first offer is what it speaks.
                     None => self.protocols.first().cloned().unwrap_or_default(),
                 };
                 let (authority, path) = self.pending_request.take().unwrap_or_default();
-                let accepted = Accepted { protocol, authority, path };
+                let accepted = Accepted { protocol, negotiated, authority, path };
                 self.accepted = Some(accepted.clone());
                 self.events.push_back(Event::Accepted(accepted));
                 let mut frames = buf;

@@ -83,6 +83,27 @@ impl Version {
         Version::KNOWN.into_iter().find(|v| v.alpn().as_bytes() == alpn)
     }
 
+    /// The draft of a client whose transport named none (a WebTransport CONNECT without
+    /// WT-Available-Protocols), told from the first bytes of its control stream: draft-14's
+    /// CLIENT_SETUP and draft-16's share type 0x20 and a 16-bit length, then draft-14 lists
+    /// its supported versions (§9.3: 0xff0000NN for the drafts) where draft-16 counts its
+    /// parameters, whose types are small. `None` until enough bytes arrived (or when they
+    /// are no CLIENT_SETUP at all: then draft-16, the default, reads and refuses them).
+    pub fn sniff_client_setup(first: &[u8]) -> Option<Version> {
+        use crate::varint::{Quic, VarInt};
+        let (kind, n) = Quic::decode(first).ok()?;
+        if kind != 0x20 {
+            return Some(Version::Draft16);
+        }
+        let rest = first.get(n + 2..)?;
+        let (count, n) = Quic::decode(rest).ok()?;
+        if count == 0 {
+            return Some(Version::Draft16);
+        }
+        let (first_value, _) = Quic::decode(rest.get(n..)?).ok()?;
+        Some(if first_value >> 24 == 0xff { Version::Draft14 } else { Version::Draft16 })
+    }
+
     /// The request-stream draft's table of differences (`None`: draft-14 and draft-16, whose
     /// control planes are their own).
     pub const fn dialect(self) -> Option<&'static Dialect> {
@@ -286,6 +307,26 @@ fn set_filter(msg: &mut Message, f: LocationFilter) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_setup_tells_draft_14_from_16() {
+        let mut d14 = Vec::new();
+        let versions = crate::model::SetupOptions { versions: vec![0xff00000e], ..Default::default() };
+        let setup = crate::model::Setup { options: versions, ..Default::default() };
+        Version::Draft14.encode_message(&Message::ClientSetup(setup.clone()), &mut d14).unwrap();
+        let mut d16 = Vec::new();
+        let path =
+            crate::model::SetupOptions { path: Some(bytes::Bytes::from_static(b"/")), ..Default::default() };
+        let setup16 = crate::model::Setup { options: path, ..Default::default() };
+        Version::Draft16.encode_message(&Message::ClientSetup(setup16), &mut d16).unwrap();
+        assert_eq!(Version::sniff_client_setup(&d14), Some(Version::Draft14));
+        assert_eq!(Version::sniff_client_setup(&d16), Some(Version::Draft16));
+        // Not enough yet: no answer, whatever the prefix.
+        for end in 0..4 {
+            assert_eq!(Version::sniff_client_setup(&d14[..end]), None, "{end}");
+        }
+        assert_eq!(Version::sniff_client_setup(&[0x2f, 0x00]), Some(Version::Draft16));
+    }
 
     #[test]
     fn alpn_table() {
