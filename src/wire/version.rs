@@ -312,13 +312,13 @@ mod tests {
     fn a_client_setup_tells_draft_14_from_16() {
         let mut d14 = Vec::new();
         let versions = crate::model::SetupOptions { versions: vec![0xff00000e], ..Default::default() };
-        let setup = crate::model::Setup { options: versions, ..Default::default() };
-        Version::Draft14.encode_message(&Message::ClientSetup(setup.clone()), &mut d14).unwrap();
+        let setup = crate::model::Setup { options: versions };
+        Version::Draft14.encode_message(&Message::ClientSetup(setup), &mut d14).expect("encodes");
         let mut d16 = Vec::new();
         let path =
             crate::model::SetupOptions { path: Some(bytes::Bytes::from_static(b"/")), ..Default::default() };
-        let setup16 = crate::model::Setup { options: path, ..Default::default() };
-        Version::Draft16.encode_message(&Message::ClientSetup(setup16), &mut d16).unwrap();
+        let setup16 = crate::model::Setup { options: path };
+        Version::Draft16.encode_message(&Message::ClientSetup(setup16), &mut d16).expect("encodes");
         assert_eq!(Version::sniff_client_setup(&d14), Some(Version::Draft14));
         assert_eq!(Version::sniff_client_setup(&d16), Some(Version::Draft16));
         // Not enough yet: no answer, whatever the prefix.
