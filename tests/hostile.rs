@@ -70,6 +70,13 @@ fn first_uni(v: Version) -> u64 {
     }
 }
 
+/// A client's SETUP at `v` (draft-14's lists its version, §9.3).
+fn client_setup(v: Version) -> Message {
+    let options =
+        SetupOptions { versions: v.setup_version().into_iter().collect(), ..SetupOptions::default() };
+    Message::ClientSetup(Setup { options })
+}
+
 fn server(v: Version, config: SessionConfig) -> Session {
     Session::new(v, Role::Server, config, SetupOptions::default())
 }
@@ -77,7 +84,7 @@ fn server(v: Version, config: SessionConfig) -> Session {
 /// A server whose SETUP exchange with a raw client (bytes from the test) is done.
 fn ready_server(v: Version, config: SessionConfig) -> Session {
     let mut s = server(v, config);
-    s.on_stream_data(StreamId(control(v)), &encode(v, &Message::ClientSetup(Setup::default())), false);
+    s.on_stream_data(StreamId(control(v)), &encode(v, &client_setup(v)), false);
     assert!(s.is_ready(), "{v:?}");
     while s.poll_event().is_some() {}
     while s.poll_transmit().is_some() {}
@@ -140,7 +147,7 @@ fn setup_completed_in_time_disarms_the_deadline() {
         let t0 = Instant::now();
         let mut s = server(v, SessionConfig::default());
         s.set_setup_deadline(t0 + Duration::from_secs(5));
-        s.on_stream_data(StreamId(control(v)), &encode(v, &Message::ClientSetup(Setup::default())), false);
+        s.on_stream_data(StreamId(control(v)), &encode(v, &client_setup(v)), false);
         assert!(s.is_ready());
         assert_eq!(s.timeout(), None);
         s.on_timeout(t0 + Duration::from_secs(60));
@@ -279,7 +286,7 @@ fn closed_streams_behind_one_open_stream_are_remembered_within_a_window() {
             track_alias: TrackAlias(7),
             group_id: 0,
             subgroup_id: SubgroupId::Zero,
-            publisher_priority: None,
+            publisher_priority: Some(128),
             has_properties: false,
             end_of_group: false,
             first_object: false,
@@ -374,7 +381,7 @@ fn object_headers_beyond_64_kib_are_stopped() {
             track_alias: TrackAlias(1),
             group_id: 0,
             subgroup_id: SubgroupId::Zero,
-            publisher_priority: None,
+            publisher_priority: Some(128),
             has_properties: true,
             end_of_group: false,
             first_object: false,

@@ -26,12 +26,10 @@
 
 use crate::codec::{Reader, Writer};
 use crate::common::{
-    read_control_frame, read_full_track_name, read_location, read_namespace, read_reason, write_location,
-    write_namespace, write_reason, KvTypes,
+    read_full_track_name, read_location, read_namespace, read_reason, write_location, write_namespace,
+    write_reason, KvTypes,
 };
-use crate::d16::control::{
-    frame, read_goaway, read_id, read_publish_done, write_goaway, write_publish_done, write_track,
-};
+use crate::d16::control::{frame, read_id, write_goaway, write_publish_done, write_track};
 use crate::d16::params::{read_setup, write_setup};
 use crate::error::{DecodeError, EncodeError};
 use crate::model::{
@@ -202,12 +200,7 @@ pub fn encode_response(msg: &Message, answers: RequestKind, out: &mut Vec<u8>) -
 /// `NeedMore` until the whole frame is present; a payload that does not match its fields,
 /// or an unknown message type, is a PROTOCOL_VIOLATION (§9).
 pub fn decode_message(buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
-    let (ty, body, consumed) = read_control_frame::<Quic>(buf)?;
-    let mut r = Reader::<Quic>::new(body);
-    let msg =
-        read_body(ty, &mut r, ctx).map_err(|e| e.within_length("control message shorter than its fields"))?;
-    r.finish("control message longer than its fields")?;
-    Ok((msg, consumed))
+    crate::d16::control::decode_framed(buf, ctx, read_body)
 }
 
 fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError> {
@@ -215,9 +208,13 @@ fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError>
     Ok(match ty {
         t::CLIENT_SETUP => Message::ClientSetup(read_setup_message(r, ctx.sender, Role::Client)?),
         t::SERVER_SETUP => Message::ServerSetup(read_setup_message(r, ctx.sender, Role::Server)?),
-        t::GOAWAY => Message::GoAway(read_goaway(r, ctx.sender)?),
-        t::MAX_REQUEST_ID => Message::MaxRequestId(read_id(r)?),
-        t::REQUESTS_BLOCKED => Message::RequestsBlocked(read_id(r)?),
+        // Laid out as in draft-16 (§9.4, §9.5, §9.6, §9.12, §9.16, §9.15).
+        t::GOAWAY
+        | t::MAX_REQUEST_ID
+        | t::REQUESTS_BLOCKED
+        | t::UNSUBSCRIBE
+        | t::FETCH_CANCEL
+        | t::PUBLISH_DONE => crate::d16::control::read_body(ty, r, ctx)?,
         t::SUBSCRIBE => Message::Subscribe(read_subscribe(r, PM::Subscribe)?),
         t::TRACK_STATUS => Message::TrackStatus(read_subscribe(r, PM::TrackStatus)?),
         t::SUBSCRIBE_OK => {
@@ -230,13 +227,10 @@ fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError>
             Message::RequestOk(RequestOk { request_id, params, track_properties })
         }
         t::SUBSCRIBE_UPDATE => Message::RequestUpdate(read_subscribe_update(r)?),
-        t::UNSUBSCRIBE => Message::Unsubscribe(read_id(r)?),
         t::PUBLISH => Message::Publish(read_publish(r)?),
         t::PUBLISH_OK => Message::PublishOk(read_publish_ok(r)?),
-        t::PUBLISH_DONE => Message::PublishDone(read_publish_done(r)?),
         t::FETCH => Message::Fetch(read_fetch(r)?),
         t::FETCH_OK => Message::FetchOk(read_fetch_ok(r)?),
-        t::FETCH_CANCEL => Message::FetchCancel(read_id(r)?),
         t::PUBLISH_NAMESPACE => Message::PublishNamespace(read_publish_namespace(r)?),
         t::PUBLISH_NAMESPACE_OK | t::SUBSCRIBE_NAMESPACE_OK => {
             Message::RequestOk(RequestOk { request_id: read_id(r)?, ..RequestOk::default() })

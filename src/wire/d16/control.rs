@@ -115,6 +115,16 @@ pub(crate) fn frame(
 /// Decodes one control message from the front of `buf`: `(message, bytes consumed)`.
 /// `NeedMore` until the whole frame (type, 16-bit length, body) is present.
 pub fn decode_message(buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
+    decode_framed(buf, ctx, read_body)
+}
+
+/// A control message's frame (type, 16-bit length, body; draft-14 and draft-16 alike), its
+/// body read by `read_body`, which must take all of it.
+pub(crate) fn decode_framed(
+    buf: &[u8],
+    ctx: &DecodeContext,
+    read_body: fn(u64, R, &DecodeContext) -> Result<Message, DecodeError>,
+) -> Result<(Message, usize), DecodeError> {
     let (ty, body, consumed) = read_control_frame::<Quic>(buf)?;
     let mut r = Reader::<Quic>::new(body);
     let msg =
@@ -123,7 +133,9 @@ pub fn decode_message(buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize
     Ok((msg, consumed))
 }
 
-fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError> {
+/// The body of a draft-16 control message of type `ty` (draft-14 reads those it shares this
+/// way too).
+pub(crate) fn read_body(ty: u64, r: R, ctx: &DecodeContext) -> Result<Message, DecodeError> {
     use message_type as t;
     Ok(match ty {
         t::CLIENT_SETUP => Message::ClientSetup(read_setup_message(r, ctx.sender, Role::Client)?),
