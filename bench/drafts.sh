@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-DRAFTS=${DRAFTS:-16 18 20 22}
+DRAFTS=${DRAFTS:-16 14 18 20 22}
 if [[ -z ${BIN:-} ]]; then
     cargo build --release --bin moq-edge --bin moq-bench
     export BIN=target/release
