@@ -235,6 +235,20 @@ fn fan_out_draft16_publisher_to_draft22_subscribers() {
     fan_out(Version::Draft16, Version::Draft22, false);
 }
 
+#[test]
+fn fan_out_draft14() {
+    fan_out(Version::Draft14, Version::Draft14, true);
+}
+
+/// draft-14 (ALPN moq-00) publishers and subscribers meet those of every later draft, both ways.
+#[test]
+fn fan_out_between_draft14_and_every_later_draft() {
+    for other in [Version::Draft16, Version::Draft18, Version::Draft20, Version::Draft22] {
+        fan_out(Version::Draft14, other, false);
+        fan_out(other, Version::Draft14, false);
+    }
+}
+
 /// The publisher's connection closes in the middle of a group: every subscriber's open stream
 /// is reset, every subscription ends with PUBLISH_DONE, and the relay keeps nothing for it.
 #[test]

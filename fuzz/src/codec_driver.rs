@@ -5,6 +5,7 @@
 //!
 //! Only `moq_edge` and `std` are used, so the file compiles in both crates.
 
+use moq_edge::wire::d14::data::Draft14;
 use moq_edge::wire::d16::data::Draft16;
 use moq_edge::wire::d18::data::Draft18;
 use moq_edge::wire::d22::data::Draft22;
@@ -54,13 +55,14 @@ fn control_message(version: Version, mode: u8, buf: &[u8]) {
 /// The first byte picks draft and mode.
 pub fn data(input: &[u8]) {
     let Some((&selector, buf)) = input.split_first() else { return };
-    // The low bit of `mode` is not read by `data_plane`, so the three drafts share its bits 1
-    // and 2.
-    let mode = (selector / 3) << 1;
-    match selector % 3 {
+    // The low bit of `mode` is not read by `data_plane`, so the four data planes share its
+    // bits 1 and 2.
+    let mode = (selector / 4) << 1;
+    match selector % 4 {
         0 => data_plane::<Draft16>(mode, buf),
         1 => data_plane::<Draft18>(mode, buf),
-        _ => data_plane::<Draft22>(mode, buf),
+        2 => data_plane::<Draft22>(mode, buf),
+        _ => data_plane::<Draft14>(mode, buf),
     }
 }
 
