@@ -49,7 +49,9 @@ pub struct Cli {
     #[arg(long, value_name = "PEM", requires = "cert")]
     pub key: Option<PathBuf>,
 
-    /// Congestion control: cubic, reno, bbr2 [default: cubic].
+    /// Congestion control: bbr2, cubic, reno [default: bbr2: the lowest latency on lossy
+    /// viewer links and across lossy tiers, the same CPU as cubic on clean ones; bench/README.md
+    /// "Impaired viewer links"].
     #[arg(long, value_name = "NAME")]
     pub congestion_control: Option<String>,
 
@@ -761,7 +763,7 @@ struct Transport {
 
 fn resolve_transport(cli: &Cli, file: &FileConfig) -> anyhow::Result<Transport> {
     let congestion_control =
-        cli.congestion_control.clone().or(file.congestion_control.clone()).unwrap_or_else(|| "cubic".into());
+        cli.congestion_control.clone().or(file.congestion_control.clone()).unwrap_or_else(|| "bbr2".into());
     if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
         bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
     }

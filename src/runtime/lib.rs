@@ -88,7 +88,7 @@ pub struct RuntimeConfig {
     /// (`load::LoadMeter`) refuses new connections and tells its application
     /// ([`app::ShardApp::set_load`]); 0 (or 100): never.
     pub admission_busy_pct: u8,
-    /// quiche congestion control name: "cubic" (default), "reno", "bbr2", ...
+    /// quiche congestion control name: "bbr2" (default), "cubic", "reno", ...
     pub congestion_control: String,
     /// Batch sends with UDP_SEGMENT (falls back to plain sends when the kernel refuses).
     pub gso: bool,
@@ -145,7 +145,7 @@ impl RuntimeConfig {
             setup_timeout: Duration::from_secs(5),
             max_connections_per_core: 10_000,
             admission_busy_pct: 0,
-            congestion_control: "cubic".to_string(),
+            congestion_control: "bbr2".to_string(),
             gso: true,
             send_coalesce: Duration::ZERO,
             coalesce_busy_pct: 50,
