@@ -225,6 +225,9 @@ struct LostUpstream {
     until: Instant,
     /// When to try routing and subscribing again.
     retry_at: Instant,
+    /// A SUBSCRIBE is on its way: its answer decides what follows (a namespace appearing
+    /// meanwhile does not send another, which the parent would refuse as a duplicate).
+    asking: bool,
 }
 
 /// How long subscribers of a track whose upstream link was lost wait for it to come back.

@@ -218,6 +218,41 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
     }
 }
 
+/// A lost link's track is being subscribed again through the new link when the parent lists
+/// the track's namespace (its answer to the link's SUBSCRIBE_NAMESPACE): that sends no second
+/// SUBSCRIBE, which the parent would refuse as a duplicate, leaving the track retrying
+/// against its own subscription. The one SUBSCRIBE's answer brings the objects back.
+#[test]
+fn a_namespace_listed_while_a_lost_track_subscribes_again_sends_no_second_subscribe() {
+    for v in DRAFTS {
+        let mut r = Relay::new(2);
+        let parent = r.link(v);
+        let t = track(&["live"], "v");
+        let s = r.connect(1, v);
+        let rid = r.subscribe(s, &t, None);
+        let up = r.upstream_subscribe(parent, &t);
+        r.accept(parent, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        r.disconnect(parent);
+        r.run_until_quiet();
+
+        let parent2 = r.link(v);
+        r.advance(Duration::from_millis(10));
+        let up2 = r.upstream_subscribe(parent2, &t);
+        let asked = r.clients[parent2].discovery.clone();
+        r.session(parent2).send_on(asked[0].request_id, Message::Namespace(ns(&["live"]))).unwrap();
+        r.run_until_quiet();
+        r.advance(Duration::from_millis(10));
+        let again = messages(&r.take_events(parent2));
+        assert!(!again.iter().any(|m| matches!(m, Message::Subscribe(_))), "{v:?}: {again:?}");
+        r.accept(parent2, &up2, None);
+        let stream = r.open(parent2, &header(v, PUB_ALIAS, 1, 0));
+        r.put(parent2, stream, &object(1, 0));
+        r.run_until_quiet();
+        assert_eq!(streams(&r.take_events(s)).len(), 1, "{v:?}: objects flow again");
+    }
+}
+
 /// An edge asked to FETCH a track it does not relay: it subscribes the track through its link
 /// (for the End Location), then FETCHes from the parent what its empty cache lacks, and
 /// answers with the parent's objects.

@@ -51,14 +51,16 @@ impl Held {
 impl Owner {
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
     pub(crate) fn rendezvous(&mut self, cx: &mut Cx<'_>, namespace: &wire::model::TrackNamespace) {
-        // Tracks waiting for a lost upstream link under `namespace` try again at once.
+        // Tracks waiting for a lost upstream link under `namespace` try again at once, unless
+        // an attempt is on its way (a second SUBSCRIBE for the same track would be refused as
+        // a duplicate, and that refusal taken for the attempt's answer).
         // (Only scanned while some track is lost: the heap is empty otherwise.)
         let now = cx.now;
         let mut again = Vec::new();
         let tracks = if self.lost.is_empty() { None } else { Some(self.tracks.iter_mut()) };
         for (alias, t) in tracks.into_iter().flatten().filter(|(_, t)| t.state.lost().is_some()) {
             if let Some(l) = t.state.lost_mut().filter(|_| t.name.namespace.starts_with(namespace)) {
-                if l.retry_at > now {
+                if l.retry_at > now && !l.asking {
                     l.retry_at = now;
                     again.push(Reverse((now, alias.0)));
                 }

@@ -141,6 +141,7 @@ impl Owner {
             // Subscribing again after a lost link: the parent may not know the track yet
             // (its publisher reconnecting too); try again until the grace period ends.
             l.retry_at = cx.now + UPSTREAM_RETRY;
+            l.asking = false;
             let next = Reverse((l.retry_at, alias.0));
             self.lost.push(next);
             return;
@@ -217,7 +218,7 @@ impl Owner {
             cx.send(core, FanoutMsg::UpstreamLost { alias });
         }
         let until = cx.now + UPSTREAM_LOST_GRACE;
-        t.state.set_lost(LostUpstream { until, retry_at: cx.now + UPSTREAM_RETRY });
+        t.state.set_lost(LostUpstream { until, retry_at: cx.now + UPSTREAM_RETRY, asking: false });
         self.lost.push(Reverse((cx.now + UPSTREAM_RETRY, alias.0)));
     }
 
@@ -259,6 +260,7 @@ impl Owner {
                     // The answer (UpstreamOk / UpstreamError) decides what follows; the grace
                     // period still ends the track if none comes.
                     l.retry_at = lost.until;
+                    l.asking = true;
                     t.source = Source::Pending { publisher, epoch };
                     t.asked = UpStart::Next;
                     self.lost.push(Reverse((lost.until, alias.0)));
