@@ -5,9 +5,7 @@
 //! Timed-Out Range (0x20C), Group/Object ID deltas on fetch streams ordered by the fetch's
 //! Group Order, the control stream type 0x2F00 and the padding types.
 
-use crate::data::{self as shared, DataRules};
-use crate::error::{DecodeError, EncodeError};
-use crate::model::{Datagram, DatagramHeader, RequestId, SubgroupHeader, UniStreamHeader};
+use crate::data::DataRules;
 use crate::varint::Vi64;
 
 /// Unidirectional stream type of the control stream; also the SETUP message type (§6.4.1, §9.1).
@@ -31,56 +29,4 @@ impl DataRules for Draft22 {
     const PADDING_DATAGRAM_TYPE: Option<u64> = Some(PADDING_DATAGRAM_TYPE);
 }
 
-/// Object reader for a subgroup stream (§11.3.1): `new(&header)`, then `decode(buf)`.
-pub type SubgroupReader = shared::SubgroupReader<Draft22>;
-/// Object writer for a subgroup stream (§11.3.1): `new(&header)`, then `encode(&obj, out)`.
-pub type SubgroupWriter = shared::SubgroupWriter<Draft22>;
-/// Item reader for a fetch stream (§11.4.1); `new(order)` takes the fetch's Group Order, which
-/// decides the direction of Group ID Deltas (§11.4.1.1).
-pub type FetchReader = shared::FetchReader<Draft22>;
-/// Item writer for a fetch stream (§11.4.1); `new(order)` takes the fetch's Group Order.
-pub type FetchWriter = shared::FetchWriter<Draft22>;
-
-/// Reads the stream type and header at the start of a unidirectional stream: (header, bytes
-/// consumed). Types (§6.4.1 Table 2): 0x05 FETCH_HEADER; 0b0XX1XXXX SUBGROUP_HEADER (mode 0b11
-/// reserved); 0x2F00 control stream, returned with ZERO bytes consumed because the SETUP
-/// message that follows starts with that same type; 0x132B3E28 padding. Anything else is a
-/// PROTOCOL_VIOLATION.
-pub fn decode_uni_stream_header(buf: &[u8]) -> Result<(UniStreamHeader, usize), DecodeError> {
-    shared::decode_uni_stream_header::<Draft22>(buf)
-}
-
-/// Writes a SUBGROUP_HEADER (§11.3.1).
-pub fn encode_subgroup_header(h: &SubgroupHeader, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    shared::encode_subgroup_header::<Draft22>(h, out)
-}
-
-/// Writes a FETCH_HEADER (§11.4.1).
-pub fn encode_fetch_header(request_id: RequestId, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    shared::encode_fetch_header::<Draft22>(request_id, out)
-}
-
-/// Decodes an OBJECT_DATAGRAM (§11.2.1) or a padding datagram (§11.5.2). A truncated header is
-/// `NeedMore`, which for a datagram (always complete) the session treats as a
-/// PROTOCOL_VIOLATION.
-pub fn decode_datagram(buf: &[u8]) -> Result<Datagram, DecodeError> {
-    shared::decode_datagram::<Draft22>(buf)
-}
-
-/// Writes an OBJECT_DATAGRAM (§11.2.1): header, then `payload`.
-pub fn encode_datagram(h: &DatagramHeader, payload: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    shared::encode_datagram::<Draft22>(h, payload, out)
-}
-
-/// Writes the type of a padding stream (§11.5.1); any bytes the caller sends after it must be
-/// zero.
-pub fn encode_padding_stream_header(out: &mut Vec<u8>) {
-    // The type always has a vi64 encoding.
-    let _ = shared::encode_padding_stream_header::<Draft22>(out);
-}
-
-/// Writes a padding datagram (§11.5.2): the type, then `len` zero bytes of Padding Data.
-pub fn encode_padding_datagram(len: usize, out: &mut Vec<u8>) {
-    // The type always has a vi64 encoding.
-    let _ = shared::encode_padding_datagram::<Draft22>(len, out);
-}
+crate::data::data_plane!(Draft22, padding);

@@ -3,7 +3,8 @@
 //! draft-22 §6.4.1 and §11).
 //!
 //! Everything here is generic over a [`DataRules`] type that names the integer encoding and
-//! the few rules that differ between drafts; `d16::data` and `d22::data` instantiate it.
+//! the few rules that differ between drafts; each `dNN::data` instantiates it with
+//! [`data_plane!`].
 //!
 //! - `header`: unidirectional stream types and headers (SUBGROUP_HEADER, FETCH_HEADER,
 //!   draft-22 control and padding streams).
@@ -30,6 +31,84 @@ pub use datagram::*;
 pub use fetch::*;
 pub use header::*;
 pub use subgroup::*;
+
+/// Fixes the public face of one draft's data plane to `$rules`: the reader and writer types
+/// and the header, datagram (and, with `padding`, padding) functions of this module. Each
+/// `dNN::data` module states its [`DataRules`] and invokes this once, so what differs between
+/// drafts is the rules and nothing else.
+macro_rules! data_plane {
+    ($rules:ty) => {
+        /// Object reader for a subgroup stream: `new(&header)`, then `decode(buf)`.
+        pub type SubgroupReader = $crate::data::SubgroupReader<$rules>;
+        /// Object writer for a subgroup stream: `new(&header)`, then `encode(&obj, out)`.
+        pub type SubgroupWriter = $crate::data::SubgroupWriter<$rules>;
+        /// Item reader for a fetch stream; `new(order)` takes the fetch's Group Order, which
+        /// only drafts with Group ID Deltas read.
+        pub type FetchReader = $crate::data::FetchReader<$rules>;
+        /// Item writer for a fetch stream; `new(order)` takes the fetch's Group Order. What
+        /// the draft lacks (an End of Timed-Out Range, a FIRST_OBJECT bit) is `Unsupported`.
+        pub type FetchWriter = $crate::data::FetchWriter<$rules>;
+
+        /// Reads the stream type and header at the start of a unidirectional stream:
+        /// (header, bytes consumed). A type the draft does not define is a
+        /// PROTOCOL_VIOLATION; a control stream type is returned with zero bytes consumed,
+        /// because the SETUP message that follows starts with that same type.
+        pub fn decode_uni_stream_header(
+            buf: &[u8],
+        ) -> Result<($crate::model::UniStreamHeader, usize), $crate::error::DecodeError> {
+            $crate::data::decode_uni_stream_header::<$rules>(buf)
+        }
+
+        /// Writes a SUBGROUP_HEADER; a field the draft lacks is `Unsupported`.
+        pub fn encode_subgroup_header(
+            h: &$crate::model::SubgroupHeader,
+            out: &mut Vec<u8>,
+        ) -> Result<(), $crate::error::EncodeError> {
+            $crate::data::encode_subgroup_header::<$rules>(h, out)
+        }
+
+        /// Writes a FETCH_HEADER.
+        pub fn encode_fetch_header(
+            request_id: $crate::model::RequestId,
+            out: &mut Vec<u8>,
+        ) -> Result<(), $crate::error::EncodeError> {
+            $crate::data::encode_fetch_header::<$rules>(request_id, out)
+        }
+
+        /// Decodes an OBJECT_DATAGRAM (or a padding datagram where the draft has one). A
+        /// truncated header is `NeedMore`, which for a datagram (always complete) the session
+        /// treats as a PROTOCOL_VIOLATION.
+        pub fn decode_datagram(buf: &[u8]) -> Result<$crate::model::Datagram, $crate::error::DecodeError> {
+            $crate::data::decode_datagram::<$rules>(buf)
+        }
+
+        /// Writes an OBJECT_DATAGRAM: header, then `payload`.
+        pub fn encode_datagram(
+            h: &$crate::model::DatagramHeader,
+            payload: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<(), $crate::error::EncodeError> {
+            $crate::data::encode_datagram::<$rules>(h, payload, out)
+        }
+    };
+    ($rules:ty, padding) => {
+        $crate::data::data_plane!($rules);
+
+        /// Writes the type of a padding stream; any bytes the caller sends after it must be
+        /// zero.
+        pub fn encode_padding_stream_header(out: &mut Vec<u8>) {
+            // The type always has an encoding in the draft's integers.
+            let _ = $crate::data::encode_padding_stream_header::<$rules>(out);
+        }
+
+        /// Writes a padding datagram: the type, then `len` zero bytes of Padding Data.
+        pub fn encode_padding_datagram(len: usize, out: &mut Vec<u8>) {
+            // The type always has an encoding in the draft's integers.
+            let _ = $crate::data::encode_padding_datagram::<$rules>(len, out);
+        }
+    };
+}
+pub(crate) use data_plane;
 
 use super::codec::{Reader, Writer};
 use super::common::{write_object_properties_as, KvTypes};
