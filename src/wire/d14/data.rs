@@ -15,12 +15,6 @@ pub enum Draft14 {}
 
 impl DataRules for Draft14 {
     type V = Quic;
-    const FIRST_OBJECT_BIT: bool = false;
-    const TIMED_OUT_RANGE: bool = false;
-    const FETCH_ID_DELTAS: bool = false;
-    const CONTROL_STREAM_TYPE: Option<u64> = None;
-    const PADDING_STREAM_TYPE: Option<u64> = None;
-    const PADDING_DATAGRAM_TYPE: Option<u64> = None;
     const DEFAULT_PRIORITY: bool = false;
     const KV: KvTypes = KvTypes::Absolute;
     const DOES_NOT_EXIST: bool = true;

@@ -14,12 +14,6 @@ pub enum Draft16 {}
 
 impl DataRules for Draft16 {
     type V = Quic;
-    const FIRST_OBJECT_BIT: bool = false;
-    const TIMED_OUT_RANGE: bool = false;
-    const FETCH_ID_DELTAS: bool = false;
-    const CONTROL_STREAM_TYPE: Option<u64> = None;
-    const PADDING_STREAM_TYPE: Option<u64> = None;
-    const PADDING_DATAGRAM_TYPE: Option<u64> = None;
 }
 
 crate::data::data_plane!(Draft16);

@@ -9,12 +9,8 @@
 use crate::data::DataRules;
 use crate::varint::Vi64;
 
-/// Unidirectional stream type of the control stream; also the SETUP message type (§3.4, §10.3).
-pub const CONTROL_STREAM_TYPE: u64 = 0x2F00;
-/// Padding stream type (§11.5.1).
-pub const PADDING_STREAM_TYPE: u64 = 0x132B_3E28;
-/// Padding datagram type (§11.5.2).
-pub const PADDING_DATAGRAM_TYPE: u64 = 0x132B_3E29;
+/// The control stream type (§3.4, §10.3) and the padding types (§11.5) are draft-22's.
+pub use crate::d22::data::{CONTROL_STREAM_TYPE, PADDING_DATAGRAM_TYPE, PADDING_STREAM_TYPE};
 
 /// The draft-18 data-plane rules.
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +19,6 @@ pub enum Draft18 {}
 impl DataRules for Draft18 {
     type V = Vi64;
     const FIRST_OBJECT_BIT: bool = true;
-    const TIMED_OUT_RANGE: bool = false;
     const FETCH_ID_DELTAS: bool = true;
     const CONTROL_STREAM_TYPE: Option<u64> = Some(CONTROL_STREAM_TYPE);
     const PADDING_STREAM_TYPE: Option<u64> = Some(PADDING_STREAM_TYPE);

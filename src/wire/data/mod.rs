@@ -4,7 +4,7 @@
 //!
 //! Everything here is generic over a [`DataRules`] type that names the integer encoding and
 //! the few rules that differ between drafts; each `dNN::data` instantiates it with
-//! [`data_plane!`].
+//! `data_plane!`.
 //!
 //! - `header`: unidirectional stream types and headers (SUBGROUP_HEADER, FETCH_HEADER,
 //!   draft-22 control and padding streams).
@@ -116,23 +116,24 @@ use super::error::{DecodeError, EncodeError};
 use super::model::{ObjectStatus, Properties};
 use super::varint::VarInt;
 
-/// What differs between the drafts on the data plane.
+/// What differs between the drafts on the data plane. Every rule but the integer encoding
+/// defaults to draft-16's, so a draft's impl lists exactly where it differs from draft-16.
 pub trait DataRules {
     /// The integer encoding (QUIC varint for draft-16, vi64 for draft-22).
     type V: VarInt;
     /// SUBGROUP_HEADER has the FIRST_OBJECT bit 0x40 (draft-22 §11.3.1).
-    const FIRST_OBJECT_BIT: bool;
+    const FIRST_OBJECT_BIT: bool = false;
     /// Fetch streams may carry End of Timed-Out Range, 0x20C (draft-22 §11.4.1).
-    const TIMED_OUT_RANGE: bool;
+    const TIMED_OUT_RANGE: bool = false;
     /// Fetch objects carry Group ID Delta and Object ID Delta (draft-22 §11.4.1.1) rather than
     /// absolute Group ID and Object ID fields (draft-16 §10.4.4).
-    const FETCH_ID_DELTAS: bool;
+    const FETCH_ID_DELTAS: bool = false;
     /// Unidirectional stream type that opens a control stream (draft-22: 0x2F00, §6.4.1).
-    const CONTROL_STREAM_TYPE: Option<u64>;
+    const CONTROL_STREAM_TYPE: Option<u64> = None;
     /// Unidirectional stream type of a padding stream (draft-22: 0x132B3E28, §11.5.1).
-    const PADDING_STREAM_TYPE: Option<u64>;
+    const PADDING_STREAM_TYPE: Option<u64> = None;
     /// Datagram type of a padding datagram (draft-22: 0x132B3E29, §11.5.2).
-    const PADDING_DATAGRAM_TYPE: Option<u64>;
+    const PADDING_DATAGRAM_TYPE: Option<u64> = None;
     /// SUBGROUP_HEADER and OBJECT_DATAGRAM types have a DEFAULT_PRIORITY bit (0x20, 0x08) and
     /// a status datagram may leave out its Object ID (draft-16 on). draft-14 always writes the
     /// Publisher Priority and its only status datagram types are 0x20 and 0x21 (§10.3.1,
