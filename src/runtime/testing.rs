@@ -10,8 +10,15 @@ use crate::retry::RetryTokens;
 use crate::tls::{client_config, server_config, Identity};
 use crate::{QuicConnection, RuntimeConfig};
 
+/// The pair's transport settings: the defaults, but cubic. The pair advances no clock between
+/// exchanges, and bbr2 models the path from delivery rates over elapsed time: with none, its
+/// window stays near the initial one and the tests that fill a peer's window would measure
+/// that instead of the pump. (The relay's own default, bbr2, is measured in real time by
+/// bench/impaired.sh and the process tests.)
 fn rc() -> RuntimeConfig {
-    RuntimeConfig::new("127.0.0.1:4433".parse().unwrap(), 1)
+    let mut rc = RuntimeConfig::new("127.0.0.1:4433".parse().unwrap(), 1);
+    rc.congestion_control = "cubic".to_string();
+    rc
 }
 
 const CLIENT: &str = "127.0.0.1:50000";
