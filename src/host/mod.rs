@@ -645,6 +645,10 @@ impl RelayConn {
             }
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
+            let finished = self.pump.take_finished();
+            if !finished.is_empty() {
+                host.relay.streams_finished(key, &finished, now);
+            }
             let (shed, expired) = (self.pump.take_shed(), self.pump.take_expired());
             if !shed.is_empty() || !expired.is_empty() {
                 let path =

@@ -112,24 +112,35 @@ pub struct Pump {
     /// peer's flow-control window allows, where neither `backlog_limit` nor a delivery
     /// deadline reaches it. Beyond this the bytes wait in `pending`.
     unsent_limit: Option<usize>,
-    /// How much more may be handed to quiche now: refilled by what it sent since the last
-    /// write, up to `unsent_limit`.
-    unsent_credit: usize,
+    /// Subgroup data handed to quiche that it has not sent yet, as far as its sent bytes tell
+    /// (each byte it sends, of any stream, counts).
+    unsent_held: usize,
     /// quiche's `sent_bytes` at the last write.
     sent_mark: u64,
-    /// How fast quiche sends this connection's bytes while it holds subgroup data (bytes per
-    /// second, smoothed; 0: not measured yet). What quiche holds unsent takes about
-    /// held / rate to go out, so an object handed to it now leaves that much later: one whose
-    /// delivery deadline falls before then is not handed at all (see [`send_queue`]).
+    /// How fast quiche sends this connection's bytes while subgroup data waits for it (bytes
+    /// per second, smoothed; 0: not measured yet), and when it was last measured. What
+    /// quiche holds unsent and what is in flight take about (held + in flight) / rate to
+    /// arrive, so an object handed to it now arrives that much later: one whose delivery
+    /// deadline falls before then is not handed at all (see [`send_queue`]). A rate older
+    /// than [`DRAIN_FRESH`] predicts nothing.
     drain_rate: f64,
+    drain_at: Option<Instant>,
     /// Start of the current rate measurement: (time, quiche's `sent_bytes`) at a write that
-    /// left quiche holding at least half the unsent limit, so that what it sent until the
-    /// next measurement was limited by the path or the CPU, not by having nothing to send.
+    /// left quiche holding subgroup data unsent, or data waiting here. The sample is taken
+    /// only if quiche still holds some (or data still waits) when it ends, so that what it
+    /// sent meanwhile was limited by the path (its congestion window, the peer's flow
+    /// control) or the CPU, not by having nothing to send.
     drain_mark: Option<(Instant, u64)>,
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
     /// Their IDs, until the application takes them ([`Pump::take_shed`]).
     shed_ids: Vec<StreamId>,
+    /// Until when data streams handed to quiche in full are reported ([`Pump::take_finished`]):
+    /// [`FINISHED_WATCH`] after the last write that left subgroup data waiting here, or shed
+    /// or expired a stream (a path that delivers everything at once reports nothing).
+    watch_finished: Option<Instant>,
+    /// Those streams, until the application takes them.
+    finished_ids: Vec<StreamId>,
     /// Finished data streams under a subgroup delivery timeout: (deadline, stream), soonest
     /// first.
     deliver_by: BinaryHeap<Reverse<(Instant, StreamId)>>,
@@ -197,6 +208,19 @@ pub const PATH_STALL: Duration = Duration::from_secs(1);
 /// is 2 s by default).
 pub const PATH_RECOVERY: Duration = Duration::from_secs(3);
 
+/// What quiche may hold unsent, in time at the connection's measured drain rate (see
+/// `Pump::unsent_budget`): a few turns of the core, so that quiche never waits for data on a
+/// fast path, while on a thin one the objects it holds leave soon after they are handed.
+pub const UNSENT_TIME: Duration = Duration::from_millis(100);
+
+/// The least that bound may be, in bytes (three full packets: on a path of 15 KB/s a larger
+/// floor would itself hold objects back for a good part of the freshness budget).
+pub const UNSENT_FLOOR: usize = 4 << 10;
+
+/// How long after subgroup data waited, or a data stream was lost, a pump reports the streams
+/// it hands over whole ([`Pump::take_finished`]): the relay's TOO_FAR_BEHIND window.
+pub const FINISHED_WATCH: Duration = Duration::from_secs(10);
+
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in every draft (draft-16 §10.4.3, draft-22 §12.5).
 pub const RESET_DELIVERY_TIMEOUT: u64 = 0x2;
 
@@ -210,7 +234,7 @@ impl Pump {
     /// (see `unsent_limit`).
     pub fn with_unsent_limit(mut self, bytes: usize) -> Self {
         self.unsent_limit = Some(bytes);
-        self.unsent_credit = bytes;
+        self.unsent_held = 0;
         self
     }
 
@@ -365,16 +389,22 @@ impl Pump {
         let mut done = Vec::new();
         // Peer request streams with answers waiting: (bytes, stream).
         let mut requests = Vec::new();
-        // What subgroup data quiche may take now.
-        let mut budget = self.refill_unsent_credit(conn, now);
-        // What quiche holds delays what is handed to it now (`limit - budget` bytes at the
+        // What subgroup data quiche may take now, under what bound.
+        let unsent = self.unsent_budget(conn, now);
+        let mut budget = unsent.map_or(usize::MAX, |(_, room)| room);
+        // What quiche holds delays what is handed to it now (`bound - budget` bytes at the
         // time each chunk is handed).
-        let ahead = match self.unsent_limit {
-            Some(limit) if self.drain_rate > 0.0 => {
-                Some(Ahead { limit, secs_per_byte: 1.0 / self.drain_rate })
+        let ahead = match (unsent, self.fresh_drain_rate(now)) {
+            (Some((bound, _)), Some(rate)) => {
+                Some(Ahead { limit: bound, in_flight: conn.in_flight_bytes(), secs_per_byte: 1.0 / rate })
             }
             _ => None,
         };
+        // Subgroup data left waiting here by this write (the path, not the application, is
+        // what limits the drain rate measured from it).
+        let mut data_waiting = false;
+        // Whether data streams handed in full are reported now (see `watch_finished`).
+        let watching = self.watch_finished.is_some_and(|until| now < until);
         let wt = self.wt.as_deref();
         // In key order: control and request streams (urgency 127) before every data stream
         // (128 and up), then the most urgent, oldest data first.
@@ -400,6 +430,7 @@ impl Pump {
             };
             match sent {
                 Sent::Waiting => {
+                    data_waiting |= data;
                     self.queued -= before - queue.bytes;
                     if !id.is_uni() && session.is_peer_stream(id) {
                         requests.push((queue.bytes, id));
@@ -415,6 +446,9 @@ impl Pump {
                 }
                 Sent::All if fin => {
                     self.urgency.remove(&id); // all of it went, FIN included: the stream is done here
+                    if data && watching {
+                        self.finished_ids.push(id);
+                    }
                 }
                 Sent::All | Sent::Gone => {}
                 Sent::Expired => expired.push(id),
@@ -425,9 +459,9 @@ impl Pump {
         for key in done {
             self.pending.remove(&key);
         }
-        if let Some(limit) = self.unsent_limit {
-            self.unsent_credit = budget;
-            if self.drain_mark.is_none() && limit - budget >= limit / 2 {
+        if let Some((_, room)) = unsent {
+            self.unsent_held += room - budget;
+            if self.drain_mark.is_none() && (data_waiting || self.unsent_held > 0) {
                 self.drain_mark = Some((now, self.sent_mark));
             }
         }
@@ -441,21 +475,35 @@ impl Pump {
         if self.backlog_limit.is_some_and(|limit| self.queued > limit) {
             self.shed_oldest(conn, session);
         }
+        if data_waiting || !self.shed_ids.is_empty() || !self.expired_ids.is_empty() {
+            self.watch_finished = Some(now + FINISHED_WATCH);
+        }
         self.send_datagrams(conn);
         // The session's close (and anything else the WebTransport layer queued meanwhile).
         self.write_webtransport(conn);
     }
 
-    /// What subgroup data quiche may take now: the unsent credit, refilled by what it sent
-    /// since the last write (no limit without `unsent_limit`).
-    fn refill_unsent_credit(&mut self, conn: &impl Transport, now: Instant) -> usize {
-        let Some(limit) = self.unsent_limit else { return usize::MAX };
+    /// The bound on subgroup data quiche may hold unsent now, and how much more it may take:
+    /// (bound, room); `None` without `unsent_limit`. What quiche sent since the last write is
+    /// taken off what it holds. The bound is `unsent_limit` lowered to [`UNSENT_TIME`] of the
+    /// measured drain rate (never below [`UNSENT_FLOOR`]): on a path thinner than the track,
+    /// what quiche holds then leaves within that time, and the rest waits here, where delivery
+    /// deadlines and the backlog limit drop whole streams, instead of in quiche, where it
+    /// would only grow late.
+    fn unsent_budget(&mut self, conn: &impl Transport, now: Instant) -> Option<(usize, usize)> {
+        let limit = self.unsent_limit?;
         let sent = conn.sent_bytes();
-        let refill = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
+        let drained = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
         self.sent_mark = sent;
-        self.unsent_credit = self.unsent_credit.saturating_add(refill).min(limit);
-        self.measure_drain(sent, now);
-        self.unsent_credit
+        self.unsent_held = self.unsent_held.saturating_sub(drained);
+        // quiche still holds some, or data waits here: it had something to send all along.
+        let backlogged = self.unsent_held > 0 || self.queued > 0;
+        self.measure_drain(sent, now, backlogged);
+        let bound = match self.fresh_drain_rate(now) {
+            Some(rate) => ((rate * UNSENT_TIME.as_secs_f64()) as usize).clamp(UNSENT_FLOOR.min(limit), limit),
+            None => limit,
+        };
+        Some((bound, bound.saturating_sub(self.unsent_held)))
     }
 
     /// Resets with DELIVERY_TIMEOUT the data streams whose queued bytes expired.
@@ -495,16 +543,31 @@ impl Pump {
     }
 
     /// Updates the drain rate once a measurement has run [`DRAIN_INTERVAL`]: what quiche sent
-    /// since the mark over the time since (smoothed, a quarter weight to the newest).
-    fn measure_drain(&mut self, sent: u64, now: Instant) {
+    /// since the mark over the time since (smoothed, a quarter weight to the newest, while the
+    /// last is fresh).
+    fn measure_drain(&mut self, sent: u64, now: Instant, backlogged: bool) {
         let Some((at, mark)) = self.drain_mark else { return };
         let dt = now.saturating_duration_since(at);
         if dt < DRAIN_INTERVAL {
             return;
         }
+        if dt > DRAIN_FRESH || !backlogged {
+            // quiche ran out of data meanwhile: what it sent says how much there was, not
+            // how fast the path takes it.
+            self.drain_mark = None;
+            return;
+        }
         let sample = sent.saturating_sub(mark) as f64 / dt.as_secs_f64();
-        self.drain_rate = if self.drain_rate > 0.0 { 0.75 * self.drain_rate + 0.25 * sample } else { sample };
+        let fresh = self.fresh_drain_rate(now).is_some();
+        self.drain_rate = if fresh { 0.75 * self.drain_rate + 0.25 * sample } else { sample };
+        self.drain_at = Some(now);
         self.drain_mark = None;
+    }
+
+    /// The drain rate, if measured within [`DRAIN_FRESH`].
+    fn fresh_drain_rate(&self, now: Instant) -> Option<f64> {
+        let at = self.drain_at?;
+        (self.drain_rate > 0.0 && now.saturating_duration_since(at) <= DRAIN_FRESH).then_some(self.drain_rate)
     }
 
     /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
@@ -704,6 +767,15 @@ impl Pump {
             || self.recovering_until.is_some_and(|until| now < until)
     }
 
+    /// Data streams handed to quiche in full (FIN included) since the last call, reported
+    /// only within [`FINISHED_WATCH`] of data waiting here or a stream shed or expired here
+    /// (see `watch_finished`): a subscriber whose
+    /// streams keep being lost while others of its get through whole is on a thin path, not
+    /// too far behind (the relay's TOO_FAR_BEHIND rule).
+    pub fn take_finished(&mut self) -> Vec<StreamId> {
+        std::mem::take(&mut self.finished_ids)
+    }
+
     /// The streams shed since the last call.
     pub fn take_shed(&mut self) -> Vec<StreamId> {
         std::mem::take(&mut self.shed_ids)
@@ -807,17 +879,23 @@ pub fn write_h3(conn: &mut impl Transport, h3: &mut VecDeque<(u64, Bytes, bool)>
 /// Shortest span over which quiche's drain rate is measured.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(25);
 
-/// How long what quiche holds unsent will take to go out: `limit` minus the budget left is
-/// what it holds, at the measured rate.
+/// How long a measured drain rate predicts anything: a connection whose data stopped
+/// waiting may since have found a faster path (or lost it).
+const DRAIN_FRESH: Duration = Duration::from_secs(1);
+
+/// How long what is ahead of an object handed to quiche now takes to arrive: what quiche
+/// holds unsent (`limit` minus the budget left) and what is in flight, at the measured rate.
 #[derive(Debug, Clone, Copy)]
 struct Ahead {
     limit: usize,
+    in_flight: u64,
     secs_per_byte: f64,
 }
 
 impl Ahead {
     fn delay(&self, budget: usize) -> Duration {
-        Duration::from_secs_f64(self.limit.saturating_sub(budget) as f64 * self.secs_per_byte)
+        let ahead = self.limit.saturating_sub(budget) as f64 + self.in_flight as f64;
+        Duration::from_secs_f64(ahead * self.secs_per_byte)
     }
 }
 
@@ -851,9 +929,9 @@ enum Sent {
 
 /// Hands stream `id`'s queued bytes to quiche (on QUIC stream `quic`) in order, as far as it
 /// takes them and, when given, `budget` allows (it is spent), checking each object's delivery
-/// timeout before passing it on (draft-22 §5.2): object bytes that would leave after their
-/// deadline (it has passed, or what quiche holds ahead of them takes longer) are not passed
-/// on. A stream that hits the peer's stream limit sets `limited`, since every later stream of
+/// timeout before passing it on (draft-22 §5.2): object bytes past their deadline are not
+/// passed on, nor is a stream not started yet whose first object would arrive after it (what
+/// quiche holds and what is in flight ahead of it take longer). A stream that hits the peer's stream limit sets `limited`, since every later stream of
 /// its type would too.
 fn send_queue(
     conn: &mut impl Transport,
@@ -869,8 +947,12 @@ fn send_queue(
     // DATA_BLOCKED for this write.
     let mut room_checked = false;
     loop {
+        // What is ahead delays only a stream not started yet (its header, which has no
+        // deadline, still in front): a stream under way is cut only by a deadline that has
+        // passed, so that a group started in time goes whole rather than in part.
+        let starting = queue.chunks.front().is_some_and(|c| c.expires.is_none());
         let leaves = match (ahead, budget.as_deref()) {
-            (Some(a), Some(&b)) => now + a.delay(b),
+            (Some(a), Some(&b)) if starting => now + a.delay(b),
             _ => now,
         };
         // The next deadline: the front chunk's, or behind a stream's headers (no deadline of

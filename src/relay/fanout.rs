@@ -64,6 +64,10 @@ struct LocalSub {
     /// `shed_since`.
     shed_count: u32,
     shed_since: Option<Instant>,
+    /// When a stream of it last got through whole after the session began losing streams
+    /// (`Fanout::streams_finished`): within the freshness budget of that, it is on a thin
+    /// path at the live edge, and what it loses does not count toward TOO_FAR_BEHIND.
+    last_whole: Option<Instant>,
     /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
     /// shed from the backlog is usually one the relay already finished (its FIN queued).
     recent: VecDeque<StreamId>,
@@ -359,6 +363,9 @@ const PUBLISH_DONE_HOLD: Duration = Duration::from_millis(500);
 /// A subscription that loses `too_far_behind_streams` streams to shedding within this window
 /// is ended TOO_FAR_BEHIND; one that loses fewer starts a new window afterwards.
 const SHED_WINDOW: Duration = Duration::from_secs(10);
+/// How recently a stream of a subscription must have got through whole for its losses not to
+/// count toward TOO_FAR_BEHIND, when the relay has no freshness budget (`max_lag`) to use.
+const THIN_PATH_PROGRESS: Duration = Duration::from_secs(2);
 
 #[derive(Debug)]
 struct FanStream {
@@ -615,6 +622,7 @@ impl Fanout {
             open: Vec::new(),
             shed_count: 0,
             shed_since: None,
+            last_whole: None,
             recent: VecDeque::new(),
             largest_at_start: None,
             joins: Vec::new(),

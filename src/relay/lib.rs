@@ -425,6 +425,15 @@ impl RelayShard {
         self.run_local();
     }
 
+    /// Session `conn`'s transport took these data streams of ours in full (while it was
+    /// losing others): a subscription that gets a subgroup through whole is on a thin path,
+    /// at the live edge, and its count toward TOO_FAR_BEHIND starts again (what it loses
+    /// within the freshness budget after does not count).
+    pub fn streams_finished(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
+        self.now = now;
+        self.fanout.streams_finished(now, conn, streams);
+    }
+
     /// Session `conn`'s transport reset these data streams of ours because an object's time
     /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
     /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward

@@ -31,6 +31,9 @@ pub trait Transport {
     /// Bytes the path has delivered so far: acknowledged by the peer (QUIC), or written to the
     /// socket (QMux, whose TCP acknowledges below it). It stands still while the path is down.
     fn delivered_bytes(&self) -> u64;
+    /// Bytes sent and neither acknowledged nor declared lost (QUIC); 0 for QMux, whose TCP
+    /// does not tell.
+    fn in_flight_bytes(&self) -> u64;
 }
 
 impl Transport for QuicConnection {
@@ -74,6 +77,10 @@ impl Transport for QuicConnection {
     }
     fn delivered_bytes(&self) -> u64 {
         self.stats().acked_bytes
+    }
+    fn in_flight_bytes(&self) -> u64 {
+        let s = self.stats();
+        s.sent_bytes.saturating_sub(s.acked_bytes).saturating_sub(s.lost_bytes)
     }
 }
 
@@ -135,5 +142,8 @@ impl Transport for qmux::Connection {
     }
     fn delivered_bytes(&self) -> u64 {
         self.stats().sent_bytes
+    }
+    fn in_flight_bytes(&self) -> u64 {
+        0
     }
 }

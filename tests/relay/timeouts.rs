@@ -570,3 +570,51 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
         r.assert_no_closes();
     }
 }
+
+/// A subscriber on a path thinner than its track loses streams while others of its get through
+/// whole: each stream taken whole (`streams_finished`) starts the count toward TOO_FAR_BEHIND
+/// again, and what it loses within the freshness budget after (several at once when its path
+/// slows) does not count, so it keeps its subscription however many it loses. Losing the
+/// limit with none through for longer than the budget still ends it.
+#[test]
+fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
+        let budget = config.max_lag.expect("a freshness budget by default");
+        let mut r = Relay::with_config(2, config);
+        let t = r.track_owned_by(&["live"], 0);
+        let p = r.connect(0, pv);
+        r.announce(p, &["live"]);
+        let s = r.connect(1, sv);
+        let rid = r.subscribe(s, &t, None);
+        r.run_until_quiet();
+        let up = r.upstream_subscribe(p, &t);
+        r.accept(p, &up, None);
+        subscribe_ok(&messages(&r.take_events(s)), rid);
+        one_object_groups(&mut r, p, pv, 1..=8);
+        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
+        assert_eq!(ids.len(), 8, "{ctx}");
+        let conn = r.clients[s].conn;
+        let lose = |r: &mut Relay, lost: &[StreamId]| {
+            let now = r.now;
+            r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
+            r.run_until_quiet();
+        };
+        // One lost, one whole, then three lost at once: never too far behind.
+        lose(&mut r, &ids[..1]);
+        let now = r.now;
+        r.shards[1].streams_finished(conn, &ids[1..2], now);
+        lose(&mut r, &ids[2..5]);
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: a thin path ends nothing");
+        // Nothing through for longer than the budget, and two more lost: too far behind.
+        r.advance(budget + Duration::from_millis(100));
+        let _ = r.take_events(s);
+        lose(&mut r, &ids[5..6]);
+        lose(&mut r, &ids[6..7]);
+        let done = publish_done(&messages(&r.take_events(s)));
+        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}

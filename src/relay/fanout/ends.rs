@@ -80,8 +80,10 @@ impl Fanout {
 
     /// Data streams of session `conn` that its transport reset (shed from its backlog, or
     /// out of time): they are no longer open; a subscription that lost
-    /// `too_far_behind_streams` within [`SHED_WINDOW`] that way (not counting those lost to
-    /// its own smaller delivery timeouts) ends with PUBLISH_DONE TOO_FAR_BEHIND. Streams
+    /// `too_far_behind_streams` within [`SHED_WINDOW`] that way with none of its streams
+    /// taken whole meanwhile or within the freshness budget before (`streams_finished`),
+    /// not counting those lost to its own smaller delivery timeouts, ends with PUBLISH_DONE
+    /// TOO_FAR_BEHIND. Streams
     /// lost while the core is overloaded do not count: then every subscriber falls behind
     /// because the relay does, and ending their subscriptions would turn an overload that
     /// costs some groups into one that delivers nothing. Nor do those lost while the session's
@@ -97,6 +99,7 @@ impl Fanout {
     ) {
         let limit = cx.config.too_far_behind_streams.max(1);
         let now = cx.now;
+        let progress = cx.config.max_lag.unwrap_or(THIN_PATH_PROGRESS);
         let mut behind = Vec::new();
         for st in self.tracks.values_mut() {
             let track_timeouts = st.timeouts;
@@ -109,7 +112,8 @@ impl Fanout {
                 let own = sub.timeouts.with(track_timeouts).object;
                 let own_choice = how == StreamLoss::Lag
                     && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
-                if lost == 0 || own_choice || cx.overloaded || path == PathState::Stalled {
+                let thin = sub.last_whole.is_some_and(|t| now.saturating_duration_since(t) <= progress);
+                if lost == 0 || own_choice || thin || cx.overloaded || path == PathState::Stalled {
                     continue;
                 }
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
@@ -125,6 +129,26 @@ impl Fanout {
         for rid in behind {
             cx.stats.too_far_behind += 1;
             self.end_sub(cx, sessions, conn, rid, Ending::TooFarBehind);
+        }
+    }
+
+    /// Data streams of session `conn` that its transport took in full while it was losing
+    /// others: each subscription one of them belongs to got a subgroup through whole, so
+    /// the streams it lost before, and those it loses within the freshness budget after, do
+    /// not count toward TOO_FAR_BEHIND. A subscriber on a path thinner than its track loses
+    /// some groups (several at once when the path slows) and keeps the live edge; only one
+    /// that keeps losing streams with none getting through is too far behind.
+    pub(crate) fn streams_finished(&mut self, now: Instant, conn: ConnId, streams: &[StreamId]) {
+        for st in self.tracks.values_mut() {
+            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+                let before = sub.recent.len();
+                sub.recent.retain(|id| !streams.contains(id));
+                if sub.recent.len() < before {
+                    sub.shed_count = 0;
+                    sub.shed_since = None;
+                    sub.last_whole = Some(now);
+                }
+            }
         }
     }
 
