@@ -119,8 +119,8 @@ pub struct Pump {
     sent_mark: u64,
     /// How fast quiche sends this connection's bytes while subgroup data waits for it (bytes
     /// per second, smoothed; 0: not measured yet), and when it was last measured. What
-    /// quiche holds unsent and what is in flight take about (held + in flight) / rate to
-    /// arrive, so an object handed to it now arrives that much later: one whose delivery
+    /// quiche holds unsent takes about held / rate to leave, and a round trip to arrive, so
+    /// an object handed to it now arrives that much later: one whose delivery
     /// deadline falls before then is not handed at all (see [`send_queue`]). A rate older
     /// than [`DRAIN_FRESH`] predicts nothing.
     drain_rate: f64,
@@ -396,7 +396,7 @@ impl Pump {
         // time each chunk is handed).
         let ahead = match (unsent, self.fresh_drain_rate(now)) {
             (Some((bound, _)), Some(rate)) => {
-                Some(Ahead { limit: bound, in_flight: conn.in_flight_bytes(), secs_per_byte: 1.0 / rate })
+                Some(Ahead { limit: bound, rtt: conn.rtt(), secs_per_byte: 1.0 / rate })
             }
             _ => None,
         };
@@ -551,7 +551,7 @@ impl Pump {
         if dt < DRAIN_INTERVAL {
             return;
         }
-        if dt > DRAIN_FRESH || !backlogged {
+        if dt > DRAIN_FRESH || !backlogged || self.path_stalled(now) {
             // quiche ran out of data meanwhile: what it sent says how much there was, not
             // how fast the path takes it.
             self.drain_mark = None;
@@ -564,10 +564,13 @@ impl Pump {
         self.drain_mark = None;
     }
 
-    /// The drain rate, if measured within [`DRAIN_FRESH`].
+    /// The drain rate, if measured within [`DRAIN_FRESH`] and the path is not stalled (an
+    /// outage's trickle of probes says nothing of the path that comes back; what queued
+    /// meanwhile goes by its deadlines alone).
     fn fresh_drain_rate(&self, now: Instant) -> Option<f64> {
         let at = self.drain_at?;
-        (self.drain_rate > 0.0 && now.saturating_duration_since(at) <= DRAIN_FRESH).then_some(self.drain_rate)
+        let fresh = now.saturating_duration_since(at) <= DRAIN_FRESH && !self.path_stalled(now);
+        (self.drain_rate > 0.0 && fresh).then_some(self.drain_rate)
     }
 
     /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
@@ -883,19 +886,22 @@ const DRAIN_INTERVAL: Duration = Duration::from_millis(25);
 /// waiting may since have found a faster path (or lost it).
 const DRAIN_FRESH: Duration = Duration::from_secs(1);
 
-/// How long what is ahead of an object handed to quiche now takes to arrive: what quiche
-/// holds unsent (`limit` minus the budget left) and what is in flight, at the measured rate.
+/// How long an object handed to quiche now takes to arrive: what quiche holds unsent
+/// (`limit` minus the budget left) at the measured rate, then a round trip. A sender with
+/// data waiting has a full window in flight, so the round trip includes the time what is in
+/// flight and queued on the path takes (the smoothed RTT grows with the bottleneck's queue);
+/// it is a one-way delay too long, which errs on the side of fresher media.
 #[derive(Debug, Clone, Copy)]
 struct Ahead {
     limit: usize,
-    in_flight: u64,
+    rtt: Duration,
     secs_per_byte: f64,
 }
 
 impl Ahead {
     fn delay(&self, budget: usize) -> Duration {
-        let ahead = self.limit.saturating_sub(budget) as f64 + self.in_flight as f64;
-        Duration::from_secs_f64(ahead * self.secs_per_byte)
+        let held = self.limit.saturating_sub(budget) as f64;
+        Duration::from_secs_f64(held * self.secs_per_byte) + self.rtt
     }
 }
 
@@ -947,12 +953,15 @@ fn send_queue(
     // DATA_BLOCKED for this write.
     let mut room_checked = false;
     loop {
-        // What is ahead delays only a stream not started yet (its header, which has no
-        // deadline, still in front): a stream under way is cut only by a deadline that has
-        // passed, so that a group started in time goes whole rather than in part.
+        // When the next object would arrive. For a stream not started yet (its header, which
+        // has no deadline, still in front) all that quiche holds is ahead of it; a stream
+        // under way is not held back by that (what quiche holds is mostly its own earlier
+        // bytes), only by the round trip, so that a group started in time goes on while its
+        // objects can still arrive in time.
         let starting = queue.chunks.front().is_some_and(|c| c.expires.is_none());
         let leaves = match (ahead, budget.as_deref()) {
             (Some(a), Some(&b)) if starting => now + a.delay(b),
+            (Some(a), Some(_)) => now + a.rtt,
             _ => now,
         };
         // The next deadline: the front chunk's, or behind a stream's headers (no deadline of

@@ -31,9 +31,9 @@ pub trait Transport {
     /// Bytes the path has delivered so far: acknowledged by the peer (QUIC), or written to the
     /// socket (QMux, whose TCP acknowledges below it). It stands still while the path is down.
     fn delivered_bytes(&self) -> u64;
-    /// Bytes sent and neither acknowledged nor declared lost (QUIC); 0 for QMux, whose TCP
-    /// does not tell.
-    fn in_flight_bytes(&self) -> u64;
+    /// The smoothed round-trip time of the active path (QUIC); zero for QMux, whose TCP does
+    /// not tell.
+    fn rtt(&self) -> std::time::Duration;
 }
 
 impl Transport for QuicConnection {
@@ -78,9 +78,8 @@ impl Transport for QuicConnection {
     fn delivered_bytes(&self) -> u64 {
         self.stats().acked_bytes
     }
-    fn in_flight_bytes(&self) -> u64 {
-        let s = self.stats();
-        s.sent_bytes.saturating_sub(s.acked_bytes).saturating_sub(s.lost_bytes)
+    fn rtt(&self) -> std::time::Duration {
+        self.path_stats().next().map_or(std::time::Duration::ZERO, |p| p.rtt)
     }
 }
 
@@ -143,7 +142,7 @@ impl Transport for qmux::Connection {
     fn delivered_bytes(&self) -> u64 {
         self.stats().sent_bytes
     }
-    fn in_flight_bytes(&self) -> u64 {
-        0
+    fn rtt(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
     }
 }
