@@ -935,10 +935,10 @@ enum Sent {
 
 /// Hands stream `id`'s queued bytes to quiche (on QUIC stream `quic`) in order, as far as it
 /// takes them and, when given, `budget` allows (it is spent), checking each object's delivery
-/// timeout before passing it on (draft-22 §5.2): object bytes past their deadline are not
-/// passed on, nor is a stream not started yet whose first object would arrive after it (what
-/// quiche holds and what is in flight ahead of it take longer). A stream that hits the peer's stream limit sets `limited`, since every later stream of
-/// its type would too.
+/// timeout before passing it on (draft-22 §5.2): object bytes that would arrive after their
+/// deadline are not passed on: a stream not started yet behind what quiche holds and a round
+/// trip ([`Ahead`]), a stream under way a round trip from now. A stream that hits the peer's
+/// stream limit sets `limited`, since every later stream of its type would too.
 fn send_queue(
     conn: &mut impl Transport,
     session: &mut Session,
