@@ -415,8 +415,7 @@ impl RelayShard {
     }
 
     /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
-    /// subscriber was not taking; a subscription that keeps losing streams this way while its
-    /// path delivers (`path`) is ended with TOO_FAR_BEHIND.
+    /// subscriber was not taking (which count toward TOO_FAR_BEHIND: `Fanout::streams_lost`).
     pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
         self.now = now;
         self.stats.backlog_resets += streams.len() as u64;
@@ -425,19 +424,14 @@ impl RelayShard {
         self.run_local();
     }
 
-    /// Session `conn`'s transport took these data streams of ours in full (while it was
-    /// losing others): a subscription that gets a subgroup through whole is on a thin path,
-    /// at the live edge, and its count toward TOO_FAR_BEHIND starts again (what it loses
-    /// within the freshness budget after does not count).
+    /// Session `conn`'s transport took these data streams of ours in full while it was losing
+    /// others: their subscriptions are on a thin path, not behind (`Fanout::streams_finished`).
     pub fn streams_finished(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
-        self.now = now;
         self.fanout.streams_finished(now, conn, streams);
     }
 
     /// Session `conn`'s transport reset these data streams of ours because an object's time
-    /// ran out before QUIC took it (DELIVERY_TIMEOUT). Those lost to the relay's freshness
-    /// budget (`max_lag`) rather than to the subscriber's own smaller timeouts count toward
-    /// TOO_FAR_BEHIND like streams shed from the backlog.
+    /// ran out before QUIC took it (DELIVERY_TIMEOUT; which count: `Fanout::streams_lost`).
     pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
         self.now = now;
         self.stats.lag_resets += streams.len() as u64;

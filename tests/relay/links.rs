@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use moq_edge::session::Event;
 use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, LocationFilter, Message, PublishNamespace, RequestId, TrackNamespace};
+use moq_edge::wire::model::{
+    FullTrackName, Location, LocationFilter, Message, PublishNamespace, RequestId, TrackNamespace,
+};
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};
@@ -170,20 +172,28 @@ fn requests_never_go_back_to_the_relay_they_came_from() {
     }
 }
 
+/// A relay with a link to its parent (draft `v`) and a subscriber on core 1 of `live/v`,
+/// subscribed through the link and answered: the relay, the parent, the track, the
+/// subscriber.
+fn subscribed_through_a_link(v: moq_edge::wire::Version) -> (Relay, ClientId, FullTrackName, ClientId) {
+    let mut r = Relay::new(2);
+    let parent = r.link(v);
+    let t = track(&["live"], "v");
+    let s = r.connect(1, v);
+    let rid = r.subscribe(s, &t, None);
+    let up = r.upstream_subscribe(parent, &t);
+    r.accept(parent, &up, None);
+    subscribe_ok(&messages(&r.take_events(s)), rid);
+    (r, parent, t, s)
+}
+
 /// The link closes under a subscription: its subscriber is kept (its open stream reset, no
 /// PUBLISH_DONE) and the relay subscribes again as soon as a link serves the track; objects
 /// flow again. When no link comes back within 30 s, the subscriber gets PUBLISH_DONE.
 #[test]
 fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
     for v in DRAFTS {
-        let mut r = Relay::new(2);
-        let parent = r.link(v);
-        let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = r.subscribe(s, &t, None);
-        let up = r.upstream_subscribe(parent, &t);
-        r.accept(parent, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (mut r, parent, t, s) = subscribed_through_a_link(v);
         let h = header(v, PUB_ALIAS, 0, 0);
         let stream = r.open(parent, &h);
         r.put(parent, stream, &object(0, 0));
@@ -225,14 +235,7 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
 #[test]
 fn a_namespace_listed_while_a_lost_track_subscribes_again_sends_no_second_subscribe() {
     for v in DRAFTS {
-        let mut r = Relay::new(2);
-        let parent = r.link(v);
-        let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = r.subscribe(s, &t, None);
-        let up = r.upstream_subscribe(parent, &t);
-        r.accept(parent, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (mut r, parent, t, s) = subscribed_through_a_link(v);
         r.disconnect(parent);
         r.run_until_quiet();
 

@@ -410,6 +410,30 @@ fn one_object_groups(
     r.run_until_quiet();
 }
 
+/// A subscriber on core 1 (draft `sv`) of a track published on core 0 (draft `pv`), under
+/// `config`, sent `groups` one-object groups: the relay, the publisher, the subscriber, its
+/// request and the streams it was sent.
+fn sent_groups(
+    config: RelayConfig,
+    (pv, sv): (moq_edge::wire::Version, moq_edge::wire::Version),
+    groups: u64,
+) -> (Relay, ClientId, ClientId, RequestId, Vec<StreamId>) {
+    let mut r = Relay::with_config(2, config);
+    let t = r.track_owned_by(&["live"], 0);
+    let p = r.connect(0, pv);
+    r.announce(p, &["live"]);
+    let s = r.connect(1, sv);
+    let rid = r.subscribe(s, &t, None);
+    r.run_until_quiet();
+    let up = r.upstream_subscribe(p, &t);
+    r.accept(p, &up, None);
+    subscribe_ok(&messages(&r.take_events(s)), rid);
+    one_object_groups(&mut r, p, pv, 1..=groups);
+    let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
+    assert_eq!(ids.len() as u64, groups, "{pv:?}->{sv:?}");
+    (r, p, s, rid, ids)
+}
+
 /// A subscription that keeps losing subgroup streams in its session's transport ends with
 /// PUBLISH_DONE TOO_FAR_BEHIND (`too_far_behind_streams` within 10 s): streams shed from an
 /// over-long backlog always count; streams that ran out of time count when the freshness
@@ -479,19 +503,7 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         let ctx = format!("{pv:?}->{sv:?}");
         let config =
             RelayConfig { admission_busy_pct: 90, too_far_behind_streams: 2, ..RelayConfig::default() };
-        let mut r = Relay::with_config(2, config);
-        let t = r.track_owned_by(&["live"], 0);
-        let p = r.connect(0, pv);
-        r.announce(p, &["live"]);
-        let s = r.connect(1, sv);
-        let rid = r.subscribe(s, &t, None);
-        r.run_until_quiet();
-        let up = r.upstream_subscribe(p, &t);
-        r.accept(p, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
-        one_object_groups(&mut r, p, pv, 1..=6);
-        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
-        assert_eq!(ids.len(), 6, "{ctx}");
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6);
         let conn = r.clients[s].conn;
         let shed = |r: &mut Relay, ids: &[StreamId]| {
             for id in ids {
@@ -530,19 +542,7 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
     for (pv, sv) in COMBOS {
         let ctx = format!("{pv:?}->{sv:?}");
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
-        let mut r = Relay::with_config(2, config);
-        let t = r.track_owned_by(&["live"], 0);
-        let p = r.connect(0, pv);
-        r.announce(p, &["live"]);
-        let s = r.connect(1, sv);
-        let rid = r.subscribe(s, &t, None);
-        r.run_until_quiet();
-        let up = r.upstream_subscribe(p, &t);
-        r.accept(p, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
-        one_object_groups(&mut r, p, pv, 1..=6);
-        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
-        assert_eq!(ids.len(), 6, "{ctx}");
+        let (mut r, p, s, rid, ids) = sent_groups(config, (pv, sv), 6);
         let conn = r.clients[s].conn;
         for (i, id) in ids[..4].iter().enumerate() {
             let now = r.now;
@@ -582,19 +582,7 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         let ctx = format!("{pv:?}->{sv:?}");
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
         let budget = config.max_lag.expect("a freshness budget by default");
-        let mut r = Relay::with_config(2, config);
-        let t = r.track_owned_by(&["live"], 0);
-        let p = r.connect(0, pv);
-        r.announce(p, &["live"]);
-        let s = r.connect(1, sv);
-        let rid = r.subscribe(s, &t, None);
-        r.run_until_quiet();
-        let up = r.upstream_subscribe(p, &t);
-        r.accept(p, &up, None);
-        subscribe_ok(&messages(&r.take_events(s)), rid);
-        one_object_groups(&mut r, p, pv, 1..=8);
-        let ids: Vec<StreamId> = streams(&r.take_events(s)).iter().map(|s| s.stream).collect();
-        assert_eq!(ids.len(), 8, "{ctx}");
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 8);
         let conn = r.clients[s].conn;
         let lose = |r: &mut Relay, lost: &[StreamId]| {
             let now = r.now;
