@@ -69,8 +69,10 @@ start_proxy() { # moq-impair arguments
 }
 
 bench() { # json-name relay-for-subscribers subscribers
-    # moq-bench's --relay-pid is the relay the viewers are on (the edge's in "tier").
+    # moq-bench's --relay-pid is the relay the viewers are on (the edge's in "tier"); its own
+    # connections use the relay's congestion control ($cc).
     taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$2" --publish-relay "moqt://127.0.0.1:$PORT" \
+        --congestion-control "$cc" \
         --relay-pid "$relay" --subscribers "$3" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
         --timeout-s 30 --quiet --json "$work/$1.json" >/dev/null 2>&1 || true
 }

@@ -81,9 +81,13 @@ struct Common {
     /// subscribe on another that reaches it through their parent).
     #[arg(long, value_name = "URL")]
     publish_relay: Option<String>,
-    /// MoQT draft: 16, 18, 20 or 22.
+    /// MoQT draft: 14, 16, 18, 20 or 22.
     #[arg(long, default_value = "16", value_parser = parse_draft)]
     draft: Version,
+    /// Congestion control of the bench's QUIC connections (publishers and subscribers): cubic,
+    /// reno or bbr2, as the relay's `--congestion-control`.
+    #[arg(long, default_value = "cubic", value_parser = ["cubic", "reno", "bbr2"])]
+    congestion_control: String,
     /// Publisher connections.
     #[arg(long, default_value_t = 1)]
     publishers: usize,
@@ -281,8 +285,9 @@ fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
         })
         .collect();
     Ok(Plan {
-        peer: parse_relay(&c.relay)?,
-        publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?,
+        peer: parse_relay(&c.relay)?.with_congestion_control(&c.congestion_control),
+        publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?
+            .with_congestion_control(&c.congestion_control),
         version: c.draft,
         tracks,
         publishers: c.publishers,

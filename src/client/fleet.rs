@@ -82,7 +82,7 @@ impl<C: SessionCore> Fleet<C> {
             return Ok(Fleet { conns: Conns::Quic(conns), apps, cores, stalled });
         }
         let peer = relay.addr;
-        let mut config = runtime::tls::client_config(&[version.alpn()], false)?;
+        let mut config = relay.quic_config(version.alpn())?;
         let mut conns = Vec::with_capacity(cores.len());
         let mut apps = Vec::with_capacity(cores.len());
         for _ in &cores {

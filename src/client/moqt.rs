@@ -161,11 +161,14 @@ impl RequestHandler for Collect {
 pub struct Relay {
     pub addr: SocketAddr,
     pub url: Option<String>,
+    /// The congestion control of our QUIC connections to it (`None`: cubic); QMux over a
+    /// WebSocket leaves it to TCP.
+    pub congestion_control: Option<String>,
 }
 
 impl From<SocketAddr> for Relay {
     fn from(addr: SocketAddr) -> Self {
-        Relay { addr, url: None }
+        Relay { addr, url: None, congestion_control: None }
     }
 }
 
@@ -180,16 +183,28 @@ impl std::fmt::Display for Relay {
 }
 
 impl Relay {
+    /// The same relay, reached with congestion control `name` (cubic, reno, bbr2).
+    pub fn with_congestion_control(mut self, name: &str) -> Self {
+        self.congestion_control = Some(name.to_string());
+        self
+    }
+
+    /// A QUIC client configuration offering `alpn`, with this relay's congestion control.
+    pub(super) fn quic_config(&self, alpn: &str) -> Result<quiche::Config, ClientError> {
+        let cc = self.congestion_control.as_deref().unwrap_or("cubic");
+        Ok(runtime::tls::client_config_with(&[alpn], false, cc)?)
+    }
+
     /// The same relay over WebTransport at `https://ADDR/path`.
     pub fn webtransport(addr: SocketAddr, path: &str) -> Self {
-        Relay { addr, url: Some(format!("https://{addr}{path}")) }
+        Relay { addr, url: Some(format!("https://{addr}{path}")), congestion_control: None }
     }
 
     /// The same relay over QMux over WebSocket at `ws://ADDR/path` (`wss://` with `tls`), on
     /// its TCP port of the same number.
     pub fn websocket(addr: SocketAddr, path: &str, tls: bool) -> Self {
         let scheme = if tls { "wss" } else { "ws" };
-        Relay { addr, url: Some(format!("{scheme}://{addr}{path}")) }
+        Relay { addr, url: Some(format!("{scheme}://{addr}{path}")), congestion_control: None }
     }
 }
 
@@ -211,11 +226,11 @@ impl MoqtClient {
         let relay = relay.into();
         match &relay.url {
             None => {
-                let conn = QuicConn::connect(relay.addr, version.alpn())?;
+                let conn = QuicConn::connect_with(relay.addr, &mut relay.quic_config(version.alpn())?)?;
                 Self::setup(conn, version, setup, deadline)
             }
             Some(url) if url.starts_with("https://") => {
-                let conn = QuicConn::connect(relay.addr, webtransport::ALPN)?;
+                let conn = QuicConn::connect_with(relay.addr, &mut relay.quic_config(webtransport::ALPN)?)?;
                 Self::setup_webtransport(conn, url, version, setup, deadline)
             }
             Some(url) => Self::setup_websocket(relay.addr, url, version, setup, deadline),

@@ -197,9 +197,18 @@ pub fn server_config(rc: &RuntimeConfig, alpns: &[String]) -> anyhow::Result<(qu
 /// `alpns` in order; `verify_peer` checks the server against the system roots (off for a
 /// self-signed relay, whose fingerprint the caller then compares with `peer_cert()`).
 pub fn client_config(alpns: &[&str], verify_peer: bool) -> anyhow::Result<quiche::Config> {
+    client_config_with(alpns, verify_peer, "cubic")
+}
+
+/// [`client_config`] with congestion control `congestion_control` (cubic, reno, bbr2).
+pub fn client_config_with(
+    alpns: &[&str],
+    verify_peer: bool,
+    congestion_control: &str,
+) -> anyhow::Result<quiche::Config> {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)
         .map_err(|e| anyhow!("creating the QUIC config: {e}"))?;
-    apply_transport(&mut config, alpns, CLIENT_IDLE_TIMEOUT, "cubic")?;
+    apply_transport(&mut config, alpns, CLIENT_IDLE_TIMEOUT, congestion_control)?;
     config.verify_peer(verify_peer);
     Ok(config)
 }
