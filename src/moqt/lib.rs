@@ -127,6 +127,8 @@ pub struct Pump {
     /// than [`DRAIN_FRESH`] predicts nothing.
     drain_rate: f64,
     drain_at: Option<Instant>,
+    /// The path's RTT as last read, and when ([`Pump::path_rtt`]).
+    rtt: Option<(Instant, Duration)>,
     /// Start of the current rate measurement: (time, quiche's `sent_bytes`) at a write that
     /// left quiche holding subgroup data unsent, or data waiting here. The sample is taken
     /// only if quiche still holds some (or data still waits) when it ends, so that what it
@@ -368,7 +370,10 @@ impl Pump {
     /// (They are checked here, on each write, not on a timer of their own: a connection with
     /// queued data writes on every ACK and on quiche's loss timers.)
     pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) {
-        self.note_delivery(conn.delivered_bytes(), now);
+        // quiche sends nothing during a write (its packets go out at the flush after), so
+        // its counts now are its counts throughout.
+        let (sent, delivered) = conn.byte_counts();
+        self.note_delivery(delivered, now);
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -382,7 +387,7 @@ impl Pump {
         let mut done = Vec::new();
         // Peer request streams with answers waiting: (bytes, stream).
         let mut requests = Vec::new();
-        let (unsent, ahead) = self.look_ahead(conn, now);
+        let (unsent, ahead) = self.look_ahead(conn, sent, now);
         let mut budget = unsent.map_or(usize::MAX, |(_, room)| room);
         // Subgroup data left waiting here by this write (the path, not the application, is
         // what limits the drain rate measured from it).
@@ -467,15 +472,33 @@ impl Pump {
     /// What subgroup data quiche may take now, under what bound (`unsent_budget`), and what
     /// delays what is handed to it now (`bound - budget` bytes at the time each chunk is
     /// handed, then a round trip), when the drain rate is known.
-    fn look_ahead(&mut self, conn: &impl Transport, now: Instant) -> (Option<(usize, usize)>, Option<Ahead>) {
-        let unsent = self.unsent_budget(conn, now);
+    fn look_ahead(
+        &mut self,
+        conn: &impl Transport,
+        sent: u64,
+        now: Instant,
+    ) -> (Option<(usize, usize)>, Option<Ahead>) {
+        let unsent = self.unsent_budget(sent, now);
         let ahead = match (unsent, self.fresh_drain_rate(now)) {
             (Some((bound, _)), Some(rate)) => {
-                Some(Ahead { limit: bound, rtt: conn.rtt(), secs_per_byte: 1.0 / rate })
+                Some(Ahead { limit: bound, rtt: self.path_rtt(conn, now), secs_per_byte: 1.0 / rate })
             }
             _ => None,
         };
         (unsent, ahead)
+    }
+
+    /// The path's smoothed RTT, read from quiche at most every [`RTT_REFRESH`] (quiche builds
+    /// its path statistics anew for each read).
+    fn path_rtt(&mut self, conn: &impl Transport, now: Instant) -> Duration {
+        match self.rtt {
+            Some((at, rtt)) if now.saturating_duration_since(at) < RTT_REFRESH => rtt,
+            _ => {
+                let rtt = conn.rtt();
+                self.rtt = Some((now, rtt));
+                rtt
+            }
+        }
     }
 
     /// A write handed quiche `bytes` of subgroup data: they count as held until it sends
@@ -494,9 +517,8 @@ impl Pump {
     /// what quiche holds then leaves within that time, and the rest waits here, where delivery
     /// deadlines and the backlog limit drop whole streams, instead of in quiche, where it
     /// would only grow late.
-    fn unsent_budget(&mut self, conn: &impl Transport, now: Instant) -> Option<(usize, usize)> {
+    fn unsent_budget(&mut self, sent: u64, now: Instant) -> Option<(usize, usize)> {
         let limit = self.unsent_limit?;
-        let sent = conn.sent_bytes();
         let drained = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
         self.sent_mark = sent;
         self.unsent_held = self.unsent_held.saturating_sub(drained);
@@ -885,6 +907,9 @@ pub fn write_h3(conn: &mut impl Transport, h3: &mut VecDeque<(u64, Bytes, bool)>
 
 /// Shortest span over which quiche's drain rate is measured.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(25);
+
+/// How long the Pump uses an RTT it read from quiche before reading it again.
+const RTT_REFRESH: Duration = Duration::from_millis(100);
 
 /// How long a measured drain rate predicts anything: a connection whose data stopped
 /// waiting may since have found a faster path (or lost it).
