@@ -204,7 +204,7 @@ pub const PATH_STALL: Duration = Duration::from_secs(1);
 pub const PATH_RECOVERY: Duration = Duration::from_secs(3);
 
 /// What quiche may hold unsent, in time at the connection's measured drain rate (see
-/// `Pump::unsent_budget`): a few turns of the core, so that quiche never waits for data on a
+/// `Pump::look_ahead`): a few turns of the core, so that quiche never waits for data on a
 /// fast path, while on a thin one the objects it holds leave soon after they are handed.
 pub const UNSENT_TIME: Duration = Duration::from_millis(100);
 
@@ -469,23 +469,33 @@ impl Pump {
         self.write_webtransport(conn);
     }
 
-    /// What subgroup data quiche may take now, under what bound (`unsent_budget`), and what
-    /// delays what is handed to it now (`bound - budget` bytes at the time each chunk is
-    /// handed, then a round trip), when the drain rate is known.
+    /// What subgroup data quiche may take now, under what bound: (bound, room), `None`
+    /// without `unsent_limit`; and, when the drain rate is known, what delays what is handed
+    /// to it now (`bound - budget` bytes at the time each chunk is handed, then a round
+    /// trip). What quiche sent since the last write is taken off what it holds. The bound is
+    /// `unsent_limit` lowered to [`UNSENT_TIME`] of the measured drain rate (never below
+    /// [`UNSENT_FLOOR`]): on a path thinner than the track, what quiche holds then leaves
+    /// within that time, and the rest waits here, where delivery deadlines and the backlog
+    /// limit drop whole streams, instead of in quiche, where it would only grow late.
     fn look_ahead(
         &mut self,
         conn: &impl Transport,
         sent: u64,
         now: Instant,
     ) -> (Option<(usize, usize)>, Option<Ahead>) {
-        let unsent = self.unsent_budget(sent, now);
-        let ahead = match (unsent, self.fresh_drain_rate(now)) {
-            (Some((bound, _)), Some(rate)) => {
-                Some(Ahead { limit: bound, rtt: self.path_rtt(conn, now), secs_per_byte: 1.0 / rate })
-            }
-            _ => None,
+        let Some(limit) = self.unsent_limit else { return (None, None) };
+        let drained = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
+        self.sent_mark = sent;
+        self.unsent_held = self.unsent_held.saturating_sub(drained);
+        // quiche still holds some, or data waits here: it had something to send all along.
+        let backlogged = self.unsent_held > 0 || self.queued > 0;
+        self.measure_drain(sent, now, backlogged);
+        let Some(rate) = self.fresh_drain_rate(now) else {
+            return (Some((limit, limit.saturating_sub(self.unsent_held))), None);
         };
-        (unsent, ahead)
+        let bound = ((rate * UNSENT_TIME.as_secs_f64()) as usize).clamp(UNSENT_FLOOR.min(limit), limit);
+        let ahead = Ahead { limit: bound, rtt: self.path_rtt(conn, now), secs_per_byte: 1.0 / rate };
+        (Some((bound, bound.saturating_sub(self.unsent_held))), Some(ahead))
     }
 
     /// The path's smoothed RTT, read from quiche at most every [`RTT_REFRESH`] (quiche builds
@@ -508,28 +518,6 @@ impl Pump {
         if self.drain_mark.is_none() && (data_waiting || self.unsent_held > 0) {
             self.drain_mark = Some((now, self.sent_mark));
         }
-    }
-
-    /// The bound on subgroup data quiche may hold unsent now, and how much more it may take:
-    /// (bound, room); `None` without `unsent_limit`. What quiche sent since the last write is
-    /// taken off what it holds. The bound is `unsent_limit` lowered to [`UNSENT_TIME`] of the
-    /// measured drain rate (never below [`UNSENT_FLOOR`]): on a path thinner than the track,
-    /// what quiche holds then leaves within that time, and the rest waits here, where delivery
-    /// deadlines and the backlog limit drop whole streams, instead of in quiche, where it
-    /// would only grow late.
-    fn unsent_budget(&mut self, sent: u64, now: Instant) -> Option<(usize, usize)> {
-        let limit = self.unsent_limit?;
-        let drained = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
-        self.sent_mark = sent;
-        self.unsent_held = self.unsent_held.saturating_sub(drained);
-        // quiche still holds some, or data waits here: it had something to send all along.
-        let backlogged = self.unsent_held > 0 || self.queued > 0;
-        self.measure_drain(sent, now, backlogged);
-        let bound = match self.fresh_drain_rate(now) {
-            Some(rate) => ((rate * UNSENT_TIME.as_secs_f64()) as usize).clamp(UNSENT_FLOOR.min(limit), limit),
-            None => limit,
-        };
-        Some((bound, bound.saturating_sub(self.unsent_held)))
     }
 
     /// Resets with DELIVERY_TIMEOUT the data streams whose queued bytes expired.

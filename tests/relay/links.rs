@@ -173,18 +173,21 @@ fn requests_never_go_back_to_the_relay_they_came_from() {
 }
 
 /// A relay with a link to its parent (draft `v`) and a subscriber on core 1 of `live/v`,
-/// subscribed through the link and answered: the relay, the parent, the track, the
-/// subscriber.
-fn subscribed_through_a_link(v: moq_edge::wire::Version) -> (Relay, ClientId, FullTrackName, ClientId) {
+/// subscribed through the link and answered (with `largest` as its Largest Object): the
+/// relay, the parent, the track, the subscriber and its request.
+fn subscribed_through_a_link(
+    v: moq_edge::wire::Version,
+    largest: Option<Location>,
+) -> (Relay, ClientId, FullTrackName, ClientId, RequestId) {
     let mut r = Relay::new(2);
     let parent = r.link(v);
     let t = track(&["live"], "v");
     let s = r.connect(1, v);
     let rid = r.subscribe(s, &t, None);
     let up = r.upstream_subscribe(parent, &t);
-    r.accept(parent, &up, None);
+    r.accept(parent, &up, largest);
     subscribe_ok(&messages(&r.take_events(s)), rid);
-    (r, parent, t, s)
+    (r, parent, t, s, rid)
 }
 
 /// The link closes under a subscription: its subscriber is kept (its open stream reset, no
@@ -193,7 +196,7 @@ fn subscribed_through_a_link(v: moq_edge::wire::Version) -> (Relay, ClientId, Fu
 #[test]
 fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
     for v in DRAFTS {
-        let (mut r, parent, t, s) = subscribed_through_a_link(v);
+        let (mut r, parent, t, s, _) = subscribed_through_a_link(v, None);
         let h = header(v, PUB_ALIAS, 0, 0);
         let stream = r.open(parent, &h);
         r.put(parent, stream, &object(0, 0));
@@ -235,7 +238,7 @@ fn a_lost_link_keeps_its_subscribers_and_subscribes_again() {
 #[test]
 fn a_namespace_listed_while_a_lost_track_subscribes_again_sends_no_second_subscribe() {
     for v in DRAFTS {
-        let (mut r, parent, t, s) = subscribed_through_a_link(v);
+        let (mut r, parent, t, s, _) = subscribed_through_a_link(v, None);
         r.disconnect(parent);
         r.run_until_quiet();
 
@@ -288,14 +291,7 @@ fn fetch_of_a_track_not_relayed_goes_up_the_link() {
 #[test]
 fn a_new_subscriber_waits_while_the_upstream_is_lost() {
     for v in [D16, D22] {
-        let mut r = Relay::new(2);
-        let parent = r.link(v);
-        let t = track(&["live"], "v");
-        let s = r.connect(1, v);
-        let rid = r.subscribe(s, &t, None);
-        let up = r.upstream_subscribe(parent, &t);
-        r.accept(parent, &up, Some(Location::new(0, 3)));
-        subscribe_ok(&messages(&r.take_events(s)), rid);
+        let (mut r, parent, t, s, rid) = subscribed_through_a_link(v, Some(Location::new(0, 3)));
 
         r.disconnect(parent);
         r.run_until_quiet();
