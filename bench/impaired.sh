@@ -2,7 +2,8 @@
 # Impaired networks (bench/impair's moq-impair between viewers and the relay), each scenario
 # with each congestion control the relay offers, one table: per group of viewers, objects
 # delivered (% of those published while it watched), lost, reordered, streams reset,
-# publish→receive latency p50 / p99 / p99.9, and the relay's CPU per delivered GB.
+# publish→receive latency p50 / p99 / p99.9, objects later than the relay's 2 s freshness
+# budget, the relay's CPU per delivered GB and its largest RSS.
 #
 #   bench/impaired.sh                       # every scenario, cubic, bbr2 and reno
 #   CCS="cubic bbr2" SCENARIOS="viewers" bench/impaired.sh
@@ -16,7 +17,9 @@
 #   outage   10 viewers whose link drops everything for 3 s (from 2 s after the warm-up
 #            begins) and comes back: whether the sessions survive and what they miss.
 #   thin     10 viewers whose link toward them carries half the stream's bitrate (a rate cap
-#            with a 64 KB queue): what the relay drops, and whether they keep the live edge.
+#            with a 64 KB queue): what the relay drops, and whether they keep the live edge;
+#            once in the publisher's group order (ascending), once asking for the newest
+#            group first (descending).
 #   tier     50 viewers on an edge whose link to its origin loses 2 % each way with 50 ms each
 #            way (100 ms RTT); the publisher on the origin: nothing should be lost on the way.
 # Relay on CPU 0; moq-bench and moq-impair on CPU 1. BIN=dir uses prebuilt binaries (moq-edge,
@@ -68,11 +71,11 @@ start_proxy() { # moq-impair arguments
     sleep 0.3
 }
 
-bench() { # json-name relay-for-subscribers subscribers
+bench() { # json-name relay-for-subscribers subscribers [moq-bench arguments]
     # moq-bench's --relay-pid is the relay the viewers are on (the edge's in "tier"); its own
     # connections use the relay's congestion control ($cc).
     taskset -c 1 "$BIN/moq-bench" fanout --relay "moqt://127.0.0.1:$2" --publish-relay "moqt://127.0.0.1:$PORT" \
-        --congestion-control "$cc" \
+        --congestion-control "$cc" "${@:4}" \
         --relay-pid "$relay" --subscribers "$3" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
         --timeout-s 30 --quiet --json "$work/$1.json" >/dev/null 2>&1 || true
 }
@@ -105,6 +108,11 @@ for cc in $CCS; do
             start_proxy --down-rate-kbps $((RATE * 1200 * 8 * 105 / 100 / 2 / 1000)) --down-queue-kb 64
             bench "thin-viewers-$cc" "$PROXY" 10
             stop_all
+            # The same viewers asking for the newest group first (Group Order descending).
+            start_relay "$cc"
+            start_proxy --down-rate-kbps $((RATE * 1200 * 8 * 105 / 100 / 2 / 1000)) --down-queue-kb 64
+            bench "thin-newest-$cc" "$PROXY" 10 --group-order descending
+            stop_all
             ;;
         tier)
             start_relay "$cc"
@@ -122,14 +130,14 @@ done
 python3 - "$work" "$CCS" "$SCENARIOS" <<'PY'
 import json, os, sys
 work, ccs, scenarios = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-groups = {"viewers": ["alone", "clean", "impaired"], "outage": ["viewers"], "thin": ["viewers"], "tier": ["viewers"]}
-print(f"{'scenario':<9} {'cc':<6} {'viewers':<16} {'delivered %':>11} {'lost':>6} {'reord':>6} {'resets':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'CPU s/GB':>9}")
+groups = {"viewers": ["alone", "clean", "impaired"], "outage": ["viewers"], "thin": ["viewers", "newest"], "tier": ["viewers"]}
+print(f"{'scenario':<9} {'cc':<6} {'viewers':<20} {'delivered %':>11} {'lost':>6} {'reord':>6} {'resets':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'late':>5} {'CPU s/GB':>9} {'RSS MB':>7}")
 for s in scenarios:
     for cc in ccs:
         for g in groups[s]:
             path = f"{work}/{s}-{g}-{cc}.json"
             if not os.path.exists(path):
-                print(f"{s:<9} {cc:<6} {g:<16} (no result)")
+                print(f"{s:<9} {cc:<6} {g:<20} (no result)")
                 continue
             d = json.load(open(path))
             lat = d.get("latency_us") or {}
@@ -137,9 +145,11 @@ for s in scenarios:
             gb = d["delivered_bytes"] / 1e9
             # The relay's CPU is its own over both groups when they run together: per GB only
             # for a group alone on it.
-            cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g in ("alone", "viewers") else float("nan")
+            cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g in ("alone", "viewers", "newest") else float("nan")
+            rss = (d.get("relay_rss_max_bytes") or 0) / 2**20
             ms = lambda k: (lat.get(k) or 0) / 1e3
             label = {"alone": "40 clean, alone", "clean": "40 clean", "impaired": "10 at 3%/80ms",
+                     "newest": "10 at half, newest 1st",
                      "viewers": {"outage": "10, 3 s outage", "thin": "10 at half rate", "tier": "50 on the edge"}.get(s)}[g]
-            print(f"{s:<9} {cc:<6} {label:<16} {pct:>11.2f} {d['lost']:>6} {d['reordered']:>6} {d['streams_reset']:>7} {ms('p50'):>7.1f} {ms('p99'):>7.1f} {ms('p999'):>8.1f} {cpu:>9.2f}")
+            print(f"{s:<9} {cc:<6} {label:<20} {pct:>11.2f} {d['lost']:>6} {d['reordered']:>6} {d['streams_reset']:>7} {ms('p50'):>7.1f} {ms('p99'):>7.1f} {ms('p999'):>8.1f} {d.get('late_objects', 0):>5} {cpu:>9.2f} {rss:>7.1f}")
 PY

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use impair::proxy::{Config, Proxy};
 use impair::{Schedule, Settings};
 use moq_edge::client::{Publisher, Subscriber};
-use moq_edge::wire::model::{FullTrackName, TrackNamespace};
+use moq_edge::wire::model::{FullTrackName, GroupOrder, Parameters, TrackNamespace};
 use moq_edge::wire::Version;
 
 #[path = "support/process.rs"]
@@ -100,43 +100,71 @@ fn a_subscription_survives_a_three_second_outage_and_resumes_at_the_live_edge() 
 /// groups through whole, and it still gets groups published in the last seconds.
 #[test]
 fn a_viewer_on_a_link_thinner_than_the_track_gets_whole_groups_and_keeps_the_live_edge() {
-    let relay = Relay::start();
-    // The track: 3 objects of 1000 B every 100 ms, 30 KB/s; the link toward the viewer
-    // carries half of that (headers included) through a 16 KB queue.
-    let thin = Settings { rate_bps: 130_000, queue_bytes: 16 << 10, ..Settings::default() };
-    let proxy = Forwarder::start(
-        relay.port,
-        Schedule::new(Settings::default(), Vec::new()),
-        Schedule::new(thin, Vec::new()),
-        7,
-    );
-    let live = Live::start(relay.port, "thin", 1000);
-    let mut s =
-        Subscriber::connect(proxy.addr, Version::Draft22, deadline()).expect("the subscriber connects");
-    let id = s.subscribe(live.track.clone(), None, deadline()).expect("subscribed");
-    let start = Instant::now();
-    s.pump(start + Duration::from_secs(10)).expect("the session lives");
-    let sent = live.stop();
-    proxy.stop();
-    let sub = s.core().subscription(id).expect("the subscription");
-    assert!(sub.done.is_none(), "the subscription was ended: {:?}", sub.done);
-    let mut groups: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
-    for r in s.received(id) {
-        assert_eq!(r.payload, Live::payload(r.object, 1000), "object {:?} arrived whole", r.location());
-        groups.entry(r.group).or_default().push(r.object);
+    let thin = ThinViewer::watch(None);
+    let whole = thin.groups.values().filter(|o| o.len() == 3).count();
+    let published = thin.published;
+    assert!(whole > 0 && whole < published, "{whole} of {published} groups arrived whole: {:?}", thin.groups);
+}
+
+/// The same viewer asking for the newest group first (Group Order descending, as a live
+/// player does): each new group goes before the rest of the one before, whose tail then runs
+/// out of time; it gets runs of whole objects from each group's first, keeps the live edge,
+/// and is not ended TOO_FAR_BEHIND for the tails its own order gave up.
+#[test]
+fn a_newest_first_viewer_on_a_thin_link_keeps_the_live_edge() {
+    let thin = ThinViewer::watch(Some(GroupOrder::Descending));
+    let published = thin.published;
+    assert!(thin.groups.len() < published, "a half-rate link cannot carry every group: {:?}", thin.groups);
+}
+
+/// One viewer behind a link at half the track's rate for 10 s, checked for what every thin
+/// viewer must get: whole objects in runs from each group's first, in order, groups published
+/// in the last 3 s, nothing ended TOO_FAR_BEHIND. What arrived, by group, and how many groups
+/// were published.
+struct ThinViewer {
+    groups: std::collections::BTreeMap<u64, Vec<u64>>,
+    published: usize,
+}
+
+impl ThinViewer {
+    fn watch(order: Option<GroupOrder>) -> Self {
+        let relay = Relay::start();
+        // The track: 3 objects of 1000 B every 100 ms, 30 KB/s; the link toward the viewer
+        // carries half of that (headers included) through a 16 KB queue.
+        let thin = Settings { rate_bps: 130_000, queue_bytes: 16 << 10, ..Settings::default() };
+        let proxy = Forwarder::start(
+            relay.port,
+            Schedule::new(Settings::default(), Vec::new()),
+            Schedule::new(thin, Vec::new()),
+            7,
+        );
+        let live = Live::start(relay.port, "thin", 1000);
+        let mut s =
+            Subscriber::connect(proxy.addr, Version::Draft22, deadline()).expect("the subscriber connects");
+        let params = Parameters { forward: Some(true), group_order: order, ..Parameters::default() };
+        let id = s.subscribe_with(live.track.clone(), params, deadline()).expect("subscribed");
+        let start = Instant::now();
+        s.pump(start + Duration::from_secs(10)).expect("the session lives");
+        let sent = live.stop();
+        proxy.stop();
+        let sub = s.core().subscription(id).expect("the subscription");
+        assert!(sub.done.is_none(), "the subscription was ended: {:?}", sub.done);
+        let mut groups: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        for r in s.received(id) {
+            assert_eq!(r.payload, Live::payload(r.object, 1000), "object {:?} arrived whole", r.location());
+            groups.entry(r.group).or_default().push(r.object);
+        }
+        for (g, objects) in &groups {
+            let prefix: Vec<u64> = (0..objects.len() as u64).collect();
+            assert_eq!(objects, &prefix, "group {g}: a run of objects from the first, in order");
+        }
+        // The live edge: groups published in the last three seconds arrived.
+        let last = sent.iter().filter(|(_, at)| *at > start + Duration::from_secs(7)).map(|(g, _)| *g);
+        let recent: Vec<u64> = last.filter(|g| groups.contains_key(g)).collect();
+        assert!(!recent.is_empty(), "nothing published in the last 3 s arrived: {groups:?}");
+        relay.assert_none_too_far_behind();
+        ThinViewer { groups, published: sent.len() }
     }
-    for (g, objects) in &groups {
-        let prefix: Vec<u64> = (0..objects.len() as u64).collect();
-        assert_eq!(objects, &prefix, "group {g}: a run of objects from the first, in order");
-    }
-    let whole = groups.values().filter(|o| o.len() == 3).count();
-    let published = sent.len();
-    assert!(whole > 0 && whole < published, "{whole} of {published} groups arrived whole: {groups:?}");
-    // The live edge: groups published in the last three seconds arrived.
-    let last = sent.iter().filter(|(_, at)| *at > start + Duration::from_secs(7)).map(|(g, _)| *g);
-    let recent: Vec<u64> = last.filter(|g| groups.contains_key(g)).collect();
-    assert!(!recent.is_empty(), "nothing published in the last 3 s arrived: {groups:?}");
-    relay.assert_none_too_far_behind();
 }
 
 fn deadline() -> Instant {

@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context};
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::stamp::{now_micros, stamped};
 use moq_edge::client::{ClientError, Fleet, PublisherCore, Relay, RequestState, SubscriberCore};
-use moq_edge::wire::model::{FullTrackName, Location, LocationFilter, RequestId};
+use moq_edge::wire::model::{FullTrackName, GroupOrder, Location, LocationFilter, Parameters, RequestId};
 use moq_edge::wire::Version;
 
 use crate::check::{Expect, SubCheck, Tally};
@@ -39,6 +39,8 @@ pub struct Plan {
     pub hold: Duration,
     /// Time allowed to connect and for answers.
     pub timeout: Duration,
+    /// The subscriptions' Group Order (`None`: the publisher's).
+    pub group_order: Option<GroupOrder>,
 }
 
 impl Plan {
@@ -246,7 +248,13 @@ impl<'a> Recorder<'a> {
         let total = self.plan.total();
         for &t in &m.tracks {
             let track = self.plan.tracks[t].clone();
-            if let Ok(id) = core.subscribe(s, track, Some(LocationFilter::NextObject)) {
+            let params = Parameters {
+                forward: Some(true),
+                location_filter: Some(LocationFilter::NextObject),
+                group_order: self.plan.group_order,
+                ..Parameters::default()
+            };
+            if let Ok(id) = core.subscribe_with(s, track, params) {
                 m.subs.push(Sub {
                     id,
                     check: SubCheck::new(expect, total),

@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use hdrhistogram::Histogram;
 use moq_edge::client::cli::{parse_draft, parse_relay};
 use moq_edge::client::stamp::{now_micros, parse_namespace, STAMP_LEN};
-use moq_edge::wire::model::{FullTrackName, TrackNamespace};
+use moq_edge::wire::model::{FullTrackName, GroupOrder, TrackNamespace};
 use moq_edge::wire::Version;
 use serde_json::json;
 
@@ -146,6 +146,15 @@ struct Common {
     /// Seconds allowed for connecting and for each answer.
     #[arg(long, default_value_t = 30)]
     timeout_s: u64,
+    /// The subscribers' Group Order: `publisher` (no Group Order parameter: the publisher's
+    /// preference), `ascending` or `descending` (newest group first: what a live player asks
+    /// for, draft-22 §5.1).
+    #[arg(long, default_value = "publisher", value_parser = ["publisher", "ascending", "descending"])]
+    group_order: String,
+    /// Objects that arrive later than this many ms after they were published are counted as
+    /// late in the report (default: the relay's default freshness budget, `--max-lag-ms`).
+    #[arg(long, default_value_t = 2000)]
+    late_ms: u64,
 }
 
 /// What the relay's /proc said over the run.
@@ -300,6 +309,11 @@ fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
         duration: Duration::from_secs_f64(c.duration),
         hold: Duration::from_millis(hold_ms),
         timeout: Duration::from_secs(c.timeout_s),
+        group_order: match c.group_order.as_str() {
+            "ascending" => Some(GroupOrder::Ascending),
+            "descending" => Some(GroupOrder::Descending),
+            _ => None,
+        },
     })
 }
 
@@ -483,7 +497,7 @@ fn report(name: &str, c: &Common, plan: &Plan, sessions: usize, m: Measured<'_>)
     }
 
     if let Some(path) = &c.json {
-        let doc = json!({
+        let mut doc = json!({
             "scenario": name,
             "relay": c.relay,
             "draft": c.draft.alpn(),
@@ -525,6 +539,9 @@ fn report(name: &str, c: &Common, plan: &Plan, sessions: usize, m: Measured<'_>)
             "relay_rss_max_bytes": c.relay_pid.map(|_| relay.rss_max),
             "relay_cycles_per_byte": cycles_per_byte,
         });
+        // (Beside the literal: one more key there passes serde_json's macro recursion limit.)
+        doc["late_ms"] = json!(c.late_ms);
+        doc["late_objects"] = json!(late(t, c));
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -532,6 +549,11 @@ fn report(name: &str, c: &Common, plan: &Plan, sessions: usize, m: Measured<'_>)
 }
 
 /// The load, the window and what was delivered, with its integrity.
+/// Objects that arrived more than `--late-ms` after they were published.
+fn late(t: &Tally, c: &Common) -> u64 {
+    t.latency.count_between(c.late_ms.saturating_mul(1000).saturating_add(1), u64::MAX)
+}
+
 fn print_traffic(name: &str, c: &Common, plan: &Plan, sessions: usize, t: &Tally, intact: bool, gbps: f64) {
     let secs = plan.duration.as_secs_f64();
     let lost_allowed = c.datagrams;
@@ -573,6 +595,13 @@ fn print_traffic(name: &str, c: &Common, plan: &Plan, sessions: usize, t: &Tally
         );
     }
     println!("latency µs  {}", line(&t.latency));
+    if late(t, c) > 0 {
+        println!(
+            "late        {} object(s) arrived more than {} ms after they were published",
+            late(t, c),
+            c.late_ms
+        );
+    }
     if name == "churn" || name == "late-join" {
         println!("subscribe→OK µs           {}", line(&t.subscribe_ok));
         println!("subscribe→first object µs {}", line(&t.join));

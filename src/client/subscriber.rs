@@ -454,7 +454,19 @@ impl Driven<SubscriberCore> {
         filter: Option<LocationFilter>,
         deadline: Instant,
     ) -> Result<RequestId, ClientError> {
-        let request_id = self.core.subscribe(self.client.session_mut(), track, filter)?;
+        let params = Parameters { forward: Some(true), location_filter: filter, ..Parameters::default() };
+        self.subscribe_with(track, params, deadline)
+    }
+
+    /// SUBSCRIBE with the caller's parameters, waiting for the answer as
+    /// [`Driven::subscribe`] does.
+    pub fn subscribe_with(
+        &mut self,
+        track: FullTrackName,
+        params: Parameters,
+        deadline: Instant,
+    ) -> Result<RequestId, ClientError> {
+        let request_id = self.core.subscribe_with(self.client.session_mut(), track, params)?;
         self.client.drive_core(&mut self.core, deadline, |core, _| {
             core.subscription(request_id).map_or(Ok(true), |s| s.state.outcome())
         })?;

@@ -29,6 +29,7 @@ use super::{update_allows, Cx, UpdateError};
 use crate::unheeded;
 use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
+use ends::RecentStreams;
 use session::{data_urgency, SessionCode, StreamId};
 use wire::model::property_type as pt;
 use wire::model::{
@@ -68,9 +69,9 @@ struct LocalSub {
     /// (`Fanout::streams_finished`): within the freshness budget of that, it is on a thin
     /// path at the live edge, and what it loses does not count toward TOO_FAR_BEHIND.
     last_whole: Option<Instant>,
-    /// The last [`RECENT_STREAMS`] streams opened for it, finished ones included: a stream
-    /// shed from the backlog is usually one the relay already finished (its FIN queued).
-    recent: VecDeque<StreamId>,
+    /// The last streams opened for it, finished ones included: a stream shed from the
+    /// backlog is usually one the relay already finished (its FIN queued).
+    recent: RecentStreams,
     /// The Largest Location when it became Established (joining FETCHes end there).
     largest_at_start: Option<Location>,
     /// Joining FETCHes (draft-16) that arrived before SUBSCRIBE_OK.
@@ -354,9 +355,6 @@ pub(super) fn default_publisher_priority(properties: &wire::model::Properties) -
         .unwrap_or(DEFAULT_PRIORITY)
 }
 
-/// Streams remembered per subscription to attribute shed streams.
-const RECENT_STREAMS: usize = 64;
-
 /// The longest a PUBLISH_DONE waits for the subgroup streams it counts to be acknowledged by
 /// the subscriber (or reset) before it goes anyway.
 const PUBLISH_DONE_HOLD: Duration = Duration::from_millis(500);
@@ -623,7 +621,7 @@ impl Fanout {
             shed_count: 0,
             shed_since: None,
             last_whole: None,
-            recent: VecDeque::new(),
+            recent: RecentStreams::default(),
             largest_at_start: None,
             joins: Vec::new(),
             fill: params.fill_parameters.clone(),

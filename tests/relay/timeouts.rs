@@ -6,8 +6,8 @@ use moq_edge::relay::{PathState, RelayConfig};
 use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
-    DatagramHeader, FetchItem, FetchKind, FullTrackName, KvValue, Location, LocationFilter, Message,
-    Parameters, Properties, PublishNamespace, RangeEnd, RequestId, Subscribe, TrackAlias,
+    DatagramHeader, FetchItem, FetchKind, FullTrackName, GroupOrder, KvValue, Location, LocationFilter,
+    Message, Parameters, Properties, PublishNamespace, RangeEnd, RequestId, Subscribe, TrackAlias,
 };
 
 use crate::common::*;
@@ -411,19 +411,23 @@ fn one_object_groups(
 }
 
 /// A subscriber on core 1 (draft `sv`) of a track published on core 0 (draft `pv`), under
-/// `config`, sent `groups` one-object groups: the relay, the publisher, the subscriber, its
-/// request and the streams it was sent.
+/// `config`, asking for Group Order `order` (`None`: the publisher's), sent `groups`
+/// one-object groups: the relay, the publisher, the subscriber, its request and the streams
+/// it was sent.
 fn sent_groups(
     config: RelayConfig,
     (pv, sv): (moq_edge::wire::Version, moq_edge::wire::Version),
     groups: u64,
+    order: Option<GroupOrder>,
 ) -> (Relay, ClientId, ClientId, RequestId, Vec<StreamId>) {
     let mut r = Relay::with_config(2, config);
     let t = r.track_owned_by(&["live"], 0);
     let p = r.connect(0, pv);
     r.announce(p, &["live"]);
     let s = r.connect(1, sv);
-    let rid = r.subscribe(s, &t, None);
+    let rid = r.next_request_id(s);
+    let params = Parameters { group_order: order, ..Parameters::default() };
+    r.send(s, Message::Subscribe(Subscribe { request_id: rid, track: t.clone(), params }));
     r.run_until_quiet();
     let up = r.upstream_subscribe(p, &t);
     r.accept(p, &up, None);
@@ -503,7 +507,7 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         let ctx = format!("{pv:?}->{sv:?}");
         let config =
             RelayConfig { admission_busy_pct: 90, too_far_behind_streams: 2, ..RelayConfig::default() };
-        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6);
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6, None);
         let conn = r.clients[s].conn;
         let shed = |r: &mut Relay, ids: &[StreamId]| {
             for id in ids {
@@ -542,7 +546,7 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
     for (pv, sv) in COMBOS {
         let ctx = format!("{pv:?}->{sv:?}");
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
-        let (mut r, p, s, rid, ids) = sent_groups(config, (pv, sv), 6);
+        let (mut r, p, s, rid, ids) = sent_groups(config, (pv, sv), 6, None);
         let conn = r.clients[s].conn;
         for (i, id) in ids[..4].iter().enumerate() {
             let now = r.now;
@@ -582,7 +586,7 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         let ctx = format!("{pv:?}->{sv:?}");
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
         let budget = config.max_lag.expect("a freshness budget by default");
-        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 8);
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 8, None);
         let conn = r.clients[s].conn;
         let lose = |r: &mut Relay, lost: &[StreamId]| {
             let now = r.now;
@@ -603,6 +607,55 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         let done = publish_done(&messages(&r.take_events(s)));
         let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
         assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}
+
+/// A subscriber that asked for the newest group first (Group Order descending) on a path
+/// thinner than its track gets each new group's beginning and loses the tail of the one
+/// before, which waits behind it until its time runs out: those losses are its own order's,
+/// at the live edge, and do not count toward TOO_FAR_BEHIND. Losing the newest group's
+/// stream, with nothing newer sent, does.
+#[test]
+fn older_groups_lost_behind_a_newer_one_do_not_end_a_newest_first_subscription() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6, Some(GroupOrder::Descending));
+        let conn = r.clients[s].conn;
+        let lose = |r: &mut Relay, lost: &[StreamId]| {
+            let now = r.now;
+            r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
+            r.run_until_quiet();
+        };
+        // Groups 1-4 lost, one by one and then two at once, behind group 6.
+        lose(&mut r, &ids[..1]);
+        lose(&mut r, &ids[1..2]);
+        lose(&mut r, &ids[2..4]);
+        assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: superseded groups end nothing");
+        // The two newest lost at once: nothing newer was sent, the subscriber is behind.
+        lose(&mut r, &ids[4..6]);
+        let done = publish_done(&messages(&r.take_events(s)));
+        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        r.assert_no_closes();
+    }
+}
+
+/// The same losses count for a subscription in ascending order: it asked for the older
+/// groups first, and losing them is falling behind.
+#[test]
+fn older_groups_lost_count_for_an_ascending_subscription() {
+    for (pv, sv) in COMBOS {
+        let ctx = format!("{pv:?}->{sv:?}");
+        let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
+        let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6, Some(GroupOrder::Ascending));
+        let conn = r.clients[s].conn;
+        let now = r.now;
+        r.shards[1].streams_expired(conn, &ids[..2], PathState::Delivering, now);
+        r.run_until_quiet();
+        let done = publish_done(&messages(&r.take_events(s)));
+        assert_eq!(done.request_id, rid, "{ctx}");
         r.assert_no_closes();
     }
 }

@@ -7,7 +7,7 @@ use crate::msg::ConnId;
 use bytes::Bytes;
 use tracing::debug;
 
-use super::{Down, Fanout, RECENT_STREAMS};
+use super::{Down, Fanout};
 use crate::cache::CachedObject;
 use crate::msg::StreamKey;
 use crate::sessions::Sessions;
@@ -68,10 +68,7 @@ impl Fanout {
                     let _ =
                         s.set_priority_ordered(id, data_urgency(sub.priority, o.priority), sub.descending);
                     sub.streams += 1;
-                    if sub.recent.len() == RECENT_STREAMS {
-                        sub.recent.pop_front();
-                    }
-                    sub.recent.push_back(id);
+                    sub.recent.push(id, at.group);
                     streams.insert((at.group, subgroup), id);
                     order.push((at.group, subgroup));
                     id

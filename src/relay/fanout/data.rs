@@ -65,10 +65,7 @@ pub(super) fn object_out(
                         unheeded(s.set_priority_ordered(id, urgency, sub.descending), "priority");
                         sub.streams += 1;
                         sub.open.push((key, Down::Open(id)));
-                        if sub.recent.len() == RECENT_STREAMS {
-                            sub.recent.pop_front();
-                        }
-                        sub.recent.push_back(id);
+                        sub.recent.push(id, at.group);
                         id
                     }
                     Err(e) => {

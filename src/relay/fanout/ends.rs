@@ -49,7 +49,7 @@ impl Fanout {
                 unheeded(s.reset_stream(id, reset), "reset");
             }
             // Its streams reach the subscriber first (`Session::publish_done_after`).
-            let streams = sub.recent.iter().copied().collect();
+            let streams = sub.recent.ids().collect();
             let done = (status, sub.streams, reason.clone());
             debug!(conn = %sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
             if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
@@ -104,8 +104,11 @@ impl Fanout {
         for st in self.tracks.values_mut() {
             let track_timeouts = st.timeouts;
             for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
-                let lost = sub.recent.iter().filter(|id| streams.contains(id)).count() as u32;
-                sub.recent.retain(|id| !streams.contains(id));
+                let (lost, superseded) = sub.recent.take(streams);
+                // Newest group first (Group Order descending, draft-22 §5.1.2): an older
+                // group's stream that waited behind a newer one until its time ran out was
+                // lost to the subscriber's own order, at the live edge, not to lag.
+                let lost = if sub.descending { lost - superseded } else { lost };
                 sub.open.retain(|(_, d)| d.stream().is_none_or(|id| !streams.contains(&id)));
                 // A stream that ran out of a delivery timeout smaller than the freshness
                 // budget was lost to the subscriber's (or publisher's) own choice, not to lag.
@@ -141,9 +144,7 @@ impl Fanout {
     pub(crate) fn streams_finished(&mut self, now: Instant, conn: ConnId, streams: &[StreamId]) {
         for st in self.tracks.values_mut() {
             for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
-                let before = sub.recent.len();
-                sub.recent.retain(|id| !streams.contains(id));
-                if sub.recent.len() < before {
+                if sub.recent.take(streams).0 > 0 {
                     sub.shed_count = 0;
                     sub.shed_since = None;
                     sub.last_whole = Some(now);
@@ -253,5 +254,41 @@ impl Fanout {
         }
         self.per_session.remove(&conn);
         self.fetch_session_closed(conn);
+    }
+}
+
+/// Streams remembered per subscription to attribute lost and finished streams.
+const RECENT_STREAMS: usize = 64;
+
+/// The last [`RECENT_STREAMS`] data streams opened for a subscription, with their groups.
+#[derive(Debug, Default)]
+pub(super) struct RecentStreams(VecDeque<(StreamId, u64)>);
+
+impl RecentStreams {
+    pub(super) fn push(&mut self, id: StreamId, group: u64) {
+        if self.0.len() == RECENT_STREAMS {
+            self.0.pop_front();
+        }
+        self.0.push_back((id, group));
+    }
+
+    pub(super) fn ids(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.0.iter().map(|&(id, _)| id)
+    }
+
+    /// Forgets `streams`: how many of them were here, and how many of those had a stream of
+    /// a newer group (not among `streams`) opened after them.
+    pub(super) fn take(&mut self, streams: &[StreamId]) -> (u32, u32) {
+        let kept_newest = self.0.iter().filter(|(id, _)| !streams.contains(id)).map(|&(_, g)| g).max();
+        let (mut taken, mut superseded) = (0, 0);
+        self.0.retain(|&(id, group)| {
+            let gone = streams.contains(&id);
+            if gone {
+                taken += 1;
+                superseded += u32::from(kept_newest.is_some_and(|newest| newest > group));
+            }
+            !gone
+        });
+        (taken, superseded)
     }
 }
