@@ -12,8 +12,8 @@
 # of 30, DURATION s measured after WARMUP s):
 #   viewers  40 viewers on clean loopback beside 10 whose link (both ways) loses 3 % and
 #            delays 40 ms (80 ms RTT), each group with its own publisher on the relay; and the
-#            40 alone, so that the clean viewers' p99 with and without the impaired ones are
-#            side by side.
+#            same 40 beside 10 through the proxy unimpaired, so that the clean viewers' p99
+#            with and without impaired ones beside them are side by side.
 #   outage   10 viewers whose link drops everything for 3 s (from 2 s after the warm-up
 #            begins) and comes back: whether the sessions survive and what they miss.
 #   thin     10 viewers whose link toward them carries half the stream's bitrate (a rate cap
@@ -84,8 +84,14 @@ for cc in $CCS; do
     for s in $SCENARIOS; do
         case $s in
         viewers)
+            # The baseline: the same 40 beside 10 through the proxy unimpaired, so that both
+            # runs load the relay and moq-bench's CPU alike.
             start_relay "$cc"
-            bench "viewers-alone-$cc" "$PORT" 40
+            start_proxy
+            bench "viewers-alone-$cc" "$PORT" 40 &
+            clean=$!
+            bench "viewers-unimpaired-$cc" "$PROXY" 10
+            wait "$clean" || true
             stop_all
             start_relay "$cc"
             start_proxy --loss 0.03 --delay-ms 40
@@ -143,12 +149,15 @@ for s in scenarios:
             lat = d.get("latency_us") or {}
             pct = 100 * d["delivered_objects"] / d["expected"] if d.get("expected") else float("nan")
             gb = d["delivered_bytes"] / 1e9
-            # The relay's CPU is its own over both groups when they run together: per GB only
-            # for a group alone on it.
-            cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g in ("alone", "viewers", "newest") else float("nan")
+            # Where two groups of viewers ran together the relay's CPU is over both: per GB of
+            # both, on the baseline's row and the impaired ones'.
+            partner = {"alone": "unimpaired", "impaired": "clean"}.get(g)
+            if partner and os.path.exists(f"{work}/{s}-{partner}-{cc}.json"):
+                gb += json.load(open(f"{work}/{s}-{partner}-{cc}.json"))["delivered_bytes"] / 1e9
+            cpu = (d.get("relay_cpu_s") or 0) / gb if gb and g != "clean" else float("nan")
             rss = (d.get("relay_rss_max_bytes") or 0) / 2**20
             ms = lambda k: (lat.get(k) or 0) / 1e3
-            label = {"alone": "40 clean, alone", "clean": "40 clean", "impaired": "10 at 3%/80ms",
+            label = {"alone": "40 clean, baseline", "clean": "40 clean", "impaired": "10 at 3%/80ms",
                      "newest": "10 at half, newest 1st",
                      "viewers": {"outage": "10, 3 s outage", "thin": "10 at half rate", "tier": "50 on the edge"}.get(s)}[g]
             print(f"{s:<9} {cc:<6} {label:<20} {pct:>11.2f} {d['lost']:>6} {d['reordered']:>6} {d['streams_reset']:>7} {ms('p50'):>7.1f} {ms('p99'):>7.1f} {ms('p999'):>8.1f} {d.get('late_objects', 0):>5} {cpu:>9.2f} {rss:>7.1f}")
