@@ -105,49 +105,12 @@ perf report -i "$OUT/perf.data" --no-children --stdio --sort symbol -g none --no
         awk 'NR <= 25'
 } >"$OUT/relay-top.txt"
 
-# The samples by component. "self": each sample goes to the first component met walking up
-# from its leaf frame (so std/core/hashbrown code and memcpy count for the component that
-# called them); kernel samples go to the syscall path they are under. "in stack": the
-# samples with a frame of that component anywhere in the stack.
-awk '
-    function user(f) {
-        if (f ~ /moq_edge::relay::/) return "moq_edge relay (src/relay)"
-        if (f ~ /moq_edge::session::/) return "moq_edge session (src/session)"
-        if (f ~ /moq_edge::wire::/) return "moq_edge wire codec (src/wire)"
-        if (f ~ /moq_edge::runtime::/) return "moq_edge runtime (src/runtime)"
-        if (f ~ /moq_edge::/) return "moq_edge other"
-        if (f ~ /quiche::/) return "quiche (QUIC)"
-        if (f ~ /^(aes|_aesni|aesni|gcm_|EVP_|CRYPTO_|OPENSSL_|bssl::|BORINGSSL|sha256|SHA256|HMAC|x25519|X25519|fiat_|mlkem|MLKEM|keccak|chacha|ChaCha|poly1305|ec_|p256|ECDSA|BN_|bn_)/) return "BoringSSL (crypto, TLS)"
-        if (f ~ /glommio::/) return "glommio executor and reactor"
-        if (f ~ /^_?mi_|^mi_/) return "mimalloc"
-        return ""
-    }
-    function kernel(f) {
-        if (f ~ /sendmsg|sendmmsg|udp_send/) return "kernel: UDP send (sendmsg)"
-        if (f ~ /recvmsg|recvmmsg|udp_recv/) return "kernel: UDP receive (recvmsg, io_uring peek)"
-        if (f ~ /io_uring|io_cqring|io_submit/) return "kernel: io_uring wait and submit"
-        if (f ~ /page_fault/) return "kernel: page faults"
-        return ""
-    }
-    function cls(f) { return (f ~ /_\[k\]$/) ? kernel(f) : user(f) }
-    {
-        n = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
-        k = split(stack, fr, ";"); total += n
-        self = ""
-        for (i = k; i >= 2 && self == ""; i--) self = cls(fr[i])
-        if (self == "") self = (fr[k] ~ /_\[k\]$/) ? "kernel: other" : "other (libc, std, unresolved)"
-        s[self] += n
-        delete seen
-        for (i = 2; i <= k; i++) { c = cls(fr[i]); if (c != "" && !(c in seen)) { seen[c] = 1; in_stack[c] += n } }
-    }
-    END {
-        for (c in s) names[c] = 1
-        for (c in in_stack) names[c] = 1
-        for (c in names) {
-            if (c in in_stack) printf "%5.1f%%  %7.1f%%   %s\n", 100 * s[c] / total, 100 * in_stack[c] / total, c
-            else printf "%5.1f%%  %8s   %s\n", 100 * s[c] / total, "-", c
-        }
-    }' "$OUT/relay-folded.txt" | sort -rn >"$OUT/.components"
+# The samples by component (perf/components.awk says how they are attributed).
+awk -f "$PERF_DIR/components.awk" "$OUT/relay-folded.txt" | sort -rn | awk -F'\t' '{
+    split($1, n, " ")
+    if (n[2] >= 0) printf "%5.1f%%  %7.1f%%   %s\n", 100 * n[1] / n[3], 100 * n[2] / n[3], $2
+    else printf "%5.1f%%  %8s   %s\n", 100 * n[1] / n[3], "-", $2
+}' >"$OUT/.components"
 {
     echo "  self  in stack   component"
     cat "$OUT/.components"

@@ -151,6 +151,12 @@ struct Common {
     /// for, draft-22 §5.1).
     #[arg(long, default_value = "publisher", value_parser = ["publisher", "ascending", "descending"])]
     group_order: String,
+    /// The subscribers acknowledge every this many packets (or after 25 ms) instead of at
+    /// every write, which with quiche is every packet; 2 is RFC 9000 §13.2.2's
+    /// recommendation (and what bench/floor's model of a subscriber does), browsers
+    /// acknowledge less often still. The publishers write at every read.
+    #[arg(long, default_value_t = 1)]
+    ack_every: u32,
     /// Objects that arrive later than this many ms after they were published are counted as
     /// late in the report (default: the relay's default freshness budget, `--max-lag-ms`).
     #[arg(long, default_value_t = 2000)]
@@ -294,7 +300,9 @@ fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
         })
         .collect();
     Ok(Plan {
-        peer: parse_relay(&c.relay)?.with_congestion_control(&c.congestion_control),
+        peer: parse_relay(&c.relay)?
+            .with_congestion_control(&c.congestion_control)
+            .with_ack_every(c.ack_every),
         publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?
             .with_congestion_control(&c.congestion_control),
         version: c.draft,

@@ -79,7 +79,7 @@ pub fn parse_relay(relay: &str) -> anyhow::Result<Relay> {
                 .with_context(|| format!("resolving {relay}"))?
                 .next()
                 .ok_or_else(|| anyhow!("{relay}: no address"))?;
-            Ok(Relay { addr, url: Some(relay.to_string()), congestion_control: None })
+            Ok(Relay { addr, url: Some(relay.to_string()), congestion_control: None, ack_every: None })
         }
         None => Ok(Relay::from(resolve_relay(relay)?)),
     }

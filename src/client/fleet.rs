@@ -86,7 +86,9 @@ impl<C: SessionCore> Fleet<C> {
         let mut conns = Vec::with_capacity(cores.len());
         let mut apps = Vec::with_capacity(cores.len());
         for _ in &cores {
-            conns.push(QuicConn::connect_with(peer, &mut config)?);
+            let mut conn = QuicConn::connect_with(peer, &mut config)?;
+            conn.set_ack_every(relay.ack_every);
+            conns.push(conn);
             let session =
                 Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
             apps.push(MoqtApp::new(session, Collect::default()));

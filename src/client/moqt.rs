@@ -164,11 +164,15 @@ pub struct Relay {
     /// The congestion control of our QUIC connections to it (`None`: cubic); QMux over a
     /// WebSocket leaves it to TCP.
     pub congestion_control: Option<String>,
+    /// Our QUIC connections acknowledge every this many packets (or after
+    /// [`crate::quic::ACK_DELAY`]) instead of at every write (`None`: quiche's own, an ACK
+    /// whenever something arrived).
+    pub ack_every: Option<u32>,
 }
 
 impl From<SocketAddr> for Relay {
     fn from(addr: SocketAddr) -> Self {
-        Relay { addr, url: None, congestion_control: None }
+        Relay { addr, url: None, congestion_control: None, ack_every: None }
     }
 }
 
@@ -189,6 +193,13 @@ impl Relay {
         self
     }
 
+    /// The same relay, our connections to it acknowledging every `n` packets (RFC 9000
+    /// §13.2.2's recommendation is two) or after [`crate::quic::ACK_DELAY`].
+    pub fn with_ack_every(mut self, n: u32) -> Self {
+        self.ack_every = (n > 1).then_some(n);
+        self
+    }
+
     /// A QUIC client configuration offering `alpn`, with this relay's congestion control.
     pub(super) fn quic_config(&self, alpn: &str) -> Result<quiche::Config, ClientError> {
         let cc = self.congestion_control.as_deref().unwrap_or("cubic");
@@ -197,14 +208,19 @@ impl Relay {
 
     /// The same relay over WebTransport at `https://ADDR/path`.
     pub fn webtransport(addr: SocketAddr, path: &str) -> Self {
-        Relay { addr, url: Some(format!("https://{addr}{path}")), congestion_control: None }
+        Relay { addr, url: Some(format!("https://{addr}{path}")), congestion_control: None, ack_every: None }
     }
 
     /// The same relay over QMux over WebSocket at `ws://ADDR/path` (`wss://` with `tls`), on
     /// its TCP port of the same number.
     pub fn websocket(addr: SocketAddr, path: &str, tls: bool) -> Self {
         let scheme = if tls { "wss" } else { "ws" };
-        Relay { addr, url: Some(format!("{scheme}://{addr}{path}")), congestion_control: None }
+        Relay {
+            addr,
+            url: Some(format!("{scheme}://{addr}{path}")),
+            congestion_control: None,
+            ack_every: None,
+        }
     }
 }
 
@@ -226,11 +242,14 @@ impl MoqtClient {
         let relay = relay.into();
         match &relay.url {
             None => {
-                let conn = QuicConn::connect_with(relay.addr, &mut relay.quic_config(version.alpn())?)?;
+                let mut conn = QuicConn::connect_with(relay.addr, &mut relay.quic_config(version.alpn())?)?;
+                conn.set_ack_every(relay.ack_every);
                 Self::setup(conn, version, setup, deadline)
             }
             Some(url) if url.starts_with("https://") => {
-                let conn = QuicConn::connect_with(relay.addr, &mut relay.quic_config(webtransport::ALPN)?)?;
+                let mut conn =
+                    QuicConn::connect_with(relay.addr, &mut relay.quic_config(webtransport::ALPN)?)?;
+                conn.set_ack_every(relay.ack_every);
                 Self::setup_webtransport(conn, url, version, setup, deadline)
             }
             Some(url) => Self::setup_websocket(relay.addr, url, version, setup, deadline),

@@ -14,7 +14,7 @@ use runtime::QuicConnection;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -162,7 +162,18 @@ pub struct QuicConn {
     next_bidi: u64,
     /// Sequence number of the server connection ID the active path uses.
     dcid_seq: u64,
+    /// Acknowledge every this many packets received (`None`: at every write, quiche's way).
+    ack_every: Option<u32>,
+    /// Packets received since the last write, and when they must be acknowledged by.
+    unacked: u32,
+    ack_due: Option<Instant>,
+    /// quiche's timer fired since the last write: what it queued goes now.
+    timer_fired: bool,
 }
+
+/// How long an acknowledgement may wait for a second packet with `ack_every`: RFC 9000's
+/// default max_ack_delay, which quiche advertises (so the sender's RTT samples allow for it).
+pub const ACK_DELAY: Duration = Duration::from_millis(25);
 
 impl std::fmt::Debug for QuicConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -191,7 +202,17 @@ impl QuicConn {
         let scid = quiche::ConnectionId::from_ref(&scid);
         let conn =
             quiche::connect_with_buffer_factory(Some(SERVER_NAME), &scid, bound.path_addr, peer, config)?;
-        let mut this = QuicConn { conn, peer, sockets: vec![bound], next_bidi: 0, dcid_seq: 0 };
+        let mut this = QuicConn {
+            conn,
+            peer,
+            sockets: vec![bound],
+            next_bidi: 0,
+            dcid_seq: 0,
+            ack_every: None,
+            unacked: 0,
+            ack_due: None,
+            timer_fired: false,
+        };
         this.flush(&mut vec![0u8; BUF_LEN])?;
         Ok(this)
     }
@@ -334,8 +355,27 @@ impl QuicConn {
         Ok(())
     }
 
+    /// Acknowledges every `n` packets received (or after [`ACK_DELAY`]) instead of at every
+    /// write, as RFC 9000 §13.2.2 recommends for two and browsers do for more: quiche sends an
+    /// ACK at any write after a packet arrived, so a receiver that writes after each read
+    /// acknowledges every packet, and its sender processes one ACK per packet. (A load
+    /// generator's choice: what it writes itself may then wait up to [`ACK_DELAY`] too.)
+    pub fn set_ack_every(&mut self, n: Option<u32>) {
+        self.ack_every = n.filter(|&n| n > 1);
+    }
+
+    /// Whether a write now would only acknowledge packets that can wait (`ack_every`).
+    fn ack_can_wait(&self, now: Instant) -> bool {
+        self.ack_every.is_some_and(|n| self.unacked < n)
+            && self.unacked > 0
+            && !self.timer_fired
+            && self.conn.is_established()
+            && self.ack_due.is_some_and(|due| now < due)
+    }
+
     /// Sends everything quiche has queued, each packet from the socket of its path.
     fn flush(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        (self.unacked, self.ack_due, self.timer_fired) = (0, None, false);
         loop {
             let (n, info) = match self.conn.send(buf) {
                 Ok(v) => v,
@@ -371,18 +411,22 @@ impl QuicConn {
             };
             let info = quiche::RecvInfo { from, to: bound.path_addr };
             // quiche drops what it cannot use (undecryptable, stale, after close); so do we.
-            let _ = self.conn.recv(&mut buf[..n], info);
+            if self.conn.recv(&mut buf[..n], info).is_ok() && self.ack_every.is_some() {
+                self.unacked += 1;
+                self.ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
+            }
         }
         Ok(())
     }
 
-    /// Fires quiche's timer if it is due; `true` if it was.
+    /// Fires quiche's timer if it is due (or the acknowledgement's); `true` if it was.
     fn on_timer(&mut self, now: Instant) -> bool {
         let due = self.conn.timeout_instant().is_some_and(|t| t <= now);
         if due {
             self.conn.on_timeout();
+            self.timer_fired = true;
         }
-        due
+        due || self.ack_due.is_some_and(|t| t <= now)
     }
 }
 
@@ -406,12 +450,18 @@ impl super::drive::Polled for QuicConn {
     }
 
     fn send(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        if self.ack_can_wait(Instant::now()) {
+            return Ok(());
+        }
         self.offer_scids()?;
         self.flush(buf)
     }
 
     fn timeout(&self) -> Option<Instant> {
-        self.conn.timeout_instant()
+        match (self.conn.timeout_instant(), self.ack_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn sockets(&self, out: &mut Vec<std::os::fd::RawFd>) {
