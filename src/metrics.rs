@@ -116,6 +116,7 @@ const SHARD_FAMILIES_AFTER: &[Family<ShardStats>] = &[
     ("moq_edge_udp_datagrams_in_total", "counter", "UDP datagrams received.", |x| &x.datagrams_in),
     ("moq_edge_udp_recv_batches_total", "counter", "recvmmsg calls that returned datagrams (datagrams in / this: datagrams per read).", |x| &x.recv_batches),
     ("moq_edge_udp_datagrams_out_total", "counter", "UDP datagrams sent.", |x| &x.datagrams_out),
+    ("moq_edge_udp_trains_out_total", "counter", "Trains of datagrams sent, one GSO send each (datagrams out / this: datagrams per train; a datagram alone is a train).", |x| &x.trains_out),
     ("moq_edge_udp_bytes_in_total", "counter", "UDP bytes received.", |x| &x.bytes_in),
     ("moq_edge_udp_bytes_out_total", "counter", "UDP bytes sent.", |x| &x.bytes_out),
     ("moq_edge_udp_dropped_total", "counter", "Datagrams dropped (unparseable, unknown version, full mesh queue).", |x| &x.dropped),

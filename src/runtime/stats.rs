@@ -22,6 +22,9 @@ pub struct ShardStats {
     pub bytes_out: AtomicU64,
     /// sendmsg calls that carried a UDP_SEGMENT train of more than one datagram.
     pub gso_sends: AtomicU64,
+    /// Trains sent (one datagram alone counts as one): `datagrams_out` / this is the
+    /// datagrams per train.
+    pub trains_out: AtomicU64,
     /// `recvmmsg` calls that returned at least one datagram (`datagrams_in` / this: the
     /// datagrams a read gathers; receive coalescing raises it).
     pub recv_batches: AtomicU64,
