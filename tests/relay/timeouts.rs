@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::{PathState, RelayConfig};
+use moq_edge::relay::{ConnId, PathState, RelayConfig};
 use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
 use moq_edge::wire::model::{
@@ -410,6 +410,21 @@ fn one_object_groups(
     r.run_until_quiet();
 }
 
+/// Streams `lost` of the subscriber session `conn` (core 1) ran out of time on a path that
+/// delivers.
+fn expire(r: &mut Relay, conn: ConnId, lost: &[StreamId]) {
+    let now = r.now;
+    r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
+    r.run_until_quiet();
+}
+
+/// Subscriber `s` (draft `sv`) got PUBLISH_DONE TOO_FAR_BEHIND for `rid`.
+fn assert_too_far_behind(r: &mut Relay, s: ClientId, sv: moq_edge::wire::Version, rid: RequestId, ctx: &str) {
+    let done = publish_done(&messages(&r.take_events(s)));
+    let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
+    assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+}
+
 /// A subscriber on core 1 (draft `sv`) of a track published on core 0 (draft `pv`), under
 /// `config`, asking for Group Order `order` (`None`: the publisher's), sent `groups`
 /// one-object groups: the relay, the publisher, the subscriber, its request and the streams
@@ -479,9 +494,7 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
             r.shards[1].streams_expired(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
             r.run_until_quiet();
         }
-        let done = publish_done(&messages(&r.take_events(lagging)));
-        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
-        assert_eq!((done.request_id, done.status_code), (lagging_rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, lagging, sv, lagging_rid, &ctx);
         assert!(messages(&r.take_events(strict)).is_empty(), "{ctx}: its own timeouts are no lag");
 
         // Shed from the backlog: counts whatever the subscriber's timeouts.
@@ -490,8 +503,7 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
             r.shards[1].streams_shed(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
             r.run_until_quiet();
         }
-        let done = publish_done(&messages(&r.take_events(strict)));
-        assert_eq!((done.request_id, done.status_code), (strict_rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, strict, sv, strict_rid, &ctx);
         r.assert_no_closes();
     }
 }
@@ -530,9 +542,7 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         r.advance(Duration::from_secs(3));
         r.take_events(s);
         shed(&mut r, &ids[4..]);
-        let done = publish_done(&messages(&r.take_events(s)));
-        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
-        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, s, sv, rid, &ctx);
         r.assert_no_closes();
     }
 }
@@ -568,9 +578,7 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
             r.shards[1].streams_expired(conn, std::slice::from_ref(id), PathState::Delivering, now);
             r.run_until_quiet();
         }
-        let done = publish_done(&messages(&r.take_events(s)));
-        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
-        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, s, sv, rid, &ctx);
         r.assert_no_closes();
     }
 }
@@ -588,11 +596,7 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         let budget = config.max_lag.expect("a freshness budget by default");
         let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 8, None);
         let conn = r.clients[s].conn;
-        let lose = |r: &mut Relay, lost: &[StreamId]| {
-            let now = r.now;
-            r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
-            r.run_until_quiet();
-        };
+        let lose = |r: &mut Relay, lost: &[StreamId]| expire(r, conn, lost);
         // One lost, one whole, then three lost at once: never too far behind.
         lose(&mut r, &ids[..1]);
         let now = r.now;
@@ -604,9 +608,7 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         let _ = r.take_events(s);
         lose(&mut r, &ids[5..6]);
         lose(&mut r, &ids[6..7]);
-        let done = publish_done(&messages(&r.take_events(s)));
-        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
-        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, s, sv, rid, &ctx);
         r.assert_no_closes();
     }
 }
@@ -623,11 +625,7 @@ fn older_groups_lost_behind_a_newer_one_do_not_end_a_newest_first_subscription()
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
         let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6, Some(GroupOrder::Descending));
         let conn = r.clients[s].conn;
-        let lose = |r: &mut Relay, lost: &[StreamId]| {
-            let now = r.now;
-            r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
-            r.run_until_quiet();
-        };
+        let lose = |r: &mut Relay, lost: &[StreamId]| expire(r, conn, lost);
         // Groups 1-4 lost, one by one and then two at once, behind group 6.
         lose(&mut r, &ids[..1]);
         lose(&mut r, &ids[1..2]);
@@ -635,9 +633,7 @@ fn older_groups_lost_behind_a_newer_one_do_not_end_a_newest_first_subscription()
         assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: superseded groups end nothing");
         // The two newest lost at once: nothing newer was sent, the subscriber is behind.
         lose(&mut r, &ids[4..6]);
-        let done = publish_done(&messages(&r.take_events(s)));
-        let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
-        assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
+        assert_too_far_behind(&mut r, s, sv, rid, &ctx);
         r.assert_no_closes();
     }
 }
@@ -651,11 +647,8 @@ fn older_groups_lost_count_for_an_ascending_subscription() {
         let config = RelayConfig { too_far_behind_streams: 2, ..RelayConfig::default() };
         let (mut r, _, s, rid, ids) = sent_groups(config, (pv, sv), 6, Some(GroupOrder::Ascending));
         let conn = r.clients[s].conn;
-        let now = r.now;
-        r.shards[1].streams_expired(conn, &ids[..2], PathState::Delivering, now);
-        r.run_until_quiet();
-        let done = publish_done(&messages(&r.take_events(s)));
-        assert_eq!(done.request_id, rid, "{ctx}");
+        expire(&mut r, conn, &ids[..2]);
+        assert_too_far_behind(&mut r, s, sv, rid, &ctx);
         r.assert_no_closes();
     }
 }
