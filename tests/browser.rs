@@ -486,7 +486,9 @@ fn relay_delay_ms(r: &Relay, quantile: &str) -> Option<f64> {
 /// How a round's viewers reach the relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Viewer {
-    /// Chromium, over WebTransport.
+    /// Chromium, over WebTransport (without `window.WebSocket`, so that the player's race,
+    /// WebTransport with a head start and then a WebSocket, cannot pick the WebSocket on a
+    /// slow machine: the WebSocket has its own viewers).
     WebTransport,
     /// Chromium without `window.WebTransport` (removed before the page loads): the player
     /// falls back to QMux over a WebSocket on the relay's TCP port.
@@ -498,7 +500,7 @@ enum Viewer {
 impl Viewer {
     fn args(self) -> &'static [&'static str] {
         match self {
-            Viewer::WebTransport => &[],
+            Viewer::WebTransport => &["--no-websocket"],
             Viewer::ChromiumWithoutWebTransport => &["--no-webtransport"],
             Viewer::FirefoxEsr => &["--firefox", "/usr/bin/firefox-esr"],
         }

@@ -15,11 +15,14 @@
 // frames decoded: the live edge at the end of the window, past a late viewer's catch-up.
 //
 //   node test/play.mjs --url URL [--pages P] [--seconds S] [--stagger-ms MS] [--screenshot PNG]
-//                      [--chromium PATH] [--no-webtransport] [--firefox PATH]
+//                      [--chromium PATH] [--no-webtransport] [--no-websocket] [--firefox PATH]
 //
 // --no-webtransport removes window.WebTransport before the page loads (a browser or network
-// without it): the player falls back to QMux over a WebSocket. --firefox runs that Firefox
-// (Debian's ESR) over WebDriver BiDi instead of Chromium.
+// without it): the player falls back to QMux over a WebSocket. --no-websocket removes
+// window.WebSocket and WebSocketStream instead, so that the player's race (WebTransport with
+// a 500 ms head start, then a WebSocket) cannot go to the WebSocket on a slow machine: the
+// page then checks WebTransport alone. --firefox runs that Firefox (Debian's ESR) over
+// WebDriver BiDi instead of Chromium.
 //
 // tests/browser.rs runs it against a relay that moq-pub feeds from ffmpeg.
 
@@ -39,6 +42,7 @@ const { values: args } = parseArgs({
     chromium: { type: "string", default: "/usr/bin/chromium" },
     firefox: { type: "string" },
     "no-webtransport": { type: "boolean", default: false },
+    "no-websocket": { type: "boolean", default: false },
   },
 });
 if (!args.url) {
@@ -84,6 +88,12 @@ try {
     if (args["no-webtransport"]) {
       await page.evaluateOnNewDocument(() => {
         delete window.WebTransport;
+      });
+    }
+    if (args["no-websocket"]) {
+      await page.evaluateOnNewDocument(() => {
+        delete window.WebSocket;
+        delete window.WebSocketStream;
       });
     }
     page.on("console", (m) => {
