@@ -69,9 +69,9 @@ pub(crate) enum Sent {
 /// Hands stream `id`'s queued bytes to quiche (on QUIC stream `quic`) in order, as far as it
 /// takes them and, when given, `budget` allows (it is spent), checking each object's delivery
 /// timeout before passing it on (draft-22 §5.2): object bytes that would arrive after their
-/// deadline, behind what quiche holds and a round trip ([`Ahead`]), are not passed on. A
-/// stream that hits the peer's stream limit sets `limited`, since every later stream of its
-/// type would too.
+/// deadline are not passed on: a stream not started yet behind what quiche holds and a round
+/// trip ([`Ahead`]), a stream under way a round trip from now. A stream that hits the peer's
+/// stream limit sets `limited`, since every later stream of its type would too.
 pub(crate) fn send_queue(
     conn: &mut impl Transport,
     session: &mut Session,
@@ -86,11 +86,15 @@ pub(crate) fn send_queue(
     // DATA_BLOCKED for this write.
     let mut room_checked = false;
     loop {
-        // When the next object would arrive: after all that quiche holds (another stream's
-        // bytes or this one's own earlier ones: either way they leave first), then a round
-        // trip.
+        // When the next object would arrive. For a stream not started yet (its header, which
+        // has no deadline, still in front) all that quiche holds is ahead of it; a stream
+        // under way is not held back by that (what quiche holds is mostly its own earlier
+        // bytes), only by the round trip, so that a group started in time goes on while its
+        // objects can still arrive in time.
+        let starting = queue.chunks.front().is_some_and(|c| c.expires.is_none());
         let leaves = match (ahead, budget.as_deref()) {
-            (Some(a), Some(&b)) => now + a.delay(b),
+            (Some(a), Some(&b)) if starting => now + a.delay(b),
+            (Some(a), Some(_)) => now + a.rtt,
             _ => now,
         };
         // The next deadline: the front chunk's, or behind a stream's headers (no deadline of

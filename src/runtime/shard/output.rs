@@ -138,11 +138,14 @@ impl<A: ShardApp> Shard<A> {
                 Some((n, to, at)) => (n, Some(to), Some(at)),
                 None => (0, None, None),
             };
+            // A packet released for later than the granularity from now ends the pulling:
+            // it goes (quiche has handed it over), the ones after it wait for its release.
+            let mut paced = first_at.is_some_and(|at| at > now + PACING_GRANULARITY);
             let mut segment = len;
             let mut segments = usize::from(len > 0);
-            let mut last_at = None;
+            let mut last_at = first_at;
             let mut finished = false;
-            while segments < max_segments && start + len + MAX_DATAGRAM <= buf.len() {
+            while !paced && segments < max_segments && start + len + MAX_DATAGRAM <= buf.len() {
                 let at = start + len;
                 match conn.quic.send(&mut buf[at..at + MAX_DATAGRAM]) {
                     Ok((n, info)) => {
@@ -158,6 +161,7 @@ impl<A: ShardApp> Shard<A> {
                         }
                         len += n;
                         segments += 1;
+                        paced = info.at > now + PACING_GRANULARITY;
                         if n < segment {
                             break; // a shorter datagram must be the last of a train
                         }
@@ -180,7 +184,7 @@ impl<A: ShardApp> Shard<A> {
             if len > 0 {
                 self.batch.push(Train { start, len, segment, to });
             }
-            if carried.is_none() && finished {
+            if carried.is_none() && (finished || paced) {
                 return;
             }
         }
