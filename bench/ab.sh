@@ -8,7 +8,8 @@
 #   ROUNDS=5 bench/ab.sh old new fanout --subscribers 50 --rate 300 --duration 8
 #
 # A directory holds a moq-edge binary (and, for B, moq-bench): e.g. copy target/release/moq-edge
-# and moq-bench aside before a change, rebuild, then compare.
+# and moq-bench aside before a change, rebuild, then compare. ARGS_A and ARGS_B add relay flags
+# to one side (RELAY_ARGS, to both): one build with two settings is `bench/ab.sh D D` with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if (($# < 2)); then
@@ -30,7 +31,8 @@ ln -s "$(realpath "$B")/moq-edge" "$out/b/moq-edge"
 ln -s "$(realpath "$B")/moq-bench" "$out/b/moq-bench"
 for round in $(seq 1 "$ROUNDS"); do
     for side in a b; do
-        BIN="$out/$side" bench/run.sh "$@" --json "$out/${side^^}-$round.json" >/dev/null 2>&1 ||
+        args=ARGS_${side^^}
+        BIN="$out/$side" RELAY_ARGS="${RELAY_ARGS:-} ${!args:-}" bench/run.sh "$@" --json "$out/${side^^}-$round.json" >/dev/null 2>&1 ||
             { echo "bench/ab.sh: build $side round $round failed" >&2; exit 1; }
     done
 done

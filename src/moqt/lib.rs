@@ -98,6 +98,10 @@ pub struct Pump {
     /// subscription asking for descending group order has order = the inverse of its ID
     /// (newest first among its equals).
     pending: BTreeMap<(u8, u64, StreamId), StreamQueue>,
+    /// Emptied queues of streams written out, kept (up to [`SPARE_QUEUES`]) for the next
+    /// streams: most objects open a queue and empty it in the same write, so reusing one
+    /// saves an allocation and its free per object.
+    spare: Vec<VecDeque<Chunk>>,
     /// (urgency, order) of the open streams the session prioritized (others:
     /// ([`DEFAULT_URGENCY`], ID)).
     urgency: HashMap<StreamId, (u8, u64)>,
@@ -180,6 +184,9 @@ pub struct Pump {
 
 /// quiche's urgency of a stream nobody prioritized (control and request streams).
 const DEFAULT_URGENCY: u8 = 127;
+/// Emptied stream queues a session keeps for reuse, and the largest (in chunks) it keeps.
+const SPARE_QUEUES: usize = 8;
+const SPARE_QUEUE_CAPACITY: usize = 64;
 
 /// Stream reset code for a data stream shed from an over-long backlog: CANCELLED (0x1) in
 /// every draft (draft-16 §10.4.3, draft-22 §12.5).
@@ -446,7 +453,9 @@ impl Pump {
             done.push(key);
         }
         for key in done {
-            self.pending.remove(&key);
+            if let Some(queue) = self.pending.remove(&key) {
+                self.recycle(queue);
+            }
         }
         if let Some((_, room)) = unsent {
             self.handed(room - budget, data_waiting, now);
@@ -686,10 +695,23 @@ impl Pump {
         }
     }
 
+    /// Keeps an emptied queue's buffer for a later stream.
+    fn recycle(&mut self, queue: StreamQueue) {
+        let mut chunks = queue.chunks;
+        if self.spare.len() < SPARE_QUEUES && chunks.capacity() <= SPARE_QUEUE_CAPACITY {
+            chunks.clear();
+            self.spare.push(chunks);
+        }
+    }
+
     /// Appends one write to stream `id`'s queue.
     fn queue_chunk(&mut self, id: StreamId, chunk: Chunk) {
         let key = self.key(id);
-        let queue = self.pending.entry(key).or_default();
+        let spare = &mut self.spare;
+        let queue = self
+            .pending
+            .entry(key)
+            .or_insert_with(|| StreamQueue { chunks: spare.pop().unwrap_or_default(), bytes: 0 });
         let before = queue.bytes;
         // A new WebTransport stream of ours starts with its header.
         if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id.0)) {

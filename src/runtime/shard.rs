@@ -347,6 +347,7 @@ impl<A: ShardApp> Shard<A> {
         ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
         loop {
             let now = Instant::now();
+            ShardStats::add(&self.stats().turns, 1);
             self.begin_turn(now);
             phase = match self.shutdown_step(phase, now) {
                 Some(next) => next,
@@ -709,6 +710,7 @@ impl<A: ShardApp> Shard<A> {
             }
             if due(conn.paced_until) {
                 conn.paced_until = None;
+                ShardStats::add(&self.stats[self.id.index()].pacing_releases, 1);
             }
             if timeout {
                 conn.quic.on_timeout();

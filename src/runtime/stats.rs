@@ -25,6 +25,15 @@ pub struct ShardStats {
     /// Trains sent (one datagram alone counts as one): `datagrams_out` / this is the
     /// datagrams per train.
     pub trains_out: AtomicU64,
+    /// Turns of the core's loop (each ends in a wait, a yield or the receive hold).
+    pub turns: AtomicU64,
+    /// Connections serviced (the application's I/O, then quiche's output written): one a
+    /// turn for each connection with input, a wake, or a due timer.
+    pub services: AtomicU64,
+    /// Of `services`, those that wrote no datagram.
+    pub idle_services: AtomicU64,
+    /// Connections whose pacing delay ended (a timer that releases what quiche held back).
+    pub pacing_releases: AtomicU64,
     /// `recvmmsg` calls that returned at least one datagram (`datagrams_in` / this: the
     /// datagrams a read gathers; receive coalescing raises it).
     pub recv_batches: AtomicU64,

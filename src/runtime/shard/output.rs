@@ -83,9 +83,12 @@ impl<A: ShardApp> Shard<A> {
                 false
             }
         };
+        ShardStats::add(&self.stats[shard.index()].services, 1);
         if flush_now {
             conn.flush_at = None;
-            self.flush(idx, now).await;
+            if !self.flush(idx, now).await {
+                ShardStats::add(&self.stats[shard.index()].idle_services, 1);
+            }
         }
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         if conn.quic.is_closed() {
@@ -101,23 +104,33 @@ impl<A: ShardApp> Shard<A> {
         }
     }
 
-    /// Writes everything quiche has for connection `idx` as GSO trains: up to 64 datagrams of
-    /// one size (the last may be shorter) to one destination, released (`SendInfo.at`) within
-    /// [`PACING_GRANULARITY`] of the train's first. The trains join the turn's [`SendBatch`],
-    /// sent when it fills and after the turn's connections are written
+    /// Writes what quiche has for connection `idx` as GSO trains: up to 64 datagrams of one
+    /// size (the last may be shorter) to one destination. The trains join the turn's
+    /// [`SendBatch`], sent when it fills and after the turn's connections are written
     /// ([`Shard::send_batch`]).
     ///
-    /// Pacing is honoured at that granularity: a train is queued when built, and when its
-    /// last packet's release time is still ahead, the connection sends nothing more until then
-    /// (its timer covers `paced_until`). Release times never decrease, so the next packet is
-    /// never sent before the last one's time. (quiche's `send_quantum` is no train length
-    /// here: bbr2's is 50 µs of its pacing rate, two packets on most paths, and the trains it
-    /// cut all left in the same `sendmmsg`, so it only multiplied the kernel's per-send
-    /// work: 1.85 datagrams a train for 16 KB objects, where cubic's quantum gave 6.3.)
-    pub(super) async fn flush(&mut self, idx: usize, now: Instant) {
+    /// Pacing is honoured at [`PACING_GRANULARITY`]: a packet released (`SendInfo.at`) within
+    /// it from now goes now; the first one released later ends the pulling. That one goes too
+    /// (quiche has handed it over), and the connection sends nothing more until its release
+    /// time (`paced_until`, covered by the connection's timer): release times never decrease,
+    /// so the next packet is never sent before the last one's time. (quiche's `send_quantum`
+    /// is no train length here: bbr2's is 50 µs of its pacing rate, two packets on most paths,
+    /// and the trains it cut all left in the same `sendmmsg`, so it only multiplied the
+    /// kernel's per-send work. Nor is a train cut where its packets' release times spread:
+    /// every train built in a turn leaves in that turn's `sendmmsg`.)
+    ///
+    /// `now` is the turn's clock reading; a turn that writes many connections can outlast
+    /// the granularity, and quiche stamps a packet it releases at once with its own, later
+    /// reading. A packet that looks released for later than the granularity from `now` is
+    /// therefore judged again against a fresh reading ([`Release`]): without it, the last
+    /// connections written in a long turn were paused for a pacing delay quiche never asked
+    /// for. True when it wrote a datagram.
+    pub(super) async fn flush(&mut self, idx: usize, now: Instant) -> bool {
+        let mut release = Release { now, fresh: false };
         // A packet that could not join the previous train starts the next one; it already
         // lies at the batch's end: (its length, its destination, its release time).
         let mut carried: Option<(usize, SocketAddr, Instant)> = None;
+        let mut wrote = false;
         loop {
             if self.batch.is_full() || self.batch.end() > BATCH_FLUSH_BYTES {
                 let end = self.batch.end();
@@ -126,42 +139,39 @@ impl<A: ShardApp> Shard<A> {
                     self.batch.buf.copy_within(end..end + n, 0);
                 }
             }
-            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
-            if conn.paced_until.is_some_and(|p| p > now) && carried.is_none() {
-                return;
+            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return wrote };
+            if conn.paced_until.is_some_and(|p| p > release.now) && carried.is_none() {
+                return wrote;
             }
             // Without GSO every datagram is its own train.
             let max_segments = if self.gso { MAX_GSO_SEGMENTS } else { 1 };
             let start = self.batch.end();
             let buf = &mut self.batch.buf;
-            let (mut len, mut to, mut first_at) = match carried.take() {
+            let (mut len, mut to, mut last_at) = match carried.take() {
                 Some((n, to, at)) => (n, Some(to), Some(at)),
                 None => (0, None, None),
             };
-            // A packet released for later than the granularity from now ends the pulling:
-            // it goes (quiche has handed it over), the ones after it wait for its release.
-            let mut paced = first_at.is_some_and(|at| at > now + PACING_GRANULARITY);
+            // A packet released for later than the granularity from now ends the pulling.
+            let mut paced = last_at.is_some_and(|at| release.later(at));
             let mut segment = len;
             let mut segments = usize::from(len > 0);
-            let mut last_at = first_at;
             let mut finished = false;
             while !paced && segments < max_segments && start + len + MAX_DATAGRAM <= buf.len() {
                 let at = start + len;
                 match conn.quic.send(&mut buf[at..at + MAX_DATAGRAM]) {
                     Ok((n, info)) => {
                         last_at = Some(info.at);
-                        let first = *first_at.get_or_insert(info.at);
                         if to.is_none() {
                             to = Some(info.to);
                             segment = n;
-                        } else if to != Some(info.to) || n > segment || info.at > first + PACING_GRANULARITY {
+                        } else if to != Some(info.to) || n > segment {
                             // It cannot join this train: it starts the next one.
                             carried = Some((n, info.to, info.at));
                             break;
                         }
                         len += n;
                         segments += 1;
-                        paced = info.at > now + PACING_GRANULARITY;
+                        paced = release.later(info.at);
                         if n < segment {
                             break; // a shorter datagram must be the last of a train
                         }
@@ -177,15 +187,16 @@ impl<A: ShardApp> Shard<A> {
                     }
                 }
             }
-            if let Some(at) = last_at.filter(|at| *at > now + PACING_GRANULARITY) {
+            if let Some(at) = last_at.filter(|&at| release.later(at)) {
                 conn.paced_until = Some(at);
             }
-            let Some(to) = to else { return };
+            let Some(to) = to else { return wrote };
             if len > 0 {
+                wrote = true;
                 self.batch.push(Train { start, len, segment, to });
             }
             if carried.is_none() && (finished || paced) {
-                return;
+                return wrote;
             }
         }
     }
@@ -256,5 +267,47 @@ impl<A: ShardApp> Shard<A> {
             }
             off = end;
         }
+    }
+}
+
+/// Whether a packet's release time (`SendInfo.at`) is later than [`PACING_GRANULARITY`]
+/// from now, asked with the turn's clock reading first and, only when that says it is, with
+/// a fresh one (kept for the rest of the flush).
+struct Release {
+    now: Instant,
+    fresh: bool,
+}
+
+impl Release {
+    fn later(&mut self, at: Instant) -> bool {
+        if at <= self.now + PACING_GRANULARITY {
+            return false;
+        }
+        if !self.fresh {
+            self.fresh = true;
+            self.now = Instant::now();
+        }
+        at > self.now + PACING_GRANULARITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_stamped_after_a_long_turn_began_is_not_paced() {
+        // The turn began 5 ms ago; quiche stamps a packet it releases at once with its own
+        // clock reading, now.
+        let turn = Instant::now() - Duration::from_millis(5);
+        let mut release = Release { now: turn, fresh: false };
+        assert!(!release.later(Instant::now()), "a packet released at once was taken as paced");
+        assert!(release.fresh);
+        // A release truly ahead is still paced, against the fresh reading.
+        assert!(release.later(Instant::now() + 10 * PACING_GRANULARITY));
+        // Within the granularity of the turn's reading: no clock is read.
+        let mut release = Release { now: turn, fresh: false };
+        assert!(!release.later(turn + PACING_GRANULARITY / 2));
+        assert!(!release.fresh);
     }
 }
