@@ -453,9 +453,7 @@ impl Pump {
             done.push(key);
         }
         for key in done {
-            if let Some(queue) = self.pending.remove(&key) {
-                self.recycle(queue);
-            }
+            self.retire(&key);
         }
         if let Some((_, room)) = unsent {
             self.handed(room - budget, data_waiting, now);
@@ -695,9 +693,9 @@ impl Pump {
         }
     }
 
-    /// Keeps an emptied queue's buffer for a later stream.
-    fn recycle(&mut self, queue: StreamQueue) {
-        let mut chunks = queue.chunks;
+    /// Removes a stream's emptied queue, keeping its buffer for a later stream.
+    fn retire(&mut self, key: &(u8, u64, StreamId)) {
+        let Some(StreamQueue { mut chunks, .. }) = self.pending.remove(key) else { return };
         if self.spare.len() < SPARE_QUEUES && chunks.capacity() <= SPARE_QUEUE_CAPACITY {
             chunks.clear();
             self.spare.push(chunks);
