@@ -30,7 +30,8 @@ pub struct ShardStats {
     /// Connections serviced (the application's I/O, then quiche's output written): one a
     /// turn for each connection with input, a wake, or a due timer.
     pub services: AtomicU64,
-    /// Of `services`, those that wrote no datagram.
+    /// Of `services`, those whose write found nothing to send (one whose output send
+    /// coalescing holds back is not counted).
     pub idle_services: AtomicU64,
     /// Connections whose pacing delay ended (a timer that releases what quiche held back).
     pub pacing_releases: AtomicU64,
