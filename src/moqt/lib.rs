@@ -693,7 +693,8 @@ impl Pump {
         }
     }
 
-    /// Removes a stream's emptied queue, keeping its buffer for a later stream.
+    /// Removes the queue of a stream done here (all of it went, the stream is gone, or it
+    /// expired), keeping its buffer, cleared, for a later stream.
     fn retire(&mut self, key: &(u8, u64, StreamId)) {
         let Some(StreamQueue { mut chunks, .. }) = self.pending.remove(key) else { return };
         if self.spare.len() < SPARE_QUEUES && chunks.capacity() <= SPARE_QUEUE_CAPACITY {
