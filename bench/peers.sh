@@ -17,7 +17,8 @@
 # moq-bench. CORES=k (default 1) gives each relay CPUs 0..k-1 and k workers (moq-edge
 # --cores k, moq-relay --runtime-workers k; moq-relay-ietf's runtime sizes itself to the CPUs
 # it may use); GEN_CPUS (default: the CPUs after those) is moq-bench's taskset list, and
-# BENCH_ARGS more moq-bench fanout arguments (e.g. "--tracks 16 --publishers 8 --threads 7").
+# BENCH_ARGS more moq-bench fanout arguments (e.g. "--tracks 16 --publishers 8 --threads 7"),
+# EDGE_ARGS more moq-edge flags (e.g. "--congestion-control cubic").
 # IETF_BIN / DEV_BIN name peer binaries built elsewhere (a machine without crates.io).
 # bench/peers-scale.sh runs it for 1, 2, 4 and 8 cores.
 set -euo pipefail
@@ -32,6 +33,7 @@ CORES=${CORES:-1}
 RELAY_CPUS=0-$((CORES - 1))
 GEN_CPUS=${GEN_CPUS:-$CORES-$(($(nproc) - 1))}
 read -r -a bench_args <<<"${BENCH_ARGS:-}"
+read -r -a edge_args <<<"${EDGE_ARGS:-}"
 # Cloudflare's draft-16 relay, and moq-dev's relay (draft-22 among what it speaks).
 IETF_VERSION=0.7.31
 DEV_VERSION=0.17.10
@@ -72,7 +74,7 @@ start_relay() { # name → sets relay (pid) and draft
     case $1 in
     moq-edge)
         taskset -c "$RELAY_CPUS" "$BIN/moq-edge" --listen "127.0.0.1:$PORT" --cores "$CORES" \
-            --cert "$work/cert.pem" --key "$work/key.pem" >"$work/relay.log" 2>&1 &
+            --cert "$work/cert.pem" --key "$work/key.pem" "${edge_args[@]}" >"$work/relay.log" 2>&1 &
         draft=16 ;;
     moq-relay-ietf)
         taskset -c "$RELAY_CPUS" "$IETF" --bind "127.0.0.1:$PORT" --tls-cert "$work/cert.pem" \

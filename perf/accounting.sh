@@ -9,14 +9,18 @@
 #
 #   perf/accounting.sh                               # 100x300 100x600 100x800 100x30x16384
 #   LOADS="100x300" perf/accounting.sh
+#   RUNS=3 perf/accounting.sh                        # three runs, then perf/remains.py's table
 #
 # Environment: ACK_EVERY (moq-bench's subscribers acknowledge every this many packets;
 # default 2, the floor's model of a subscriber and RFC 9000's recommendation; 1 is quiche's
 # own, an ACK per packet), BIN (default target/release), SECONDS_MEASURED (default 5), FREQ (sampling
 # Hz, default 999), OUT (default perf/out/accounting: the folded stacks and the table),
-# PORT (4537), METRICS (9537). Relay and moq-floor's sender on CPU 0; moq-bench and the
-# floor's sink on CPU 1. Needs perf and inferno-collapse-perf (cargo install inferno).
+# PORT (4537), METRICS (9537), RUNS (default 1; more: each run in OUT/run-N, then the medians
+# over them grouped by what could take each cost out, perf/remains.py, in OUT/remains.md).
+# Relay and moq-floor's sender on CPU 0; moq-bench and the floor's sink on CPU 1. Needs perf
+# and inferno-collapse-perf (cargo install inferno).
 set -euo pipefail
+self=$(realpath "$0")
 cd "$(dirname "$0")/.."
 LOADS=${LOADS:-"100x300 100x600 100x800 100x30x16384"}
 BIN=${BIN:-target/release}
@@ -26,6 +30,15 @@ ACK_EVERY=${ACK_EVERY:-2}
 OUT=${OUT:-perf/out/accounting}
 PORT=${PORT:-4537}
 METRICS=${METRICS:-9537}
+RUNS=${RUNS:-1}
+if ((RUNS > 1)); then
+    for i in $(seq 1 "$RUNS"); do
+        RUNS=1 OUT="$OUT/run-$i" "$self"
+    done
+    # shellcheck disable=SC2046 # one directory per run
+    python3 perf/remains.py $(seq -f "$OUT/run-%g" 1 "$RUNS") | tee "$OUT/remains.md"
+    exit
+fi
 mkdir -p "$OUT"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT

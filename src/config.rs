@@ -50,8 +50,9 @@ pub struct Cli {
     pub key: Option<PathBuf>,
 
     /// Congestion control: bbr2, cubic, reno [default: bbr2: the lowest latency on lossy
-    /// viewer links and across lossy tiers, the same CPU as cubic on clean ones; bench/README.md
-    /// "Impaired viewer links"].
+    /// viewer links and across lossy tiers, about cubic's CPU on clean ones for small objects,
+    /// more for objects of many packets on sub-millisecond paths; bench/README.md "Impaired
+    /// viewer links", "The 2x target"].
     #[arg(long, value_name = "NAME")]
     pub congestion_control: Option<String>,
 
