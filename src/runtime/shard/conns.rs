@@ -289,7 +289,9 @@ impl<A: ShardApp> Shard<A> {
 
     pub(super) fn close_conn(&mut self, idx: usize) {
         let Some(mut conn) = self.conns.get_mut(idx).and_then(Option::take) else { return };
-        if let Some(p) = conn.quic.path_stats().next() {
+        // quiche builds its path statistics anew for each read: read only when logged.
+        let path = tracing::enabled!(tracing::Level::DEBUG).then(|| conn.quic.path_stats().next()).flatten();
+        if let Some(p) = path {
             debug!(
                 shard = self.id.0, sent = p.sent, lost = p.lost, rtt = ?p.rtt, min_rtt = ?p.min_rtt, cwnd = p.cwnd,
                 delivery_rate = p.delivery_rate, max_bandwidth = ?p.max_bandwidth, startup_exit = ?p.startup_exit,
