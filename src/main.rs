@@ -54,6 +54,8 @@ fn main() -> anyhow::Result<()> {
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
     let trigger = server.shutdown_trigger();
+    let reloader = server.tls_reloader();
+    let web = serve_web(&config, &server)?;
     if let Some(addr) = config.metrics {
         let sources = metrics::Sources {
             cores: config.cores,
@@ -61,13 +63,15 @@ fn main() -> anyhow::Result<()> {
             relay: gauges,
             shutdown: trigger.clone(),
             directory: directory.as_ref().map(|d| d.stats.clone()),
+            web: web.as_ref().map(|w| w.stats.clone()),
         };
         let bound = metrics::serve(addr, sources).with_context(|| format!("metrics endpoint on {addr}"))?;
         println!("  metrics    serving http://{bound}");
     }
-
-    let reloader = server.tls_reloader();
-    serve_web(&config, &server)?;
+    // After the metrics line: tools that read these lines take the web line as the last.
+    if let Some(w) = &web {
+        println!("  web        serving http://{}/", w.addr);
+    }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let reload = reloader.clone();
     let keys = config.auth.clone();
@@ -290,13 +294,16 @@ fn mint_token(
 }
 
 /// The web listener on the TCP port (`--web`): the page, the certificate's hash, HTTPS, and
-/// WebSocket upgrades to MoQT over QMux handed to the cores.
-fn serve_web(config: &Config, server: &moq_edge::runtime::ServerHandle) -> anyhow::Result<()> {
+/// WebSocket upgrades to MoQT over QMux handed to the cores. The listener, when it runs.
+fn serve_web(
+    config: &Config,
+    server: &moq_edge::runtime::ServerHandle,
+) -> anyhow::Result<Option<web::Listener>> {
     let addr = match config.web {
         // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
         Web::Listen => server.local_addr(),
         Web::At(a) => a,
-        Web::Off => return Ok(()),
+        Web::Off => return Ok(None),
     };
     let (current, tls) = (server.tls_reloader(), server.tls_reloader());
     let sources = web::Sources {
@@ -304,8 +311,7 @@ fn serve_web(config: &Config, server: &moq_edge::runtime::ServerHandle) -> anyho
         https: Some(Arc::new(move || tls.https_context())),
         websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
     };
-    let bound = web::serve(addr, sources)
+    let listener = web::serve(addr, sources)
         .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;
-    println!("  web        serving http://{bound}/");
-    Ok(())
+    Ok(Some(listener))
 }

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::host::RelayGauges;
 use relay::RelayStats;
@@ -25,6 +25,8 @@ pub struct Sources {
     pub shutdown: ShutdownTrigger,
     /// The namespace directory's figures, when one is configured.
     pub directory: Option<Arc<crate::host::redis_client::DirectoryStats>>,
+    /// The web listener's counters, when it runs.
+    pub web: Option<Arc<crate::web::WebStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -41,13 +43,27 @@ pub fn serve(addr: SocketAddr, sources: Sources) -> std::io::Result<SocketAddr> 
     Ok(local)
 }
 
+/// How long one request may take, head and answer together: the endpoint serves one
+/// connection at a time, so a client that sends its head a byte at a time holds it this long
+/// and no longer.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+
 /// Reads one request (the request line is enough) and answers it; the connection closes.
 fn answer(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let left = || {
+        let d = deadline.saturating_duration_since(Instant::now());
+        if d.is_zero() {
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "request too slow"))
+        } else {
+            Ok(d)
+        }
+    };
+    stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
     let mut buf = [0u8; 2048];
     let mut len = 0;
     while len < buf.len() {
+        stream.set_read_timeout(Some(left()?))?;
         let n = stream.read(&mut buf[len..])?;
         len += n;
         if n == 0 || buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
@@ -72,6 +88,7 @@ fn answer(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
+    stream.set_write_timeout(Some(left()?))?;
     stream.write_all(response.as_bytes())
 }
 
@@ -202,7 +219,53 @@ pub fn render(s: &Sources) -> String {
     if let Some(d) = &s.directory {
         directory(m, d);
     }
+    if let Some(w) = &s.web {
+        web(m, w);
+    }
+    if let Some(rss) = resident_bytes() {
+        let _ = writeln!(
+            m,
+            "# HELP process_resident_memory_bytes Resident memory of the relay process.\n\
+             # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+        );
+    }
     out
+}
+
+/// The process's resident set, from Linux's `/proc/self/status` (`VmRSS`, in kB).
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().strip_suffix("kB")?;
+    kb.trim().parse::<u64>().ok().map(|k| k * 1024)
+}
+
+/// The web listener's families (`crate::web`).
+fn web(out: &mut String, w: &crate::web::WebStats) {
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP moq_edge_web_connections_total Connections to the web listener (TCP port), by outcome.\n\
+         # TYPE moq_edge_web_connections_total counter"
+    );
+    for (outcome, n) in [
+        ("served", &w.accepted),
+        ("refused_full", &w.refused_full),
+        ("refused_client_share", &w.refused_client),
+    ] {
+        let _ = writeln!(out, "moq_edge_web_connections_total{{outcome=\"{outcome}\"}} {}", get(n));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP moq_edge_web_deadlines_missed_total Web connections closed because the TLS handshake, the request head or the answer missed its deadline.\n\
+         # TYPE moq_edge_web_deadlines_missed_total counter\nmoq_edge_web_deadlines_missed_total {}",
+        get(&w.timed_out)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP moq_edge_web_upgrades_total WebSocket connections handed to the cores.\n\
+         # TYPE moq_edge_web_upgrades_total counter\nmoq_edge_web_upgrades_total {}",
+        get(&w.upgraded)
+    );
 }
 
 /// The namespace directory's families (`host::redis_client`).
@@ -282,7 +345,8 @@ mod tests {
             *g.latency.lock().unwrap() = Some(h);
         }
         let trigger = runtime::ShutdownTrigger::detached();
-        let text = render(&Sources { cores: 2, shards, relay, shutdown: trigger, directory: None });
+        let text =
+            render(&Sources { cores: 2, shards, relay, shutdown: trigger, directory: None, web: None });
         assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"all\"} 12"), "{text}");

@@ -7,15 +7,39 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::time::Instant;
 
-use boring::ssl::{ErrorCode, Ssl, SslContext, SslStream};
+use boring::ssl::{ErrorCode, HandshakeError, Ssl, SslContext, SslStream};
 
 /// What BoringSSL reads from and writes to: the socket while it is attached, memory after.
 #[derive(Debug)]
 pub struct MemoryIo {
     socket: Option<TcpStream>,
+    /// While the socket is attached, no read or write of it may end later than this: each
+    /// waits at most what is left, and none starts once it has passed. So a peer that sends
+    /// its ClientHello one byte at a time cannot stretch the handshake past it.
+    deadline: Option<Instant>,
     rx: VecDeque<u8>,
     tx: Vec<u8>,
+}
+
+impl MemoryIo {
+    /// The attached socket, its timeouts set to what is left before the deadline.
+    fn attached(&mut self, write: bool) -> io::Result<Option<&mut TcpStream>> {
+        let Some(s) = self.socket.as_mut() else { return Ok(None) };
+        if let Some(at) = self.deadline {
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "TLS connection past its deadline"));
+            }
+            if write {
+                s.set_write_timeout(Some(left))?;
+            } else {
+                s.set_read_timeout(Some(left))?;
+            }
+        }
+        Ok(Some(s))
+    }
 }
 
 impl Read for MemoryIo {
@@ -23,7 +47,7 @@ impl Read for MemoryIo {
         if !self.rx.is_empty() {
             return self.rx.read(buf);
         }
-        match self.socket.as_mut() {
+        match self.attached(false)? {
             Some(s) => s.read(buf),
             None => Err(io::ErrorKind::WouldBlock.into()),
         }
@@ -32,7 +56,7 @@ impl Read for MemoryIo {
 
 impl Write for MemoryIo {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self.socket.as_mut() {
+        match self.attached(true)? {
             Some(s) => s.write(buf),
             None => {
                 self.tx.extend_from_slice(buf);
@@ -56,12 +80,20 @@ pub struct StreamTls {
 }
 
 impl StreamTls {
-    /// Runs the server handshake on `socket` (blocking, under the socket's timeouts).
-    pub fn accept(ctx: &SslContext, socket: TcpStream) -> io::Result<StreamTls> {
+    /// Runs the server handshake on `socket` (blocking), done by `deadline` or failed with
+    /// `TimedOut`; the deadline stays on the socket's reads and writes until
+    /// [`set_deadline`](Self::set_deadline) moves it.
+    pub fn accept(ctx: &SslContext, socket: TcpStream, deadline: Instant) -> io::Result<StreamTls> {
         let ssl = Ssl::new(ctx).map_err(io::Error::other)?;
-        let io = MemoryIo { socket: Some(socket), rx: VecDeque::new(), tx: Vec::new() };
-        let ssl = ssl.accept(io).map_err(|e| io::Error::other(format!("TLS handshake: {e}")))?;
+        let io =
+            MemoryIo { socket: Some(socket), deadline: Some(deadline), rx: VecDeque::new(), tx: Vec::new() };
+        let ssl = ssl.accept(io).map_err(handshake_error)?;
         Ok(StreamTls { ssl })
+    }
+
+    /// The time by which every read and write of the attached socket must end.
+    pub fn set_deadline(&mut self, at: Instant) {
+        self.ssl.get_mut().deadline = Some(at);
     }
 
     /// The socket while it is attached.
@@ -72,7 +104,9 @@ impl StreamTls {
     /// Takes the socket out: from now on ciphertext goes through [`decrypt`](Self::decrypt)
     /// and [`encrypt`](Self::encrypt).
     pub fn detach(&mut self) -> Option<TcpStream> {
-        self.ssl.get_mut().socket.take()
+        let io = self.ssl.get_mut();
+        io.deadline = None;
+        io.socket.take()
     }
 
     /// Feeds ciphertext from the socket; appends the plaintext it completes to `out`. `Ok(true)`
@@ -105,6 +139,23 @@ impl StreamTls {
     pub fn close(&mut self) -> Vec<u8> {
         let _ = self.ssl.shutdown();
         std::mem::take(&mut self.ssl.get_mut().tx)
+    }
+}
+
+/// A failed handshake as an I/O error whose kind says why: `TimedOut` when the socket's
+/// timeout or the deadline ended it (the caller counts those), `Other` otherwise.
+fn handshake_error(e: HandshakeError<MemoryIo>) -> io::Error {
+    let timed_out = |why: String| io::Error::new(io::ErrorKind::TimedOut, format!("TLS handshake: {why}"));
+    match e {
+        // A blocking socket whose read timed out (EAGAIN).
+        HandshakeError::WouldBlock(mid) => timed_out(mid.error().to_string()),
+        HandshakeError::Failure(mid) => match mid.error().io_error() {
+            Some(io) if matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
+                timed_out(io.to_string())
+            }
+            _ => io::Error::other(format!("TLS handshake: {}", mid.error())),
+        },
+        HandshakeError::SetupFailure(stack) => io::Error::other(format!("TLS setup: {stack}")),
     }
 }
 

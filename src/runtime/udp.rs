@@ -457,6 +457,16 @@ pub fn memlock_limit() -> Option<u64> {
     (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
+/// RLIMIT_NOFILE (soft): how many file descriptors the process may hold; `None` when
+/// unlimited or unknown. (For the web listener, which sizes its connection limit from it.)
+pub fn open_files_limit() -> Option<u64> {
+    // SAFETY: getrlimit writes one rlimit into the local.
+    let mut r: libc::rlimit = unsafe { zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
 /// Blocks until one of `fds` is readable or `timeout` passes; returns how many are ready.
 /// (For the synchronous client in `crate::client`, which keeps `unsafe` out of its own code.)
 pub fn wait_readable(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
