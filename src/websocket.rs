@@ -54,6 +54,14 @@ fn has_token(head: &str, name: &str, token: &str) -> bool {
     headers(head, name).flat_map(|v| v.split(',')).any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
+/// Whether `key` is a Sec-WebSocket-Key: a nonce of 16 bytes in base64 (RFC 6455 §4.1; RFC
+/// 4648 §4), so 24 characters whose last two are padding.
+fn is_nonce(key: &str) -> bool {
+    use base64::Engine;
+    key.len() == 24
+        && base64::engine::general_purpose::STANDARD.decode(key).is_ok_and(|nonce| nonce.len() == 16)
+}
+
 /// `None`: not a WebSocket upgrade (answered as any request). `Some(Err(_))`: an upgrade
 /// refused with that answer. `Some(Ok(_))`: accepted. `target` is the request line's.
 pub fn upgrade(head: &[u8], target: &str, sink: &WebSocketSink) -> Option<Result<Accepted, Response>> {
@@ -65,15 +73,23 @@ pub fn upgrade(head: &[u8], target: &str, sink: &WebSocketSink) -> Option<Result
 }
 
 fn accept(head: &str, target: &str, sink: &WebSocketSink) -> Result<Accepted, Response> {
+    // §4.1: "The method of the request MUST be GET, and the HTTP version MUST be at least 1.1",
+    // with a Host header, Upgrade and Connection as below.
+    let line = head.split("\r\n").next().unwrap_or_default();
     if !head.starts_with("GET ") || !has_token(head, "connection", "upgrade") {
         return Err(Response::text(400, "a WebSocket upgrade is a GET with Connection: upgrade\n"));
+    }
+    if !line.ends_with(" HTTP/1.1") {
+        return Err(Response::text(400, "a WebSocket upgrade is an HTTP/1.1 request\n"));
+    }
+    if headers(head, "host").count() != 1 {
+        return Err(Response::text(400, "a WebSocket upgrade has one Host header\n"));
     }
     if !headers(head, "sec-websocket-version").any(|v| v == "13") {
         return Err(Response::text(426, "WebSocket version 13 only\n").with("Sec-WebSocket-Version", "13"));
     }
     let key = headers(head, "sec-websocket-key").next().unwrap_or_default();
-    // A nonce of 16 bytes, base64: 24 characters (§4.1).
-    if key.len() != 24 {
+    if !is_nonce(key) {
         return Err(Response::text(400, "bad Sec-WebSocket-Key\n"));
     }
     let offered: Vec<&str> = headers(head, "sec-websocket-protocol")
@@ -95,4 +111,44 @@ fn accept(head: &str, target: &str, sink: &WebSocketSink) -> Result<Accepted, Re
         version,
         request: StreamRequest { alpn, authority, path: target.to_string() },
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sink() -> WebSocketSink {
+        WebSocketSink::new(runtime::StreamAcceptor::detached(), &[wire::Version::Draft18])
+    }
+
+    fn request(line: &str, host: &str, key: &str) -> String {
+        format!(
+            "{line}\r\n{host}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: qmux-01.moqt-18\r\n\r\n"
+        )
+    }
+
+    fn status(head: &str) -> u16 {
+        match upgrade(head.as_bytes(), "/", &sink()) {
+            Some(Ok(_)) => 101,
+            Some(Err(r)) => r.status,
+            None => 0,
+        }
+    }
+
+    /// RFC 6455 §4.1 and §4.2.1: HTTP/1.1, one Host, and a key that is 16 bytes in base64;
+    /// anything else is refused 400 (§4.2.2), not upgraded.
+    #[test]
+    fn an_upgrade_is_http_1_1_with_a_host_and_a_base64_nonce() {
+        let (line, host, key) = ("GET / HTTP/1.1", "Host: relay\r\n", "dGhlIHNhbXBsZSBub25jZQ==");
+        assert_eq!(status(&request(line, host, key)), 101);
+        assert_eq!(status(&request("GET / HTTP/1.0", host, key)), 400, "HTTP/1.0");
+        assert_eq!(status(&request(line, "", key)), 400, "no Host");
+        assert_eq!(status(&request(line, "Host: a\r\nHost: b\r\n", key)), 400, "two Hosts");
+        for bad in ["!!!!!!!!!!!!!!!!!!!!!!!!", "dGhlIHNhbXBsZSBub25jZQ", "dGhlIHNhbXBsZSBub25jZXh4eA=="] {
+            assert_eq!(status(&request(line, host, bad)), 400, "key {bad:?}");
+        }
+        // 24 base64 characters that are not 16 bytes (no padding: 18 bytes).
+        assert_eq!(status(&request(line, host, "dGhlIHNhbXBsZSBub25jZXh4")), 400);
+    }
 }

@@ -199,9 +199,8 @@ impl Connection {
         fin: bool,
     ) -> Result<(), Violation> {
         if !self.frame_stream(id, true)? {
-            // A stream we stopped reading and dropped: its bytes still count against, and
-            // then return, connection credit (RFC 9000 §4.5), or the peer's credit would shrink
-            // with every stopped stream.
+            // A stream already gone (its final size known and reached): its bytes still count
+            // against, and then return, connection credit.
             let n = data.len() as u64;
             if self.streams.recv_data + n > self.streams.recv_max {
                 return Err((code::FLOW_CONTROL_ERROR, "STREAM beyond flow control"));
@@ -233,7 +232,13 @@ impl Connection {
             r.fin = Some(end);
         }
         if r.stopped {
+            // Dropped, and its connection credit returned (RFC 9000 §4.5), or the peer's
+            // credit would shrink with every stopped stream; the stream's own limit still
+            // holds (checked above). Once the final size is known the stream can go.
             self.consume(data.len() as u64);
+            if fin {
+                self.maybe_collect(id);
+            }
         } else {
             r.buf.extend_from_slice(data);
             self.mark_readable(id);
@@ -268,7 +273,9 @@ impl Connection {
         r.reset = Some(err);
         let stopped = r.stopped;
         self.consume(dropped);
-        if !stopped {
+        if stopped {
+            self.maybe_collect(id);
+        } else {
             self.mark_readable(id);
         }
         Ok(())
@@ -336,7 +343,11 @@ impl Connection {
             .send
             .as_ref()
             .is_none_or(|s| s.done_at.is_some_and(|at| at <= taken) && (s.stopped.is_none() || s.stop_told));
-        if !send_done || !s.recv.as_ref().is_none_or(|r| r.done) {
+        // A receiving half we stopped stays until its final size is known (the peer answers
+        // STOP_SENDING with RESET_STREAM, RFC 9000 §3.5), so that its flow-control limit still
+        // holds for what the peer sent before it saw STOP_SENDING (RFC 9000 §4.1).
+        let recv_done = s.recv.as_ref().is_none_or(|r| r.done && (!r.stopped || r.fin.is_some()));
+        if !send_done || !recv_done {
             return;
         }
         self.streams.map.remove(&id);

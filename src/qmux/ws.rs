@@ -14,6 +14,7 @@ pub(crate) const OP_PONG: u8 = 0xa;
 pub(crate) const STATUS_NORMAL: u16 = 1000;
 pub(crate) const STATUS_PROTOCOL: u16 = 1002;
 pub(crate) const STATUS_UNSUPPORTED: u16 = 1003;
+pub(crate) const STATUS_INVALID_DATA: u16 = 1007;
 pub(crate) const STATUS_TOO_BIG: u16 = 1009;
 
 /// RFC 6455 §5.5: control frames carry at most 125 bytes.
@@ -94,7 +95,8 @@ impl Decoder {
                 Some(Event::Pong)
             }
             OP_CLOSE => {
-                self.ctrl.clear();
+                let body = std::mem::take(&mut self.ctrl);
+                check_close(&body)?;
                 Some(Event::Close)
             }
             _ if fin => Some(Event::Binary(self.msg.take().unwrap_or_default())),
@@ -185,6 +187,28 @@ impl Decoder {
         }
         Ok(())
     }
+}
+
+/// A Close frame's body (RFC 6455 §5.5.1): empty, or a status code a peer may send (§7.4.1,
+/// §7.4.2: not 1004-1006 or 1015, which are reserved or only for local use, nor anything below
+/// 3000 that is not defined) followed by a UTF-8 reason. A bad code or a one-byte body is a
+/// protocol error (1002); a reason that is not UTF-8 is invalid data (1007, §8.1).
+fn check_close(body: &[u8]) -> Result<(), WsError> {
+    let [hi, lo, reason @ ..] = body else {
+        return match body.len() {
+            0 => Ok(()),
+            _ => Err((STATUS_PROTOCOL, "close frame body of one byte")),
+        };
+    };
+    let code = u16::from_be_bytes([*hi, *lo]);
+    let sendable = matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999);
+    if !sendable {
+        return Err((STATUS_PROTOCOL, "close frame with a status code a peer may not send"));
+    }
+    if std::str::from_utf8(reason).is_err() {
+        return Err((STATUS_INVALID_DATA, "close frame reason not UTF-8"));
+    }
+    Ok(())
 }
 
 /// Appends one unfragmented frame; `mask` for client frames (RFC 6455 §5.3).

@@ -57,6 +57,11 @@ impl StreamAcceptor {
         StreamAcceptor { queues, wakers, next: Arc::new(AtomicUsize::new(0)) }
     }
 
+    /// An acceptor tied to no core: every connection comes back (tests of what holds one).
+    pub fn detached() -> Self {
+        StreamAcceptor::new(Arc::from(Vec::new()), Vec::new())
+    }
+
     /// Gives `conn` to the next core whose queue has room; back when every queue is full
     /// (the cores are not keeping up: the caller closes it).
     pub fn adopt(&self, mut conn: StreamHandoff) -> Result<(), StreamHandoff> {

@@ -332,22 +332,96 @@ fn a_stopped_stream_still_returns_connection_credit() {
     for v in VERSIONS {
         for f in FRAMINGS {
             let mut s = server(v, f, now);
+            // Four unidirectional streams (the limit), each filled to its 20 KiB window and
+            // stopped after its first record: 80 KiB in all, past the 64 KiB connection window,
+            // which is fine since we dropped (and credited) every byte.
+            for id in [2u64, 6, 10, 14] {
+                let mut b = Vec::new();
+                put_stream(&mut b, id, 0, &[1; 8000], false);
+                s.recv(&client_record(v, f, &b), now).expect("data");
+                s.stream_shutdown(id, crate::Shutdown::Read, 3).expect("stop");
+                // The client keeps sending until it sees STOP_SENDING, within the window.
+                let mut b = Vec::new();
+                put_stream(&mut b, id, 8000, &[1; 12480], false);
+                s.recv(&client_record(v, f, &b), now).expect("dropped data");
+            }
+            for id in [2u64, 6, 10, 14] {
+                let mut b = Vec::new();
+                put_varints(&mut b, frame::RESET_STREAM, &[id, 3, 20480]);
+                s.recv(&client_record(v, f, &b), now).expect("reset");
+            }
+            assert!(s.local_error().is_none());
+            assert!(s.streams.map.is_empty(), "the streams go once their final sizes are known");
+        }
+    }
+}
+
+/// STOP_SENDING does not lift a stream's flow-control limit: data past it is FLOW_CONTROL_ERROR
+/// (RFC 9000 §4.1), whether the peer sends it before or after it sees STOP_SENDING.
+#[test]
+fn a_stopped_stream_keeps_its_limit() {
+    let now = Instant::now();
+    for v in VERSIONS {
+        for f in FRAMINGS {
+            let mut s = server(v, f, now);
             let mut b = Vec::new();
             put_stream(&mut b, 2, 0, &[1; 8000], false);
             s.recv(&client_record(v, f, &b), now).expect("data");
             s.stream_shutdown(2, crate::Shutdown::Read, 3).expect("stop");
-            // The client keeps sending until it sees STOP_SENDING: well past the 64 KiB
-            // connection window in all, which is fine since we dropped (and credited) it all.
-            for i in 1..12u64 {
+            let mut r = Ok(0);
+            for i in 1..4u64 {
                 let mut b = Vec::new();
                 put_stream(&mut b, 2, i * 8000, &[1; 8000], false);
-                s.recv(&client_record(v, f, &b), now).expect("dropped data");
+                r = s.recv(&client_record(v, f, &b), now);
+                if r.is_err() {
+                    break;
+                }
             }
-            let mut b = Vec::new();
-            put_varints(&mut b, frame::RESET_STREAM, &[2, 3, 12 * 8000]);
-            s.recv(&client_record(v, f, &b), now).expect("reset");
-            assert!(s.local_error().is_none());
-            assert!(s.streams.map.is_empty());
+            assert_eq!(r, Err(Error::Transport(FLOW_CONTROL_ERROR)), "{v:?} {f:?}");
+        }
+    }
+}
+
+/// A Close frame's body (RFC 6455 §5.5.1, §7.4): a one-byte body or a status code a peer may
+/// not send is a protocol error (1002), a reason that is not UTF-8 invalid data (1007); a good
+/// Close is answered 1000.
+#[test]
+fn websocket_close_frames_are_checked() {
+    let now = Instant::now();
+    let close = |body: &[u8]| {
+        let mut b = bytes::BytesMut::new();
+        ws::encode(&mut b, ws::OP_CLOSE, body, Some([7, 7, 7, 7]));
+        b
+    };
+    let mut reason_bad_utf8 = 1000u16.to_be_bytes().to_vec();
+    reason_bad_utf8.extend_from_slice(&[0xff, 0xfe]);
+    let cases: [(&str, Vec<u8>, Option<u16>); 8] = [
+        ("empty", Vec::new(), None),
+        ("1000 with a reason", [&1000u16.to_be_bytes()[..], b"bye"].concat(), None),
+        ("4000", 4000u16.to_be_bytes().to_vec(), None),
+        ("one byte", vec![0x03], Some(1002)),
+        ("1005", 1005u16.to_be_bytes().to_vec(), Some(1002)),
+        ("1006", 1006u16.to_be_bytes().to_vec(), Some(1002)),
+        ("999", 999u16.to_be_bytes().to_vec(), Some(1002)),
+        ("reason not UTF-8", reason_bad_utf8, Some(1007)),
+    ];
+    for v in VERSIONS {
+        for (what, body, status) in &cases {
+            let mut s = server(v, Framing::WebSocket, now);
+            let r = s.recv(&close(body), now);
+            let out = drain(&mut s);
+            let answered = u16::from_be_bytes([out[out.len() - 2], out[out.len() - 1]]);
+            assert_eq!(&out[out.len() - 4..out.len() - 2], &[0x88, 0x02], "{what}: a Close last");
+            match status {
+                None => {
+                    assert!(r.is_ok(), "{what}: {r:?}");
+                    assert_eq!(answered, 1000, "{what}");
+                }
+                Some(code) => {
+                    assert_eq!(r, Err(Error::Transport(PROTOCOL_VIOLATION)), "{what}");
+                    assert_eq!(answered, *code, "{what}");
+                }
+            }
         }
     }
 }
