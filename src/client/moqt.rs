@@ -355,6 +355,12 @@ impl MoqtClient {
         self.app.session_mut()
     }
 
+    /// The glue between the session and the connection: its queues, and what the tests'
+    /// hostile peers do below the session ([`Pump::pause_reading`], [`Pump::queue_raw`]).
+    pub fn pump_mut(&mut self) -> &mut Pump {
+        self.app.pump_mut()
+    }
+
     /// The QUIC connection (none over a WebSocket).
     pub fn quic(&self) -> Option<&QuicConn> {
         match &self.conn {
@@ -390,12 +396,24 @@ impl MoqtClient {
         mut done: impl FnMut(&mut C, &mut Session) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
         let app = &mut self.app;
-        self.conn.drive(deadline, |mut c| {
+        let driven = self.conn.drive(deadline, |mut c| {
             service(app, c.again(), core)?;
             let finished = done(core, app.session_mut())?;
             service(app, c, core)?;
             Ok(finished)
-        })
+        });
+        driven.map_err(|e| self.session_closed(e))
+    }
+
+    /// A connection closed because the WebTransport peer closed the session is that close:
+    /// [`ClientError::Session`] with its code (the connection itself closed with H3_NO_ERROR).
+    fn session_closed(&self, e: ClientError) -> ClientError {
+        match self.app.pump().webtransport_peer_close() {
+            Some((code, reason)) if !matches!(e, ClientError::Deadline) => {
+                ClientError::Session { code: *code, reason: reason.clone() }
+            }
+            _ => e,
+        }
     }
 
     /// Hands what the session has queued to quiche and sends it, without waiting; events that
@@ -413,7 +431,7 @@ impl MoqtClient {
     ) -> Result<Event, ClientError> {
         let mut found = None;
         let app = &mut self.app;
-        self.conn.drive(deadline, |mut c| {
+        let driven = self.conn.drive(deadline, |mut c| {
             c.on_io(app);
             let events = std::mem::take(&mut app.handler_mut().events);
             let mut rest = events.into_iter();
@@ -427,7 +445,8 @@ impl MoqtClient {
             }
             app.handler_mut().events.extend(rest);
             Ok(found.is_some())
-        })?;
+        });
+        driven.map_err(|e| self.session_closed(e))?;
         found.ok_or(ClientError::Deadline)
     }
 

@@ -643,6 +643,9 @@ impl RelayConn {
             if let Some(session) = host.relay.session_mut(key) {
                 self.pump.write(conn, session, now);
             }
+            if self.pump.take_control_pile_close() {
+                host.relay.stats.control_not_read += 1;
+            }
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             let finished = self.pump.take_finished();

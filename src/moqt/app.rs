@@ -36,6 +36,10 @@ impl<H: RequestHandler> MoqtApp<H> {
         &self.pump
     }
 
+    pub fn pump_mut(&mut self) -> &mut Pump {
+        &mut self.pump
+    }
+
     pub fn session_mut(&mut self) -> &mut Session {
         &mut self.session
     }

@@ -162,6 +162,9 @@ pub struct Pump {
     expired_ids: Vec<StreamId>,
     /// Peer requests dropped because their answers piled up.
     dropped_requests: u64,
+    /// The session was closed because its control stream piled up ([`CONTROL_QUEUE_LIMIT`]),
+    /// until the application takes it.
+    control_piled: bool,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
     /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
@@ -172,6 +175,12 @@ pub struct Pump {
     h3: VecDeque<(u64, Bytes, bool)>,
     /// The WebTransport peer sent DRAIN_WEBTRANSPORT_SESSION.
     wt_draining: bool,
+    /// The WebTransport peer closed the session: its code (MoQT's session termination code)
+    /// and reason.
+    wt_peer_closed: Option<(u64, String)>,
+    /// Peer streams (their QUIC IDs) the application does not read for now
+    /// ([`Pump::pause_reading`]).
+    paused: Vec<u64>,
     /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
     /// once quiche had sent this many packets; the connection closes after the next one.
     wt_closing: Option<usize>,
@@ -198,6 +207,12 @@ pub const RESET_BACKLOG: u64 = 0x1;
 /// requests or REQUEST_UPDATEs and does not read the answers gets there.
 pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
 pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
+
+/// Bytes of our control stream that may wait for the peer's flow control before the session
+/// is closed (`Pump::close_if_control_piled`). Control messages are never dropped, so a peer
+/// that does not read them is closed instead: beyond what QUIC already holds for it, this is
+/// thousands of answers, which only a peer that sends requests and reads nothing reaches.
+pub const CONTROL_QUEUE_LIMIT: usize = 1024 * 1024;
 
 /// How long a path must deliver nothing (no acknowledgement) to count as stalled
 /// ([`Pump::path_stalled`]): longer than a few RTTs of any path a viewer watches over, shorter
@@ -249,6 +264,27 @@ impl Pump {
         self
     }
 
+    /// How the WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION's code and
+    /// reason), once it has: the connection itself then closes with H3_NO_ERROR.
+    pub fn webtransport_peer_close(&self) -> Option<&(u64, String)> {
+        self.wt_peer_closed.as_ref()
+    }
+
+    /// Stops reading stream `id`: what arrives on it stays in the transport, which gives the
+    /// peer no more flow-control credit for it. A client's backpressure on a stream, and the
+    /// tests' peers that do not read what the relay sends them.
+    pub fn pause_reading(&mut self, id: StreamId) {
+        if let Some(quic) = self.quic_id(id) {
+            self.paused.push(quic);
+        }
+    }
+
+    /// Queues `data` on stream `id` as it is, behind what the session wrote there: bytes the
+    /// session would not write (the tests' hostile peers).
+    pub fn queue_raw(&mut self, id: StreamId, data: Bytes) {
+        self.queue_chunk(id, Chunk { data, fin: false, expires: None });
+    }
+
     /// Whether the WebTransport peer asked to drain the session (DRAIN_WEBTRANSPORT_SESSION).
     pub fn webtransport_draining(&self) -> bool {
         self.wt_draining
@@ -270,6 +306,9 @@ impl Pump {
             }
         }
         while let Some(id) = conn.stream_readable_next() {
+            if self.paused.contains(&id) {
+                continue;
+            }
             loop {
                 match conn.stream_recv(id, buf) {
                     Ok((n, fin)) => {
@@ -326,6 +365,7 @@ impl Pump {
                 WtEvent::Closed { code, reason } => {
                     debug!(code, reason, "WebTransport session closed by the peer");
                     let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
+                    self.wt_peer_closed = Some((u64::from(code), reason));
                 }
                 WtEvent::Draining => {
                     debug!("WebTransport peer asks to drain");
@@ -461,6 +501,7 @@ impl Pump {
         self.reset_expired(conn, session, expired);
         self.expire_finished(conn, now);
         self.drop_piled_requests(session, requests);
+        self.close_if_control_piled(session);
         // The session's Reset transmits for those streams: nothing is left to send for them.
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
@@ -611,6 +652,22 @@ impl Pump {
                 total -= bytes;
                 self.dropped_requests += 1;
             }
+        }
+    }
+
+    /// Closes the session when more than [`CONTROL_QUEUE_LIMIT`] bytes of our control stream
+    /// wait for the peer's flow control: a peer that gives no credit for our control messages
+    /// is not reading them, and keeping them for it would let it grow our memory without bound
+    /// (by sending requests whose answers pile up). Closed with CONTROL_MESSAGE_TIMEOUT: its
+    /// answers to our control messages cannot come, since it does not read them (draft-16
+    /// §13.1.1, draft-22 §12.2).
+    fn close_if_control_piled(&mut self, session: &mut Session) {
+        let control = session.local_control_stream();
+        let piled = self.pending.get(&self.key(control)).map_or(0, |q| q.bytes);
+        if piled > CONTROL_QUEUE_LIMIT && !session.is_closed() {
+            debug!(piled, "closing a session whose peer does not read its control stream");
+            session.close(session::SessionCode::ControlMessageTimeout, "control stream not read");
+            self.control_piled = true;
         }
     }
 
@@ -775,6 +832,12 @@ impl Pump {
     /// Peer requests dropped so far because their answers piled up ([`REQUEST_QUEUE_LIMIT`]).
     pub fn dropped_requests(&self) -> u64 {
         self.dropped_requests
+    }
+
+    /// Whether this pump closed its session because the peer did not read the control
+    /// stream ([`CONTROL_QUEUE_LIMIT`]) since the last call: true once.
+    pub fn take_control_pile_close(&mut self) -> bool {
+        std::mem::take(&mut self.control_piled)
     }
 
     /// Data streams reset so far because a delivery timeout passed.

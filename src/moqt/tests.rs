@@ -107,6 +107,51 @@ fn answers_a_peer_does_not_read_drop_its_request() {
     }
 }
 
+/// A peer that gives no credit for our control stream while control messages for it pile up
+/// (on a draft-14 or draft-16 relay, every answer goes there): once more than
+/// [`CONTROL_QUEUE_LIMIT`] bytes wait beyond QUIC flow control, the session is closed with
+/// CONTROL_MESSAGE_TIMEOUT and the queue stops growing. A peer that reads is never closed.
+#[test]
+fn a_peer_that_does_not_read_its_control_stream_is_closed() {
+    let mut buf = vec![0u8; 65_536];
+    // (Drafts 18 to 22 answer on request streams, bounded per stream above; the close is the
+    // same code for their control stream.)
+    for version in [Version::Draft14, Version::Draft16] {
+        for reads in [false, true] {
+            let (mut c, mut s, mut cs, mut ss, mut cp, mut sp) = pair(version, Pump::default());
+            let now = Instant::now();
+            // MAX_REQUEST_IDs: control messages, of about 7 bytes. Each round writes about
+            // 70 KB; 50 rounds are well past the client's 1 MiB window and the limit.
+            for _ in 0..50 {
+                for _ in 0..10_000 {
+                    ss.grant_requests(1).unwrap();
+                }
+                sp.write(&mut s, &mut ss, now);
+                exchange(&mut c, &mut s);
+                if reads {
+                    cp.read(&mut c, &mut cs, &mut buf);
+                    while cs.poll_event().is_some() {}
+                }
+                if ss.is_closed() {
+                    break;
+                }
+            }
+            if reads {
+                assert!(!ss.is_closed(), "{version:?}: a peer that reads stays");
+                continue;
+            }
+            assert!(ss.is_closed(), "{version:?}: closed");
+            assert!(sp.take_control_pile_close() && !sp.take_control_pile_close(), "reported once");
+            assert!(sp.queued_bytes() <= CONTROL_QUEUE_LIMIT + 80_000, "{version:?}: {}", sp.queued_bytes());
+            // CONNECTION_CLOSE with the application code CONTROL_MESSAGE_TIMEOUT.
+            sp.write(&mut s, &mut ss, now);
+            exchange(&mut c, &mut s);
+            let close = c.peer_error().expect("the client sees the close");
+            assert!(close.is_app && close.error_code == 0x11, "{version:?}: {close:?}");
+        }
+    }
+}
+
 /// A subscriber that reads nothing: the server's queue grows past QUIC flow control until
 /// the backlog limit, then its oldest data streams are reset (CANCELLED) and forgotten;
 /// the control stream is never touched.

@@ -95,6 +95,10 @@ counters! {
     /// the core was not overloaded).
     too_far_behind => "moq_edge_subscriptions_ended_total", "reason=\"too_far_behind\"",
         "Subscriptions the relay ended, by reason.";
+    /// Sessions closed (CONTROL_MESSAGE_TIMEOUT) because the peer gave no flow-control credit
+    /// for our control stream while its messages piled up (`moqt::CONTROL_QUEUE_LIMIT`).
+    control_not_read => "moq_edge_sessions_closed_total", "reason=\"control_not_read\"",
+        "Sessions the relay closed, by reason.";
     /// SUBSCRIBEs refused with EXCESSIVE_LOAD because the core was over its admission
     /// threshold.
     admission_subscribes => "moq_edge_admission_refused_total", "request=\"subscribe\"",

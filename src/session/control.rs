@@ -379,6 +379,12 @@ impl Session {
         id.is_uni() && id != self.local_control && id.initiator() == self.role
     }
 
+    /// The stream our control messages go on (draft-14 and draft-16: the bidirectional
+    /// stream 0; draft-18 to 22: our first unidirectional stream).
+    pub fn local_control_stream(&self) -> StreamId {
+        self.local_control
+    }
+
     /// Whether `id` is an open bidirectional stream the peer opened (a request stream, or a
     /// draft-16 SUBSCRIBE_NAMESPACE stream), not the draft-16 control stream.
     pub fn is_peer_stream(&self, id: StreamId) -> bool {
