@@ -593,13 +593,10 @@ impl Fanout {
         }
         let count = self.per_session.entry(conn).or_default();
         if *count >= cx.config.max_subscriptions_per_session {
-            return sessions.answer_error(
-                conn,
-                rid,
-                RequestErrorCode::InternalError,
-                "too many subscriptions",
-                true,
-            );
+            // EXCESSIVE_LOAD (draft-22 §15.7.1 and the code point draft-16 and 18 peers are
+            // sent); draft-14's table has nothing closer than INTERNAL_ERROR.
+            let code = RequestErrorCode::ExcessiveLoad;
+            return sessions.answer_error(conn, rid, code, "too many subscriptions", true);
         }
         *count += 1;
         self.by_req.insert((conn, rid), alias);

@@ -324,13 +324,8 @@ impl Ingest {
     pub(super) fn publish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, m: Publish) {
         let count = self.per_session.entry(conn).or_default();
         if count.1 >= cx.config.max_subscriptions_per_session {
-            return sessions.answer_error(
-                conn,
-                m.request_id,
-                RequestErrorCode::InternalError,
-                "too many tracks",
-                true,
-            );
+            let code = RequestErrorCode::ExcessiveLoad;
+            return sessions.answer_error(conn, m.request_id, code, "too many tracks", true);
         }
         count.1 += 1;
         let alias = cx.key.alias(&m.track);
