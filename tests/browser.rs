@@ -401,7 +401,8 @@ fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
     std::fs::remove_dir_all(&out).ok();
 }
 
-/// ffmpeg's test pattern (H.264 320x240 at 30 fps with a 1 s GOP, and AAC), as fragmented MP4
+/// ffmpeg's test pattern (H.264 640x360 at 30 fps with a 1 s GOP, and AAC; 16:9 as most live
+/// video is, x264's `veryfast` so that a 2-core machine keeps up), as fragmented MP4
 /// in real time for `secs`, piped into `moq-pub --fmp4` publishing the hang broadcast `name` at
 /// `draft` on the relay at `port`. The frames' timestamps are the wall clock at which ffmpeg
 /// reads them (`-output_ts_offset` now, `frag_discont` so that each fragment's decode time
@@ -417,10 +418,11 @@ fn start_encoder(
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
     let mut ffmpeg = Command::new("ffmpeg")
         .args(["-hide_banner", "-loglevel", "error", "-re"])
-        .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"])
+        .args(["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30"])
         .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
         .args(["-t", &secs.to_string()])
         .args(["-c:v", "libx264", "-profile:v", "high", "-pix_fmt", "yuv420p", "-tune", "zerolatency"])
+        .args(["-preset", "veryfast"])
         .args(["-g", "30", "-keyint_min", "30", "-sc_threshold", "0"])
         .args(["-c:a", "aac", "-b:a", "32k"])
         .args(["-output_ts_offset", &format!("{}.{:06}", now.as_secs(), now.subsec_micros())])
@@ -587,13 +589,48 @@ fn play_round(round: Round) {
             explain()
         );
         assert!(age.is_some(), "viewer {i}: the page measured no frame's latency: {page}");
+        println!("{what}, viewer {i}'s page: {}", page["layout"]);
+        check_layout(&page["layout"], &format!("{what}, viewer {i}"));
         viewers.push(serde_json::json!({ "ttff_ms": first_ms, "age_median_ms": age, "age_p95_ms": age95 }));
     }
+    // The first viewer's page at a phone's width: the picture in its shape, across the screen.
+    let phone = &done["phone"];
+    check_layout(phone, &format!("{what}, viewer 0 on a phone"));
+    let width = phone["rendered"]["width"].as_f64().unwrap_or(0.0);
+    assert!((300.0..=390.0).contains(&width), "{what}: the picture is {width} px wide on a 390 px phone");
+    // The page's button turns the sound on (the player starts muted, as browsers require).
+    assert_eq!(
+        done["sound"],
+        serde_json::json!({ "muted": false, "button": "Mute" }),
+        "{what}: {}",
+        done["sound"]
+    );
     let figures = serde_json::json!({
         "round": what, "publisher": draft, "viewer": viewer_draft, "viewers": viewers,
         "relay_delay_p50_ms": relay_p50, "relay_delay_p99_ms": relay_p99, "moq_pub_age_ms": encoder_ms,
     });
     println!("player-figures {figures}");
+}
+
+/// What a person sees while the broadcast plays (the page's layout from play.mjs): the picture
+/// in the stream's own shape (within 2 %) and within the window's width; every card of the
+/// player's panel shown, none with a placeholder or a zero for a figure known while frames are
+/// decoded; the graph's last value above zero.
+fn check_layout(layout: &Value, what: &str) {
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let (rw, rh) = (f(&layout["rendered"]["width"]), f(&layout["rendered"]["height"]));
+    let (sw, sh) = (f(&layout["stream"]["width"]), f(&layout["stream"]["height"]));
+    assert!(rw > 0.0 && rh > 0.0 && sw > 0.0 && sh > 0.0, "{what}: no picture or no stream size: {layout}");
+    let shape = (rw / rh) / (sw / sh);
+    assert!((shape - 1.0).abs() <= 0.02, "{what}: the picture is {rw}x{rh} for a {sw}x{sh} stream: {layout}");
+    assert!(rw <= f(&layout["viewport"]["width"]), "{what}: the picture is wider than the window: {layout}");
+    for card in ["status", "protocol", "frames", "rendition", "latency", "bitrate"] {
+        let value = layout["cards"][card]["value"].as_str().unwrap_or_default();
+        let placeholder =
+            value.is_empty() || value.contains('\u{2013}') || value == "0" || value.starts_with("0 ");
+        assert!(!placeholder, "{what}: card {card} reads {value:?}: {layout}");
+    }
+    assert!(f(&layout["graph"]["last"]) > 0.0, "{what}: the graph's last value: {layout}");
 }
 
 /// Live video on the screen: ffmpeg's test pattern (H.264 and AAC), imported by moq-pub from

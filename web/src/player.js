@@ -7,6 +7,7 @@
 // do), each decoded frame's age is its glass-to-glass latency up to the decoder's output.
 
 import "@moq/watch/element";
+import { CounterRate, makeCards, RateGraph, STEP_MS } from "./panel.js";
 
 // Decoded-frame ages kept (the newest), for the latency figures.
 const AGES_KEPT = 4096;
@@ -97,12 +98,24 @@ export function median(values) {
   return sorted[Math.floor(sorted.length / 2)];
 }
 
+// The codec family a codec string names (RFC 6381), for people.
+function codecName(codec) {
+  const family = String(codec ?? "").split(".")[0];
+  const names = { avc1: "H.264", avc3: "H.264", hev1: "H.265", hvc1: "H.265", vp09: "VP9", vp8: "VP8", av01: "AV1" };
+  return names[family] ?? (family || "unknown codec");
+}
+
+function bitrateText(bps) {
+  if (bps >= 1e6) return `${(bps / 1e6).toFixed(2)} Mbit/s`;
+  return `${Math.round(bps / 1e3)} kbit/s`;
+}
+
 // Starts the player for broadcast `name` on `relay` (the page's origin, where the relay
-// serves /certificate.sha256 for the player to pin its self-signed certificate). `reload`
-// false: subscribe at once rather than wait for the broadcast's announcement (which a relay
-// gives from its own publishers and, on an edge, from its parent: ARCHITECTURE.md, "Upstream
-// links").
-export function startPlayer(watch, name, relay, container, reload = true) {
+// serves /certificate.sha256 for the player to pin its self-signed certificate), with its
+// cards in `cardsBox` and its graph on `graphCanvas`. `reload` false: subscribe at once rather
+// than wait for the broadcast's announcement (which a relay gives from its own publishers and,
+// on an edge, from its parent: ARCHITECTURE.md, "Upstream links").
+export function startPlayer(watch, name, relay, container, cardsBox, graphCanvas, reload = true) {
   const stats = {
     name,
     decoded: 0,
@@ -112,6 +125,10 @@ export function startPlayer(watch, name, relay, container, reload = true) {
     lastTimestampUs: null,
     // Wall clock minus timestamp of each decoded frame, ms, where the timestamps are wall-clock.
     agesMs: [],
+    // The same at the moment each frame was painted: glass to screen.
+    screenAgesMs: [],
+    // Frames the player painted.
+    painted: 0,
     // The protocol of each session the player opened (the newest last): WebTransport's, or
     // the WebSocket's QMux subprotocol.
     protocols: [],
@@ -127,7 +144,113 @@ export function startPlayer(watch, name, relay, container, reload = true) {
   el.setAttribute("muted", "");
   el.setAttribute("visible", "always");
   if (!reload) el.setAttribute("reload", "false");
-  el.appendChild(document.createElement("canvas"));
-  container.replaceChildren(el);
+  const canvas = document.createElement("canvas");
+  el.appendChild(canvas);
+  const bar = document.createElement("div");
+  bar.className = "player-bar";
+  const mute = document.createElement("button");
+  mute.type = "button";
+  // A click is the user gesture a browser asks for before it plays sound.
+  mute.addEventListener("click", () => {
+    el.muted = !el.muted;
+    mute.textContent = el.muted ? "Unmute" : "Mute";
+  });
+  mute.textContent = "Unmute";
+  bar.append(mute);
+  container.replaceChildren(el, bar);
+  watch.element = el;
+  showPanel(watch, el, canvas, stats, cardsBox, graphCanvas);
   return stats;
+}
+
+// Keeps the player's cards and graph up to date from the player's own figures: its
+// connection (draft and transport), its video decoder's counts, the rendition its catalog
+// describes, and the frames it paints. A card whose figure is not known is hidden.
+function showPanel(watch, el, canvas, stats, cardsBox, graphCanvas) {
+  const setCard = makeCards(
+    cardsBox,
+    [
+      { id: "status", label: "status" },
+      { id: "protocol", label: "protocol" },
+      { id: "frames", label: "frames decoded" },
+      { id: "rendition", label: "rendition" },
+      { id: "latency", label: "latency (glass to screen)" },
+      { id: "bitrate", label: "bitrate received" },
+    ],
+    watch.panel,
+  );
+  const graph = new RateGraph(graphCanvas, "frames per second decoded (over the trailing second), last 30 s", "/s", watch.panel);
+  const frames = new CounterRate();
+  const bytes = new CounterRate();
+  // Each painted frame's age at the time it was painted, where timestamps are wall-clock.
+  const painted = (at) => {
+    if (at === undefined) return;
+    stats.painted += 1;
+    const age = wallClockUs() / 1000 - at;
+    if (Math.abs(age) < WALL_CLOCK_WINDOW_US / 1000) {
+      stats.screenAgesMs.push(age);
+      if (stats.screenAgesMs.length > AGES_KEPT) stats.screenAgesMs.shift();
+    }
+  };
+  let subscribed = false;
+  setInterval(() => {
+    if (!subscribed && el.renderer) {
+      el.renderer.out.timestamp.subscribe(painted);
+      subscribed = true;
+    }
+    const established = el.connection?.established.peek();
+    const status = el.connection?.status.peek() ?? "connecting";
+    const decoded = el.video?.out.stats.peek()?.frameCount ?? 0;
+    const playing = stats.lastFrameMs !== null && performance.now() - stats.lastFrameMs < 1000;
+    const first = stats.firstFrameMs === null ? "" : `first frame after ${Math.round(stats.firstFrameMs)} ms`;
+    setCard("status", playing ? "playing" : status, first, playing ? "live" : "");
+    if (established) {
+      const over = established.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport";
+      // "moq-transport-18" is MoQT draft-18; moq-lite versions are shown as they are.
+      const draft = /^moq-transport-(\d+)$/.exec(established.version);
+      setCard("protocol", draft ? `MoQT draft-${draft[1]}` : established.version, `${established.version} over ${over}`);
+    } else {
+      setCard("protocol", null);
+    }
+    if (decoded > 0) {
+      const notShown = Math.max(0, decoded - stats.painted);
+      setCard("frames", decoded, `${stats.painted} painted, ${notShown} not (replaced before the screen took them)`);
+    } else {
+      setCard("frames", null);
+    }
+    // The decoder's configuration, and the catalog's entry for the rendition it plays (the
+    // frame rate and bitrate the publisher declared or measured).
+    const decodeRate = frames.sample(decoded);
+    const config = el.video?.source.out.config.peek();
+    const track = el.video?.source.out.track.peek();
+    const entry = track ? el.video?.source.out.catalog.peek()?.renditions?.[track] : undefined;
+    const display = el.video?.out.display.peek();
+    if (config) {
+      const width = display?.width ?? config.codedWidth;
+      const height = display?.height ?? config.codedHeight;
+      const size = width && height ? ` ${width}\u00d7${height}` : "";
+      // The frame rate the catalog declares, or else the one decoded over the last second.
+      const declared = entry?.framerate ?? config.framerate;
+      const framerate = declared ?? (decodeRate > 0 ? decodeRate : null);
+      const bitrate = entry?.bitrate ?? config.bitrate;
+      const rate = framerate ? ` \u00b7 ${Math.round(framerate)} fps` : "";
+      const detail = [
+        config.codec,
+        track,
+        framerate && !declared ? "frame rate as decoded" : "",
+        bitrate ? `${bitrateText(bitrate)} in the catalog` : "",
+      ];
+      setCard("rendition", `${codecName(config.codec)}${size}${rate}`, detail.filter(Boolean).join(" \u00b7 "));
+      if (width && height) canvas.style.setProperty("--video-ratio", String(width / height));
+    } else {
+      setCard("rendition", null);
+    }
+    const ages = stats.screenAgesMs.slice(-90);
+    const age = median(ages);
+    setCard("latency", age === null ? null : `${Math.round(age)} ms`, "median of the last 90 frames painted");
+    const received = (el.video?.out.stats.peek()?.bytesReceived ?? 0) + (el.audio?.out.stats.peek()?.bytesReceived ?? 0);
+    const bps = bytes.sample(received) * 8;
+    setCard("bitrate", received > 0 ? bitrateText(bps) : null, "video and audio, over the trailing second");
+    graph.push(decodeRate);
+  }, STEP_MS);
 }

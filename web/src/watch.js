@@ -15,7 +15,8 @@
 // counted but have no stamp.
 
 import * as Moq from "@moq/lite";
-import { median, startPlayer } from "./player.js";
+import { Arrivals, makeCards, RateGraph, STEP_MS } from "./panel.js";
+import { startPlayer } from "./player.js";
 import "./watch.css";
 
 const STAMP_LEN = 16;
@@ -23,10 +24,6 @@ const STAMP_LEN = 16;
 const PROTOCOLS = ["moqt-17", "moqt-16", "moqt-15"];
 // Objects kept in window.watch.objects (the oldest are dropped past this).
 const KEEP = 10_000;
-// The rate graph: 30 s in 250 ms steps, each the rate over the trailing second.
-const BUCKET_MS = 250;
-const BUCKETS = 120;
-const PER_SECOND = 1000 / BUCKET_MS;
 const RETRY_MS = 2_000;
 const MAX_ERRORS = 50;
 
@@ -56,11 +53,13 @@ const watch = {
   objects: [],
   errors: [],
   notes: [],
+  // What the panel shows (panel.js).
+  panel: {},
 };
 window.watch = watch;
 
 const $ = (id) => document.getElementById(id);
-let arrivals = []; // performance.now() of recent objects, for the graph
+const arrivals = new Arrivals(); // recent objects, for the graph
 let lastSeq = null;
 let latencyUs = null;
 let maxLatencyUs = 0;
@@ -138,7 +137,7 @@ async function openTransport() {
 function record(group, object, payload) {
   const arrived = performance.now();
   watch.received += 1;
-  arrivals.push(arrived);
+  arrivals.add(arrived);
   position = `${group} / ${object}`;
   const entry = { group, object, len: payload.byteLength, seq: null, micros: null, latency_us: null, sha: null };
   if (payload.byteLength >= STAMP_LEN) {
@@ -213,23 +212,26 @@ async function main() {
   if (broadcastName) {
     $("track").textContent = `broadcast ${broadcastName}`;
     $("relay").textContent = location.origin;
-    setState("playing");
     const reload = params.get("reload") !== "0";
     const playerUrl = new URL(`${location.origin}/`);
     playerUrl.search = relayUrl.search;
-    const stats = startPlayer(watch, broadcastName, playerUrl.href, $("player"), reload);
-    setInterval(() => {
-      $("count").textContent = `${stats.decoded} frames decoded`;
-      const parts = [];
-      if (stats.firstFrameMs !== null) parts.push(`first frame after ${Math.round(stats.firstFrameMs)} ms`);
-      const age = median(stats.agesMs.slice(-90));
-      if (age !== null) parts.push(`glass to decoder ${Math.round(age)} ms`);
-      const protocol = stats.protocols.at(-1);
-      if (protocol) parts.push(protocol.startsWith("qmux-") ? `WebSocket ${protocol}` : `WebTransport ${protocol}`);
-      $("latency").textContent = parts.join(" \u00b7 ");
-    }, 250);
+    startPlayer(watch, broadcastName, playerUrl.href, $("player"), $("cards"), $("rate"), reload);
     return;
   }
+  setCard = makeCards(
+    $("cards"),
+    [
+      { id: "status", label: "status" },
+      { id: "version", label: "MoQT version" },
+      { id: "count", label: "objects received" },
+      { id: "position", label: "group / object" },
+      { id: "latency", label: "latency (now \u2212 stamp)" },
+      { id: "gaps", label: "sequence gaps" },
+    ],
+    watch.panel,
+  );
+  graph = new RateGraph($("rate"), "objects per second (over the trailing second), last 30 s", "/s", watch.panel);
+  setInterval(() => graph.push(arrivals.perSecond()), STEP_MS);
   $("track").textContent = `namespace ${namespace} \u00b7 track ${trackName}`;
   $("relay").textContent = relayUrl.href;
   if (!globalThis.WebTransport) {
@@ -265,17 +267,21 @@ async function main() {
   await watchTrack(connection);
 }
 
+// The stamped view's cards (makeCards) and graph, once main() made them.
+let setCard = null;
+let graph = null;
+
 function render() {
-  const status = $("status");
-  if (!status) return;
-  status.textContent = watch.state;
-  status.className = `value ${watch.state === "error" ? "status-error" : watch.state === "live" ? "status-live" : ""}`;
-  $("version").textContent = watch.version ? `${watch.version} (${watch.protocol ?? "no WT protocol"})` : "\u2013";
-  $("count").textContent = String(watch.received);
-  $("position").textContent = position ?? "\u2013";
-  $("latency").textContent =
-    latencyUs === null ? "\u2013" : `${(latencyUs / 1000).toFixed(1)} ms (max ${(maxLatencyUs / 1000).toFixed(1)})`;
-  $("gaps").textContent = String(watch.gaps);
+  if (setCard) {
+    const state = watch.state === "error" ? "error" : watch.state === "live" ? "live" : "";
+    setCard("status", watch.state, "", state);
+    setCard("version", watch.version ? `${watch.version}` : null, watch.protocol ?? "no WT protocol");
+    setCard("count", watch.received);
+    setCard("position", position);
+    const latency = latencyUs === null ? null : `${(latencyUs / 1000).toFixed(1)} ms`;
+    setCard("latency", latency, latency && `max ${(maxLatencyUs / 1000).toFixed(1)} ms`);
+    setCard("gaps", watch.gaps);
+  }
   for (const [id, items] of [
     ["errors", watch.errors],
     ["notes", watch.notes],
@@ -291,61 +297,6 @@ function render() {
       );
     }
   }
-  drawRate();
-}
-
-// Objects per second over the trailing second, every 250 ms for the last 30 s.
-function drawRate() {
-  const canvas = $("rate");
-  const scale = window.devicePixelRatio || 1;
-  const width = Math.max(1, Math.round(canvas.clientWidth * scale));
-  const height = Math.max(1, Math.round(canvas.clientHeight * scale));
-  if (canvas.width !== width || canvas.height !== height) {
-    canvas.width = width;
-    canvas.height = height;
-  }
-  const ctx = canvas.getContext("2d");
-  const now = performance.now();
-  const span = (BUCKETS + PER_SECOND) * BUCKET_MS;
-  arrivals = arrivals.filter((t) => now - t < span);
-  const counts = new Array(BUCKETS + PER_SECOND).fill(0);
-  for (const t of arrivals) {
-    const i = counts.length - 1 - Math.floor((now - t) / BUCKET_MS);
-    if (i >= 0) counts[i] += 1;
-  }
-  const rates = [];
-  for (let i = PER_SECOND; i < counts.length; i++) {
-    let n = 0;
-    for (let j = i - PER_SECOND + 1; j <= i; j++) n += counts[j];
-    rates.push((n * 1000) / (PER_SECOND * BUCKET_MS));
-  }
-  const top = Math.max(10, ...rates) * 1.2;
-  const plot = height - 18 * scale;
-  const x = (i) => (i / (BUCKETS - 1)) * width;
-  const y = (v) => height - (v / top) * plot;
-  ctx.clearRect(0, 0, width, height);
-  ctx.strokeStyle = "#2c323b";
-  ctx.lineWidth = scale;
-  ctx.beginPath();
-  ctx.moveTo(0, height - scale / 2);
-  ctx.lineTo(width, height - scale / 2);
-  ctx.stroke();
-  ctx.beginPath();
-  ctx.moveTo(0, height);
-  rates.forEach((v, i) => ctx.lineTo(x(i), y(v)));
-  ctx.lineTo(width, height);
-  ctx.closePath();
-  ctx.fillStyle = "rgba(79, 179, 255, 0.25)";
-  ctx.fill();
-  ctx.beginPath();
-  rates.forEach((v, i) => (i ? ctx.lineTo(x(i), y(v)) : ctx.moveTo(x(i), y(v))));
-  ctx.strokeStyle = "#4fb3ff";
-  ctx.lineWidth = 2 * scale;
-  ctx.stroke();
-  ctx.fillStyle = "#8b93a1";
-  ctx.font = `${12 * scale}px system-ui, sans-serif`;
-  ctx.fillText(`${Math.round(top)}/s`, 4 * scale, 12 * scale);
-  ctx.fillText(`now ${Math.round(rates[rates.length - 1])}/s`, width - 70 * scale, 12 * scale);
 }
 
 let renderQueued = false;
@@ -358,7 +309,7 @@ function scheduleRender() {
   });
 }
 
-setInterval(render, BUCKET_MS);
+setInterval(render, STEP_MS);
 main().catch((e) => {
   setState("error");
   note(e?.message ?? e);

@@ -5,7 +5,13 @@
 //
 //   {"event":"frames","at_ms":T,"pages":[{decoded, firstFrameMs, lastTimestampUs, protocols,
 //                             ageMedianMs, ageP95Ms, errors}...]}   every second
-//   {"event":"done","pages":[...],"console":[...]}   when each page has played --seconds
+//   {"event":"done","pages":[...],"phone":LAYOUT,"sound":{muted,button},"console":[...]}
+//                                     when each page has played --seconds
+//
+// Each page's entry carries its "layout" (the player's canvas as laid out beside the stream's
+// size, the cards shown, the hidden ones, the graph's last value); "phone" is the first page's
+// at a phone's width (390 x 844), taken after the screenshot (the whole page, at 1000 x 800);
+// "sound" is the player's state after a click on the page's Unmute button.
 //
 // Page i opens --stagger-ms × i after the first (a viewer who joins later); each page's entry
 // in "done" is what its decoder had output --seconds after its first frame (with
@@ -67,15 +73,40 @@ const count = Number(args.pages);
 const final = new Array(count).fill(null);
 const opened = [];
 const STEADY_FRAMES = 150;
-const read = (p) =>
-  p.evaluate((steady) => {
+// What a person sees: the player's canvas as laid out against the stream's own size, and the
+// panel (window.watch.panel: the cards shown, the graph's last value).
+const layout = (p) =>
+  p.evaluate(() => {
+    const canvas = document.querySelector("#player canvas");
+    const el = window.watch?.element;
+    if (!canvas || !el) return null;
+    const box = canvas.getBoundingClientRect();
+    const track = el.video?.source.out.track.peek();
+    const config = track ? el.video?.source.out.catalog.peek()?.renditions?.[track] : undefined;
+    const display = el.video?.out.display.peek();
+    const hidden = [...document.querySelectorAll(".card[hidden]")].map((c) => c.dataset.card);
+    return {
+      viewport: { width: window.innerWidth, height: window.innerHeight },
+      rendered: { width: box.width, height: box.height },
+      stream: { width: display?.width ?? config?.codedWidth ?? null, height: display?.height ?? config?.codedHeight ?? null },
+      cards: window.watch.panel?.cards ?? {},
+      hidden,
+      graph: window.watch.panel?.graph ?? null,
+      // The rendition as the player reads it from the catalog (its description left out).
+      config: config ? { ...config, description: undefined } : null,
+    };
+  });
+const read = async (p) => {
+  const stats = await p.evaluate((steady) => {
     const player = window.watch?.player;
     if (!player) return null;
     const ages = player.agesMs.slice(-steady).sort((a, b) => a - b);
     const at = (q) => (ages.length ? ages[Math.min(ages.length - 1, Math.floor(q * ages.length))] : null);
-    const { agesMs, ...rest } = player;
+    const { agesMs, screenAgesMs, ...rest } = player;
     return { ...rest, ageCount: agesMs.length, ageMedianMs: at(0.5), ageP95Ms: at(0.95), now: performance.now() };
   }, STEADY_FRAMES);
+  return stats && { ...stats, layout: await layout(p) };
+};
 try {
   for (let i = 0; i < count; i++) {
     const at = start + i * stagger;
@@ -121,8 +152,22 @@ try {
     });
     if (now % 1000 < 250) emit({ event: "frames", at_ms: now - start, pages: all });
   }
-  if (args.screenshot) await pages[0].screenshot({ path: args.screenshot });
-  emit({ event: "done", pages: final, console: consoleLines });
+  // The first page in front again (the later ones opened in front of it, and a hidden page
+  // paints nothing and takes no input).
+  await pages[0].bringToFront();
+  await new Promise((r) => setTimeout(r, 1000));
+  if (args.screenshot) await pages[0].screenshot({ path: args.screenshot, fullPage: true });
+  // The first page again at a phone's width, while it still plays; then its sound turned on
+  // with the page's button, as a person would.
+  await pages[0].setViewport({ width: 390, height: 844 });
+  await new Promise((r) => setTimeout(r, 500));
+  const phone = await layout(pages[0]);
+  await pages[0].click(".player-bar button");
+  const sound = await pages[0].evaluate(() => ({
+    muted: window.watch.element.muted,
+    button: document.querySelector(".player-bar button").textContent,
+  }));
+  emit({ event: "done", pages: final, phone, sound, console: consoleLines });
 } finally {
   await browser.close();
   await rm(profile, { recursive: true, force: true });
