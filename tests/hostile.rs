@@ -405,3 +405,40 @@ fn object_headers_beyond_64_kib_are_stopped() {
         );
     }
 }
+
+/// Shaka Player's draft-16 CLIENT_SETUP (MAX_REQUEST_ID 42069, MOQT_IMPLEMENTATION
+/// `ShakaPlayer/v5.2.12`) and its first SUBSCRIBE, GROUP_ORDER 0 (draft-14's "the publisher's
+/// order"), as its `buffer_control_writer.js` writes them; the same SETUP naming `other/1.0`.
+const SHAKA_SETUP: &[u8] = b"\x20\x00\x1b\x02\x02\x80\x00\xa4\x55\x05\x13ShakaPlayer/v5.2.12";
+const OTHER_SETUP: &[u8] = b"\x20\x00\x13\x02\x02\x80\x00\xa4\x55\x05\x0bother/1.0.0";
+const SHAKA_SUBSCRIBE: &[u8] =
+    b"\x03\x00\x19\x00\x01\x04live\x07catalog\x04\x10\x01\x10\x00\x01\x01\x02\x01\x00";
+
+/// Shaka's bytes are read for Shaka (ARCHITECTURE.md, "Peer quirks"): its SUBSCRIBE arrives,
+/// with no group order and its Largest Object filter as the latest group; from a peer that
+/// names itself otherwise, the same SUBSCRIBE closes the session with PROTOCOL_VIOLATION.
+#[test]
+fn shaka_subscribe_is_read_for_shaka_and_refused_from_others() {
+    use moq_edge::wire::model::LocationFilter;
+    let mut shaka = server(Version::Draft16, SessionConfig::default());
+    shaka.on_stream_data(StreamId(0), SHAKA_SETUP, false);
+    assert!(shaka.is_ready());
+    shaka.on_stream_data(StreamId(0), SHAKA_SUBSCRIBE, false);
+    let ev = events(&mut shaka);
+    assert_eq!(closed_with(&ev), None, "{ev:?}");
+    let s = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::Message(Message::Subscribe(s)) => Some(s),
+            _ => None,
+        })
+        .expect("its SUBSCRIBE");
+    assert_eq!(s.params.group_order, None);
+    assert_eq!(s.params.location_filter, Some(LocationFilter::RelativeStart { groups_back: 1 }));
+
+    let mut other = server(Version::Draft16, SessionConfig::default());
+    other.on_stream_data(StreamId(0), OTHER_SETUP, false);
+    assert!(other.is_ready());
+    other.on_stream_data(StreamId(0), SHAKA_SUBSCRIBE, false);
+    assert_eq!(closed_with(&events(&mut other)), Some(0x3));
+}

@@ -138,7 +138,7 @@ impl Version {
 
     /// This draft's control codec, as the draft writes it.
     pub const fn control_codec(self) -> ControlCodec {
-        ControlCodec { version: self, dialect: self.dialect(), latest_group: false }
+        ControlCodec { version: self, dialect: self.dialect(), latest_group: false, shaka: false }
     }
 
     /// Reads the type and header of a unidirectional stream of this draft.
@@ -207,7 +207,13 @@ pub struct ControlCodec {
     /// moq-lite subscription does, rather than for the objects after the largest one
     /// (draft-16 §5.1.2, draft-18 §5.1.2); and this codec writes that filter to it so.
     latest_group: bool,
+    /// The peer is Shaka Player at draft-16, whose messages are draft-16's except where its
+    /// code still follows draft-14 (`d16::shaka`).
+    shaka: bool,
 }
+
+/// What Shaka Player's MoQT client names itself in MOQT_IMPLEMENTATION ("ShakaPlayer/v5.2.12").
+const SHAKA: &[u8] = b"ShakaPlayer/";
 
 impl ControlCodec {
     /// The codec for a peer whose SETUP named its implementation `implementation`: the
@@ -217,19 +223,38 @@ impl ControlCodec {
     /// also writes Message Parameter values by the Key-Value-Pair rule. Its later versions
     /// offer draft-20, which this relay prefers, so one that settles on draft-18 or draft-16
     /// here is one that has the quirks.
+    ///
+    /// Shaka Player (`ShakaPlayer/…`, at draft-14 and draft-16) subscribes to the catalog and
+    /// to each media track with the Largest Object filter and reads the first object it gets,
+    /// so it means the latest group as moq-lite-js does (a catalog published once would never
+    /// reach it, and a video track would start after its keyframe); at draft-16 it also
+    /// writes some messages as draft-14 did (`d16::shaka`).
     pub fn for_peer(self, implementation: Option<&[u8]>) -> ControlCodec {
+        let shaka = implementation.is_some_and(|i| i.starts_with(SHAKA));
         match (self.version, implementation) {
             (Version::Draft18, Some(b"moq-lite-js")) => {
                 ControlCodec { dialect: Some(&D18_MOQ_LITE_JS), latest_group: true, ..self }
             }
             (Version::Draft16, Some(b"moq-lite-js")) => ControlCodec { latest_group: true, ..self },
+            (Version::Draft16, _) if shaka => ControlCodec { latest_group: true, shaka: true, ..self },
+            (Version::Draft14, _) if shaka => ControlCodec { latest_group: true, ..self },
             _ => self,
         }
     }
 
     /// Whether this is a peer's dialect rather than the draft as written.
     pub fn is_quirk(self) -> bool {
-        self.latest_group || self.dialect.is_some_and(|d| d.kvp_values)
+        self.latest_group || self.shaka || self.dialect.is_some_and(|d| d.kvp_values)
+    }
+
+    /// The draft whose fetch streams (FETCH_HEADER and objects) this peer reads: its own,
+    /// except Shaka's draft-16, which reads draft-14's.
+    pub fn fetch_version(self) -> Version {
+        if self.shaka {
+            Version::Draft14
+        } else {
+            self.version
+        }
     }
 
     /// Appends `msg` as one control message. In draft-14 a [`Message::RequestOk`] or
@@ -243,6 +268,7 @@ impl ControlCodec {
         }
         match (self.version, self.dialect) {
             (Version::Draft14, _) => d14::control::encode_message(msg, out),
+            (_, None) if self.shaka => d16::shaka::encode_message(msg, out),
             (_, None) => d16::control::encode_message(msg, out),
             (_, Some(d)) => control::encode_message(d, msg, out),
         }
@@ -271,6 +297,7 @@ impl ControlCodec {
     pub fn decode_message(self, buf: &[u8], ctx: &DecodeContext) -> Result<(Message, usize), DecodeError> {
         let (mut msg, used) = match (self.version, self.dialect) {
             (Version::Draft14, _) => d14::control::decode_message(buf, ctx)?,
+            (_, None) if self.shaka => d16::shaka::decode_message(buf, ctx)?,
             (_, None) => d16::control::decode_message(buf, ctx)?,
             (_, Some(d)) => control::decode_message(d, buf, ctx)?,
         };
@@ -326,6 +353,45 @@ mod tests {
             assert_eq!(Version::sniff_client_setup(&d14[..end]), None, "{end}");
         }
         assert_eq!(Version::sniff_client_setup(&[0x2f, 0x00]), Some(Version::Draft16));
+    }
+
+    /// Shaka Player is told by its MOQT_IMPLEMENTATION: its draft-16 SUBSCRIBE (GROUP_ORDER 0)
+    /// is read for it and refused from anyone else, and its Largest Object filter means the
+    /// latest group at both drafts it speaks; other peers keep the draft as written.
+    #[test]
+    fn shaka_is_told_by_its_implementation() {
+        use crate::model::{DecodeContext, Role};
+        let subscribe: &[u8] =
+            b"\x03\x00\x19\x00\x01\x04live\x07catalog\x04\x10\x01\x10\x00\x01\x01\x02\x01\x00";
+        let ctx = DecodeContext::control(Role::Client);
+        let shaka = Version::Draft16.control_codec().for_peer(Some(b"ShakaPlayer/v5.2.12"));
+        assert!(shaka.is_quirk());
+        assert_eq!(shaka.fetch_version(), Version::Draft14);
+        let Message::Subscribe(s) = shaka.decode_message(subscribe, &ctx).expect("read for Shaka").0 else {
+            panic!("a SUBSCRIBE")
+        };
+        assert_eq!(s.params.group_order, None);
+        assert_eq!(s.params.location_filter, Some(LATEST_GROUP));
+        for other in [None, Some(&b"moq-edge"[..]), Some(&b"Shaka"[..])] {
+            let codec = Version::Draft16.control_codec().for_peer(other);
+            assert!(!codec.is_quirk(), "{other:?}");
+            assert_eq!(codec.fetch_version(), Version::Draft16);
+            let err = codec.decode_message(subscribe, &ctx).expect_err("GROUP_ORDER 0");
+            assert!(
+                matches!(
+                    err,
+                    crate::error::DecodeError::Invalid {
+                        code: crate::error::ErrorCode::ProtocolViolation,
+                        ..
+                    }
+                ),
+                "{other:?}: {err}"
+            );
+        }
+        // Draft-14: its SUBSCRIBE is draft-14's own; only the filter's meaning differs.
+        let d14 = Version::Draft14.control_codec().for_peer(Some(b"ShakaPlayer/v5.2.12"));
+        assert!(d14.is_quirk());
+        assert_eq!(d14.fetch_version(), Version::Draft14);
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Session {
     pub fn open_fetch_stream(&mut self, request_id: RequestId) -> Result<StreamId, SessionError> {
         self.check_open()?;
         let mut out = Vec::new();
-        self.version.encode_fetch_header(request_id, &mut out)?;
+        self.codec.fetch_version().encode_fetch_header(request_id, &mut out)?;
         let id = self.data_out.open(Writer::Fetch);
         self.transmits.push_back(Transmit::Stream { id, data: out.into(), fin: false, expires: None });
         Ok(id)

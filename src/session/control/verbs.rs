@@ -143,7 +143,7 @@ impl Session {
 
     /// A writer for the items of one of this session's fetch streams.
     pub fn fetch_writer(&self, order: GroupOrder) -> FetchWriter {
-        self.version.fetch_writer(order)
+        self.codec.fetch_version().fetch_writer(order)
     }
 
     /// The Request ID the answer to REQUEST_UPDATE `m` carries: draft-16 answers the

@@ -594,7 +594,7 @@ fn write_publish_ok(w: W, request_id: RequestId, params: &Parameters) -> Result<
 
 /// FETCH (§9.16): Subscriber Priority and Group Order (0 = the publisher's), then draft-16's
 /// Fetch Type and its fields ([`read_fetch_kind`]).
-fn read_fetch(r: R) -> Result<Fetch, DecodeError> {
+pub(crate) fn read_fetch(r: R) -> Result<Fetch, DecodeError> {
     let request_id = read_id(r)?;
     let subscriber_priority = Some(r.u8()?);
     let group_order = read_request_order(r)?;
@@ -634,7 +634,7 @@ fn read_fetch_ok(r: R) -> Result<FetchOk, DecodeError> {
     Ok(FetchOk { request_id, end_of_track, end_location, params: Parameters::default(), track_properties })
 }
 
-fn write_fetch_ok(w: W, m: &FetchOk) -> Result<(), EncodeError> {
+pub(crate) fn write_fetch_ok(w: W, m: &FetchOk) -> Result<(), EncodeError> {
     let mut p = m.params.clone();
     let (order, wire) = from_track_properties(p.group_order.take(), &m.track_properties, PM::FetchOk);
     nothing_left(&p, "a parameter draft-14's FETCH_OK cannot carry")?;

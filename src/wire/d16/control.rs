@@ -248,7 +248,7 @@ fn write_request_error(w: W, m: &RequestError) -> Result<(), EncodeError> {
 }
 
 /// SUBSCRIBE (§9.9) and TRACK_STATUS (§9.19, same layout).
-fn read_subscribe(r: R, kind: ParamMessage) -> Result<Subscribe, DecodeError> {
+pub(crate) fn read_subscribe(r: R, kind: ParamMessage) -> Result<Subscribe, DecodeError> {
     Ok(Subscribe { request_id: read_id(r)?, track: read_full_track_name(r)?, params: read_params(r, kind)? })
 }
 

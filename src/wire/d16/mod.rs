@@ -3,3 +3,4 @@
 pub mod control;
 pub mod data;
 pub mod params;
+pub mod shaka;

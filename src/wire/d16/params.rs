@@ -133,6 +133,16 @@ pub(crate) fn set_once<T>(slot: &mut Option<T>, v: T, what: &'static str) -> Res
 
 /// Reads `Number of Parameters` and the Message Parameters of `msg` (§9.2).
 pub fn read_params(r: &mut Reader<'_, Quic>, msg: ParamMessage) -> Result<Parameters, DecodeError> {
+    read_params_as(r, msg, false)
+}
+
+/// [`read_params`], where `zero_order` takes GROUP_ORDER 0 as draft-14's "the publisher's
+/// order" (no preference), as Shaka Player writes it (`crate::d16::shaka`).
+pub(crate) fn read_params_as(
+    r: &mut Reader<'_, Quic>,
+    msg: ParamMessage,
+    zero_order: bool,
+) -> Result<Parameters, DecodeError> {
     let n = r.count("number of parameters")?;
     let mut p = Parameters::default();
     let mut prev = 0u64;
@@ -143,6 +153,9 @@ pub fn read_params(r: &mut Reader<'_, Quic>, msg: ParamMessage) -> Result<Parame
             return Err(DecodeError::violation("unknown message parameter"));
         }
         // §9.2.2: a parameter in a message it is not defined for "MUST be ignored".
+        if zero_order && ty == param_type::GROUP_ORDER && value == KvValue::Int(0) {
+            continue;
+        }
         if msg.allows(ty) {
             apply_param(&mut p, ty, value)?;
         }
