@@ -127,6 +127,8 @@ struct Track {
     open: Option<(u64, u64)>,
     /// Subgroups of the group in progress (objects go to them round robin).
     subgroups: u64,
+    /// Its objects carry properties (the subgroup streams say so in their header).
+    properties: bool,
 }
 
 #[derive(Debug)]
@@ -176,6 +178,11 @@ impl PublisherCore {
     /// Makes `track` known: SUBSCRIBEs for it are accepted.
     pub fn add_track(&mut self, track: FullTrackName) {
         self.tracks.entry(track).or_default();
+    }
+
+    /// Adds `track`, whose objects carry properties ([`PublisherCore::send_object_with`]).
+    pub fn add_track_with_properties(&mut self, track: FullTrackName) {
+        self.tracks.entry(track).or_default().properties = true;
     }
 
     /// The largest Location sent on `track` (whether or not anyone received it).
@@ -297,11 +304,12 @@ impl PublisherCore {
         let t = self.tracks.entry(track.clone()).or_default();
         t.open = Some((group, 0));
         t.subgroups = subgroups;
+        let properties = t.properties;
         let mut opened = 0;
         let priority = self.priority;
         for d in self.subs.values_mut().filter(|d| &d.track == track && d.admits_group(group)) {
             for k in 0..subgroups {
-                let header = subgroup_header(s, d.alias, group, k, subgroups, priority);
+                let header = subgroup_header(s, d.alias, (group, k, subgroups), priority, properties);
                 d.streams.push(s.open_subgroup(&header)?);
                 d.streams_opened += 1;
                 opened += 1;
@@ -322,6 +330,18 @@ impl PublisherCore {
         request_id: RequestId,
         earlier: &[Bytes],
     ) -> Result<bool, SessionError> {
+        let earlier: Vec<(Bytes, Properties)> =
+            earlier.iter().map(|b| (b.clone(), Properties::new())).collect();
+        self.join_group_with(s, request_id, &earlier)
+    }
+
+    /// [`PublisherCore::join_group`] with each earlier object's properties.
+    pub fn join_group_with(
+        &mut self,
+        s: &mut Session,
+        request_id: RequestId,
+        earlier: &[(Bytes, Properties)],
+    ) -> Result<bool, SessionError> {
         let Some(d) = self.subs.get_mut(&request_id) else { return Ok(false) };
         let Some(t) = self.tracks.get(&d.track) else { return Ok(false) };
         let Some((group, next)) = t.open else { return Ok(false) };
@@ -331,14 +351,14 @@ impl PublisherCore {
         if earlier.is_empty() || !d.past || !d.admits(Location::new(group, 0)) {
             return Ok(false);
         }
-        let header = subgroup_header(s, d.alias, group, 0, 1, self.priority);
+        let header = subgroup_header(s, d.alias, (group, 0, 1), self.priority, t.properties);
         let stream = s.open_subgroup(&header)?;
         d.streams.push(stream);
         d.streams_opened += 1;
-        for (id, payload) in earlier.iter().enumerate() {
+        for (id, (payload, properties)) in earlier.iter().enumerate() {
             let object = SubgroupObject {
                 object_id: id as u64,
-                properties: Properties::new(),
+                properties: properties.clone(),
                 payload_len: payload.len() as u64,
                 status: ObjectStatus::Normal,
             };
@@ -357,6 +377,18 @@ impl PublisherCore {
         track: &FullTrackName,
         payload: Bytes,
     ) -> Result<Location, SessionError> {
+        self.send_object_with(s, track, payload, Properties::new())
+    }
+
+    /// [`PublisherCore::send_object`] with object properties (on a track added with
+    /// [`PublisherCore::add_track_with_properties`]).
+    pub fn send_object_with(
+        &mut self,
+        s: &mut Session,
+        track: &FullTrackName,
+        payload: Bytes,
+        properties: Properties,
+    ) -> Result<Location, SessionError> {
         let t = self.tracks.get_mut(track).ok_or(SessionError::Misrouted("an object before begin_group"))?;
         let (group, next) = t.open.as_mut().ok_or(SessionError::Misrouted("an object before begin_group"))?;
         let at = Location::new(*group, *next);
@@ -365,7 +397,7 @@ impl PublisherCore {
         t.largest = t.largest.max(Some(at));
         let object = SubgroupObject {
             object_id: at.object,
-            properties: Properties::new(),
+            properties,
             payload_len: payload.len() as u64,
             status: ObjectStatus::Normal,
         };
@@ -689,6 +721,11 @@ impl Driven<PublisherCore> {
         self.core.add_track(track);
     }
 
+    /// [`PublisherCore::add_track_with_properties`].
+    pub fn add_track_with_properties(&mut self, track: FullTrackName) {
+        self.core.add_track_with_properties(track);
+    }
+
     /// PUBLISH_NAMESPACE, waiting for the answer: REQUEST_ERROR is [`ClientError::Refused`].
     pub fn announce(
         &mut self,
@@ -761,9 +798,32 @@ impl Driven<PublisherCore> {
         Ok(joined)
     }
 
+    /// [`PublisherCore::join_group_with`], sent at once.
+    pub fn join_group_with(
+        &mut self,
+        request_id: RequestId,
+        earlier: &[(Bytes, Properties)],
+    ) -> Result<bool, ClientError> {
+        let joined = self.core.join_group_with(self.client.session_mut(), request_id, earlier)?;
+        self.flush()?;
+        Ok(joined)
+    }
+
     /// [`PublisherCore::send_object`], sent at once.
     pub fn send_object(&mut self, track: &FullTrackName, payload: Bytes) -> Result<Location, ClientError> {
         let at = self.core.send_object(self.client.session_mut(), track, payload)?;
+        self.flush()?;
+        Ok(at)
+    }
+
+    /// [`PublisherCore::send_object_with`], sent at once.
+    pub fn send_object_with(
+        &mut self,
+        track: &FullTrackName,
+        payload: Bytes,
+        properties: Properties,
+    ) -> Result<Location, ClientError> {
+        let at = self.core.send_object_with(self.client.session_mut(), track, payload, properties)?;
         self.flush()?;
         Ok(at)
     }
@@ -812,17 +872,16 @@ impl Driven<PublisherCore> {
 fn subgroup_header(
     s: &Session,
     alias: TrackAlias,
-    group: u64,
-    k: u64,
-    subgroups: u64,
+    (group, k, subgroups): (u64, u64, u64),
     priority: u8,
+    has_properties: bool,
 ) -> SubgroupHeader {
     SubgroupHeader {
         track_alias: alias,
         group_id: group,
         subgroup_id: if k == 0 { SubgroupId::Zero } else { SubgroupId::Explicit(k) },
         publisher_priority: Some(priority),
-        has_properties: false,
+        has_properties,
         // With one subgroup its end is the group's end.
         end_of_group: subgroups == 1,
         // draft-18 and draft-22: the stream starts with the subgroup's first object.

@@ -66,6 +66,11 @@ pub(crate) struct TrackSetup {
     /// `Some(n)`: the samples carry `n`-byte NAL unit lengths that must become Annex B start
     /// codes (an `avc3` track whose `avcC` lists no parameter sets, so no description).
     pub annexb: Option<u8>,
+    /// H.264: the samples' NAL unit length size and the `avcC`'s parameter sets (SPS, then
+    /// PPS), which LOC puts in band before each keyframe (`loc.rs`).
+    pub h264: Option<(u8, Vec<Vec<u8>>)>,
+    /// The track's CMAF header for MSF's `cmaf` packaging (`cmaf::header`), as track 1.
+    pub cmaf_header: Option<Bytes>,
 }
 
 /// A track of the `moov` that will not be published, and why.
@@ -106,6 +111,15 @@ fn setup(moov: &Moov, trak: &Trak) -> Result<TrackSetup, String> {
         [codec] => codec,
         _ => return Err(format!("{} sample entries (only one is supported)", codecs.len())),
     };
+    let avcc = match codec {
+        Codec::Avc1(avc1) => Some(&avc1.avcc),
+        Codec::Avc3(avc3) => Some(&avc3.avcc),
+        _ => None,
+    };
+    let h264_sets = avcc.map(|a| {
+        let sets = a.sequence_parameter_sets.iter().chain(&a.picture_parameter_sets).cloned().collect();
+        (a.length_size, sets)
+    });
     let (rendition, annexb) = match (&<[u8; 4]>::from(handler), codec) {
         (b"vide", Codec::Avc1(avc1)) => h264("avc1", &avc1.avcc, &avc1.visual, avc1.btrt.as_ref())?,
         (b"vide", Codec::Avc3(avc3)) => h264("avc3", &avc3.avcc, &avc3.visual, avc3.btrt.as_ref())?,
@@ -121,7 +135,26 @@ fn setup(moov: &Moov, trak: &Trak) -> Result<TrackSetup, String> {
         flags: t.default_sample_flags,
     });
     let edit_shift = edit_shift(trak, moov.mvhd.timescale, timescale);
-    Ok(TrackSetup { track_id, timescale, edit_shift, defaults, rendition, annexb })
+    // As track 1 whatever its ID here, and with no times of its own, so that a restarted
+    // encoder with the same settings gives the same header (`emit.rs` keeps the rendition).
+    let mut alone = trak.clone();
+    alone.tkhd.track_id = 1;
+    alone.tkhd.creation_time = 0;
+    alone.tkhd.modification_time = 0;
+    alone.mdia.mdhd.creation_time = 0;
+    alone.mdia.mdhd.modification_time = 0;
+    let mvhd = mp4_atom::Mvhd { creation_time: 0, modification_time: 0, ..moov.mvhd.clone() };
+    let cmaf_header = crate::cmaf::header(&mvhd, &alone).ok();
+    Ok(TrackSetup {
+        track_id,
+        timescale,
+        edit_shift,
+        defaults,
+        rendition,
+        annexb,
+        h264: h264_sets,
+        cmaf_header,
+    })
 }
 
 /// Where the track's edit list (ISO/IEC 14496-12 §8.6.6 `elst`) puts its media on the

@@ -19,10 +19,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::catalog::{Audio, Catalog, Video};
+use crate::cmaf::{self, ChunkTiming};
 use crate::codec::{MediaKind, Rendition};
 use crate::fragment::Sample;
-use crate::importer::{AudioGroups, CatalogUpdate, Frame, ImportConfig, Output, Stats, Stream};
+use crate::importer::{AudioGroups, CatalogUpdate, Frame, ImportConfig, Output, Packaging, Stats, Stream};
 use crate::legacy::{encode_frame, MAX_TIMESTAMP_US};
+use crate::loc;
+use crate::msf::{self, Listed, MsfPackaging};
 use crate::Error;
 
 /// A track's place in its groups, kept across streams by name.
@@ -34,13 +37,20 @@ struct TrackState {
     /// A group is open: the next frame may continue it.
     open: bool,
     group_start_us: u64,
+    /// CMAF chunks written (each `moof`'s sequence number, from 1).
+    chunks: u32,
 }
+
+/// A rendition of the catalog: its name, its configuration, and its CMAF header.
+type Entry = (Arc<str>, Rendition, Option<Bytes>);
 
 /// The broadcast's renditions, names and timeline, kept across streams.
 #[derive(Debug, Default)]
 pub(crate) struct Renditions {
     emitted: Option<Catalog>,
-    current: Vec<(Arc<str>, Rendition)>,
+    /// The JSON last emitted (MSF's differs from hang's typed catalog by the init data).
+    emitted_json: Option<Bytes>,
+    current: Vec<Entry>,
     named: u64,
     tracks: HashMap<Arc<str>, TrackState>,
     /// The latest end (timestamp + duration) of any frame emitted, microseconds.
@@ -60,39 +70,109 @@ impl Renditions {
 
     /// Names the tracks of `stream` at its first fragment (whose `samples` measure the new
     /// renditions) and returns the catalog if it differs from the one last emitted.
-    pub(crate) fn announce(&mut self, stream: &mut Stream, samples: &[Sample]) -> Option<CatalogUpdate> {
-        let mut entries: Vec<(Arc<str>, Rendition)> = Vec::new();
+    pub(crate) fn announce(
+        &mut self,
+        stream: &mut Stream,
+        samples: &[Sample],
+        config: &ImportConfig,
+    ) -> Option<CatalogUpdate> {
+        let mut entries: Vec<Entry> = Vec::new();
+        stream.measured.clear();
         for (index, setup) in stream.setups.iter().enumerate() {
-            let same = self.current.iter().find(|(name, rendition)| {
-                rendition.same_decoder(&setup.rendition) && !entries.iter().any(|(n, _)| n == name)
+            let same = self.current.iter().find(|(name, rendition, header)| {
+                rendition.same_decoder(&setup.rendition)
+                    && *header == setup.cmaf_header
+                    && !entries.iter().any(|(n, _, _)| n == name)
             });
             let entry = match same {
-                Some(kept) => kept.clone(),
+                Some(kept) => {
+                    stream.measured.push(true);
+                    kept.clone()
+                }
                 None => {
                     let prefix = if setup.rendition.kind() == MediaKind::Video { "video" } else { "audio" };
                     let name: Arc<str> = Arc::from(format!("{prefix}{}", self.named));
                     self.named += 1;
-                    (name, measured(&setup.rendition, index, samples))
+                    stream.measured.push(samples.iter().any(|s| s.track == index));
+                    (name, measured(&setup.rendition, index, samples), setup.cmaf_header.clone())
                 }
             };
             // A new stream starts a new group on every track.
             self.tracks.entry(entry.0.clone()).or_default().open = false;
             entries.push(entry);
         }
-        stream.names = entries.iter().map(|(name, _)| name.clone()).collect();
+        stream.names = entries.iter().map(|(name, _, _)| name.clone()).collect();
         self.current = entries;
+        self.emit(config)
+    }
+
+    /// A fragment after the first of `stream`: a new rendition that had no sample in the first
+    /// one (ffmpeg's fragment per frame holds one track's frame) is measured on its own first,
+    /// and the catalog emitted again with its frame rate and bitrate.
+    pub(crate) fn remeasure(
+        &mut self,
+        stream: &mut Stream,
+        samples: &[Sample],
+        config: &ImportConfig,
+    ) -> Option<CatalogUpdate> {
+        let mut changed = false;
+        for (index, done) in stream.measured.iter_mut().enumerate() {
+            if *done || !samples.iter().any(|s| s.track == index) {
+                continue;
+            }
+            *done = true;
+            let name = &stream.names[index];
+            if let Some(entry) = self.current.iter_mut().find(|(n, _, _)| n == name) {
+                entry.1 = measured(&stream.setups[index].rendition, index, samples);
+                changed = true;
+            }
+        }
+        if changed {
+            self.emit(config)
+        } else {
+            None
+        }
+    }
+
+    /// The catalog of the current renditions, if it differs from the one last emitted.
+    fn emit(&mut self, config: &ImportConfig) -> Option<CatalogUpdate> {
         let catalog = self.build();
-        if self.emitted.as_ref() == Some(&catalog) {
+        let json = self.json(&catalog, config);
+        if self.emitted_json.as_ref() == Some(&json) {
             return None;
         }
         self.emitted = Some(catalog.clone());
+        self.emitted_json = Some(json.clone());
         self.last_catalog_us = None;
-        Some(CatalogUpdate { json: catalog.to_json(), catalog })
+        Some(CatalogUpdate { json, catalog })
+    }
+
+    /// The bytes of the catalog track: hang's `catalog`, or MSF's of the same renditions.
+    fn json(&self, catalog: &Catalog, config: &ImportConfig) -> Bytes {
+        let Some(packaging) = config.packaging.msf() else { return catalog.to_json() };
+        let listed: Vec<Listed<'_>> = self
+            .current
+            .iter()
+            .map(|(name, rendition, header)| {
+                // CMAF: the CMAF header; LOC: the decoder's description.
+                match (rendition, packaging) {
+                    (Rendition::Video(v), MsfPackaging::Cmaf) => Listed::Video(name, v, header.as_ref()),
+                    (Rendition::Video(v), MsfPackaging::Loc) => {
+                        Listed::Video(name, v, v.description.as_ref())
+                    }
+                    (Rendition::Audio(a), MsfPackaging::Cmaf) => Listed::Audio(name, a, header.as_ref()),
+                    (Rendition::Audio(a), MsfPackaging::Loc) => {
+                        Listed::Audio(name, a, a.description.as_ref())
+                    }
+                }
+            })
+            .collect();
+        msf::catalog(&listed, packaging).to_json()
     }
 
     fn build(&self) -> Catalog {
         let (mut video, mut audio) = (BTreeMap::new(), BTreeMap::new());
-        for (name, rendition) in &self.current {
+        for (name, rendition, _) in &self.current {
             match rendition {
                 Rendition::Video(config) => video.insert(name.to_string(), config.clone()).is_none(),
                 Rendition::Audio(config) => audio.insert(name.to_string(), config.clone()).is_none(),
@@ -116,7 +196,7 @@ impl Renditions {
             Some(_) => {
                 self.last_catalog_us = Some(ts);
                 let catalog = self.emitted.clone()?;
-                Some(CatalogUpdate { json: catalog.to_json(), catalog })
+                Some(CatalogUpdate { json: self.emitted_json.clone()?, catalog })
             }
         }
     }
@@ -193,19 +273,52 @@ impl Pending {
             return Ok(true);
         }
         if new_group {
-            *state = TrackState { groups: state.groups + 1, next_object: 0, open: true, group_start_us: ts };
+            *state = TrackState {
+                groups: state.groups + 1,
+                next_object: 0,
+                open: true,
+                group_start_us: ts,
+                chunks: state.chunks,
+            };
         }
         let (group, object) = (state.groups - 1, state.next_object);
         state.next_object += 1;
+        state.chunks = state.chunks.wrapping_add(1);
+        let sequence = state.chunks;
         if new_group && is_lead(stream, sample.track) {
             queue.extend(renditions.repeat(config, ts).map(Output::Catalog));
         }
         let data = &self.mdat[sample.range.clone()];
-        let payload = match setup.annexb {
-            Some(length_size) => encode_frame(ts, &to_annexb(data, length_size)?),
-            None => encode_frame(ts, data),
-        };
         let duration_us = u64::try_from(sample.duration_us).unwrap_or(0);
+        let keyframe = sample.sync || kind == MediaKind::Audio;
+        let mut properties = Vec::new();
+        let payload = match config.packaging {
+            Packaging::Hang => match setup.annexb {
+                Some(length_size) => encode_frame(ts, &to_annexb(data, length_size)?),
+                None => encode_frame(ts, data),
+            },
+            Packaging::MsfCmaf => {
+                let decode = u64::try_from(sample.dts_us + stream.offset_us.unwrap_or(0)).unwrap_or(0);
+                let timing = ChunkTiming {
+                    decode_us: decode,
+                    duration_us: u32::try_from(duration_us).unwrap_or(u32::MAX),
+                    composition_offset_us: i64::try_from(i128::from(ts) - i128::from(decode)).unwrap_or(0),
+                    sync: keyframe,
+                };
+                cmaf::chunk(sequence, 1, timing, data).map_err(Error::Package)?
+            }
+            Packaging::MsfLoc => {
+                properties.push((loc::TIMESTAMP_PROPERTY, ts));
+                let mut payload = loc::private_properties(ts);
+                match &setup.h264 {
+                    Some((length_size, sets)) => {
+                        payload.extend(loc::h264_frame(data, *length_size, sets, sample.sync)?)
+                    }
+                    None => payload.extend_from_slice(data),
+                }
+                Bytes::from(payload)
+            }
+        };
         renditions.timeline_end = renditions.timeline_end.max(i128::from(ts) + i128::from(duration_us));
         queue.push_back(Output::Frame(Frame {
             track: name.clone(),
@@ -213,10 +326,11 @@ impl Pending {
             group,
             object,
             new_group,
-            keyframe: sample.sync || kind == MediaKind::Audio,
+            keyframe,
             timestamp_us: ts,
             duration_us,
             payload,
+            properties,
         }));
         Ok(true)
     }

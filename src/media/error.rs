@@ -20,6 +20,10 @@ pub enum Error {
     #[error("buffer full: {buffered} bytes held, {pushed} pushed, limit {limit}")]
     BufferFull { buffered: usize, pushed: usize, limit: usize },
 
+    /// A frame could not be packaged (writing its CMAF chunk failed).
+    #[error("cannot package a frame: {0}")]
+    Package(String),
+
     /// mp4-atom could not decode a box's contents.
     #[error("cannot decode {kind}: {reason}")]
     Decode { kind: &'static str, reason: String },

@@ -41,6 +41,8 @@ pub(crate) struct Sample {
     pub range: Range<usize>,
     /// Presentation time in microseconds (decode time plus composition offset).
     pub pts_us: i128,
+    /// Decode time in microseconds (with the same edit-list shift as `pts_us`).
+    pub dts_us: i128,
     pub duration_us: i128,
     /// A sync sample: `sample_is_non_sync_sample` clear, and not marked as depending on
     /// others.
@@ -110,11 +112,13 @@ fn traf_samples(
                 )));
             }
             let start = (position - layout.mdat.start) as usize;
-            let pts = i128::from(decode_time) + i128::from(sample.cts) + i128::from(track.edit_shift);
+            let dts = i128::from(decode_time) + i128::from(track.edit_shift);
+            let pts = dts + i128::from(sample.cts);
             out.push(Sample {
                 track: index,
                 range: start..start + sample.size as usize,
                 pts_us: to_micros(pts, track.timescale),
+                dts_us: to_micros(dts, track.timescale),
                 duration_us: to_micros(i128::from(sample.duration), track.timescale),
                 sync: sample.flags & NON_SYNC == 0 && (sample.flags >> 24) & 0x3 != 1,
             });

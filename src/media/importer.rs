@@ -32,6 +32,39 @@ pub struct ImportConfig {
     /// microseconds after the last one: for subscribers whose subscription begins after the
     /// largest object and so never see a catalog published once (see the crate docs).
     pub repeat_catalog_us: Option<u64>,
+    /// The format published: hang's, or MSF's with CMAF or LOC packaging.
+    pub packaging: Packaging,
+}
+
+/// The broadcast format: which catalog, and how each frame is packaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Packaging {
+    /// hang: `catalog.json`, frames in the `legacy` container (`legacy.rs`).
+    #[default]
+    Hang,
+    /// MSF: the `catalog` track (`msf.rs`), each frame one CMAF chunk (`cmaf.rs`).
+    MsfCmaf,
+    /// MSF: the `catalog` track, each frame its LOC payload with a timestamp property
+    /// (`loc.rs`).
+    MsfLoc,
+}
+
+impl Packaging {
+    /// The name of the track that carries the catalog.
+    pub fn catalog_track(self) -> &'static str {
+        match self {
+            Packaging::Hang => crate::CATALOG_TRACK,
+            Packaging::MsfCmaf | Packaging::MsfLoc => crate::msf::MSF_CATALOG_TRACK,
+        }
+    }
+
+    pub(crate) fn msf(self) -> Option<crate::msf::MsfPackaging> {
+        match self {
+            Packaging::Hang => None,
+            Packaging::MsfCmaf => Some(crate::msf::MsfPackaging::Cmaf),
+            Packaging::MsfLoc => Some(crate::msf::MsfPackaging::Loc),
+        }
+    }
 }
 
 impl Default for ImportConfig {
@@ -42,6 +75,7 @@ impl Default for ImportConfig {
             max_samples: 100_000,
             audio_groups: AudioGroups::EachFrame,
             repeat_catalog_us: None,
+            packaging: Packaging::Hang,
         }
     }
 }
@@ -71,7 +105,8 @@ pub enum Output {
     Skipped(SkippedTrack),
 }
 
-/// A catalog, typed and as the bytes to publish.
+/// A catalog, typed (hang's form, whatever the packaging) and as the bytes to publish on
+/// [`Packaging::catalog_track`]: hang's JSON, or MSF's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogUpdate {
     pub catalog: Catalog,
@@ -97,8 +132,11 @@ pub struct Frame {
     pub timestamp_us: u64,
     /// The sample's duration, microseconds.
     pub duration_us: u64,
-    /// The object: the legacy container's timestamp varint, then the codec payload.
+    /// The object: the legacy container's timestamp varint, then the codec payload (hang); a
+    /// CMAF chunk (MSF `cmaf`); the LOC payload (MSF `loc`).
     pub payload: Bytes,
+    /// Object properties to publish with it, as (type, integer value): LOC's timestamp.
+    pub properties: Vec<(u64, u64)>,
 }
 
 /// Counters of what the importer did.
@@ -121,6 +159,9 @@ pub(crate) struct Stream {
     pub ignored: Vec<u32>,
     /// Each track's rendition name, once the first fragment has announced them.
     pub names: Vec<Arc<str>>,
+    /// Each track's frame rate and bitrate have been measured on its first fragment (or its
+    /// rendition was kept from an earlier stream).
+    pub measured: Vec<bool>,
     /// Added to every timestamp of this stream, set at its first samples.
     pub offset_us: Option<i128>,
 }
@@ -326,7 +367,14 @@ impl Importer {
             })
             .collect();
         let ignored = skipped.iter().map(|s| s.track_id).collect();
-        self.stream = Some(Stream { setups, timing, ignored, names: Vec::new(), offset_us: None });
+        self.stream = Some(Stream {
+            setups,
+            timing,
+            ignored,
+            names: Vec::new(),
+            measured: Vec::new(),
+            offset_us: None,
+        });
         Ok(())
     }
 
@@ -352,10 +400,12 @@ impl Importer {
         let layout = Layout { moof_start, mdat: at..end, payload: at + header_len..end };
         let samples =
             fragment::samples(&moof, &layout, &mut stream.timing, &stream.ignored, self.config.max_samples)?;
-        if stream.names.is_empty() {
-            let update = self.renditions.announce(stream, &samples);
-            self.queue.extend(update.map(Output::Catalog));
-        }
+        let update = if stream.names.is_empty() {
+            self.renditions.announce(stream, &samples, &self.config)
+        } else {
+            self.renditions.remeasure(stream, &samples, &self.config)
+        };
+        self.queue.extend(update.map(Output::Catalog));
         if stream.offset_us.is_none() {
             if let Some(min) = samples.iter().map(|s| s.pts_us).min() {
                 stream.offset_us = Some((self.renditions.timeline_end() - min).max(0));

@@ -1,6 +1,10 @@
 //! moq-edge's media import, sans-IO: a fragmented MP4 (CMAF) byte stream in, a **hang**
 //! broadcast out — the catalog and the frames that moq-dev's `<moq-watch>` player reads over
-//! MoQT (moq-dev/moq `doc/concept/layer/hang.md`).
+//! MoQT (moq-dev/moq `doc/concept/layer/hang.md`) — or, with [`ImportConfig::packaging`], an
+//! **MSF** one (the MOQT Streaming Format: [`msf`]'s catalog, each frame a CMAF chunk or a LOC
+//! payload: `cmaf.rs`, [`loc`]), what Shaka Player's MoQ client reads. The sections below
+//! describe hang; MSF differs in the catalog and each object's bytes, not in the tracks,
+//! groups and objects.
 //!
 //! This crate knows nothing of MoQT or sockets: it says which track each object goes to, in
 //! which group, with which bytes; a publisher writes them.
@@ -64,14 +68,17 @@
 
 mod boxes;
 pub mod catalog;
+mod cmaf;
 mod codec;
 mod emit;
 mod error;
 mod fragment;
 mod importer;
 pub mod legacy;
+pub mod loc;
+pub mod msf;
 
 pub use catalog::{Catalog, CATALOG_TRACK};
 pub use codec::{MediaKind, SkippedTrack};
 pub use error::Error;
-pub use importer::{AudioGroups, CatalogUpdate, Frame, ImportConfig, Importer, Output, Stats};
+pub use importer::{AudioGroups, CatalogUpdate, Frame, ImportConfig, Importer, Output, Packaging, Stats};

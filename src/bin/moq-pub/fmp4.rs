@@ -1,7 +1,9 @@
 //! `moq-pub --fmp4`: publishes fragmented MP4 read from standard input (what ffmpeg writes with
 //! `-f mp4 -movflags cmaf+frag_every_frame+empty_moov+default_base_moof -`) as a hang broadcast
-//! (`media`): the namespace is the broadcast, `catalog.json` carries the catalog, one track per
-//! rendition carries its frames, one group per GOP (one per audio frame), one object per frame.
+//! or an MSF one (`media`, `--format`): the namespace is the broadcast, `catalog.json` (hang)
+//! or `catalog` (MSF) carries the catalog, one track per rendition carries its frames, one
+//! group per GOP (one per audio frame), one object per frame (with its LOC timestamp as an
+//! object property in `msf-loc`).
 //!
 //! The catalog is a track whose latest object is all a viewer needs: every new subscription to
 //! it (a relay subscribing because a viewer came) is sent the current catalog as a new group,
@@ -19,8 +21,8 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::{ClientError, Publisher, RequestState};
-use moq_edge::media::{ImportConfig, Importer, MediaKind, Output, CATALOG_TRACK};
-use moq_edge::wire::model::{FullTrackName, RequestId, TrackNamespace};
+use moq_edge::media::{ImportConfig, Importer, MediaKind, Output, Packaging};
+use moq_edge::wire::model::{FullTrackName, KvValue, Properties, RequestId, TrackNamespace};
 
 /// The most bytes of a group in progress kept for subscriptions that begin during it.
 const GOP_KEEP: usize = 16 << 20;
@@ -51,13 +53,14 @@ fn stdin_chunks() -> Receiver<Vec<u8>> {
 struct MediaTrack {
     track: FullTrackName,
     group: Option<u64>,
-    gop: Vec<Bytes>,
+    gop: Vec<(Bytes, Properties)>,
     gop_bytes: usize,
 }
 
 /// The broadcast being published: the current catalog, the media tracks.
 struct Broadcast {
     namespace: TrackNamespace,
+    packaging: Packaging,
     catalog: Option<Bytes>,
     catalog_group: u64,
     media: Vec<MediaTrack>,
@@ -90,7 +93,7 @@ impl Broadcast {
     /// Sends the current catalog as a new group of the catalog track.
     fn send_catalog(&mut self, p: &mut Publisher) -> Result<(), ClientError> {
         let Some(json) = self.catalog.clone() else { return Ok(()) };
-        let track = self.track(CATALOG_TRACK);
+        let track = self.track(self.packaging.catalog_track());
         p.begin_group(&track, self.catalog_group)?;
         p.send_object(&track, json)?;
         p.end_group(&track)?;
@@ -109,7 +112,7 @@ impl Broadcast {
             .filter(|(rid, d)| d.state == RequestState::Accepted && d.forward && !self.seen.contains(rid))
             .map(|(rid, d)| (rid, d.track.clone()))
             .collect();
-        let catalog = self.track(CATALOG_TRACK);
+        let catalog = self.track(self.packaging.catalog_track());
         let mut catalog_wanted = false;
         for (rid, track) in fresh {
             if track == catalog {
@@ -118,7 +121,7 @@ impl Broadcast {
             } else if let Some(m) = self.media.iter().find(|m| m.track == track) {
                 self.seen.insert(rid);
                 if m.gop_bytes <= GOP_KEEP {
-                    p.join_group(rid, &m.gop)?;
+                    p.join_group_with(rid, &m.gop)?;
                 }
             }
         }
@@ -150,7 +153,11 @@ impl Broadcast {
                 for name in update.catalog.track_names() {
                     let track = self.track(name);
                     if !self.media.iter().any(|m| m.track == track) {
-                        p.add_track(track.clone());
+                        if self.packaging == Packaging::MsfLoc {
+                            p.add_track_with_properties(track.clone());
+                        } else {
+                            p.add_track(track.clone());
+                        }
                         self.media.push(MediaTrack { track, group: None, gop: Vec::new(), gop_bytes: 0 });
                     }
                 }
@@ -176,11 +183,15 @@ impl Broadcast {
                     m.gop.clear();
                     m.gop_bytes = 0;
                 }
+                let mut properties = Properties::new();
+                for (ty, value) in f.properties {
+                    properties.push(ty, KvValue::Int(value));
+                }
                 m.gop_bytes = m.gop_bytes.saturating_add(f.payload.len());
                 if m.gop_bytes <= GOP_KEEP {
-                    m.gop.push(f.payload.clone());
+                    m.gop.push((f.payload.clone(), properties.clone()));
                 }
-                p.send_object(&track, f.payload)?;
+                p.send_object_with(&track, f.payload, properties)?;
             }
             Output::Skipped(s) => eprintln!("moq-pub: track {} skipped: {}", s.track_id, s.reason),
         }
@@ -193,10 +204,11 @@ impl Broadcast {
 pub fn publish(
     mut publisher: Publisher,
     namespace: TrackNamespace,
+    packaging: Packaging,
     wait: Duration,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
-    run(&mut publisher, namespace, wait, stop)?;
+    run(&mut publisher, namespace, packaging, wait, stop)?;
     // Let the last objects and PUBLISH_DONE reach the relay before closing.
     publisher.pump(Instant::now() + Duration::from_secs(1))?;
     publisher.close()?;
@@ -208,23 +220,26 @@ pub fn publish(
 fn run(
     publisher: &mut Publisher,
     namespace: TrackNamespace,
+    packaging: Packaging,
     wait: Duration,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
+    let catalog_track = packaging.catalog_track();
     publisher.add_track(FullTrackName {
         namespace: namespace.clone(),
-        name: Bytes::from_static(CATALOG_TRACK.as_bytes()),
+        name: Bytes::from_static(catalog_track.as_bytes()),
     });
     publisher.announce(namespace.clone(), Instant::now() + wait).context("PUBLISH_NAMESPACE")?;
     let mut b = Broadcast {
         namespace,
+        packaging,
         catalog: None,
         catalog_group: 0,
         media: Vec::new(),
         seen: HashSet::new(),
         ages: Vec::new(),
     };
-    let mut importer = Importer::new(ImportConfig::default());
+    let mut importer = Importer::new(ImportConfig { packaging, ..ImportConfig::default() });
     let input = stdin_chunks();
     let mut ended = false;
     while !ended && !stop.load(Ordering::Relaxed) {
@@ -253,7 +268,7 @@ fn run(
         }
         publisher.done(&m.track, publish_done::TRACK_ENDED, "moq-pub finished")?;
     }
-    publisher.done(&b.track(CATALOG_TRACK), publish_done::TRACK_ENDED, "moq-pub finished")?;
+    publisher.done(&b.track(catalog_track), publish_done::TRACK_ENDED, "moq-pub finished")?;
     eprintln!("moq-pub: {} frames, {} catalogs published", stats.frames, stats.catalogs);
     Ok(())
 }

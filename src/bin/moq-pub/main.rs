@@ -1,5 +1,6 @@
 //! moq-pub: publishes generated objects on one track to a MoQT relay, any draft (16, 18, 20 or 22),
-//! or, with `--fmp4`, the fragmented MP4 on standard input as a hang broadcast (`fmp4.rs`).
+//! or, with `--fmp4`, the fragmented MP4 on standard input as a hang or MSF broadcast
+//! (`fmp4.rs`).
 //!
 //! Each object's payload begins with an 8-byte big-endian sequence number and an 8-byte
 //! big-endian send time in microseconds (`moq_edge::client::stamp`), padded to
@@ -20,9 +21,28 @@ use moq_edge::client::cli::TrackArgs;
 use moq_edge::client::codes::publish_done;
 use moq_edge::client::stamp::{now_micros, stamped};
 use moq_edge::client::Publisher;
+use moq_edge::media::Packaging;
 use moq_edge::wire::model::Location;
 
 mod fmp4;
+
+/// What `--fmp4` publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Hang,
+    MsfCmaf,
+    MsfLoc,
+}
+
+impl Format {
+    fn packaging(self) -> Packaging {
+        match self {
+            Format::Hang => Packaging::Hang,
+            Format::MsfCmaf => Packaging::MsfCmaf,
+            Format::MsfLoc => Packaging::MsfLoc,
+        }
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "moq-pub", version, about = "Publish generated objects on a MoQT track")]
@@ -67,6 +87,12 @@ struct Args {
     /// object options do not apply).
     #[arg(long, conflicts_with_all = ["publish", "datagrams", "wait_stdin"])]
     fmp4: bool,
+    /// With `--fmp4`, the broadcast's format: `hang` (moq-dev's: `catalog.json`, the legacy
+    /// container), `msf-cmaf` (the MOQT Streaming Format: a `catalog` track, each frame a
+    /// CMAF chunk) or `msf-loc` (MSF with each frame's bitstream in LOC, its timestamp an
+    /// object property).
+    #[arg(long, value_enum, default_value_t = Format::Hang, requires = "fmp4")]
+    format: Format,
     /// Seconds allowed for connecting and for the relay's answers.
     #[arg(long, default_value_t = 10)]
     timeout_s: u64,
@@ -95,7 +121,7 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("connecting to {peer} ({})", version.alpn()))?;
     if args.fmp4 {
         eprintln!("moq-pub: publishing broadcast {} from standard input to {peer}", args.at.namespace);
-        return fmp4::publish(publisher, namespace, wait, &stop);
+        return fmp4::publish(publisher, namespace, args.format.packaging(), wait, &stop);
     }
     publisher.add_track(track.clone());
     if args.publish {
