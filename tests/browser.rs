@@ -407,10 +407,11 @@ fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
 /// `draft` on the relay at `port`. The frames' timestamps are the wall clock at which ffmpeg
 /// reads them (`-output_ts_offset` now, `frag_discont` so that each fragment's decode time
 /// says so), which lets the page measure each decoded frame's glass-to-decoder latency.
-/// `token`: moq-pub's authorization token. Returns both processes and moq-pub's stderr.
+/// `format`: moq-pub's `--format` (`hang`, `msf-cmaf`, `msf-loc`). `token`: moq-pub's
+/// authorization token. Returns both processes and moq-pub's stderr.
 fn start_encoder(
     port: u16,
-    draft: &str,
+    (draft, format): (&str, &str),
     name: &str,
     secs: u32,
     token: Option<&str>,
@@ -441,6 +442,7 @@ fn start_encoder(
     let video = ffmpeg.stdout.take().expect("ffmpeg's stdout");
     let mut publisher = Command::new(env!("CARGO_BIN_EXE_moq-pub"))
         .args(["--relay", &format!("127.0.0.1:{port}"), "--draft", draft, "--namespace", name, "--fmp4"])
+        .args(["--format", format])
         .args(token.map(|t| ["--token", t]).into_iter().flatten())
         .stdin(Stdio::from(video))
         .stdout(Stdio::null())
@@ -531,6 +533,9 @@ struct Round<'a> {
     /// With tokens required: moq-pub's token, and the JWT the page carries in its URL.
     tokens: Option<(&'a str, &'a str)>,
     viewer: Viewer,
+    /// moq-pub's `--format`: `hang`, or `msf-cmaf` (the page then plays it with
+    /// `catalog-format="msf"`).
+    format: &'a str,
 }
 
 /// A broadcast from ffmpeg through moq-pub at `draft`, two viewers on the last relay of the
@@ -539,14 +544,16 @@ struct Round<'a> {
 /// frame and live-edge latency beside the relays' added delay, and one `player-figures` JSON
 /// line for bench/player.sh.
 fn play_round(round: Round) {
-    let Round { what, path, draft, viewer_draft, png, tokens, viewer } = round;
+    let Round { what, path, draft, viewer_draft, png, tokens, viewer, format } = round;
     let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
     let name = format!("demo-{draft}");
-    let (_ffmpeg, _publisher, log) = start_encoder(first.port, draft, &name, 30, tokens.map(|t| t.0));
+    let (_ffmpeg, _publisher, log) =
+        start_encoder(first.port, (draft, format), &name, 30, tokens.map(|t| t.0));
     expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
     let jwt = tokens.map_or(String::new(), |t| format!("&jwt={}", t.1));
-    let done =
-        play(&format!("http://127.0.0.1:{}/?name={name}{jwt}", last.port), 2, 5_000, WINDOW_S, &png, viewer);
+    let msf = if format.starts_with("msf") { "&format=msf" } else { "" };
+    let url = format!("http://127.0.0.1:{}/?name={name}{jwt}{msf}", last.port);
+    let done = play(&url, 2, 5_000, WINDOW_S, &png, viewer);
     let console: Vec<&str> =
         done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let pub_log = drained(&log);
@@ -661,6 +668,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
             png,
             tokens: None,
             viewer: Viewer::WebTransport,
+            format: "hang",
         });
     }
     let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
@@ -673,6 +681,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         png,
         tokens: None,
         viewer: Viewer::WebTransport,
+        format: "hang",
     });
     let origin = start_relay(&metrics);
     let parent = format!("moqt://127.0.0.1:{}", origin.port);
@@ -686,6 +695,7 @@ fn the_player_plays_a_broadcast_from_ffmpeg_through_the_relay() {
         png,
         tokens: None,
         viewer: Viewer::WebTransport,
+        format: "hang",
     });
 }
 
@@ -721,6 +731,7 @@ fn the_player_plays_with_a_jwt_in_the_page_url() {
         png,
         tokens: Some((&publisher, &viewer)),
         viewer: Viewer::WebTransport,
+        format: "hang",
     });
     std::fs::remove_file(&keys).ok();
 }
@@ -752,6 +763,7 @@ fn the_player_plays_over_a_websocket_without_webtransport() {
             png: target.join(format!("browser-play-ws-{name}-18.png")),
             tokens: None,
             viewer,
+            format: "hang",
         });
         let relay = start_relay(&[&metrics[..], &["--drafts", "16,22"]].concat());
         play_round(Round {
@@ -762,6 +774,99 @@ fn the_player_plays_over_a_websocket_without_webtransport() {
             png: target.join(format!("browser-play-ws-{name}-16.png")),
             tokens: None,
             viewer,
+            format: "hang",
         });
     }
+}
+
+/// web/test/shaka.mjs: Shaka Player on the relay at `port`, playing broadcast `name` with its
+/// `manifest.msf.version` `version`: two pages, the second 5 s after the first, each read
+/// `WINDOW_S` after its first frame. Returns its "done" event.
+fn shaka(port: u16, name: &str, version: &str) -> Value {
+    let out = Command::new("node")
+        .current_dir(WEB)
+        .args(["test/shaka.mjs", "--relay", &format!("https://127.0.0.1:{port}/"), "--namespace", name])
+        .args(["--version", version, "--pages", "2", "--stagger-ms", "5000"])
+        .args(["--seconds", &WINDOW_S.to_string()])
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let done = stdout.lines().rev().find(|l| l.starts_with("{\"event\":\"done\""));
+    let Some(done) = done else {
+        panic!("shaka.mjs ended without a report:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    };
+    serde_json::from_str(done).unwrap_or_else(|e| panic!("{e}: {done}"))
+}
+
+/// A broadcast from ffmpeg through moq-pub (`format`: `msf-cmaf` or `msf-loc`, at draft-22)
+/// on the first relay of `path`, played by Shaka Player on the last at `version` (`auto`, its
+/// default, which settles on draft-16; or `draft-14`): each of two viewers (one from the
+/// start, one 5 s later) renders at least 90 % of the frames of 10 s (from 2 s after its
+/// first frame: shaka.mjs).
+fn shaka_round(what: &str, path: &[&Relay], format: &str, version: &str) {
+    let (Some(first), Some(last)) = (path.first(), path.last()) else { panic!("an empty path") };
+    let name = format!("shaka-{format}");
+    let (_ffmpeg, _publisher, log) = start_encoder(first.port, ("22", format), &name, 30, None);
+    expect_line(&log, "moq-pub's catalog", |l| l.starts_with("moq-pub: catalog"));
+    let done = shaka(last.port, &name, version);
+    let console: Vec<&str> =
+        done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    for (i, page) in done["pages"].as_array().expect("pages").iter().enumerate() {
+        let frames = page["windowFrames"].as_u64().unwrap_or(0);
+        println!(
+            "{what}, {format}, Shaka {version}, viewer {i}: {frames} frames rendered in {WINDOW_S} s, first after {:?} ms, protocols {}",
+            page["firstFrameMs"].as_f64(),
+            page["protocols"]
+        );
+        let explain = || format!("{page}\n{}\nmoq-pub:\n{}", console.join("\n"), drained(&log));
+        assert!(
+            frames >= MIN_DECODED,
+            "{what}, {format}, {version}, viewer {i}: {frames} frames: {}",
+            explain()
+        );
+        assert_eq!(page["errors"], Value::Array(Vec::new()), "viewer {i}: {}", explain());
+        // Its default offers moqt-16 then moq-00, and the relay takes the client's first choice;
+        // draft-14 offers no protocol and names draft-14 in CLIENT_SETUP.
+        let protocol = if version == "auto" { "moqt-16" } else { "" };
+        assert_eq!(page["protocols"][0], protocol, "viewer {i}: {}", explain());
+    }
+}
+
+/// A second player family: Shaka Player's MoQ client (npm `shaka-player`, its experimental
+/// build) plays what `moq-pub --fmp4` publishes in the MOQT Streaming Format, with CMAF and
+/// with LOC packaging, through the relay: at Shaka's default settings (draft-16, where it
+/// writes GROUP_ORDER 0, and reads the latest group of a Largest Object subscription:
+/// ARCHITECTURE.md, "Peer quirks") and at draft-14, and through an edge and its origin; and
+/// moq-dev's `<moq-watch catalog-format="msf">` (the watch page's `&format=msf`) plays the
+/// CMAF broadcast.
+#[test]
+fn shaka_and_the_player_play_msf_broadcasts_through_the_relay() {
+    require_browser_tools();
+    let _turn = one_at_a_time();
+    assert!(
+        Path::new(WEB).join("node_modules/shaka-player/dist/shaka-player.experimental.js").is_file(),
+        "shaka-player is missing from web/node_modules: run .ci/install-deps"
+    );
+    for format in ["msf-cmaf", "msf-loc"] {
+        for version in ["auto", "draft-14"] {
+            let relay = start_relay(&[]);
+            shaka_round("one relay", &[&relay], format, version);
+        }
+    }
+    let origin = start_relay(&[]);
+    let parent = format!("moqt://127.0.0.1:{}", origin.port);
+    let edge = start_relay(&["--upstream", &parent, "--upstream-insecure", "true"]);
+    shaka_round("edge and origin", &[&origin, &edge], "msf-cmaf", "auto");
+    let relay = start_relay(&["--metrics", "127.0.0.1:0"]);
+    let target = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target"));
+    play_round(Round {
+        what: "one relay, an MSF broadcast",
+        path: &[&relay],
+        draft: "16",
+        viewer_draft: "18",
+        png: target.join("browser-play-msf.png"),
+        tokens: None,
+        viewer: Viewer::WebTransport,
+        format: "msf-cmaf",
+    });
 }

@@ -114,8 +114,9 @@ function bitrateText(bps) {
 // serves /certificate.sha256 for the player to pin its self-signed certificate), with its
 // cards in `cardsBox` and its graph on `graphCanvas`. `reload` false: subscribe at once rather
 // than wait for the broadcast's announcement (which a relay gives from its own publishers and,
-// on an edge, from its parent: ARCHITECTURE.md, "Upstream links").
-export function startPlayer(watch, name, relay, container, cardsBox, graphCanvas, reload = true) {
+// on an edge, from its parent: ARCHITECTURE.md, "Upstream links"). `msf`: the broadcast is in
+// the MOQT Streaming Format (a `catalog` track) rather than hang.
+export function startPlayer(watch, name, relay, container, cardsBox, graphCanvas, reload = true, msf = false) {
   const stats = {
     name,
     decoded: 0,
@@ -144,6 +145,8 @@ export function startPlayer(watch, name, relay, container, cardsBox, graphCanvas
   el.setAttribute("muted", "");
   el.setAttribute("visible", "always");
   if (!reload) el.setAttribute("reload", "false");
+  // An MSF broadcast (its `catalog` track; CMAF packaging) rather than a hang one.
+  if (msf) el.setAttribute("catalog-format", "msf");
   const canvas = document.createElement("canvas");
   el.appendChild(canvas);
   const bar = document.createElement("div");

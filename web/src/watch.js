@@ -3,9 +3,10 @@
 //
 // Query: ?namespace=live&track=video (the defaults), &relay=https://HOST:PORT/ to reach a relay
 // other than the one that served the page. With ?name=BROADCAST the page plays a hang
-// broadcast with moq-dev's <moq-watch> player instead (player.js); &reload=0 subscribes to it
-// without waiting for its announcement. &jwt=, &token= or &cat= carry an authorization token
-// to the relay in the WebTransport URL (README.md, "Authorization"). The relay's certificate is pinned with
+// broadcast with moq-dev's <moq-watch> player instead (player.js), or an MSF one (CMAF) with
+// &format=msf; &reload=0 subscribes to it without waiting for its announcement. &jwt=,
+// &token= or &cat= carry an authorization token to the relay in the WebTransport URL
+// (README.md, "Authorization"). The relay's certificate is pinned with
 // serverCertificateHashes (WebTransport, "Certificate hashes") from the page origin's
 // /certificate.sha256, so the self-signed certificate the relay makes works without a CA.
 //
@@ -215,7 +216,8 @@ async function main() {
     const reload = params.get("reload") !== "0";
     const playerUrl = new URL(`${location.origin}/`);
     playerUrl.search = relayUrl.search;
-    startPlayer(watch, broadcastName, playerUrl.href, $("player"), $("cards"), $("rate"), reload);
+    const msf = params.get("format") === "msf";
+    startPlayer(watch, broadcastName, playerUrl.href, $("player"), $("cards"), $("rate"), reload, msf);
     return;
   }
   setCard = makeCards(
