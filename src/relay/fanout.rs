@@ -11,6 +11,7 @@ use ahash::HashMap;
 mod backfill;
 mod data;
 mod ends;
+mod subs;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -31,6 +32,7 @@ use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
 use ends::RecentStreams;
 use session::{data_urgency, SessionCode, StreamId};
+use subs::{PerSession, Subs};
 use wire::model::property_type as pt;
 use wire::model::{
     FullTrackName, Location, LocationFilter, Message, Parameters, Properties, RequestId, RequestUpdate,
@@ -387,7 +389,7 @@ struct SubTrack {
     /// The publisher's delivery timeouts from the Track Properties (a subgroup's first object
     /// may override them).
     timeouts: Timeouts,
-    subs: Vec<LocalSub>,
+    subs: Subs,
     streams: HashMap<StreamKey, FanStream>,
     /// What the owner was last told: some subscription here forwards (FORWARD 1).
     forwarding: bool,
@@ -397,7 +399,10 @@ struct SubTrack {
 pub struct Fanout {
     tracks: HashMap<TrackAlias, SubTrack>,
     by_req: HashMap<(ConnId, RequestId), TrackAlias>,
-    per_session: HashMap<ConnId, usize>,
+    per_session: PerSession,
+    /// Subscriptions visited on behalf of one session's streams or close (tests and
+    /// profiling: each is one of that session's, never another's).
+    visits: u64,
     /// Subscriptions' `until`, soonest first; an entry whose subscription is gone or was
     /// extended is skipped when it comes due.
     expiries: BinaryHeap<Reverse<(Instant, ConnId, RequestId)>>,
@@ -591,14 +596,13 @@ impl Fanout {
             };
             return sessions.answer_error(conn, rid, code, "already subscribed to this track", true);
         }
-        let count = self.per_session.entry(conn).or_default();
-        if *count >= cx.config.max_subscriptions_per_session {
+        if self.per_session.count(conn) >= cx.config.max_subscriptions_per_session {
             // EXCESSIVE_LOAD (draft-22 §15.7.1 and the code point draft-16 and 18 peers are
             // sent); draft-14's table has nothing closer than INTERNAL_ERROR.
             let code = RequestErrorCode::ExcessiveLoad;
             return sessions.answer_error(conn, rid, code, "too many subscriptions", true);
         }
-        *count += 1;
+        self.per_session.add(conn, rid, alias);
         self.by_req.insert((conn, rid), alias);
         sessions.register(conn, rid, Holder::Subscription);
         let sub = LocalSub {
@@ -648,7 +652,7 @@ impl Fanout {
                     lost: false,
                     info: TrackInfo::default(),
                     timeouts: Timeouts::default(),
-                    subs: vec![sub],
+                    subs: Subs::one(sub),
                     streams: HashMap::default(),
                 };
                 self.tracks.insert(alias, st);
@@ -747,7 +751,7 @@ impl Fanout {
         let rid = join.rid;
         let sub = self.by_req.get(&(conn, joined)).and_then(|alias| {
             let st = self.tracks.get_mut(alias)?;
-            let i = st.subs.iter().position(|s| s.conn == conn && s.rid == joined)?;
+            let i = st.subs.position(conn, joined)?;
             Some((*alias, st.track.clone(), &mut st.subs[i]))
         });
         let Some((alias, track, sub)) = sub else {
@@ -819,7 +823,13 @@ impl Fanout {
 
     /// How many subscriptions session `conn` has here.
     pub(super) fn subscriptions(&self, conn: ConnId) -> usize {
-        self.per_session.get(&conn).copied().unwrap_or(0)
+        self.per_session.count(conn)
+    }
+
+    /// Subscriptions visited so far on behalf of one session's streams or close (see
+    /// `visits`).
+    pub fn visits(&self) -> u64 {
+        self.visits
     }
 
     /// REQUEST_UPDATE of a subscription: parameters present replace the old ones, the rest

@@ -424,6 +424,13 @@ impl RelayShard {
         self.run_local();
     }
 
+    /// Subscriptions this core has visited on behalf of one session's streams or close, so
+    /// far: each visit is to one of that session's subscriptions (tests and profiling; see
+    /// ARCHITECTURE.md, "Aggregation and state").
+    pub fn subscription_visits(&self) -> u64 {
+        self.fanout.visits()
+    }
+
     /// Session `conn`'s transport took these data streams of ours in full while it was losing
     /// others: their subscriptions are on a thin path, not behind (`Fanout::streams_finished`).
     pub fn streams_finished(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {

@@ -652,3 +652,38 @@ fn older_groups_lost_count_for_an_ascending_subscription() {
         r.assert_no_closes();
     }
 }
+
+/// What concerns one session's streams (lost, expired, taken whole) or its close visits that
+/// session's subscriptions alone, however many tracks and other sessions the core serves: a
+/// core with 100 tracks and a subscriber on each (plus one watching all of them) visits one
+/// subscription per call for a session with one, and closing it visits one.
+#[test]
+fn stream_ends_and_closes_visit_only_the_sessions_own_subscriptions() {
+    let (pv, sv) = (D16, D16);
+    let mut r = Relay::new(2);
+    let p = r.connect(0, pv);
+    r.announce(p, &["live"]);
+    let crowd = r.connect(1, sv);
+    let mut tracks = Vec::new();
+    for i in 0..100 {
+        let t = track(&["live"], &format!("t{i}"));
+        r.subscribe(crowd, &t, None);
+        let other = r.connect(1, sv);
+        r.subscribe(other, &t, None);
+        tracks.push(t);
+    }
+    let lone = r.connect(1, sv);
+    r.subscribe(lone, &tracks[7], None);
+    r.run_until_quiet();
+    let lone_conn = r.clients[lone].conn;
+    let before = r.shards[1].subscription_visits();
+    let now = r.now;
+    let stream = [StreamId(3)];
+    r.shards[1].streams_finished(lone_conn, &stream, now);
+    r.shards[1].streams_expired(lone_conn, &stream, PathState::Delivering, now);
+    r.shards[1].streams_shed(lone_conn, &stream, PathState::Delivering, now);
+    assert_eq!(r.shards[1].subscription_visits() - before, 3, "one subscription for each of three calls");
+    r.disconnect(lone);
+    r.run_until_quiet();
+    assert_eq!(r.shards[1].subscription_visits() - before, 4, "and one when its session closed");
+}

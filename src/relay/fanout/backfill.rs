@@ -34,7 +34,7 @@ impl Fanout {
         open: Vec<(StreamKey, u64, u64)>,
     ) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
-        let Some(sub) = st.subs.iter_mut().find(|s| s.conn == conn && s.rid == rid && s.backfilling) else {
+        let Some(sub) = st.subs.get_mut(conn, rid).filter(|s| s.backfilling) else {
             return;
         };
         sub.backfilling = false;

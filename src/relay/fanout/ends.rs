@@ -61,9 +61,7 @@ impl Fanout {
     pub(super) fn forget_sub(&mut self, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         self.by_req.remove(&(conn, rid));
         sessions.forget_holder(conn, rid, Holder::Subscription);
-        if let Some(c) = self.per_session.get_mut(&conn) {
-            *c = c.saturating_sub(1);
-        }
+        self.per_session.remove(conn, rid);
     }
 
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
@@ -101,9 +99,12 @@ impl Fanout {
         let now = cx.now;
         let progress = cx.config.max_lag.unwrap_or(THIN_PATH_PROGRESS);
         let mut behind = Vec::new();
-        for st in self.tracks.values_mut() {
+        let Fanout { tracks, per_session, visits, .. } = self;
+        for &(rid, alias) in per_session.of(conn) {
+            let Some(st) = tracks.get_mut(&alias) else { continue };
             let track_timeouts = st.timeouts;
-            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
+            if let Some(sub) = st.subs.get_mut(conn, rid) {
+                *visits += 1;
                 let (lost, superseded) = sub.recent.take(streams);
                 // Newest group first (Group Order descending, draft-22 §5.1.2): an older
                 // group's stream that waited behind a newer one until its time ran out was
@@ -142,13 +143,16 @@ impl Fanout {
     /// some groups (several at once when the path slows) and keeps the live edge; only one
     /// that keeps losing streams with none getting through is too far behind.
     pub(crate) fn streams_finished(&mut self, now: Instant, conn: ConnId, streams: &[StreamId]) {
-        for st in self.tracks.values_mut() {
-            for sub in st.subs.iter_mut().filter(|s| s.conn == conn) {
-                if sub.recent.take(streams).0 > 0 {
-                    sub.shed_count = 0;
-                    sub.shed_since = None;
-                    sub.last_whole = Some(now);
-                }
+        let Fanout { tracks, per_session, visits, .. } = self;
+        for &(rid, alias) in per_session.of(conn) {
+            let Some(sub) = tracks.get_mut(&alias).and_then(|st| st.subs.get_mut(conn, rid)) else {
+                continue;
+            };
+            *visits += 1;
+            if sub.recent.take(streams).0 > 0 {
+                sub.shed_count = 0;
+                sub.shed_since = None;
+                sub.last_whole = Some(now);
             }
         }
     }
@@ -193,7 +197,7 @@ impl Fanout {
             self.expiries.pop();
             let current = self.by_req.get(&(conn, rid)).and_then(|alias| {
                 let st = self.tracks.get(alias)?;
-                st.subs.iter().find(|s| s.conn == conn && s.rid == rid).map(|s| s.until)
+                st.subs.position(conn, rid).map(|i| st.subs[i].until)
             });
             if current != Some(Some(at)) {
                 continue; // gone, or extended since
@@ -216,8 +220,7 @@ impl Fanout {
         let &alias = self.by_req.get(&(conn, rid))?;
         self.forget_sub(sessions, conn, rid);
         let st = self.tracks.get_mut(&alias)?;
-        let pos = st.subs.iter().position(|s| s.conn == conn && s.rid == rid)?;
-        let sub = st.subs.swap_remove(pos);
+        let sub = st.subs.remove(conn, rid)?;
         if let Some(s) = sessions.get_mut(conn) {
             for id in sub.open.iter().filter_map(|(_, d)| d.stream()) {
                 unheeded(s.reset_stream(id, reset), "reset");
@@ -248,11 +251,11 @@ impl Fanout {
     }
 
     pub(crate) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
-        let rids: Vec<RequestId> = self.by_req.keys().filter(|(c, _)| *c == conn).map(|(_, r)| *r).collect();
+        let rids: Vec<RequestId> = self.per_session.of(conn).iter().map(|(rid, _)| *rid).collect();
+        self.visits += rids.len() as u64;
         for rid in rids {
             self.unsubscribe(cx, sessions, conn, rid);
         }
-        self.per_session.remove(&conn);
         self.fetch_session_closed(conn);
     }
 }
