@@ -184,8 +184,10 @@ pub struct Pump {
     /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
     /// once quiche had sent this many packets; the connection closes after the next one.
     wt_closing: Option<usize>,
-    /// The transport's delivered bytes at the last write, and when they last grew.
+    /// The transport's delivered bytes at the last sample, and when they last grew.
     delivered: Option<(u64, Instant)>,
+    /// When they were last read ([`DELIVERY_SAMPLE`]).
+    delivery_sampled: Option<Instant>,
     /// The path came back from a stall: what it held meanwhile is still draining (and
     /// expiring) until then.
     recovering_until: Option<Instant>,
@@ -219,6 +221,10 @@ pub const CONTROL_QUEUE_LIMIT: usize = 1024 * 1024;
 /// than the relay's freshness budget (2 s by default), so that what an outage makes stale is
 /// dropped while the path counts as stalled.
 pub const PATH_STALL: Duration = Duration::from_secs(1);
+
+/// How often a pump reads what its path has delivered (`Pump::sample_delivery`): a small
+/// part of [`PATH_STALL`].
+pub const DELIVERY_SAMPLE: Duration = Duration::from_millis(50);
 
 /// How long after a stall ends the path still counts as stalled ([`Pump::path_stalled`]):
 /// what queued during the outage drains and expires meanwhile (the relay's freshness budget
@@ -419,8 +425,8 @@ impl Pump {
     pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) {
         // quiche sends nothing during a write (its packets go out at the flush after), so
         // its counts now are its counts throughout.
-        let (sent, delivered) = conn.byte_counts();
-        self.note_delivery(delivered, now);
+        let sent = conn.sent_bytes();
+        self.sample_delivery(conn, now);
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -846,6 +852,16 @@ impl Pump {
     }
 
     /// Records the transport's delivered bytes at `now`.
+    /// Reads what the path has delivered, at most every [`DELIVERY_SAMPLE`] (the read walks
+    /// every stream of the connection, and a stall is judged in seconds).
+    fn sample_delivery(&mut self, conn: &impl Transport, now: Instant) {
+        if self.delivery_sampled.is_some_and(|at| now.saturating_duration_since(at) < DELIVERY_SAMPLE) {
+            return;
+        }
+        self.delivery_sampled = Some(now);
+        self.note_delivery(conn.acked_bytes(), now);
+    }
+
     fn note_delivery(&mut self, delivered: u64, now: Instant) {
         match self.delivered {
             Some((d, _)) if d == delivered => {}

@@ -564,3 +564,76 @@ fn url_tokens_become_setup_tokens() {
     );
     assert_eq!(percent_decode("%zz%4"), b"%zz%4", "not an escape");
 }
+
+/// A transport that counts how often its delivered bytes are read.
+struct Counting<'a> {
+    conn: &'a mut QuicConnection,
+    acked_reads: std::cell::Cell<usize>,
+}
+
+impl Transport for Counting<'_> {
+    fn stream_recv(&mut self, id: u64, out: &mut [u8]) -> quiche::Result<(usize, bool)> {
+        self.conn.stream_recv(id, out)
+    }
+    fn stream_send(&mut self, id: u64, data: &[u8], fin: bool) -> quiche::Result<usize> {
+        Transport::stream_send(self.conn, id, data, fin)
+    }
+    fn stream_send_bytes(&mut self, id: u64, data: Bytes, fin: bool) -> quiche::Result<usize> {
+        self.conn.stream_send_bytes(id, data, fin)
+    }
+    fn stream_capacity(&mut self, id: u64) -> quiche::Result<usize> {
+        Transport::stream_capacity(self.conn, id)
+    }
+    fn stream_priority(&mut self, id: u64, urgency: u8, incremental: bool) -> quiche::Result<()> {
+        Transport::stream_priority(self.conn, id, urgency, incremental)
+    }
+    fn stream_shutdown(&mut self, id: u64, how: quiche::Shutdown, code: u64) -> quiche::Result<()> {
+        Transport::stream_shutdown(self.conn, id, how, code)
+    }
+    fn stream_readable_next(&mut self) -> Option<u64> {
+        Transport::stream_readable_next(self.conn)
+    }
+    fn dgram_send(&mut self, data: &[u8]) -> quiche::Result<()> {
+        Transport::dgram_send(self.conn, data)
+    }
+    fn dgram_recv(&mut self, out: &mut [u8]) -> quiche::Result<usize> {
+        Transport::dgram_recv(self.conn, out)
+    }
+    fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> quiche::Result<()> {
+        Transport::close(self.conn, app, code, reason)
+    }
+    fn sent_bytes(&self) -> u64 {
+        self.conn.sent_bytes()
+    }
+    fn acked_bytes(&self) -> u64 {
+        self.acked_reads.set(self.acked_reads.get() + 1);
+        self.conn.acked_bytes()
+    }
+    fn sent_units(&self) -> usize {
+        self.conn.sent_units()
+    }
+    fn rtt(&self) -> Duration {
+        self.conn.rtt()
+    }
+}
+
+/// quiche gathers its connection statistics anew for each read, walking every stream, so a
+/// pump reads what its path delivered at most every `DELIVERY_SAMPLE`, not at every write:
+/// a second of writes every millisecond reads it about twenty times.
+#[test]
+fn delivered_bytes_are_sampled_not_read_at_every_write() {
+    let (mut c, mut s, _cs, mut ss, _cp, mut sp) = pair(Version::Draft22, Pump::default());
+    let start = Instant::now();
+    let mut counting = Counting { conn: &mut s, acked_reads: std::cell::Cell::new(0) };
+    for ms in 0..1000u64 {
+        if ms % 10 == 0 {
+            let id = subgroup(&mut ss, ms);
+            let (o, p) = object(0, 100);
+            ss.send_object(id, &o, p).unwrap();
+        }
+        sp.write(&mut counting, &mut ss, start + Duration::from_millis(ms));
+    }
+    let reads = counting.acked_reads.get();
+    assert!((19..=21).contains(&reads), "{reads} reads in a second of writes");
+    exchange(&mut c, &mut s);
+}

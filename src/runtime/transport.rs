@@ -23,11 +23,13 @@ pub trait Transport {
     fn dgram_send(&mut self, data: &[u8]) -> quiche::Result<()>;
     fn dgram_recv(&mut self, out: &mut [u8]) -> quiche::Result<usize>;
     fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> quiche::Result<()>;
-    /// Bytes handed to the network so far, and bytes the path has delivered so far:
-    /// acknowledged by the peer (QUIC), or written to the socket (QMux, whose TCP acknowledges
-    /// below it); the second stands still while the path is down. One call, since quiche
-    /// gathers its statistics anew for each.
-    fn byte_counts(&self) -> (u64, u64);
+    /// Bytes handed to the network so far. Cheap: read on every write.
+    fn sent_bytes(&self) -> u64;
+    /// Bytes the path has delivered so far: acknowledged by the peer (QUIC), or written to
+    /// the socket (QMux, whose TCP acknowledges below it); it stands still while the path is
+    /// down. Not cheap over QUIC: quiche's connection statistics, which it gathers anew for
+    /// each call with a walk over every stream, so callers sample it.
+    fn acked_bytes(&self) -> u64;
     /// Packets (QUIC) or socket writes (QMux) so far: it grows once what was queued before
     /// has left.
     fn sent_units(&self) -> usize;
@@ -69,12 +71,15 @@ impl Transport for QuicConnection {
     fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> quiche::Result<()> {
         quiche::Connection::close(self, app, code, reason)
     }
-    fn byte_counts(&self) -> (u64, u64) {
-        let s = self.stats();
-        (s.sent_bytes, s.acked_bytes)
+    fn sent_bytes(&self) -> u64 {
+        // The paths' figures are kept as they go; `stats()` would walk every stream.
+        self.path_stats().map(|p| p.sent_bytes).sum()
+    }
+    fn acked_bytes(&self) -> u64 {
+        self.stats().acked_bytes
     }
     fn sent_units(&self) -> usize {
-        self.stats().sent
+        self.path_stats().map(|p| p.sent).sum()
     }
     fn rtt(&self) -> std::time::Duration {
         self.path_stats().next().map_or(std::time::Duration::ZERO, |p| p.rtt)
@@ -131,9 +136,11 @@ impl Transport for qmux::Connection {
     fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> quiche::Result<()> {
         qmux::Connection::close(self, app, code, reason).map_err(quiche_error)
     }
-    fn byte_counts(&self) -> (u64, u64) {
-        let sent = self.stats().sent_bytes;
-        (sent, sent)
+    fn sent_bytes(&self) -> u64 {
+        self.stats().sent_bytes
+    }
+    fn acked_bytes(&self) -> u64 {
+        self.stats().sent_bytes
     }
     fn sent_units(&self) -> usize {
         usize::try_from(self.stats().sent_bytes).unwrap_or(usize::MAX)
