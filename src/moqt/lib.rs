@@ -668,6 +668,10 @@ impl Pump {
     /// answers to our control messages cannot come, since it does not read them (draft-16
     /// §13.1.1, draft-22 §12.2).
     fn close_if_control_piled(&mut self, session: &mut Session) {
+        // Everything queued, control included, is in `queued`: under the limit, nothing to look up.
+        if self.queued <= CONTROL_QUEUE_LIMIT {
+            return;
+        }
         let control = session.local_control_stream();
         let piled = self.pending.get(&self.key(control)).map_or(0, |q| q.bytes);
         if piled > CONTROL_QUEUE_LIMIT && !session.is_closed() {

@@ -9,6 +9,8 @@
 
 use crate::msg::ConnId;
 use ahash::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -81,6 +83,12 @@ pub struct Ingest {
     /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
     /// (`RelayShard::take_directory`).
     published_log: Vec<(TrackNamespace, bool)>,
+    /// When upstreams' timers (a held PUBLISH_DONE's `done_wait`, a renewal) are due, soonest
+    /// first, so that a tick visits only what is due, not every track; an entry whose
+    /// upstream is gone or whose timer moved is skipped when it comes due.
+    timers: BinaryHeap<Reverse<(Instant, ConnId, RequestId)>>,
+    /// Upstreams a tick looked at, ever (tests hold it to the due ones).
+    visits: u64,
 }
 
 impl Ingest {
@@ -98,10 +106,13 @@ impl Ingest {
         self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref())
     }
 
+    /// Upstreams the ticks looked at so far (see `timers`).
+    pub fn visits(&self) -> u64 {
+        self.visits
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
-        let done = self.ups.values().filter_map(|u| u.done.as_ref().map(|d| d.3));
-        let renew = self.ups.values().filter_map(|u| u.renew);
-        done.chain(renew).min()
+        self.timers.peek().map(|Reverse((at, _, _))| *at)
     }
 }
 
@@ -291,6 +302,7 @@ impl Ingest {
             let at = cx.now + renew_after(Duration::from_millis(ms));
             if let Some(up) = self.ups.get_mut(&(conn, m.request_id)) {
                 up.renew = Some(at);
+                self.timers.push(Reverse((at, conn, m.request_id)));
             }
         }
         cx.send(cx.owner_of(alias), OwnerMsg::UpstreamOk { alias, epoch, info });
@@ -490,6 +502,7 @@ impl Ingest {
         };
         let Some(up) = self.ups.get_mut(&(conn, m.request_id)) else { return };
         up.done = Some((status, m.reason, m.stream_count, deadline));
+        self.timers.push(Reverse((deadline, conn, m.request_id)));
         self.try_finish(cx, sessions, (conn, m.request_id), false);
     }
 
@@ -642,13 +655,13 @@ impl Ingest {
     /// Renews the upstream subscriptions whose time has come: REQUEST_UPDATE with a freshly
     /// minted token for the track's namespace (the parent extends EXPIRES to its expiry), and
     /// the next renewal before that.
-    fn renew(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+    fn renew(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, due: &[(ConnId, RequestId)]) {
         let now = cx.now;
-        let due: Vec<(ConnId, RequestId)> =
-            self.ups.iter().filter(|(_, u)| u.renew.is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
-        for (conn, rid) in due {
+        for &(conn, rid) in due {
             let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
-            up.renew = Some(now + renew_after(RENEWED_TOKEN_TTL));
+            let next = now + renew_after(RENEWED_TOKEN_TTL);
+            up.renew = Some(next);
+            self.timers.push(Reverse((next, conn, rid)));
             let (Some(keys), Some(ns)) =
                 (cx.config.auth.as_ref().map(auth::KeyRing::keys), up.subscribed.clone())
             else {
@@ -674,14 +687,24 @@ impl Ingest {
     }
 
     pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
-        self.renew(cx, sessions);
-        let due: Vec<(ConnId, RequestId)> = self
-            .ups
-            .iter()
-            .filter(|(_, u)| u.done.as_ref().is_some_and(|d| d.3 <= cx.now))
-            .map(|(k, _)| *k)
-            .collect();
-        for key in due {
+        let (mut renew, mut finish) = (Vec::new(), Vec::new());
+        while let Some(&Reverse((at, conn, rid))) = self.timers.peek() {
+            if at > cx.now {
+                break;
+            }
+            self.timers.pop();
+            self.visits += 1;
+            // Stale entries (the upstream is gone, or its timer moved) are skipped.
+            let Some(up) = self.ups.get(&(conn, rid)) else { continue };
+            if up.renew == Some(at) {
+                renew.push((conn, rid));
+            }
+            if up.done.as_ref().is_some_and(|d| d.3 == at) {
+                finish.push((conn, rid));
+            }
+        }
+        self.renew(cx, sessions, &renew);
+        for key in finish {
             self.try_finish(cx, sessions, key, true);
         }
     }

@@ -431,6 +431,12 @@ impl RelayShard {
         self.fanout.visits()
     }
 
+    /// Upstream subscriptions this core's timers looked at, ever: those whose timer (a held
+    /// PUBLISH_DONE, a renewal) came due, never every upstream at every tick.
+    pub fn upstream_visits(&self) -> u64 {
+        self.ingest.visits()
+    }
+
     /// Session `conn`'s transport took these data streams of ours in full while it was losing
     /// others: their subscriptions are on a thin path, not behind (`Fanout::streams_finished`).
     pub fn streams_finished(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {

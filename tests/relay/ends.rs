@@ -7,7 +7,7 @@ use bytes::Bytes;
 use moq_edge::relay::RelayConfig;
 use moq_edge::session::{Event, StreamId, Transmit};
 use moq_edge::wire::code;
-use moq_edge::wire::model::{Message, RequestId, SubgroupHeader};
+use moq_edge::wire::model::{Message, RequestId, SubgroupHeader, TrackAlias};
 use moq_edge::wire::{Quic, Version, Vi64};
 
 use crate::common::*;
@@ -143,6 +143,42 @@ fn publish_done_is_passed_on_after_done_wait() {
         r.assert_idle();
         r.assert_no_closes();
     }
+}
+
+/// The publisher side's timers visit only what is due: with 40 upstream subscriptions on the
+/// core, ticks look at none of them until the one held PUBLISH_DONE's `done_wait` passes, and
+/// then at that one.
+#[test]
+fn upstream_timers_visit_only_the_due_upstream() {
+    let (pv, sv) = COMBOS[0];
+    let mut r = Relay::new(2);
+    let t = r.track_owned_by(&["live"], 1);
+    let (p, subs, up) = r.established(pv, sv, &t, &[1], None);
+    let (s, rid) = subs[0];
+    // 39 more tracks from the same publisher, each with its own Track Alias.
+    for i in 1..40u64 {
+        let other = track(&["live"], &format!("other-{i}"));
+        let viewer = r.connect(1, sv);
+        r.subscribe(viewer, &other, None);
+        let other_up = r.upstream_subscribe(p, &other);
+        r.accept_as(p, &other_up, TrackAlias(PUB_ALIAS.0 + i), None);
+    }
+    let st = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
+    r.put(p, st, &object(1, 0));
+    r.fin(p, st);
+    r.send(p, done_msg(up.request_id, 2));
+    r.run_until_quiet();
+    let before = r.shards[0].upstream_visits();
+    let wait = RelayConfig::default().done_wait;
+    for _ in 0..10 {
+        r.advance(wait / 20);
+    }
+    assert_eq!(r.shards[0].upstream_visits(), before, "no upstream looked at before its timer");
+    assert!(messages(&r.take_events(s)).is_empty(), "PUBLISH_DONE held");
+    r.advance(wait);
+    assert_eq!(r.shards[0].upstream_visits() - before, 1, "the held one, once");
+    let d = publish_done(&messages(&r.take_events(s)));
+    assert_eq!(d.request_id, rid);
 }
 
 /// PUBLISH_DONE (Stream Count 2) arrives before the second stream has even begun: that stream's
