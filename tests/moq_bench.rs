@@ -5,14 +5,24 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use moq_edge::host::RelayFactory;
 use moq_edge::relay::RelayConfig;
 use moq_edge::runtime::{self, RuntimeConfig, ServerHandle};
 use moq_edge::session::SessionConfig;
+use moq_edge::websocket::WebSocketSink;
+use moq_edge::wire::Version;
 use serde_json::Value;
+
+/// The tests of this file run one at a time: each loads both cores (relay and generator), and
+/// run together on a small machine the edge test's joiners could be set up so late that its
+/// run ends before their first object.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn relay() -> ServerHandle {
     relay_with(2, |_| {})
@@ -61,6 +71,7 @@ fn u(v: &Value, key: &str) -> u64 {
 
 #[test]
 fn fanout_counts_every_object_in_every_draft() {
+    let _alone = one_at_a_time();
     let relay = relay();
     // Each draft with one of the congestion controls the bench's connections may use.
     let ccs = ["cubic", "reno", "bbr2"];
@@ -127,6 +138,7 @@ fn fanout_counts_every_object_in_every_draft() {
 
 #[test]
 fn many_tracks_datagrams_and_late_join() {
+    let _alone = one_at_a_time();
     let relay = relay();
     // Every subscriber takes all 4 tracks.
     let (code, stdout, v) = bench(
@@ -238,6 +250,7 @@ fn many_tracks_datagrams_and_late_join() {
 
 #[test]
 fn churn_reconnects_in_waves() {
+    let _alone = one_at_a_time();
     let relay = relay();
     let (code, stdout, v) = bench(
         &relay,
@@ -273,6 +286,7 @@ fn churn_reconnects_in_waves() {
 
 #[test]
 fn bad_arguments_and_unreachable_relays_fail_with_status_2() {
+    let _alone = one_at_a_time();
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_moq-bench")).args(args).output().unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -302,6 +316,7 @@ fn bad_arguments_and_unreachable_relays_fail_with_status_2() {
 /// packet at a time.
 #[test]
 fn coalesced_sends_leave_in_trains_and_lose_nothing() {
+    let _alone = one_at_a_time();
     let run = |coalesce: Duration| {
         let relay = relay_with(1, |rc| (rc.send_coalesce, rc.coalesce_busy_pct) = (coalesce, 0));
         let args = ["fanout", "--subscribers", "2", "--rate", "400", "--object-size", "1000"];
@@ -325,6 +340,7 @@ fn coalesced_sends_leave_in_trains_and_lose_nothing() {
 /// same load is read about a datagram at a time.
 #[test]
 fn coalesced_receives_gather_datagrams_and_lose_nothing() {
+    let _alone = one_at_a_time();
     let run = |hold: Duration| {
         let relay = relay_with(1, |rc| rc.recv_coalesce = hold);
         let args = ["fanout", "--subscribers", "2", "--rate", "1000", "--object-size", "1000"];
@@ -346,4 +362,95 @@ fn coalesced_receives_gather_datagrams_and_lose_nothing() {
     eprintln!("datagrams per read: {held:.2} held, {at_once:.2} at once");
     assert!(held > at_once, "reads gather more when held: {held:.2} held, {at_once:.2} at once");
     assert!(held >= 2.0, "a 5 ms hold gathers several datagrams per read: {held:.2}");
+}
+
+/// A relay on two cores with its web listener at the same port, so that viewers reach it over
+/// raw QUIC, WebTransport and QMux over a WebSocket.
+fn relay_with_web() -> ServerHandle {
+    let server = relay();
+    let reloader = server.tls_reloader();
+    let sha = reloader.identity().sha256;
+    let sources = moq_edge::web::Sources {
+        certificate: Arc::new(move || sha),
+        https: Some(Arc::new(move || reloader.https_context())),
+        websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
+    };
+    moq_edge::web::serve(server.local_addr(), sources).unwrap();
+    server
+}
+
+/// A small edge's day: 20 broadcasts of video and audio, 100 viewers spread by Zipf over
+/// three transports and three drafts, churn, a crowd of 100: nothing lost, duplicated or
+/// reordered, every joiner set up, subscribed and sent its first object, and the relay's
+/// memory read at each phase. (Rates and sizes are low so that a debug build among other
+/// tests keeps up: this checks behaviour, not speed.)
+#[test]
+fn edge_day_in_miniature_loses_nothing_and_serves_every_joiner() {
+    let _alone = one_at_a_time();
+    let relay = relay_with_web();
+    let pid = std::process::id().to_string();
+    let (code, stdout, v) = bench(
+        &relay,
+        "edge",
+        &[
+            "edge",
+            "--broadcasts",
+            "20",
+            "--viewers",
+            "100",
+            "--video-rate",
+            "10",
+            "--gop",
+            "10",
+            "--keyframe-size",
+            "4000",
+            "--frame-size",
+            "800",
+            "--audio-rate",
+            "10",
+            "--audio-group",
+            "2",
+            "--audio-size",
+            "100",
+            "--transports",
+            "quic,webtransport,websocket",
+            "--drafts",
+            "14,16,22",
+            "--churn",
+            "5",
+            "--hold-s",
+            "2",
+            "--crowd",
+            "100",
+            "--crowd-at-s",
+            "2",
+            "--warmup",
+            "1",
+            "--duration",
+            "8",
+            "--relay-pid",
+            &pid,
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_intact(&v);
+    assert_eq!((u(&v, "malformed"), u(&v, "subscribe_errors")), (0, 0), "{v}");
+    // Every broadcast has viewers (20 broadcasts, 100 viewers: the least watched gets one).
+    assert_eq!(u(&v, "watched"), 20);
+    // Churn: one arrival every 200 ms until 1 + 8 - 2 - 1 s; the crowd: 100.
+    assert_eq!(u(&v, "joiners"), 30 + 100, "{v}");
+    assert_eq!((u(&v, "failed_connects"), u(&v, "joiners_without_object")), (0, 0), "{v}");
+    assert_eq!(v["setup_crowd_us"]["count"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["join_crowd_us"]["count"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["join_churn_us"]["count"].as_u64(), Some(30), "{v}");
+    // The steady viewers' latency is split around the crowd's arrival.
+    assert!(v["latency_before_crowd_us"]["count"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["latency_during_crowd_us"]["count"].as_u64().unwrap() > 0, "{v}");
+    assert!(u(&v, "expected") > 0 && u(&v, "delivered_objects") > 0, "{v}");
+    // The relay here is this process: its memory was read at every phase.
+    let rss = &v["relay_rss"];
+    for phase in ["idle", "announced", "connected", "subscribed", "max"] {
+        assert!(rss[phase].as_u64().unwrap() > 0, "{phase}: {v}");
+    }
+    relay.shutdown().unwrap();
 }

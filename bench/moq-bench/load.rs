@@ -3,6 +3,8 @@
 //! [`Control`]. Objects carry a sequence number and their send time (`client::stamp`), so each
 //! subscriber thread checks loss, duplicates, order and latency as objects arrive.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -16,6 +18,20 @@ use moq_edge::wire::Version;
 
 use crate::check::{Expect, SubCheck, Tally};
 
+/// One track's schedule: its objects, their groups and sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct TrackSpec {
+    /// Objects per second.
+    pub rate: f64,
+    /// Objects per group.
+    pub group_size: u64,
+    /// Payload bytes of the first object of each group (a video keyframe), and of the others.
+    pub first_size: usize,
+    pub object_size: usize,
+    /// The publisher connection that sends it.
+    pub publisher: usize,
+}
+
 /// What every thread needs to know about the run.
 #[derive(Debug)]
 pub struct Plan {
@@ -25,13 +41,11 @@ pub struct Plan {
     pub publish_peer: Relay,
     pub version: Version,
     pub tracks: Vec<FullTrackName>,
+    /// Each track's schedule, by index into `tracks`.
+    pub specs: Vec<TrackSpec>,
     pub publishers: usize,
-    /// Objects per second per track.
-    pub rate: f64,
-    pub group_size: u64,
     /// Subgroups per group (streams per group); objects go to them round robin.
     pub subgroups: u64,
-    pub object_size: usize,
     pub datagrams: bool,
     pub warmup: Duration,
     pub duration: Duration,
@@ -44,25 +58,31 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Objects each track carries: warm-up plus measured window.
-    pub fn total(&self) -> u64 {
-        ((self.warmup + self.duration).as_secs_f64() * self.rate).ceil() as u64
+    /// Objects track `t` carries: warm-up plus measured window.
+    pub fn total(&self, t: usize) -> u64 {
+        ((self.warmup + self.duration).as_secs_f64() * self.specs[t].rate).ceil() as u64
     }
 
-    /// The first sequence number sent inside the measured window.
-    pub fn window_lo(&self) -> u64 {
-        (self.warmup.as_secs_f64() * self.rate).ceil() as u64
+    /// The first sequence number of track `t` sent inside the measured window.
+    pub fn window_lo(&self, t: usize) -> u64 {
+        (self.warmup.as_secs_f64() * self.specs[t].rate).ceil() as u64
+    }
+
+    /// The objects a subscriber of track `t` present for the whole window is accountable for.
+    pub fn whole(&self, t: usize) -> Expect {
+        Expect::Window { lo: self.window_lo(t), end: self.total(t) }
     }
 
     /// When object `seq` of track `t` is due after the start: the tracks' objects are spread
     /// evenly, not sent in bursts.
     fn due(&self, seq: u64, t: usize) -> Duration {
         let n = self.tracks.len() as f64;
-        Duration::from_secs_f64((seq as f64 + t as f64 / n) / self.rate)
+        Duration::from_secs_f64((seq as f64 + t as f64 / n) / self.specs[t].rate)
     }
 
-    fn location(&self, seq: u64) -> Location {
-        Location::new(seq / self.group_size, seq % self.group_size)
+    fn location(&self, seq: u64, t: usize) -> Location {
+        let g = self.specs[t].group_size;
+        Location::new(seq / g, seq % g)
     }
 }
 
@@ -74,6 +94,11 @@ pub struct Control {
     pub ready: AtomicUsize,
     /// The relay accepted every publisher's PUBLISH_NAMESPACE.
     pub announced: AtomicBool,
+    /// Viewer threads of the edge scenario whose viewers are connected and set up.
+    pub connected: AtomicUsize,
+    /// The edge scenario's viewers may subscribe (the relay's memory was sampled with them
+    /// connected and idle).
+    pub subscribe: AtomicBool,
     /// The publishers sent their last object and PUBLISH_DONE.
     pub published: AtomicBool,
     /// Subscriber threads whose every subscription has ended (PUBLISH_DONE).
@@ -86,12 +111,12 @@ pub struct Control {
 }
 
 impl Control {
-    fn stopped(&self) -> bool {
+    pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
     /// Serves `fleet` until the main thread starts the run.
-    fn wait_start<C: moq_edge::client::SessionCore>(
+    pub fn wait_start<C: moq_edge::client::SessionCore>(
         &self,
         fleet: &mut Fleet<C>,
     ) -> anyhow::Result<(Instant, u64)> {
@@ -113,13 +138,17 @@ pub struct PubReport {
     pub objects_sent: u64,
     /// The most an object went out after its due time (the publisher fell behind).
     pub max_lag: Duration,
+    /// The publisher thread's CPU seconds, from the start to its last object.
+    pub cpu_s: f64,
+    /// Seconds from the start to its last object.
+    pub wall_s: f64,
 }
 
 /// The publisher thread: connects the publishers, announces, waits for the start, then sends
 /// every track's objects on schedule and ends each track with PUBLISH_DONE.
 pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
     let deadline = Instant::now() + plan.timeout;
-    let owner = |t: usize| t % plan.publishers;
+    let owner = |t: usize| plan.specs[t].publisher;
     let cores = (0..plan.publishers)
         .map(|p| {
             let mut core = PublisherCore::new();
@@ -131,10 +160,17 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
         .collect();
     let mut fleet = Fleet::connect(plan.publish_peer.clone(), plan.version, cores, deadline)
         .context("publishers connect")?;
+    // Each namespace once, by the publisher of its tracks.
+    let mut namespaces = Vec::new();
+    for (t, track) in plan.tracks.iter().enumerate() {
+        if !namespaces.iter().any(|(_, ns)| *ns == &track.namespace) {
+            namespaces.push((owner(t), &track.namespace));
+        }
+    }
     let mut announced: Vec<(usize, RequestId)> = Vec::new();
-    for (t, track) in plan.tracks.iter().enumerate().take(plan.publishers) {
-        let id = fleet.with(owner(t), |c, s| c.announce(s, track.namespace.clone()));
-        announced.push((owner(t), id.ok_or(ClientError::Closed)??));
+    for (p, namespace) in namespaces {
+        let id = fleet.with(p, |c, s| c.announce(s, namespace.clone()));
+        announced.push((p, id.ok_or(ClientError::Closed)??));
     }
     fleet
         .drive(deadline, |i, c, _| {
@@ -146,23 +182,33 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
     ctl.announced.store(true, Ordering::SeqCst);
     ctl.ready.fetch_add(1, Ordering::SeqCst);
     let (t0, _) = ctl.wait_start(&mut fleet)?;
+    let cpu0 = crate::procfs::thread_cpu_s();
 
-    let (total, n) = (plan.total(), plan.tracks.len() as u64);
     let mut report = PubReport::default();
-    let mut e: u64 = 0;
-    while e < total * n && !ctl.stopped() {
-        let (seq, t) = (e / n, (e % n) as usize);
-        let due = t0 + plan.due(seq, t);
+    // Each track's next object, soonest first.
+    let mut next: BinaryHeap<Reverse<(Duration, usize, u64)>> =
+        (0..plan.tracks.len()).map(|t| Reverse((plan.due(0, t), t, 0))).collect();
+    while let Some(Reverse((due_after, t, seq))) = next.pop() {
+        if ctl.stopped() {
+            break;
+        }
+        let due = t0 + due_after;
         let now = Instant::now();
         if due > now {
+            next.push(Reverse((due_after, t, seq)));
             fleet.pump(due)?;
             continue;
         }
+        if seq + 1 < plan.total(t) {
+            next.push(Reverse((plan.due(seq + 1, t), t, seq + 1)));
+        }
         report.max_lag = report.max_lag.max(now - due);
-        let at = plan.location(seq);
-        let payload = stamped(seq, now_micros(), plan.object_size);
+        let spec = plan.specs[t];
+        let at = plan.location(seq, t);
+        let size = if at.object == 0 { spec.first_size } else { spec.object_size };
+        let payload = stamped(seq, now_micros(), size);
         let track = &plan.tracks[t];
-        let last = at.object + 1 == plan.group_size;
+        let last = at.object + 1 == spec.group_size;
         fleet
             .with(owner(t), |c, s| {
                 if plan.datagrams {
@@ -179,8 +225,9 @@ pub fn publish(plan: &Plan, ctl: &Control) -> anyhow::Result<PubReport> {
             })
             .ok_or(ClientError::Closed)??;
         report.objects_sent += 1;
-        e += 1;
     }
+    report.cpu_s = crate::procfs::thread_cpu_s() - cpu0;
+    report.wall_s = t0.elapsed().as_secs_f64();
     for (t, track) in plan.tracks.iter().enumerate() {
         fleet.with(owner(t), |c, s| c.done(s, track, publish_done::TRACK_ENDED, "moq-bench finished"));
     }
@@ -243,10 +290,10 @@ impl<'a> Recorder<'a> {
         core: &mut SubscriberCore,
         s: &mut moq_edge::session::Session,
         m: &mut Member,
-        expect: Expect,
+        expect: Option<Expect>,
     ) {
-        let total = self.plan.total();
         for &t in &m.tracks {
+            let (total, expect) = (self.plan.total(t), expect.unwrap_or_else(|| self.plan.whole(t)));
             let track = self.plan.tracks[t].clone();
             let params = Parameters {
                 forward: Some(true),
@@ -322,7 +369,7 @@ impl<'a> Recorder<'a> {
     }
 }
 
-fn micros(d: Duration) -> u64 {
+pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -351,9 +398,8 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
         fleet.pump(Instant::now() + Duration::from_millis(10))?;
     }
     fleet.pump(Instant::now() + Duration::from_millis(100))?;
-    let whole = Expect::Window { lo: plan.window_lo(), end: plan.total() };
     for (i, m) in members.iter_mut().enumerate().filter(|(_, m)| m.join_after.is_none()) {
-        fleet.with(i, |c, s| rec.subscribe(c, s, m, whole));
+        fleet.with(i, |c, s| rec.subscribe(c, s, m, None));
     }
     fleet
         .drive(deadline, |i, c, _| {
@@ -389,7 +435,7 @@ pub fn subscribe(plan: &Plan, ctl: &Control, mut members: Vec<Member>) -> anyhow
         }
         if let Some(&(after, i)) = joins.get(next_join) {
             if t0 + after <= Instant::now() {
-                fleet.with(i, |c, s| rec.subscribe(c, s, &mut members[i], Expect::Observed));
+                fleet.with(i, |c, s| rec.subscribe(c, s, &mut members[i], Some(Expect::Observed)));
                 rec.tally.joins += 1;
                 next_join += 1;
                 continue;
@@ -441,7 +487,7 @@ pub fn churn(plan: &Plan, ctl: &Control, members: &[Vec<usize>]) -> anyhow::Resu
         rec.tally.sessions += members.len() as u64;
         let mut wave: Vec<Member> = members.iter().map(|t| Member::new(t.clone(), None)).collect();
         for (i, m) in wave.iter_mut().enumerate() {
-            fleet.with(i, |c, s| rec.subscribe(c, s, m, Expect::Observed));
+            fleet.with(i, |c, s| rec.subscribe(c, s, m, Some(Expect::Observed)));
             rec.tally.joins += m.subs.len() as u64;
         }
         let leave = Instant::now() + plan.hold;

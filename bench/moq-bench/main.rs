@@ -6,6 +6,7 @@
 //! See bench/README.md for what each figure means and the reference results.
 
 mod check;
+mod edge;
 mod load;
 mod procfs;
 
@@ -24,7 +25,7 @@ use moq_edge::wire::Version;
 use serde_json::json;
 
 use check::Tally;
-use load::{Control, Member, Plan, PubReport};
+use load::{Control, Member, Plan, PubReport, TrackSpec};
 use procfs::ProcSample;
 
 #[global_allocator]
@@ -65,6 +66,9 @@ enum Scenario {
         #[arg(long, default_value_t = 1000)]
         hold_ms: u64,
     },
+    /// An edge's day: broadcasts of video and audio, viewers spread over them by a Zipf law,
+    /// churn, a flash crowd, a mix of transports and drafts (see bench/README.md).
+    Edge(edge::EdgeArgs),
     /// S subscribers per track join one at a time, spread over the first 80% of the window,
     /// while the tracks run. Measures SUBSCRIBE → first object and how much of the group in
     /// progress a joiner misses (0 once the relay serves the group from its cache).
@@ -187,6 +191,7 @@ fn main() {
 
 fn run(cli: Cli) -> anyhow::Result<bool> {
     let (name, common, hold_ms) = match cli.scenario {
+        Scenario::Edge(a) => return edge::run(&a),
         Scenario::Fanout(c) => ("fanout", c, 0),
         Scenario::Tracks(c) => ("tracks", c, 0),
         Scenario::Churn { common, hold_ms } => ("churn", common, hold_ms),
@@ -244,7 +249,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             std::thread::sleep(Duration::from_millis(5));
         }
         if ctl.ready.load(Ordering::SeqCst) == threads + 1 {
-            supervise(c, plan, ctl, &mut relay, threads, || failed(&subs));
+            supervise(c.relay_pid, c.quiet, plan, ctl, &mut relay, threads, || failed(&subs));
         }
         ctl.stop.store(true, Ordering::SeqCst);
         let published = publisher.join().map_err(|_| anyhow::anyhow!("publisher thread panicked"))?;
@@ -299,6 +304,13 @@ fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
             FullTrackName { namespace: TrackNamespace(fields), name: Bytes::from(format!("t{t}")) }
         })
         .collect();
+    let spec = |t: usize| TrackSpec {
+        rate: c.rate,
+        group_size: c.group_size,
+        first_size: c.object_size,
+        object_size: c.object_size,
+        publisher: t % c.publishers,
+    };
     Ok(Plan {
         peer: parse_relay(&c.relay)?
             .with_congestion_control(&c.congestion_control)
@@ -306,12 +318,10 @@ fn plan(c: &Common, hold_ms: u64) -> anyhow::Result<Plan> {
         publish_peer: parse_relay(c.publish_relay.as_deref().unwrap_or(&c.relay))?
             .with_congestion_control(&c.congestion_control),
         version: c.draft,
+        specs: (0..c.tracks).map(spec).collect(),
         tracks,
         publishers: c.publishers,
-        rate: c.rate,
-        group_size: c.group_size,
         subgroups: c.subgroups,
-        object_size: c.object_size,
         datagrams: c.datagrams,
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
@@ -360,7 +370,8 @@ fn deal(name: &str, c: &Common, plan: &Plan) -> anyhow::Result<(Vec<Vec<Member>>
 /// The main thread's part of a run: starts it, prints progress, samples the relay at the
 /// window's edges, and returns when the run is over (or a thread ended early).
 fn supervise(
-    c: &Common,
+    relay_pid: Option<u32>,
+    quiet: bool,
     plan: &Plan,
     ctl: &Control,
     relay: &mut RelayFigures,
@@ -377,7 +388,7 @@ fn supervise(
         let now = Instant::now();
         // The relay's sample first: the window's end is sampled before the loop can stop there
         // (a light load drains at once, and the run used to end without its CPU figure).
-        if let Some(pid) = c.relay_pid {
+        if let Some(pid) = relay_pid {
             if let Some(s) = procfs::sample(pid) {
                 relay.rss_max = relay.rss_max.max(s.rss_bytes);
                 if at_window_start.is_none() && now >= w_start {
@@ -393,12 +404,12 @@ fn supervise(
             break;
         }
         if now >= last_tick + Duration::from_secs(1) {
-            if let Some(s) = c.relay_pid.and_then(procfs::sample) {
+            if let Some(s) = relay_pid.and_then(procfs::sample) {
                 relay.rss_samples.push(((now - t0).as_secs_f64(), s.rss_bytes));
             }
             let (o, b) = (ctl.objects.load(Ordering::Relaxed), ctl.bytes.load(Ordering::Relaxed));
             let dt = (now - last_tick).as_secs_f64();
-            if !c.quiet {
+            if !quiet {
                 let phase = if now < w_start {
                     "warm-up"
                 } else if now < w_end {
@@ -425,7 +436,7 @@ fn supervise(
         }
         std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
     }
-    if !c.quiet {
+    if !quiet {
         eprintln!();
     }
 }

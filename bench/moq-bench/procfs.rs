@@ -45,6 +45,19 @@ pub fn own_cpu_s() -> f64 {
     sample(std::process::id()).map_or(0.0, |s| s.cpu_s)
 }
 
+/// The calling thread's CPU seconds so far (user + system).
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc == 0 {
+        ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    } else {
+        0.0
+    }
+}
+
 /// The nominal clock of this machine's CPUs in GHz, from `/proc/cpuinfo` ("cpu MHz" of the
 /// first CPU), if it says.
 pub fn cpu_ghz() -> Option<f64> {

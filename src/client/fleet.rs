@@ -16,9 +16,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::drive::Polled;
 use super::moqt::{service, Collect, IoRef, SessionCore};
 use super::publisher::PublisherCore;
-use super::quic::{drive_many, ClientError, QuicConn};
+use super::quic::{ClientError, QuicConn, BUF_LEN};
 use super::subscriber::SubscriberCore;
 use super::ws::WsConn;
 use moqt::MoqtApp;
@@ -26,22 +27,112 @@ use session::{Event, Session, SessionConfig};
 use wire::model::{FullTrackName, LocationFilter, RequestId, Role, SetupOptions};
 use wire::Version;
 
-/// The members' connections: all QUIC, or all QMux over WebSockets.
-enum Conns {
-    Quic(Vec<QuicConn>),
-    Ws(Vec<WsConn>),
+/// A member's connection: QUIC (raw or WebTransport), QMux over a WebSocket, or none once it
+/// has been retired ([`Fleet::retire`]).
+enum Link {
+    Quic(Box<QuicConn>),
+    Ws(Box<WsConn>),
+    Gone,
 }
 
-/// Client connections, each with its session and state machine, driven together.
+impl Polled for Link {
+    fn close_error(&self) -> Option<ClientError> {
+        match self {
+            Link::Quic(c) => Polled::close_error(c.as_ref()),
+            Link::Ws(c) => Polled::close_error(c.as_ref()),
+            Link::Gone => None,
+        }
+    }
+
+    fn send(&mut self, buf: &mut [u8]) -> Result<(), ClientError> {
+        match self {
+            Link::Quic(c) => Polled::send(c.as_mut(), buf),
+            Link::Ws(c) => Polled::send(c.as_mut(), buf),
+            Link::Gone => Ok(()),
+        }
+    }
+
+    fn timeout(&self) -> Option<Instant> {
+        match self {
+            Link::Quic(c) => Polled::timeout(c.as_ref()),
+            Link::Ws(c) => Polled::timeout(c.as_ref()),
+            Link::Gone => None,
+        }
+    }
+
+    fn sockets(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        match self {
+            Link::Quic(c) => Polled::sockets(c.as_ref(), out),
+            Link::Ws(c) => Polled::sockets(c.as_ref(), out),
+            Link::Gone => {}
+        }
+    }
+
+    fn receive(&mut self, k: usize, buf: &mut [u8]) -> Result<(), ClientError> {
+        match self {
+            Link::Quic(c) => Polled::receive(c.as_mut(), k, buf),
+            Link::Ws(c) => Polled::receive(c.as_mut(), k, buf),
+            Link::Gone => Ok(()),
+        }
+    }
+
+    fn on_timer(&mut self, now: Instant) -> bool {
+        match self {
+            Link::Quic(c) => Polled::on_timer(c.as_mut(), now),
+            Link::Ws(c) => Polled::on_timer(c.as_mut(), now),
+            Link::Gone => false,
+        }
+    }
+
+    fn buffered(&self) -> bool {
+        match self {
+            Link::Ws(c) => Polled::buffered(c.as_ref()),
+            _ => false,
+        }
+    }
+}
+
+/// Client connections, each with its session and state machine, driven together. Members
+/// may differ in transport and draft ([`Fleet::open`]).
 pub struct Fleet<C> {
-    conns: Conns,
+    links: Vec<Link>,
     apps: Vec<MoqtApp<Collect>>,
     cores: Vec<C>,
     /// Members that no longer read their streams ([`Fleet::stall`]).
     stalled: Vec<bool>,
+    /// Why a member's connection closed, for a lenient fleet ([`Fleet::lenient`]).
+    closed: Vec<Option<ClientError>>,
+    lenient: bool,
+    /// QUIC configurations of [`Fleet::open`], one per (peer, draft).
+    configs: Vec<(std::net::SocketAddr, Version, quiche::Config)>,
+    /// Scratch space for datagrams.
+    buf: Vec<u8>,
 }
 
 impl<C: SessionCore> Fleet<C> {
+    /// A fleet of no member yet, to [`Fleet::open`] members into.
+    pub fn new() -> Self {
+        Fleet {
+            links: Vec::new(),
+            apps: Vec::new(),
+            cores: Vec::new(),
+            stalled: Vec::new(),
+            closed: Vec::new(),
+            lenient: false,
+            configs: Vec::new(),
+            buf: vec![0u8; BUF_LEN],
+        }
+    }
+
+    fn push(&mut self, link: Link, app: MoqtApp<Collect>, core: C) -> usize {
+        self.links.push(link);
+        self.apps.push(app);
+        self.cores.push(core);
+        self.stalled.push(false);
+        self.closed.push(None);
+        self.cores.len() - 1
+    }
+
     /// Opens one connection per core to `peer` (one quiche configuration for all, the ALPN of
     /// `version`, certificates not verified) and drives them all through the QUIC handshake
     /// and SETUP.
@@ -52,51 +143,85 @@ impl<C: SessionCore> Fleet<C> {
         deadline: Instant,
     ) -> Result<Self, ClientError> {
         let relay = relay.into();
-        if let Some(url) = relay.url.as_deref().filter(|u| !u.starts_with("https://")) {
-            // Over WebSockets each member's upgrade precedes its session, one after the other.
-            let mut conns = Vec::with_capacity(cores.len());
-            let mut apps = Vec::with_capacity(cores.len());
-            for _ in &cores {
-                conns.push(WsConn::connect(relay.addr, url, &[version.alpn()], deadline)?);
-                let session =
-                    Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
-                apps.push(MoqtApp::new(session, Collect::default()));
-            }
-            let stalled = vec![false; cores.len()];
-            let mut fleet = Fleet { conns: Conns::Ws(conns), apps, cores, stalled };
-            fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
-            return Ok(fleet);
+        let mut fleet = Fleet::new();
+        for core in cores {
+            fleet.open(&relay, version, core, deadline)?;
         }
-        if relay.url.is_some() {
-            // Over WebTransport each member's CONNECT precedes its session: they connect one
-            // after the other.
-            let (mut conns, mut apps) = (Vec::with_capacity(cores.len()), Vec::with_capacity(cores.len()));
-            for _ in &cores {
+        fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
+        Ok(fleet)
+    }
+
+    /// Adds a member: a connection to `relay` in draft `version` with `core`, returning its
+    /// index. Over raw QUIC this only starts the handshake (the member's session sets up as
+    /// the fleet is driven: see [`Fleet::is_ready`]); over WebTransport the QUIC handshake and
+    /// the CONNECT, and over a WebSocket the TCP connection and the upgrade, are made before it
+    /// returns (by `deadline`).
+    pub fn open(
+        &mut self,
+        relay: &super::Relay,
+        version: Version,
+        core: C,
+        deadline: Instant,
+    ) -> Result<usize, ClientError> {
+        let session =
+            || Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
+        match relay.url.as_deref() {
+            Some(url) if url.starts_with("https://") => {
                 let client =
                     super::MoqtClient::connect(relay.clone(), version, SetupOptions::default(), deadline)?;
                 let (conn, app) = client.into_parts().map_err(|_| ClientError::Closed)?;
-                conns.push(conn);
-                apps.push(app);
+                Ok(self.push(Link::Quic(Box::new(conn)), app, core))
             }
-            let stalled = vec![false; cores.len()];
-            return Ok(Fleet { conns: Conns::Quic(conns), apps, cores, stalled });
+            Some(url) => {
+                let conn = WsConn::connect(relay.addr, url, &[version.alpn()], deadline)?;
+                Ok(self.push(Link::Ws(Box::new(conn)), MoqtApp::new(session(), Collect::default()), core))
+            }
+            None => {
+                let at = match self.configs.iter().position(|(a, v, _)| *a == relay.addr && *v == version) {
+                    Some(at) => at,
+                    None => {
+                        self.configs.push((relay.addr, version, relay.quic_config(version.alpn())?));
+                        self.configs.len() - 1
+                    }
+                };
+                let mut conn = QuicConn::connect_with(relay.addr, &mut self.configs[at].2)?;
+                conn.set_ack_every(relay.ack_every);
+                Ok(self.push(Link::Quic(Box::new(conn)), MoqtApp::new(session(), Collect::default()), core))
+            }
         }
-        let peer = relay.addr;
-        let mut config = relay.quic_config(version.alpn())?;
-        let mut conns = Vec::with_capacity(cores.len());
-        let mut apps = Vec::with_capacity(cores.len());
-        for _ in &cores {
-            let mut conn = QuicConn::connect_with(peer, &mut config)?;
-            conn.set_ack_every(relay.ack_every);
-            conns.push(conn);
-            let session =
-                Session::new(version, Role::Client, SessionConfig::default(), SetupOptions::default());
-            apps.push(MoqtApp::new(session, Collect::default()));
+    }
+
+    /// From now on a member whose connection or session closes does not fail
+    /// [`Fleet::drive`]: it is left out of it, and [`Fleet::closed`] says why. For load
+    /// generators, where a refused or dropped member is counted, not fatal.
+    pub fn lenient(&mut self) {
+        self.lenient = true;
+    }
+
+    /// Why member `i`'s connection closed (a lenient fleet's, or one retired).
+    pub fn closed(&self, i: usize) -> Option<&ClientError> {
+        self.closed.get(i).and_then(Option::as_ref)
+    }
+
+    /// Member `i`'s session has completed SETUP (and its connection is still open).
+    pub fn is_ready(&self, i: usize) -> bool {
+        self.closed(i).is_none() && self.apps.get(i).is_some_and(|a| a.session().is_ready())
+    }
+
+    /// Closes member `i`'s connection (CONNECTION_CLOSE, or a WebSocket Close, no wait) and
+    /// lets its socket go; its core stays, to be read.
+    pub fn retire(&mut self, i: usize) -> Result<(), ClientError> {
+        let Some(link) = self.links.get_mut(i) else { return Ok(()) };
+        let result = match link {
+            Link::Quic(c) => c.close(),
+            Link::Ws(c) => c.close(),
+            Link::Gone => Ok(()),
+        };
+        *link = Link::Gone;
+        if self.closed[i].is_none() {
+            self.closed[i] = Some(ClientError::Closed);
         }
-        let stalled = vec![false; cores.len()];
-        let mut fleet = Fleet { conns: Conns::Quic(conns), apps, cores, stalled };
-        fleet.drive(deadline, |_, _, s| Ok(s.is_ready()))?;
-        Ok(fleet)
+        result
     }
 
     pub fn len(&self) -> usize {
@@ -144,32 +269,50 @@ impl<C: SessionCore> Fleet<C> {
     /// each member. `step` runs after each round of I/O and events of a member not done yet
     /// (it may act: what it queues is written out at once). A member whose session or
     /// connection closes fails the call ([`ClientError::Conn`] names it), as does `deadline`
-    /// ([`ClientError::Deadline`]).
+    /// ([`ClientError::Deadline`]); in a lenient fleet it is left out instead.
     pub fn drive(
         &mut self,
         deadline: Instant,
         mut step: impl FnMut(usize, &mut C, &mut Session) -> Result<bool, ClientError>,
     ) -> Result<(), ClientError> {
-        let Fleet { conns, apps, cores, stalled } = self;
-        let mut member = |i: usize, mut io: IoRef<'_>| {
-            if stalled.get(i).copied().unwrap_or(false) {
+        let Fleet { links, apps, cores, stalled, closed, lenient, buf, .. } = self;
+        let lenient = *lenient;
+        super::drive::drive(links, deadline, buf, |i, link| {
+            if stalled[i] || closed[i].is_some() {
                 return Ok(true);
             }
             let (Some(app), Some(core)) = (apps.get_mut(i), cores.get_mut(i)) else { return Ok(true) };
-            service(app, io.again(), core)?;
-            let done = step(i, core, app.session_mut())?;
-            service(app, io, core)?;
-            Ok(done)
-        };
-        match conns {
-            Conns::Quic(conns) => drive_many(conns, deadline, |i, c| {
-                if !c.conn().is_established() {
-                    return Ok(false);
+            let io = match link {
+                Link::Quic(c) if !c.conn().is_established() => match c.close_error() {
+                    Some(e) if lenient => {
+                        closed[i] = Some(e);
+                        return Ok(true);
+                    }
+                    _ => return Ok(false),
+                },
+                Link::Quic(c) => IoRef::Quic(c.conn_mut()),
+                Link::Ws(c) => IoRef::Ws(&mut c.qmux),
+                Link::Gone => return Ok(true),
+            };
+            let mut io = io;
+            let run = (|| -> Result<bool, ClientError> {
+                service(app, io.again(), core)?;
+                let done = step(i, core, app.session_mut())?;
+                service(app, io, core)?;
+                Ok(done)
+            })();
+            match run {
+                Err(e) if lenient => {
+                    closed[i] = Some(e);
+                    Ok(true)
                 }
-                member(i, IoRef::Quic(c.conn_mut()))
-            }),
-            Conns::Ws(conns) => super::ws::drive_many(conns, deadline, |i, c| member(i, IoRef::Ws(c))),
-        }
+                Ok(false) if lenient && link.close_error().is_some() => {
+                    closed[i] = link.close_error();
+                    Ok(true)
+                }
+                other => other,
+            }
+        })
     }
 
     /// Drives until `cond(i, core)` holds for every member.
@@ -210,10 +353,17 @@ impl<C: SessionCore> Fleet<C> {
 
     /// Closes every connection (CONNECTION_CLOSE, no wait).
     pub fn close(&mut self) -> Result<(), ClientError> {
-        match &mut self.conns {
-            Conns::Quic(conns) => conns.iter_mut().try_for_each(QuicConn::close),
-            Conns::Ws(conns) => conns.iter_mut().try_for_each(WsConn::close),
-        }
+        self.links.iter_mut().try_for_each(|l| match l {
+            Link::Quic(c) => c.close(),
+            Link::Ws(c) => c.close(),
+            Link::Gone => Ok(()),
+        })
+    }
+}
+
+impl<C: SessionCore> Default for Fleet<C> {
+    fn default() -> Self {
+        Fleet::new()
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ring::rand::{SecureRandom, SystemRandom};
 
 /// Largest datagram read (and written) in one call.
-const BUF_LEN: usize = 65_536;
+pub(crate) const BUF_LEN: usize = 65_536;
 /// Receive buffer asked of the kernel for each socket: bulk downloads burst faster than one
 /// client thread reads. The kernel caps it at `net.core.rmem_max`.
 const SOCKET_RCVBUF: usize = 8 << 20;

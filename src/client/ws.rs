@@ -60,7 +60,7 @@ impl Write for Io {
 /// One MoQT-over-QMux connection.
 pub struct WsConn {
     io: Io,
-    qmux: qmux::Connection,
+    pub(crate) qmux: qmux::Connection,
     /// The application protocol the server chose (`moqt-18`).
     alpn: String,
     buf: Vec<u8>,
