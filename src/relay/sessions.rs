@@ -63,15 +63,17 @@ struct Woken {
 /// One core's sessions (see the module header).
 #[derive(Debug, Default)]
 pub(super) struct Sessions {
-    map: HashMap<ConnId, Session>,
+    /// Boxed: a session is large, and growing the map then moves pointers, not sessions.
+    map: HashMap<ConnId, Box<Session>>,
     peers: HashMap<ConnId, Peer>,
-    requests: HashMap<(ConnId, RequestId), Holder>,
+    /// Per session, so that forgetting a session visits its own requests only.
+    requests: HashMap<ConnId, HashMap<RequestId, Holder>>,
     woken: Woken,
 }
 
 impl Sessions {
     pub fn insert(&mut self, conn: ConnId, session: Session) {
-        self.map.insert(conn, session);
+        self.map.insert(conn, Box::new(session));
     }
 
     /// Removes session `conn` (its connection is gone); false when it was not here. Who its
@@ -83,7 +85,7 @@ impl Sessions {
     /// Forgets the peer of a removed session, and its requests.
     pub fn forget_peer(&mut self, conn: ConnId) {
         self.peers.remove(&conn);
-        self.requests.retain(|(c, _), _| *c != conn);
+        self.requests.remove(&conn);
     }
 
     pub fn len(&self) -> usize {
@@ -92,7 +94,7 @@ impl Sessions {
 
     /// Session `conn`, to read.
     pub fn get(&self, conn: ConnId) -> Option<&Session> {
-        self.map.get(&conn)
+        self.map.get(&conn).map(Box::as_ref)
     }
 
     /// Session `conn`, to write to: noted as having output.
@@ -101,12 +103,12 @@ impl Sessions {
         if self.woken.set.insert(conn) {
             self.woken.list.push(conn);
         }
-        Some(s)
+        Some(s.as_mut())
     }
 
     /// Session `conn` without noting it (its own turn: the runtime flushes it anyway).
     pub fn in_turn(&mut self, conn: ConnId) -> Option<&mut Session> {
-        self.map.get_mut(&conn)
+        self.map.get_mut(&conn).map(Box::as_mut)
     }
 
     /// The sessions that are set up and are not upstream links.
@@ -146,18 +148,20 @@ impl Sessions {
 
     /// Request `rid` of session `conn` is now `role`'s.
     pub fn register(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
-        self.requests.insert((conn, rid), role);
+        self.requests.entry(conn).or_default().insert(rid, role);
     }
 
     /// Request `rid` of session `conn` is `role`'s too, unless another role holds it (a fill
     /// fetch stream has its subscription's Request ID).
     pub fn register_also(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
-        self.requests.entry((conn, rid)).or_insert(role);
+        self.requests.entry(conn).or_default().entry(rid).or_insert(role);
     }
 
     /// Request `rid` of session `conn` is over.
     pub fn forget(&mut self, conn: ConnId, rid: RequestId) {
-        self.requests.remove(&(conn, rid));
+        if let Some(held) = self.requests.get_mut(&conn) {
+            held.remove(&rid);
+        }
     }
 
     /// Request `rid` of session `conn` is over for `role`, if it held it.
@@ -169,7 +173,7 @@ impl Sessions {
 
     /// The role that holds request `rid` of session `conn`.
     pub fn role(&self, conn: ConnId, rid: RequestId) -> Option<Holder> {
-        self.requests.get(&(conn, rid)).copied()
+        self.requests.get(&conn).and_then(|held| held.get(&rid)).copied()
     }
 
     // --- answers ---------------------------------------------------------------------------

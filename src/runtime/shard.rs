@@ -172,7 +172,9 @@ pub struct Shard<A: ShardApp> {
     tls_generation: u64,
     rc: RuntimeConfig,
     qlog_dir: Option<std::path::PathBuf>,
-    conns: Vec<Option<Conn>>,
+    /// Boxed: a connection is large (quiche's state), and growing the slab then moves
+    /// pointers, not connections.
+    conns: Vec<Option<Box<Conn>>>,
     free: Vec<usize>,
     by_cid: HashMap<ConnectionId<'static>, usize>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -407,8 +409,9 @@ impl<A: ShardApp> Shard<A> {
         // Done once every connection has sent (or received) its CONNECTION_CLOSE: the
         // draining period that follows needs no more packets from us.
         let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
-        let quiet =
-            phase != Phase::Serving && self.conns.iter().flatten().all(closed) && self.streams.is_empty();
+        let quiet = phase != Phase::Serving
+            && self.conns.iter().flatten().all(|c| closed(c))
+            && self.streams.is_empty();
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
         let clients_gone =

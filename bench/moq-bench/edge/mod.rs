@@ -92,6 +92,10 @@ pub struct EdgeArgs {
     /// The broadcast the crowd comes for (by rank: 0 is the most watched).
     #[arg(long, default_value_t = 0)]
     crowd_broadcast: usize,
+    /// The crowd only connects and sets up (QUIC handshake and SETUP), without subscribing:
+    /// to measure what handshakes cost the relay apart from what the crowd then watches.
+    #[arg(long)]
+    crowd_idle: bool,
     /// Seconds measured, after the warm-up.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -156,6 +160,8 @@ struct Layout<'a> {
     /// Receive-time window of the crowd's effect on the steady viewers, Unix µs (from the
     /// start): the crowd's arrival to its end + 1 s.
     crowd_us: Option<(u64, u64)>,
+    /// The crowd does not subscribe (`--crowd-idle`).
+    crowd_idle: bool,
 }
 
 impl Layout<'_> {
@@ -388,7 +394,13 @@ pub fn run(a: &EdgeArgs) -> anyhow::Result<bool> {
         let from = micros(Duration::from_secs_f64(a.warmup + a.crowd_at_s));
         (from, from + micros(Duration::from_secs_f64(a.crowd_window_s + 1.0)))
     });
-    let layout = Layout { plan: &plan, relays: relays(a)?, drafts: a.drafts.clone(), crowd_us };
+    let layout = Layout {
+        plan: &plan,
+        relays: relays(a)?,
+        drafts: a.drafts.clone(),
+        crowd_us,
+        crowd_idle: a.crowd_idle,
+    };
     // Steady viewers dealt round robin to their threads, arrivals to theirs.
     let steady_threads = a.threads.min(a.viewers);
     let arrival_threads = a.arrival_threads.min(joins.len());

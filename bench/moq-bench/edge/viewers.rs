@@ -305,6 +305,9 @@ fn set_up(
     } else {
         tally.setup_churn.saturating_record(setup);
     }
+    if v.kind == Kind::Crowd && layout.crowd_idle {
+        return;
+    }
     subscribe(layout, core, s, v, None);
 }
 
@@ -412,7 +415,7 @@ fn leave(fleet: &mut Fleet<SubscriberCore>, i: usize, v: &mut Viewer, tally: &mu
 /// Counts viewer `i`'s subscriptions into the totals.
 fn close(fleet: &Fleet<SubscriberCore>, i: usize, v: &mut Viewer, tally: &mut EdgeTally) {
     v.gone = true;
-    if v.kind != Kind::Steady && v.ready && !v.subs.iter().any(|s| s.first) {
+    if v.kind != Kind::Steady && v.ready && !v.subs.is_empty() && !v.subs.iter().any(|s| s.first) {
         tally.joiners_without_object += 1;
     }
     if let Some(c) = fleet.core(i) {

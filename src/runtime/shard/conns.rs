@@ -178,11 +178,11 @@ impl<A: ShardApp> Shard<A> {
         let cids = conn.cids.clone();
         let idx = match self.free.pop() {
             Some(i) => {
-                self.conns[i] = Some(conn);
+                self.conns[i] = Some(Box::new(conn));
                 i
             }
             None => {
-                self.conns.push(Some(conn));
+                self.conns.push(Some(Box::new(conn)));
                 self.conns.len() - 1
             }
         };
