@@ -94,6 +94,9 @@ pub struct Control {
     pub ready: AtomicUsize,
     /// The relay accepted every publisher's PUBLISH_NAMESPACE.
     pub announced: AtomicBool,
+    /// The edge scenario's viewers may connect (the relay's memory was sampled with the
+    /// publishers alone).
+    pub connect: AtomicBool,
     /// Viewer threads of the edge scenario whose viewers are connected and set up.
     pub connected: AtomicUsize,
     /// The edge scenario's viewers may subscribe (the relay's memory was sampled with them

@@ -467,6 +467,7 @@ pub fn run(a: &EdgeArgs) -> anyhow::Result<bool> {
         let ok = phase(&|| ctl.announced.load(Ordering::SeqCst))
             && {
                 phases.announced = rss();
+                ctl.connect.store(true, Ordering::SeqCst);
                 phase(&|| ctl.connected.load(Ordering::SeqCst) == threads)
             }
             && {

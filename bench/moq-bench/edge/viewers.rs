@@ -133,6 +133,13 @@ pub(super) fn view(
     joins: Vec<Arrival>,
 ) -> anyhow::Result<EdgeTally> {
     let plan = layout.plan;
+    // The viewers connect once the relay's memory was read with only the publishers there.
+    while !ctl.connect.load(Ordering::SeqCst) {
+        if ctl.stopped() {
+            bail!("stopped before the viewers connected");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let deadline = Instant::now() + plan.timeout;
     let mut fleet: Fleet<SubscriberCore> = Fleet::new();
     let mut viewers: Vec<Viewer> = Vec::new();
