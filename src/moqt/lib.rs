@@ -14,7 +14,11 @@ mod app;
 mod hold;
 mod queue;
 
-pub use accept::{draft_alpns, server_alpns, WebTransportAccept, WebTransportConn};
+use accept::write_webtransport_output;
+pub use accept::{
+    draft_alpns, server_alpns, setup_from_request, setup_from_url, webtransport_handshake, write_h3,
+    WebTransportAccept, WebTransportConn, URL_TOKEN_PARAMS,
+};
 pub use app::MoqtApp;
 
 use runtime::Transport;
@@ -30,54 +34,13 @@ use tracing::debug;
 use hold::Hold;
 use queue::{send_queue, Ahead, Chunk, Sent, StreamQueue};
 use session::{Event, Session, StreamId, Transmit};
-use webtransport::{code as wt_code, Event as WtEvent, Output, WebTransport};
-use wire::model::SetupOptions;
+use webtransport::{code as wt_code, Event as WtEvent, WebTransport};
 use wire::Version;
 
 /// The draft a WebTransport client that offers no WT-Available-Protocols speaks: draft-16,
 /// the most widely deployed (a client of a draft without protocol negotiation in
 /// WebTransport is an older one).
 pub const WEBTRANSPORT_DEFAULT: Version = Version::Draft16;
-
-/// Query parameters of a CONNECT URL that carry an authorization token: this relay's own
-/// (`token`), moq-dev's relay's JWT (`jwt`), and a Common Access Token (`cat`). Which format a
-/// token is, its shape tells (`auth::Keys::verify`).
-pub const URL_TOKEN_PARAMS: [&str; 3] = ["token", "jwt", "cat"];
-
-/// What a WebTransport CONNECT says about the client's setup: its authority and path (with
-/// the query), and each token query parameter ([`URL_TOKEN_PARAMS`], percent-decoded) as an
-/// authorization token for the session (a browser cannot put one in SETUP before it knows
-/// it may connect, and pages commonly carry it in the URL).
-pub fn setup_from_url(accepted: &webtransport::Accepted) -> SetupOptions {
-    setup_from_request(&accepted.authority, &accepted.path)
-}
-
-/// What a request's authority and path (with the query) say about the client's setup (see
-/// [`setup_from_url`]): a WebTransport CONNECT's, or a WebSocket upgrade's.
-pub fn setup_from_request(authority: &str, path: &str) -> SetupOptions {
-    let query = path.split_once('?').map_or("", |(_, q)| q);
-    let auth_tokens = query
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, v)| URL_TOKEN_PARAMS.contains(k) && !v.is_empty())
-        .map(|(_, v)| wire::model::AuthToken::UseValue {
-            token_type: 0,
-            value: Bytes::from(percent_decode(v)),
-        })
-        .collect();
-    SetupOptions {
-        authority: Some(Bytes::copy_from_slice(authority.as_bytes())),
-        path: Some(Bytes::copy_from_slice(path.as_bytes())),
-        auth_tokens,
-        ..SetupOptions::default()
-    }
-}
-
-/// `%XX` escapes decoded (RFC 3986 §2.1); a `%` not followed by two hex digits stays as it
-/// is, and so does `+` (a base64 token's character, not a space here).
-fn percent_decode(text: &str) -> Vec<u8> {
-    percent_encoding::percent_decode_str(text).collect()
-}
 
 /// Decides what to answer to the peer's requests.
 pub trait RequestHandler {
@@ -906,94 +869,6 @@ impl Pump {
     /// their delivery deadline.
     pub fn take_expired(&mut self) -> Vec<StreamId> {
         std::mem::take(&mut self.expired_ids)
-    }
-}
-
-/// The WebTransport exchange before the MoQT session exists (SETTINGS, the CONNECT request
-/// and its answer): reads every readable stream into `wt` (payload of WebTransport streams
-/// is kept there until the session takes it) and writes its output through `h3`.
-pub fn webtransport_handshake(
-    conn: &mut impl Transport,
-    wt: &mut WebTransport,
-    h3: &mut VecDeque<(u64, Bytes, bool)>,
-    buf: &mut [u8],
-) {
-    while let Some(id) = conn.stream_readable_next() {
-        loop {
-            match conn.stream_recv(id, buf) {
-                Ok((n, fin)) => {
-                    // Before acceptance payload is buffered there (bounded) or refused; after
-                    // it (later in this same read) it is held for the session to come.
-                    if let Some(d) = wt.on_stream_data(id, &buf[..n], fin) {
-                        wt.hold(id, d.stream, &buf[d.offset..n], fin);
-                    }
-                    if fin {
-                        break;
-                    }
-                }
-                Err(quiche::Error::StreamReset(code)) => {
-                    let _ = wt.on_stream_reset(id, code);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-    }
-    write_webtransport_output(conn, wt, h3);
-}
-
-/// Carries out what the WebTransport layer asked for: HTTP/3 bytes join `h3` (written in
-/// order as quiche takes them), stream errors and connection closes go to quiche at once.
-fn write_webtransport_output(
-    conn: &mut impl Transport,
-    wt: &mut WebTransport,
-    h3: &mut VecDeque<(u64, Bytes, bool)>,
-) {
-    while let Some(o) = wt.poll_output() {
-        match o {
-            Output::Stream { quic, data, fin } => h3.push_back((quic, data, fin)),
-            Output::StopSending { quic, code } => {
-                let _ = conn.stream_shutdown(quic, quiche::Shutdown::Read, code);
-            }
-            Output::Reset { quic, code } => {
-                let _ = conn.stream_shutdown(quic, quiche::Shutdown::Write, code);
-            }
-            Output::Close { code, reason } => {
-                let _ = conn.close(true, code, reason.as_bytes());
-            }
-        }
-    }
-    write_h3(conn, h3);
-}
-
-/// Hands HTTP/3 bytes to quiche in order; what it does not take yet waits at the front.
-pub fn write_h3(conn: &mut impl Transport, h3: &mut VecDeque<(u64, Bytes, bool)>) {
-    let mut i = 0;
-    // Streams whose earlier bytes wait: their later bytes wait behind them.
-    let mut blocked: Vec<u64> = Vec::new();
-    while i < h3.len() {
-        let (quic, data, fin) = &mut h3[i];
-        if blocked.contains(quic) {
-            i += 1;
-            continue;
-        }
-        match conn.stream_send(*quic, data, *fin) {
-            Ok(n) if n == data.len() => {
-                h3.remove(i);
-            }
-            Ok(n) => {
-                let _ = data.split_to(n);
-                blocked.push(*quic);
-                i += 1;
-            }
-            Err(quiche::Error::Done) => {
-                blocked.push(*quic);
-                i += 1;
-            }
-            Err(_) => {
-                h3.remove(i);
-            }
-        }
     }
 }
 

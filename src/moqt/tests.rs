@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::accept::percent_decode;
 use runtime::testing::{exchange, handshake};
 use runtime::QuicConnection;
 use session::SessionConfig;

@@ -226,14 +226,16 @@ pub const BEHIND_WINDOW: Duration = Duration::from_secs(2);
 /// role and the sessions can be borrowed beside it.
 macro_rules! cx {
     ($shard:ident) => {
-        Cx {
+        $crate::Cx {
             core: $shard.core,
             cores: $shard.cores,
             now: $shard.now,
             receive_lag: $shard.receive_lag,
             draining: $shard.goaway.is_some(),
-            overloaded: over_admission_threshold($shard.busy_pct, $shard.config.admission_busy_pct)
-                || $shard.behind_at.is_some_and(|t| $shard.now.saturating_duration_since(t) < BEHIND_WINDOW),
+            overloaded: $crate::over_admission_threshold($shard.busy_pct, $shard.config.admission_busy_pct)
+                || $shard
+                    .behind_at
+                    .is_some_and(|t| $shard.now.saturating_duration_since(t) < $crate::BEHIND_WINDOW),
             config: &$shard.config,
             namespaces: &$shard.namespaces,
             key: &$shard.key,
@@ -247,8 +249,9 @@ macro_rules! cx {
     };
 }
 
-// After `cx!`, which it uses.
+// After `cx!`, which they use.
 mod admit;
+mod upward;
 
 use self::admit::{discovery_right, needs_right, range_filtered, Refused};
 pub(crate) use self::admit::{update_allows, UpdateError};
@@ -456,128 +459,7 @@ impl RelayShard {
     /// A new session on this core, named `conn` (unique on this core).
     pub fn add_session(&mut self, conn: ConnId, mut session: Session) {
         session.set_log_id(self.core, conn.0);
-        session.set_log_id(self.core, conn.0);
         self.sessions.insert(conn, session);
-    }
-
-    /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
-    /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
-    /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
-    /// move to this one once it is up.
-    pub fn add_link(
-        &mut self,
-        conn: ConnId,
-        mut session: Session,
-        routes: Vec<TrackNamespace>,
-        replaces: Option<ConnId>,
-    ) {
-        self.links.add(conn, routes, replaces);
-        session.set_log_id(self.core, conn.0);
-        self.sessions.insert(conn, session);
-        self.sessions.mark_link(conn);
-    }
-
-    /// Link `conn` leads to a relay the namespace directory named, not to a parent: local
-    /// announcements are not forwarded up it (the directory already tells every relay where
-    /// they are; forwarding would make the other relay hold them too).
-    pub fn mark_directory_link(&mut self, conn: ConnId) {
-        self.links.mark_directory(conn);
-    }
-
-    /// Whether session `conn` is an upstream link of this core.
-    pub fn is_link(&self, conn: ConnId) -> bool {
-        self.sessions.is_link(conn)
-    }
-
-    /// Links whose parent sent GOAWAY since the last call, with its New Session URI (empty:
-    /// the same parent).
-    pub fn take_link_goaways(&mut self) -> Vec<(ConnId, Bytes)> {
-        self.links.take_goaways()
-    }
-
-    /// Whether link `conn` was replaced and carries no subscription any more, neither ours
-    /// nor the parent's (its subscribers move too, and it ends them on the old link): time to
-    /// close it.
-    pub fn link_moved_out(&self, conn: ConnId) -> bool {
-        self.links.moved(conn) && !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
-    }
-
-    /// Closes link `conn` (its tracks moved to its replacement); false when it was closed
-    /// already.
-    pub fn close_link(&mut self, conn: ConnId) -> bool {
-        match self.sessions.get_mut(conn) {
-            Some(s) if !s.is_closed() => {
-                s.close(SessionCode::NoError, "moved to the new session");
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// What this core asks of the namespace directory since the last call (`directory.rs`).
-    pub fn take_directory(&mut self) -> Vec<directory::DirectoryAsk> {
-        for (namespace, on) in self.ingest.take_published() {
-            self.directory.published(namespace, on);
-        }
-        for (prefix, on) in self.discovery.take_watches() {
-            self.directory.watch(&prefix, on);
-        }
-        self.directory.take()
-    }
-
-    /// The directory answered this core's lookup of `namespace`: on a miss, the requests
-    /// held for it get the answer they would have had without a directory; on a hit they
-    /// wait for the route (the link to the relay named comes up) until their time is up.
-    pub fn directory_answer(&mut self, namespace: &TrackNamespace, found: bool, now: Instant) {
-        self.now = now;
-        self.directory.answered(namespace);
-        if !found {
-            let cx = &mut cx!(self);
-            self.owner.directory_miss(cx, namespace);
-        }
-        self.run_local();
-    }
-
-    /// A namespace registered by another relay of the cluster appeared (`on`) or went away:
-    /// namespace subscriptions hear of it like of a local announcement (it routes nothing:
-    /// a SUBSCRIBE to it is looked up).
-    pub fn directory_namespace(&mut self, namespace: TrackNamespace, on: bool, now: Instant) {
-        self.now = now;
-        let changed = if on {
-            self.namespaces.insert(namespace.clone(), SessionRef::REMOTE, Via::Remote)
-        } else {
-            self.namespaces.remove(&namespace, SessionRef::REMOTE)
-        };
-        if changed {
-            self.discovery.changed(&mut self.sessions, &namespace, on);
-        }
-        self.run_local();
-    }
-
-    /// Link `conn` (on this core) takes namespace prefix `prefix` as a route (`on`) or drops
-    /// it: the directory names the relay it leads to as the one serving `prefix`. A link not
-    /// set up yet takes the routes its slot gives when it is (`add_link`).
-    pub fn link_route(&mut self, conn: ConnId, prefix: TrackNamespace, on: bool, now: Instant) {
-        self.now = now;
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
-        if on {
-            if let Some(rid) = self.links.add_route(cx, conn, prefix.clone()) {
-                self.ingest.add_route(sessions, conn, rid, prefix);
-            }
-        } else if let Some(rid) = self.links.remove_route(conn, &prefix) {
-            self.ingest.withdraw_namespace(cx, sessions, conn, rid);
-        }
-        self.run_local();
-    }
-
-    /// Whether link `conn` carries nothing: no subscription of ours, none of the parent's.
-    pub fn link_idle(&self, conn: ConnId) -> bool {
-        !self.ingest.has_upstreams(conn) && self.fanout.subscriptions(conn) == 0
-    }
-
-    /// Upstream links of this core whose session is set up.
-    pub fn links_up(&self) -> usize {
-        self.links.up()
     }
 
     /// The shard's configuration.

@@ -382,26 +382,9 @@ struct Phases {
     subscribed: u64,
 }
 
-/// Runs `moq-bench edge`; true when delivery was intact and every joiner got an object.
-pub fn run(a: &EdgeArgs) -> anyhow::Result<bool> {
-    check_args(a)?;
-    let plan = plan(a)?;
-    let cdf = zipf_cdf(a.broadcasts, a.zipf);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let steady = steady_broadcasts(a.viewers, &cdf, &mut rng);
-    let joins = arrivals(a, &cdf, &mut rng);
-    let crowd_us = (a.crowd > 0).then(|| {
-        let from = micros(Duration::from_secs_f64(a.warmup + a.crowd_at_s));
-        (from, from + micros(Duration::from_secs_f64(a.crowd_window_s + 1.0)))
-    });
-    let layout = Layout {
-        plan: &plan,
-        relays: relays(a)?,
-        drafts: a.drafts.clone(),
-        crowd_us,
-        crowd_idle: a.crowd_idle,
-    };
-    // Steady viewers dealt round robin to their threads, arrivals to theirs.
+/// Deals steady viewers round robin to their threads and arrivals to theirs, and says what
+/// the run will be; returns the shares, the number of viewer threads and of broadcasts watched.
+fn deal(a: &EdgeArgs, steady: &[usize], joins: &[Arrival]) -> (Vec<Share>, usize, usize) {
     let steady_threads = a.threads.min(a.viewers);
     let arrival_threads = a.arrival_threads.min(joins.len());
     let threads = steady_threads + arrival_threads;
@@ -430,7 +413,29 @@ pub fn run(a: &EdgeArgs) -> anyhow::Result<bool> {
         joins.iter().filter(|j| j.kind == Kind::Churn).count(),
         a.crowd,
     );
+    (shares, threads, watched)
+}
 
+/// Runs `moq-bench edge`; true when delivery was intact and every joiner got an object.
+pub fn run(a: &EdgeArgs) -> anyhow::Result<bool> {
+    check_args(a)?;
+    let plan = plan(a)?;
+    let cdf = zipf_cdf(a.broadcasts, a.zipf);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let steady = steady_broadcasts(a.viewers, &cdf, &mut rng);
+    let joins = arrivals(a, &cdf, &mut rng);
+    let crowd_us = (a.crowd > 0).then(|| {
+        let from = micros(Duration::from_secs_f64(a.warmup + a.crowd_at_s));
+        (from, from + micros(Duration::from_secs_f64(a.crowd_window_s + 1.0)))
+    });
+    let layout = Layout {
+        plan: &plan,
+        relays: relays(a)?,
+        drafts: a.drafts.clone(),
+        crowd_us,
+        crowd_idle: a.crowd_idle,
+    };
+    let (shares, threads, watched) = deal(a, &steady, &joins);
     let ctl = Control::default();
     let mut relay = RelayFigures::default();
     let mut phases = Phases::default();

@@ -25,12 +25,46 @@ fn mib(b: f64) -> f64 {
     b / 1048576.0
 }
 
+/// Prints the report and writes it as JSON with `--json`; true when delivery was intact and
+/// every joiner got an object.
 pub(super) fn report(a: &EdgeArgs, plan: &Plan, r: Report<'_>) -> anyhow::Result<bool> {
-    let Report { t, published, gen_cpu_s, busiest, relay, phases, watched } = r;
-    let b = &t.base;
+    let b = &r.t.base;
     let secs = plan.duration.as_secs_f64();
     let intact = b.lost == 0 && b.duplicated == 0 && b.reordered == 0 && b.malformed == 0;
-    let joined = t.joiners_without_object == 0 && t.failed_connects == 0 && b.subscribe_errors == 0;
+    let joined = r.t.joiners_without_object == 0 && r.t.failed_connects == 0 && b.subscribe_errors == 0;
+    let handshakes = traffic(a, secs, &r, intact, joined);
+    let generator = generator(plan, &r);
+    let memory = relay(a, secs, &r);
+    if let Some(path) = &a.json {
+        let doc = json_doc(a, secs, &r, Verdicts { intact, handshakes, generator, memory });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(intact && joined)
+}
+
+/// What the text report worked out, for the JSON one.
+struct Verdicts {
+    intact: bool,
+    handshakes: Option<f64>,
+    generator: serde_json::Value,
+    memory: Memory,
+}
+
+/// The relay's memory per idle connection and per viewer (KiB), its growth in the run, and its
+/// CPU per delivered GB.
+struct Memory {
+    idle_conn: f64,
+    viewer: f64,
+    grown: u64,
+    cpu_per_gb: Option<f64>,
+}
+
+/// Prints the load, delivery, integrity, joiners and the latency, join and setup times;
+/// returns the crowd's handshakes per second.
+fn traffic(a: &EdgeArgs, secs: f64, r: &Report<'_>, intact: bool, joined: bool) -> Option<f64> {
+    let (t, watched) = (r.t, r.watched);
+    let b = &t.base;
     println!("\n== moq-bench edge: {} ==", a.relay);
     println!(
         "load        {} broadcasts ({watched} watched) of video {}/s ({} B keyframe, {} B frames, {} per group) and \
@@ -95,6 +129,12 @@ pub(super) fn report(a: &EdgeArgs, plan: &Plan, r: Report<'_>) -> anyhow::Result
             a.crowd as f64 / a.crowd_window_s
         );
     }
+    handshakes
+}
+
+/// Prints whether the generator kept up; returns its figures for the JSON report.
+fn generator(plan: &Plan, r: &Report<'_>) -> serde_json::Value {
+    let Report { t, published, gen_cpu_s, busiest, .. } = *r;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let busy = gen_cpu_s / (plan.warmup + plan.duration).as_secs_f64();
     let kept_up = busiest < 0.9 && busy < 0.9 * cpus as f64 && published.max_lag < Duration::from_millis(50);
@@ -109,6 +149,22 @@ pub(super) fn report(a: &EdgeArgs, plan: &Plan, r: Report<'_>) -> anyhow::Result
         t.blocked_max.as_secs_f64() * 1e3,
         if kept_up { "kept up" } else { "SATURATED: the figures above are the generator's, not the relay's" }
     );
+    json!({
+        "cpu_s": gen_cpu_s,
+        "cpus": cpus,
+        "busiest_viewer_thread": busiest,
+        "publisher_busy": published.cpu_s / published.wall_s.max(1e-9),
+        "publisher_max_lag_ms": published.max_lag.as_secs_f64() * 1e3,
+        "connect_blocked_ms": t.blocked.as_secs_f64() * 1e3,
+        "kept_up": kept_up,
+    })
+}
+
+/// Prints the relay's CPU and memory at each phase.
+fn relay(a: &EdgeArgs, secs: f64, r: &Report<'_>) -> Memory {
+    let Report { relay, phases, .. } = *r;
+    let b = &r.t.base;
+    let gb = b.delivered_bytes as f64 / 1e9;
     let cpu_per_gb = relay.window_cpu_s.filter(|_| gb > 0.0).map(|s| s / gb);
     let per = |d: u64, n: usize| if n == 0 { 0.0 } else { d as f64 / n as f64 / 1024.0 };
     let (idle_conn, viewer) = (
@@ -137,64 +193,58 @@ pub(super) fn report(a: &EdgeArgs, plan: &Plan, r: Report<'_>) -> anyhow::Result
             mib(grown as f64)
         );
     }
-    if let Some(path) = &a.json {
-        let pct = crate::percentiles;
-        let mut doc = json!({
-            "scenario": "edge",
-            "relay": a.relay,
-            "transports": a.transports,
-            "drafts": a.drafts.iter().map(|v| v.alpn()).collect::<Vec<_>>(),
-            "broadcasts": a.broadcasts,
-            "watched": watched,
-            "viewers": a.viewers,
-            "churn_per_s": a.churn,
-            "crowd": a.crowd,
-            "duration_s": secs,
-            "delivered_objects": b.delivered_objects,
-            "delivered_bytes": b.delivered_bytes,
-            "expected": b.expected,
-            "lost": b.lost,
-            "duplicated": b.duplicated,
-            "reordered": b.reordered,
-            "malformed": b.malformed,
-            "streams_reset": b.resets,
-            "subscribe_errors": b.subscribe_errors,
-            "joiners": t.joiners,
-            "failed_connects": t.failed_connects,
-            "joiners_without_object": t.joiners_without_object,
-            "intact": intact,
-            "latency_us": pct(&b.latency),
-            "latency_before_crowd_us": pct(&t.latency_before),
-            "latency_during_crowd_us": pct(&t.latency_crowd),
-            "join_churn_us": pct(&t.join_churn),
-            "join_crowd_us": pct(&t.join_crowd),
-            "setup_churn_us": pct(&t.setup_churn),
-            "setup_crowd_us": pct(&t.setup_crowd),
-            "crowd_handshakes_per_s": handshakes,
-        });
-        doc["generator"] = json!({
-            "cpu_s": gen_cpu_s,
-            "cpus": cpus,
-            "busiest_viewer_thread": busiest,
-            "publisher_busy": published.cpu_s / published.wall_s.max(1e-9),
-            "publisher_max_lag_ms": published.max_lag.as_secs_f64() * 1e3,
-            "connect_blocked_ms": t.blocked.as_secs_f64() * 1e3,
-            "kept_up": kept_up,
-        });
-        doc["relay_cpu_s"] = json!(relay.window_cpu_s);
-        doc["relay_cpu_s_per_gb"] = json!(cpu_per_gb);
-        doc["relay_rss"] = json!({
-            "idle": phases.idle,
-            "announced": phases.announced,
-            "connected": phases.connected,
-            "subscribed": phases.subscribed,
-            "max": relay.rss_max,
-            "per_idle_connection_kib": idle_conn,
-            "per_viewer_kib": viewer,
-            "run_growth": grown,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(intact && joined)
+    Memory { idle_conn, viewer, grown, cpu_per_gb }
+}
+
+fn json_doc(a: &EdgeArgs, secs: f64, r: &Report<'_>, v: Verdicts) -> serde_json::Value {
+    let Report { t, relay, phases, watched, .. } = *r;
+    let b = &t.base;
+    let pct = crate::percentiles;
+    let mut doc = json!({
+        "scenario": "edge",
+        "relay": a.relay,
+        "transports": a.transports,
+        "drafts": a.drafts.iter().map(|v| v.alpn()).collect::<Vec<_>>(),
+        "broadcasts": a.broadcasts,
+        "watched": watched,
+        "viewers": a.viewers,
+        "churn_per_s": a.churn,
+        "crowd": a.crowd,
+        "duration_s": secs,
+        "delivered_objects": b.delivered_objects,
+        "delivered_bytes": b.delivered_bytes,
+        "expected": b.expected,
+        "lost": b.lost,
+        "duplicated": b.duplicated,
+        "reordered": b.reordered,
+        "malformed": b.malformed,
+        "streams_reset": b.resets,
+        "subscribe_errors": b.subscribe_errors,
+        "joiners": t.joiners,
+        "failed_connects": t.failed_connects,
+        "joiners_without_object": t.joiners_without_object,
+        "intact": v.intact,
+        "latency_us": pct(&b.latency),
+        "latency_before_crowd_us": pct(&t.latency_before),
+        "latency_during_crowd_us": pct(&t.latency_crowd),
+        "join_churn_us": pct(&t.join_churn),
+        "join_crowd_us": pct(&t.join_crowd),
+        "setup_churn_us": pct(&t.setup_churn),
+        "setup_crowd_us": pct(&t.setup_crowd),
+        "crowd_handshakes_per_s": v.handshakes,
+    });
+    doc["generator"] = v.generator;
+    doc["relay_cpu_s"] = json!(relay.window_cpu_s);
+    doc["relay_cpu_s_per_gb"] = json!(v.memory.cpu_per_gb);
+    doc["relay_rss"] = json!({
+        "idle": phases.idle,
+        "announced": phases.announced,
+        "connected": phases.connected,
+        "subscribed": phases.subscribed,
+        "max": relay.rss_max,
+        "per_idle_connection_kib": v.memory.idle_conn,
+        "per_viewer_kib": v.memory.viewer,
+        "run_growth": v.memory.grown,
+    });
+    doc
 }

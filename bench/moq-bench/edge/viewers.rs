@@ -124,6 +124,13 @@ impl EdgeTally {
     }
 }
 
+/// A viewer thread's viewers: their connections, their state, and what they counted.
+struct Crew {
+    fleet: Fleet<SubscriberCore>,
+    viewers: Vec<Viewer>,
+    tally: EdgeTally,
+}
+
 /// A viewer thread: connects its steady viewers (and tells the main thread), subscribes them
 /// when told, then serves them and its arrivals until the run is over.
 pub(super) fn view(
@@ -133,128 +140,26 @@ pub(super) fn view(
     joins: Vec<Arrival>,
 ) -> anyhow::Result<EdgeTally> {
     let plan = layout.plan;
-    // The viewers connect once the relay's memory was read with only the publishers there.
-    while !ctl.connect.load(Ordering::SeqCst) {
-        if ctl.stopped() {
-            bail!("stopped before the viewers connected");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let deadline = Instant::now() + plan.timeout;
-    let mut fleet: Fleet<SubscriberCore> = Fleet::new();
-    let mut viewers: Vec<Viewer> = Vec::new();
-    let mut tally = EdgeTally::default();
-    for &(n, broadcast) in &steady {
-        let (relay, version) = layout.link(n);
-        fleet.open(relay, version, SubscriberCore::new(), deadline).context("a viewer connects")?;
-        viewers.push(Viewer {
-            broadcast,
-            kind: Kind::Steady,
-            opened: Instant::now(),
-            ready: true,
-            subs: Vec::new(),
-            leave_at: None,
-            gone: false,
-        });
-    }
-    fleet.drive(deadline, |_, _, s| Ok(s.is_ready())).context("viewers set up")?;
-    fleet.lenient();
-    tally.base.sessions = viewers.len() as u64;
-    ctl.connected.fetch_add(1, Ordering::SeqCst);
-    while !ctl.subscribe.load(Ordering::SeqCst) {
-        if ctl.stopped() {
-            bail!("stopped before the viewers subscribed");
-        }
-        fleet.pump(Instant::now() + Duration::from_millis(10))?;
-    }
-    for (i, v) in viewers.iter_mut().enumerate() {
-        fleet.with(i, |c, s| subscribe(layout, c, s, v, Some(plan_whole)));
-    }
-    fleet
-        .drive(deadline, |i, c, _| {
-            Ok(viewers[i]
-                .subs
-                .iter()
-                .all(|s| c.subscription(s.id).is_none_or(|x| x.state != RequestState::Pending)))
-        })
-        .context("SUBSCRIBE")?;
-    let refused = |c: &SubscriberCore, s: &ViewSub| {
-        c.subscription(s.id)
-            .is_none_or(|x| !matches!(x.state, RequestState::Accepted | RequestState::Pending))
-    };
-    for (i, v) in viewers.iter().enumerate() {
-        let c = fleet.core(i).context("a viewer")?;
-        if let Some(s) = v.subs.iter().find(|s| refused(c, s)) {
-            bail!("a viewer's SUBSCRIBE was refused: {:?}", c.subscription(s.id).map(|x| &x.state));
-        }
-    }
+    let mut crew = Crew::steady(layout, ctl, &steady)?;
     ctl.ready.fetch_add(1, Ordering::SeqCst);
-    let (t0, start_us) = ctl.wait_start(&mut fleet)?;
+    let (t0, start_us) = ctl.wait_start(&mut crew.fleet)?;
     let (cpu0, wall0) = (procfs::thread_cpu_s(), Instant::now());
     let window = (start_us + micros(plan.warmup), start_us + micros(plan.warmup + plan.duration));
     let crowd = layout.crowd_us.map(|(a, b)| (start_us + a, start_us + b));
     let mut next_join = 0;
     let mut drained = false;
     while !ctl.stopped() {
-        let now = Instant::now();
-        let mut slice = now + Duration::from_millis(50);
-        // Arrivals due.
-        // (In batches of at least 5 ms: each round of the fleet visits every member once.)
-        while let Some(j) = joins.get(next_join) {
-            if t0 + j.at > now {
-                slice = slice.min((t0 + j.at).max(now + Duration::from_millis(5)));
-                break;
-            }
-            next_join += 1;
-            tally.joiners += 1;
-            let (relay, version) = layout.link(j.n);
-            let before = Instant::now();
-            let opened = fleet.open(relay, version, SubscriberCore::new(), before + plan.timeout);
-            if relay.url.is_some() {
-                let took = before.elapsed();
-                tally.blocked += took;
-                tally.blocked_max = tally.blocked_max.max(took);
-            }
-            if opened.is_err() {
-                tally.failed_connects += 1;
-                continue;
-            }
-            viewers.push(Viewer {
-                broadcast: j.broadcast,
-                kind: j.kind,
-                opened: before,
-                ready: false,
-                subs: Vec::new(),
-                leave_at: j.hold.map(|h| t0 + j.at + h),
-                gone: false,
-            });
-        }
-        // Joiners that failed; joiners whose time is up leave.
-        let now = Instant::now();
-        for (i, v) in viewers.iter_mut().enumerate() {
-            if v.gone {
-                continue;
-            }
-            if !v.ready && fleet.closed(i).is_some() {
-                v.gone = true;
-                tally.failed_connects += 1;
-                continue;
-            }
-            if let Some(at) = v.leave_at {
-                if at <= now {
-                    leave(&mut fleet, i, v, &mut tally);
-                } else {
-                    slice = slice.min(at);
-                }
-            }
-        }
+        let slice = Instant::now() + Duration::from_millis(50);
+        let slice = crew.arrive(layout, &joins, &mut next_join, t0, slice);
+        let slice = crew.sweep(slice);
         // Serve: a joiner subscribes as soon as its session is set up.
+        let Crew { fleet, viewers, tally } = &mut crew;
         let served = fleet.drive(slice, |i, c, s| {
             let v = &mut viewers[i];
             if !v.ready && s.is_ready() {
-                set_up(layout, &mut tally, v, c, s);
+                set_up(layout, tally, v, c, s);
             }
-            take(&mut tally, v, c, window, crowd);
+            take(tally, v, c, window, crowd);
             Ok(false)
         });
         match served {
@@ -265,22 +170,14 @@ pub(super) fn view(
         ctl.objects.fetch_add(o - tally.reported.0, Ordering::Relaxed);
         ctl.bytes.fetch_add(b - tally.reported.1, Ordering::Relaxed);
         tally.reported = (o, b);
-        let all_done = viewers.iter().enumerate().all(|(i, v)| {
-            v.gone
-                || fleet.closed(i).is_some()
-                || fleet.core(i).is_some_and(|c| {
-                    v.subs
-                        .iter()
-                        .all(|s| c.subscription(s.id).is_none_or(|x| x.done.is_some() || !x.is_live()))
-                })
-        });
-        if !drained && next_join == joins.len() && ctl.published.load(Ordering::SeqCst) && all_done {
+        if !drained && next_join == joins.len() && ctl.published.load(Ordering::SeqCst) && crew.all_done() {
             drained = true;
-            tally.cpu_s = procfs::thread_cpu_s() - cpu0;
-            tally.wall_s = wall0.elapsed().as_secs_f64();
+            crew.tally.cpu_s = procfs::thread_cpu_s() - cpu0;
+            crew.tally.wall_s = wall0.elapsed().as_secs_f64();
             ctl.drained.fetch_add(1, Ordering::SeqCst);
         }
     }
+    let Crew { mut fleet, mut viewers, mut tally } = crew;
     if !drained {
         tally.cpu_s = procfs::thread_cpu_s() - cpu0;
         tally.wall_s = wall0.elapsed().as_secs_f64();
@@ -292,6 +189,148 @@ pub(super) fn view(
     }
     let _ = fleet.close();
     Ok(tally)
+}
+
+impl Crew {
+    /// Connects the steady viewers once told to (after the relay's memory was read with only
+    /// the publishers there), and subscribes them once told to.
+    fn steady(layout: &Layout<'_>, ctl: &Control, steady: &[(usize, usize)]) -> anyhow::Result<Crew> {
+        let plan = layout.plan;
+        while !ctl.connect.load(Ordering::SeqCst) {
+            if ctl.stopped() {
+                bail!("stopped before the viewers connected");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let deadline = Instant::now() + plan.timeout;
+        let mut fleet: Fleet<SubscriberCore> = Fleet::new();
+        let mut viewers: Vec<Viewer> = Vec::new();
+        let mut tally = EdgeTally::default();
+        for &(n, broadcast) in steady {
+            let (relay, version) = layout.link(n);
+            fleet.open(relay, version, SubscriberCore::new(), deadline).context("a viewer connects")?;
+            viewers.push(Viewer {
+                broadcast,
+                kind: Kind::Steady,
+                opened: Instant::now(),
+                ready: true,
+                subs: Vec::new(),
+                leave_at: None,
+                gone: false,
+            });
+        }
+        fleet.drive(deadline, |_, _, s| Ok(s.is_ready())).context("viewers set up")?;
+        fleet.lenient();
+        tally.base.sessions = viewers.len() as u64;
+        ctl.connected.fetch_add(1, Ordering::SeqCst);
+        while !ctl.subscribe.load(Ordering::SeqCst) {
+            if ctl.stopped() {
+                bail!("stopped before the viewers subscribed");
+            }
+            fleet.pump(Instant::now() + Duration::from_millis(10))?;
+        }
+        for (i, v) in viewers.iter_mut().enumerate() {
+            fleet.with(i, |c, s| subscribe(layout, c, s, v, Some(plan_whole)));
+        }
+        fleet
+            .drive(deadline, |i, c, _| {
+                Ok(viewers[i]
+                    .subs
+                    .iter()
+                    .all(|s| c.subscription(s.id).is_none_or(|x| x.state != RequestState::Pending)))
+            })
+            .context("SUBSCRIBE")?;
+        let refused = |c: &SubscriberCore, s: &ViewSub| {
+            c.subscription(s.id)
+                .is_none_or(|x| !matches!(x.state, RequestState::Accepted | RequestState::Pending))
+        };
+        for (i, v) in viewers.iter().enumerate() {
+            let c = fleet.core(i).context("a viewer")?;
+            if let Some(s) = v.subs.iter().find(|s| refused(c, s)) {
+                bail!("a viewer's SUBSCRIBE was refused: {:?}", c.subscription(s.id).map(|x| &x.state));
+            }
+        }
+        Ok(Crew { fleet, viewers, tally })
+    }
+
+    /// Opens the arrivals that are due; returns `slice`, shortened to the next arrival (in
+    /// batches of at least 5 ms: each round of the fleet visits every member once).
+    fn arrive(
+        &mut self,
+        layout: &Layout<'_>,
+        joins: &[Arrival],
+        next: &mut usize,
+        t0: Instant,
+        slice: Instant,
+    ) -> Instant {
+        let now = Instant::now();
+        while let Some(j) = joins.get(*next) {
+            if t0 + j.at > now {
+                return slice.min((t0 + j.at).max(now + Duration::from_millis(5)));
+            }
+            *next += 1;
+            self.tally.joiners += 1;
+            let (relay, version) = layout.link(j.n);
+            let before = Instant::now();
+            let opened = self.fleet.open(relay, version, SubscriberCore::new(), before + layout.plan.timeout);
+            if relay.url.is_some() {
+                let took = before.elapsed();
+                self.tally.blocked += took;
+                self.tally.blocked_max = self.tally.blocked_max.max(took);
+            }
+            if opened.is_err() {
+                self.tally.failed_connects += 1;
+                continue;
+            }
+            self.viewers.push(Viewer {
+                broadcast: j.broadcast,
+                kind: j.kind,
+                opened: before,
+                ready: false,
+                subs: Vec::new(),
+                leave_at: j.hold.map(|h| t0 + j.at + h),
+                gone: false,
+            });
+        }
+        slice
+    }
+
+    /// Counts joiners that failed, and lets those whose time is up leave; returns `slice`,
+    /// shortened to the next departure.
+    fn sweep(&mut self, mut slice: Instant) -> Instant {
+        let now = Instant::now();
+        for (i, v) in self.viewers.iter_mut().enumerate() {
+            if v.gone {
+                continue;
+            }
+            if !v.ready && self.fleet.closed(i).is_some() {
+                v.gone = true;
+                self.tally.failed_connects += 1;
+                continue;
+            }
+            if let Some(at) = v.leave_at {
+                if at <= now {
+                    leave(&mut self.fleet, i, v, &mut self.tally);
+                } else {
+                    slice = slice.min(at);
+                }
+            }
+        }
+        slice
+    }
+
+    /// Whether every viewer has left, closed, or seen each of its subscriptions end.
+    fn all_done(&self) -> bool {
+        self.viewers.iter().enumerate().all(|(i, v)| {
+            v.gone
+                || self.fleet.closed(i).is_some()
+                || self.fleet.core(i).is_some_and(|c| {
+                    v.subs
+                        .iter()
+                        .all(|s| c.subscription(s.id).is_none_or(|x| x.done.is_some() || !x.is_live()))
+                })
+        })
+    }
 }
 
 /// Joiner `v`'s session is set up: its setup time is recorded and it subscribes.
