@@ -870,3 +870,57 @@ fn shaka_and_the_player_play_msf_broadcasts_through_the_relay() {
         format: "msf-cmaf",
     });
 }
+
+/// moq-dev's browser publisher (`<moq-publish>`, npm `@moq/publish`, on `@moq/net` 0.1) in
+/// Chromium with a fake camera, publishing through the relay, and the watch page playing it:
+/// one viewer from the start and one joining 5 s later, each decoding at least 90 % of what
+/// the publisher's encoder output over the viewer's window (web/test/publish.mjs). The
+/// library offers moq-lite first, which this relay does not speak, so it settles on an IETF
+/// draft: draft-18 when the relay offers every draft, draft-16 when it offers only that
+/// (ARCHITECTURE.md, "Peer quirks": as a publisher it answers SUBSCRIBE with GROUP_ORDER in
+/// the SUBSCRIBE_OK). The player's audio worklet loads (the page's CSP lets it).
+#[test]
+fn the_browser_publisher_is_played_through_the_relay() {
+    require_browser_tools();
+    let _turn = one_at_a_time();
+    for (args, draft) in [(&[][..], "18"), (&["--drafts", "16"][..], "16")] {
+        let relay = start_relay(args);
+        let url = format!("http://127.0.0.1:{}/", relay.port);
+        let out = Command::new("node")
+            .current_dir(WEB)
+            .args(["test/publish.mjs", "--relay", &url, "--name", "room.hang"])
+            .args(["--seconds", "8", "--late-ms", "5000"])
+            .output()
+            .expect("node runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(done) = stdout.lines().rev().find(|l| l.starts_with("{\"event\":\"done\"")) else {
+            panic!("publish.mjs ended without a report:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+        };
+        let done: Value = serde_json::from_str(done).unwrap_or_else(|e| panic!("{e}: {done}"));
+        let console: Vec<&str> =
+            done["console"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let explain = || format!("{}\n{}", done["publisher"], console.join("\n"));
+        let protocol = Value::from(format!("moqt-{draft}"));
+        assert_eq!(done["publisher"]["protocols"], Value::Array(vec![protocol.clone()]), "{}", explain());
+        assert_eq!(done["publisher"]["errors"], Value::Array(Vec::new()), "{}", explain());
+        for (i, viewer) in done["viewers"].as_array().expect("viewers").iter().enumerate() {
+            let decoded = viewer["windowDecoded"].as_u64().unwrap_or(0);
+            let encoded = viewer["windowEncoded"].as_u64().unwrap_or(0);
+            println!(
+                "draft-{draft}, viewer {i}: {decoded} frames decoded of {encoded} encoded in the window, first after {:?} ms",
+                viewer["firstFrameMs"].as_f64()
+            );
+            assert!(encoded > 0, "draft-{draft}, viewer {i}: no window: {viewer}\n{}", explain());
+            assert!(
+                decoded * 10 >= encoded * 9,
+                "draft-{draft}, viewer {i}: {decoded} of {encoded}: {viewer}\n{}",
+                explain()
+            );
+            assert_eq!(viewer["protocols"], Value::Array(vec![protocol.clone()]), "{}", explain());
+            assert_eq!(viewer["errors"], Value::Array(Vec::new()), "{}", explain());
+        }
+        let refused =
+            console.iter().find(|l| l.contains("pageerror") || l.contains("Failed to load worklet"));
+        assert!(refused.is_none(), "draft-{draft}: {refused:?}\n{}", explain());
+    }
+}

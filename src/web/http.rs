@@ -14,8 +14,11 @@ const LICENSES: &[u8] = include_bytes!("../../web/dist/LICENSES.txt");
 
 /// The page's scripts, styles and connections come from its own origin, except WebTransport
 /// sessions, which go to an `https:` URL (the relay's UDP port, or a `relay=` of the query),
-/// and the WebSocket a player falls back to without WebTransport (`wss:`, the same port).
-const CSP: &str = "default-src 'self'; connect-src 'self' https: wss:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+/// the WebSocket a player falls back to without WebTransport (`wss:`, the same port), and
+/// the player's audio worklet and workers, which it builds from its own code as `blob:` URLs
+/// (only a script already running in the page can make one); without them the player plays
+/// no sound.
+const CSP: &str = "default-src 'self'; script-src 'self' blob:; worker-src 'self' blob:; connect-src 'self' https: wss:; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 /// One answer: status, type, extra headers, body.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -411,7 +411,12 @@ fn decode_response(d: &Dialect, ty: u64, r: &mut R<'_>, ctx: &DecodeContext) -> 
         mt::SUBSCRIBE_OK => {
             let request_id = response_id(ctx)?;
             let track_alias = TrackAlias(r.int()?);
-            let params = read_params(r, d, d.params.subscribe_ok)?;
+            let params = if d.stray_group_order {
+                let stray = ParamSet::of(&[crate::model::param_type::GROUP_ORDER]);
+                Parameters { group_order: None, ..read_params(r, d, d.params.subscribe_ok.union(stray))? }
+            } else {
+                read_params(r, d, d.params.subscribe_ok)?
+            };
             Message::SubscribeOk(SubscribeOk {
                 request_id,
                 track_alias,

@@ -53,6 +53,12 @@ pub struct Dialect {
     /// [`D18_MOQ_LITE_JS`], which a session selects when the peer names itself so in SETUP
     /// (ARCHITECTURE.md, "Peer quirks").
     pub kvp_values: bool,
+    /// GROUP_ORDER in a SUBSCRIBE_OK, which draft-18 does not allow there (§10.2.11: SUBSCRIBE,
+    /// PUBLISH_OK, FETCH), is read and dropped rather than a PROTOCOL_VIOLATION: moq-lite-js
+    /// (`@moq/net` 0.1 and 0.2) answers every SUBSCRIBE it serves so, as a publisher (the
+    /// `<moq-publish>` element). Dropped, as draft-16 §9.2.2 drops a parameter a message does
+    /// not define, so the peer is read alike at both drafts. Only in [`D18_MOQ_LITE_JS`].
+    pub stray_group_order: bool,
     /// Which parameters each message may carry.
     pub params: &'static Tables,
 }
@@ -67,16 +73,18 @@ pub const D18: Dialect = Dialect {
     publish_state_notify: false,
     limit_options: false,
     kvp_values: false,
+    stray_group_order: false,
     params: &params::D18,
 };
 
-/// draft-18 as the moq-lite-js library (`@moq/net` 0.2, under the `<moq-watch>` player) speaks
-/// it: parameter values by the Key-Value-Pair rule. Of the parameters draft-18 defines, that
-/// changes SUBSCRIBER_PRIORITY (a varint, not a uint8: 155 is `80 9b`), FORWARD and GROUP_ORDER
-/// (varints whose small values are the same bytes) and LARGEST_OBJECT (a length-prefixed
-/// Location). (Its Largest Object filter is a matter of meaning, not of encoding, at every
-/// draft it speaks: `ControlCodec::for_peer`.)
-pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, ..D18 };
+/// draft-18 as the moq-lite-js library (`@moq/net` 0.1 and 0.2, under the `<moq-publish>`
+/// publisher and the `<moq-watch>` player) speaks it: parameter values by the Key-Value-Pair
+/// rule. Of the parameters draft-18 defines, that changes SUBSCRIBER_PRIORITY (a varint, not
+/// a uint8: 155 is `80 9b`), FORWARD and GROUP_ORDER (varints whose small values are the same
+/// bytes) and LARGEST_OBJECT (a length-prefixed Location). As a publisher it also puts
+/// GROUP_ORDER in its SUBSCRIBE_OKs (`stray_group_order`). (Its Largest Object filter is a
+/// matter of meaning, not of encoding, at every draft it speaks: `ControlCodec::for_peer`.)
+pub const D18_MOQ_LITE_JS: Dialect = Dialect { kvp_values: true, stray_group_order: true, ..D18 };
 
 /// draft-ietf-moq-transport-22.
 pub const D22: Dialect = Dialect {
@@ -88,6 +96,7 @@ pub const D22: Dialect = Dialect {
     publish_state_notify: true,
     limit_options: true,
     kvp_values: false,
+    stray_group_order: false,
     params: &params::D22,
 };
 

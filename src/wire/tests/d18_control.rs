@@ -1343,6 +1343,18 @@ fn moq_lite_js_dialect() {
     assert_eq!(&lite[3..], [0x01, 0x01, 0x09, 0x02, 0x03, 0x00]);
     assert_eq!(wire::control::decode_message(&D, &lite, &CLIENT_REQ), Ok((ok, lite.len())));
 
+    // As a publisher (`<moq-publish>`), its SUBSCRIBE_OK carries GROUP_ORDER 2, which draft-18
+    // does not allow there: read and dropped for it, a violation from anyone else.
+    let theirs = B::new().int(7).int(1).int(0x22).int(2).frame(mt::SUBSCRIBE_OK);
+    let bare = Message::SubscribeOk(SubscribeOk {
+        request_id: RequestId(4),
+        track_alias: TrackAlias(7),
+        params: Parameters::default(),
+        track_properties: Properties::new(),
+    });
+    assert_eq!(wire::control::decode_message(&D, &theirs, &CLIENT_REQ), Ok((bare, theirs.len())));
+    assert_violation(wire::control::decode_message(&wire::dialect::D18, &theirs, &CLIENT_REQ));
+
     // Priority 300 as a varint: out of the uint8 range.
     let body = B::new().int(4).ns(&["demo"]).lp(b"v").int(1).int(0x20).int(300);
     assert_violation(wire::control::decode_message(&D, &body.frame(mt::SUBSCRIBE), &CLIENT_REQ));
