@@ -164,6 +164,12 @@ const RELAY_FAMILIES: &[Family<RelayGauges>] = &[
         "Upstream subscriptions (SUBSCRIBEs sent, PUBLISHes accepted) and upstream FETCHes.",
         |x| &x.upstreams,
     ),
+    (
+        "moq_edge_namespaces_announced",
+        "gauge",
+        "Namespaces (broadcasts) announced by this core's sessions with PUBLISH_NAMESPACE.",
+        |x| &x.namespaces,
+    ),
     ("moq_edge_upstream_links_up", "gauge", "Links to parent relays that are set up.", |x| &x.links_up),
     ("moq_edge_cache_bytes", "gauge", "Bytes of objects cached.", |x| &x.cache_bytes),
 ];

@@ -33,8 +33,8 @@ const PAGES: usize = 2;
 /// A guard against a hang (the test asserts no duration).
 const GUARD: Duration = Duration::from_secs(120);
 
-/// The two tests that run browsers, relays and publishers take turns: on a 2-core machine,
-/// running both at once starves the relays and pages of one of them (objects shed for lag).
+/// The tests take turns: on a 2-core machine, a browser test beside another (or beside the
+/// bundle's rebuild) starves its relays and pages (objects shed for lag, frames late).
 static ONE_BROWSER_TEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -342,6 +342,7 @@ fn write_identity(cert: &Path, key: &Path) -> String {
 /// reload (SIGHUP); `--web ADDR` moves the listener and `--web off` removes it.
 #[test]
 fn the_web_listener_follows_reloads_and_can_move_or_be_off() {
+    let _turn = one_at_a_time();
     let dir = std::env::temp_dir().join(format!("moq-edge-web-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
@@ -374,6 +375,7 @@ fn the_web_listener_follows_reloads_and_can_move_or_be_off() {
 /// fresh folder gives the same files, byte for byte.
 #[test]
 fn the_committed_bundle_is_the_build_of_the_pinned_packages() {
+    let _turn = one_at_a_time();
     require_browser_tools();
     let out = std::env::temp_dir().join(format!("moq-edge-web-build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

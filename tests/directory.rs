@@ -306,7 +306,7 @@ fn a_directory_over_tls() {
     let _a = relay_at(p_a, m_a, &url, &["--directory-ca", &ca_arg]);
     let _c = relay_at(p_c, m_c, &url, &["--directory-ca", &ca_arg]);
     // Without the CA: the system roots do not know it.
-    let _x = relay_at(p_x, m_x, &url, &[]);
+    let mut x = relay_at(p_x, m_x, &url, &[]);
     for m in [m_a, m_c] {
         wait_for("the relays to reach Redis over TLS", Duration::from_secs(30), || {
             plain(m, "moq_edge_directory_up", "") == Some(1)
@@ -319,6 +319,16 @@ fn a_directory_over_tls() {
     let (ok, text) = output(subscriber(p_c, "live/tls", 50));
     assert!(ok && text.contains("received 50 objects"), "a subscriber on C, found over TLS:\n{text}");
     assert_eq!(plain(m_c, "moq_edge_directory_lookups_total", "result=\"hit\""), Some(1));
+    // X runs (its metrics answer) and has never reached Redis.
+    wait_for("X's metrics endpoint", Duration::from_secs(30), || {
+        let exited = x.0.try_wait().ok().flatten();
+        assert!(
+            exited.is_none(),
+            "the relay without the CA exited ({exited:?}): it must run, not reach Redis"
+        );
+        plain(m_x, "moq_edge_directory_up", "").is_some()
+    });
     assert_eq!(plain(m_x, "moq_edge_directory_up", ""), Some(0), "an untrusted certificate is refused");
+    assert_eq!(plain(m_x, "moq_edge_directory_registered", ""), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -112,3 +112,97 @@ fn metrics_health_json_logs_qlog_and_certificate_reload() {
     assert!(reloads.count() >= 2, "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The metric names in `expr` (a PromQL expression), each with the label names it selects on
+/// or aggregates by (`instance`, which the scraper adds, left out).
+fn metrics_in(expr: &str) -> Vec<(String, Vec<String>)> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let by: Vec<String> = expr
+        .match_indices("by (")
+        .filter_map(|(i, _)| expr[i + 4..].split_once(')').map(|(list, _)| list))
+        .flat_map(|list| list.split(',').map(|l| l.trim().to_string()))
+        .collect();
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("moq_edge_").or_else(|| rest.find("process_")) {
+        let tail = &rest[i..];
+        let end = tail.find(|c| !word(c)).unwrap_or(tail.len());
+        let (name, after) = tail.split_at(end);
+        let mut labels: Vec<String> = by.clone();
+        if let Some(selector) = after.strip_prefix('{').and_then(|s| s.split_once('}')).map(|(s, _)| s) {
+            labels.extend(selector.split(',').filter_map(|m| {
+                let l = m.trim().split(['=', '!', '~']).next()?.trim();
+                (!l.is_empty()).then(|| l.to_string())
+            }));
+        }
+        labels.retain(|l| l != "instance");
+        out.push((name.to_string(), labels));
+        rest = after;
+    }
+    out
+}
+
+/// `deploy/grafana/moq-edge.json` queries only metrics the relay exports, by labels they
+/// carry: a renamed metric or label would leave a panel empty without this.
+#[test]
+fn the_grafana_dashboard_queries_metrics_the_relay_exports() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/moq-edge.json"))
+            .expect("the dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    // A directory that is not there: its families are exported all the same.
+    let (port, metrics, redis) = (free_udp(), free_tcp(), free_tcp());
+    let _relay = Proc(
+        Command::new(env!("CARGO_BIN_EXE_moq-edge"))
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--cores", "2"])
+            .args(["--metrics", &format!("127.0.0.1:{metrics}")])
+            .args(["--directory", &format!("redis://127.0.0.1:{redis}")])
+            .args(["--advertise", &format!("moqt://127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moq-edge starts"),
+    );
+    wait_for("the metrics endpoint", || {
+        get(metrics, "/metrics").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    let text = get(metrics, "/metrics").expect("metrics");
+    // Each sample's name and its label names.
+    let samples: Vec<(&str, Vec<&str>)> = text
+        .lines()
+        .filter(|l| l.starts_with("moq_edge_") || l.starts_with("process_"))
+        .map(|l| {
+            let name = l.split(['{', ' ']).next().unwrap_or("");
+            let labels = l
+                .split_once('{')
+                .and_then(|(_, r)| r.split_once('}'))
+                .map(|(ls, _)| ls.split(',').filter_map(|kv| kv.split_once('=').map(|(k, _)| k)).collect())
+                .unwrap_or_default();
+            (name, labels)
+        })
+        .collect();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut checked = 0;
+    for panel in panels {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("an expr");
+            let found = metrics_in(expr);
+            assert!(!found.is_empty(), "{}: no metric in {expr}", panel["title"]);
+            for (name, labels) in found {
+                let carriers: Vec<&Vec<&str>> =
+                    samples.iter().filter(|(n, _)| *n == name).map(|(_, l)| l).collect();
+                assert!(!carriers.is_empty(), "{}: {name} is not in /metrics", panel["title"]);
+                for label in &labels {
+                    assert!(
+                        carriers.iter().any(|ls| ls.contains(&label.as_str())),
+                        "{}: {name} has no label {label}",
+                        panel["title"]
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} metric references checked");
+}

@@ -49,6 +49,8 @@ pub struct RelayGauges {
     pub upstreams: AtomicU64,
     /// Upstream links of this core that are set up.
     pub links_up: AtomicU64,
+    /// Namespaces announced by this core's sessions.
+    pub namespaces: AtomicU64,
     /// The core's `RelayStats` counters, copied after every turn (in the order of
     /// `RelayStats::COUNTERS`).
     pub counters: [AtomicU64; RelayStats::N],
@@ -545,6 +547,7 @@ impl ShardApp for RelayHost {
             set(&g.subscriptions, subscriptions as u64);
             set(&g.upstreams, upstreams as u64);
             set(&g.links_up, host.relay.links_up() as u64);
+            set(&g.namespaces, host.relay.namespaces_announced() as u64);
             for (a, v) in g.counters.iter().zip(host.relay.stats.values()) {
                 set(a, v);
             }

@@ -80,6 +80,9 @@ pub struct Ingest {
     parent: HashMap<ConnId, HashSet<TrackNamespace>>,
     /// Sessions' counts of namespaces and upstream subscriptions (limits).
     per_session: HashMap<ConnId, (usize, usize)>,
+    /// Namespaces announced by this core's sessions: the sum of `per_session`'s first counts
+    /// (a metric, read after every turn).
+    announced: usize,
     /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
     /// (`RelayShard::take_directory`).
     published_log: Vec<(TrackNamespace, bool)>,
@@ -99,6 +102,11 @@ impl Ingest {
 
     pub fn len(&self) -> usize {
         self.ups.len()
+    }
+
+    /// Namespaces announced by this core's sessions.
+    pub fn announced(&self) -> usize {
+        self.announced
     }
 
     /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
@@ -161,6 +169,7 @@ impl Ingest {
             );
         }
         count.0 += 1;
+        self.announced += 1;
         let rid = m.request_id;
         self.namespaces.insert((conn, rid), m.namespace.clone());
         sessions.register(conn, rid, Holder::Namespace);
@@ -205,8 +214,9 @@ impl Ingest {
         let Some(namespace) = self.namespaces.remove(&(conn, rid)) else { return };
         sessions.forget(conn, rid);
         self.announcing.remove(&(conn, rid));
-        if let Some(c) = self.per_session.get_mut(&conn) {
-            c.0 = c.0.saturating_sub(1);
+        if let Some(c) = self.per_session.get_mut(&conn).filter(|c| c.0 > 0) {
+            c.0 -= 1;
+            self.announced -= 1;
         }
         let publisher = cx.me(conn);
         cx.namespace_withdrawn(&namespace, publisher);
@@ -765,7 +775,9 @@ impl Ingest {
                 cx.send(cx.owner_of(alias), OwnerMsg::UpstreamLost { alias, epoch });
             }
             self.streams.retain(|k, _| k.0 != conn);
-            self.per_session.remove(&conn);
+            if let Some((namespaces, _)) = self.per_session.remove(&conn) {
+                self.announced -= namespaces;
+            }
             return;
         }
         for rid in ups {

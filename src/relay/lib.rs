@@ -488,6 +488,12 @@ impl RelayShard {
         )
     }
 
+    /// Namespaces announced (PUBLISH_NAMESPACE) by sessions of this core: local publishers'
+    /// broadcasts, and those downstream relays forward.
+    pub fn namespaces_announced(&self) -> usize {
+        self.ingest.announced()
+    }
+
     /// Bytes of objects this shard caches.
     pub fn cache_bytes(&self) -> usize {
         self.owner.cache.bytes()

@@ -48,13 +48,17 @@ fn namespace_subscribers_hear_namespaces_come_and_go() {
         r.announce(b, &["live", "a"]);
         r.announce(b, &["sports"]);
         assert_eq!(r.namespace_events(s, rid), vec![(true, ns(&["b", "hd"]))], "{pv:?}->{sv:?}");
+        // The gauge counts announcements, each publisher's own (moq_edge_namespaces_announced).
+        assert_eq!(r.shards[0].namespaces_announced(), 5, "{pv:?}->{sv:?}");
 
         // A withdraws ["live","a"], B still has it; B leaves: now it is gone.
         r.send(a, Message::PublishNamespaceDone(a_live));
         r.run_until_quiet();
         assert_eq!(r.namespace_events(s, rid), vec![], "{pv:?}->{sv:?}");
+        assert_eq!(r.shards[0].namespaces_announced(), 4, "{pv:?}->{sv:?}");
         r.disconnect(b);
         r.run_until_quiet();
+        assert_eq!(r.shards[0].namespaces_announced(), 1, "{pv:?}->{sv:?}: A's news");
         let mut done = r.namespace_events(s, rid);
         done.sort_by_key(|(_, n)| n.fields().len());
         assert_eq!(done, vec![(false, ns(&["a"])), (false, ns(&["b", "hd"]))], "{pv:?}->{sv:?}");
