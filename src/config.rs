@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::host::events::{EventsConfig, Sink};
 pub use relay::links::{moqt_host_port, Upstream, MAX_ROUTES_PER_UPSTREAM};
 pub use relay::PublishForward;
 pub use runtime::RetryPolicy;
@@ -247,6 +248,21 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub qlog_dir: Option<PathBuf>,
 
+    /// Event hooks: POST each batch of events (broadcast, track and session starts and ends)
+    /// as a JSON array to this http:// or https:// URL [default: off].
+    #[arg(long, value_name = "URL")]
+    pub events_url: Option<String>,
+
+    /// Event hooks: append events as JSON lines to this file, or `-` for standard output
+    /// [default: off].
+    #[arg(long, value_name = "PATH")]
+    pub events_file: Option<PathBuf>,
+
+    /// Events held while the hook's sink does not take them; the oldest are dropped beyond
+    /// (counted) [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub events_queue: Option<usize>,
+
     /// Load and validate this configuration file (with the other flags), print the result,
     /// and exit: 0 when it is valid, else 1 with the key and the reason.
     #[arg(long, value_name = "FILE")]
@@ -330,6 +346,9 @@ struct FileConfig {
     log_format: Option<String>,
     log_level: Option<String>,
     qlog_dir: Option<PathBuf>,
+    events_url: Option<String>,
+    events_file: Option<PathBuf>,
+    events_queue: Option<usize>,
 }
 
 /// Log output format.
@@ -408,6 +427,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub log_level: String,
     pub qlog_dir: Option<PathBuf>,
+    /// The event hooks, when configured.
+    pub events: Option<EventsConfig>,
 }
 
 /// A namespace directory on Redis (`directory`, ARCHITECTURE.md "Namespace directory").
@@ -561,6 +582,7 @@ impl Config {
         let upstream_insecure = cli.upstream_insecure.or(file.upstream_insecure).unwrap_or(false);
         let directory = resolve_directory(cli, &file, token.as_ref())?;
         let Ops { metrics, web, log_format, log_level, qlog_dir } = resolve_ops(cli, &file)?;
+        let events = resolve_events(cli, &file, directory.as_ref(), listen)?;
         Ok(Config {
             upstreams,
             upstream_ca,
@@ -571,6 +593,7 @@ impl Config {
             log_format,
             log_level,
             qlog_dir,
+            events,
             auth,
             listen,
             cores,
@@ -665,6 +688,37 @@ fn resolve_directory(
             Some(Directory { url, ca, prefix, advertise, lease, token: token.cloned() })
         }
     })
+}
+
+/// The event hooks (`events_url` or `events_file`, `events_queue`), named by the directory's
+/// `advertise` URL when there is one, else by the listen address.
+fn resolve_events(
+    cli: &Cli,
+    file: &FileConfig,
+    directory: Option<&Directory>,
+    listen: SocketAddr,
+) -> anyhow::Result<Option<EventsConfig>> {
+    let url = cli.events_url.clone().or(file.events_url.clone()).filter(|u| !u.is_empty());
+    let path = cli.events_file.clone().or(file.events_file.clone()).filter(|p| !p.as_os_str().is_empty());
+    let sink = match (url, path) {
+        (Some(_), Some(_)) => bail!("config keys `events_url` and `events_file`: one sink at a time"),
+        (Some(u), None) => {
+            match url::Url::parse(&u) {
+                Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => {}
+                _ => bail!("config key `events_url`: {u:?} is not an http:// or https:// URL"),
+            }
+            Sink::Url(u)
+        }
+        (None, Some(p)) if p.as_os_str() == "-" => Sink::Stdout,
+        (None, Some(p)) => Sink::File(p),
+        (None, None) => return Ok(None),
+    };
+    let queue = cli.events_queue.or(file.events_queue).unwrap_or(10_000);
+    if queue == 0 {
+        bail!("config key `events_queue`: must be at least 1");
+    }
+    let relay = directory.map(|d| d.advertise.clone()).unwrap_or_else(|| format!("moqt://{listen}"));
+    Ok(Some(EventsConfig { sink, queue, relay }))
 }
 
 /// What an operator reads: the metrics endpoint, the web listener, logs and qlog.

@@ -45,17 +45,24 @@ fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    let hooks = match &config.events {
+        Some(e) => Some(moq_edge::host::events::start(e.clone())?),
+        None => None,
+    };
+    factory.events = hooks.clone();
+    let side_door = factory.side_door(config.cores);
     let drain_to = factory.drain_to.clone();
     let gauges = factory.gauges();
     let server = runtime::start(config.runtime(), Arc::new(factory))?;
     if let Some(d) = &directory {
         d.set_wakers(server.wakers());
     }
+    side_door.set_wakers(server.wakers());
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
     let trigger = server.shutdown_trigger();
     let reloader = server.tls_reloader();
-    let web = serve_web(&config, &server)?;
+    let web = serve_web(&config, &server, side_door)?;
     if let Some(addr) = config.metrics {
         let sources = metrics::Sources {
             cores: config.cores,
@@ -64,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             shutdown: trigger.clone(),
             directory: directory.as_ref().map(|d| d.stats.clone()),
             web: web.as_ref().map(|w| w.stats.clone()),
+            events: hooks.as_ref().map(|h| h.stats.clone()),
         };
         let bound = metrics::serve(addr, sources).with_context(|| format!("metrics endpoint on {addr}"))?;
         println!("  metrics    serving http://{bound}");
@@ -98,6 +106,11 @@ fn main() -> anyhow::Result<()> {
     })?;
     watch_reloadable(reloader, config.auth.clone())?;
     let reports = server.join()?;
+    if let Some(h) = &hooks {
+        // The sessions the drain closed, told before the process ends (a sink that is down
+        // loses them: the queue lives in this process).
+        h.flush(std::time::Duration::from_secs(2));
+    }
     let cpu: std::time::Duration = reports.iter().map(|r| r.cpu).sum();
     info!(cpu_s = cpu.as_secs_f64(), "stopped");
     Ok(())
@@ -298,6 +311,7 @@ fn mint_token(
 fn serve_web(
     config: &Config,
     server: &moq_edge::runtime::ServerHandle,
+    side_door: moq_edge::host::side_door::SideDoor,
 ) -> anyhow::Result<Option<web::Listener>> {
     let addr = match config.web {
         // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
@@ -310,6 +324,8 @@ fn serve_web(
         certificate: Arc::new(move || current.identity().sha256),
         https: Some(Arc::new(move || tls.https_context())),
         websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
+        side_door: Some(side_door),
+        auth: config.auth.clone(),
     };
     let listener = web::serve(addr, sources)
         .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;

@@ -27,6 +27,8 @@ pub struct Sources {
     pub directory: Option<Arc<crate::host::redis_client::DirectoryStats>>,
     /// The web listener's counters, when it runs.
     pub web: Option<Arc<crate::web::WebStats>>,
+    /// The event hooks' counters, when hooks are configured.
+    pub events: Option<Arc<crate::host::events::EventStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -228,6 +230,9 @@ pub fn render(s: &Sources) -> String {
     if let Some(w) = &s.web {
         web(m, w);
     }
+    if let Some(e) = &s.events {
+        events(m, e);
+    }
     if let Some(rss) = resident_bytes() {
         let _ = writeln!(
             m,
@@ -299,6 +304,31 @@ fn directory(out: &mut String, d: &crate::host::redis_client::DirectoryStats) {
     gauge(out, "moq_edge_directory_registered", "Namespaces this relay holds in the directory.", registered);
 }
 
+/// The event hooks' families (`host::events`).
+fn events(out: &mut String, e: &crate::host::events::EventStats) {
+    let families: [(&str, &str, &str, &AtomicU64); 5] = [
+        ("moq_edge_events_emitted_total", "counter", "Events made for the event hooks.", &e.emitted),
+        ("moq_edge_events_delivered_total", "counter", "Events the hooks' sink took.", &e.delivered),
+        (
+            "moq_edge_events_dropped_total",
+            "counter",
+            "Events dropped: the oldest while the hooks' queue was full (the sink down or slow).",
+            &e.dropped,
+        ),
+        (
+            "moq_edge_events_failures_total",
+            "counter",
+            "Deliveries to the hooks' sink that failed.",
+            &e.failures,
+        ),
+        ("moq_edge_events_queued", "gauge", "Events waiting for the hooks' sink.", &e.queued),
+    ];
+    for (name, kind, help, v) in families {
+        let _ =
+            writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", v.load(Ordering::Relaxed));
+    }
+}
+
 /// `moq_edge_relay_delay_seconds`: the cores' histograms merged.
 fn latency(out: &mut String, gauges: &[RelayGauges]) {
     let mut all = relay::latency_histogram();
@@ -351,8 +381,15 @@ mod tests {
             *g.latency.lock().unwrap() = Some(h);
         }
         let trigger = runtime::ShutdownTrigger::detached();
-        let text =
-            render(&Sources { cores: 2, shards, relay, shutdown: trigger, directory: None, web: None });
+        let text = render(&Sources {
+            cores: 2,
+            shards,
+            relay,
+            shutdown: trigger,
+            directory: None,
+            web: None,
+            events: None,
+        });
         assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"all\"} 12"), "{text}");

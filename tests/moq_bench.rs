@@ -374,6 +374,8 @@ fn relay_with_web() -> ServerHandle {
         certificate: Arc::new(move || sha),
         https: Some(Arc::new(move || reloader.https_context())),
         websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
+        side_door: None,
+        auth: None,
     };
     moq_edge::web::serve(server.local_addr(), sources).unwrap();
     server

@@ -47,6 +47,8 @@ fn relay_with_gauges() -> (ServerHandle, Arc<[RelayGauges]>) {
         certificate: Arc::new(move || sha),
         https: Some(Arc::new(move || reloader.https_context())),
         websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
+        side_door: None,
+        auth: None,
     };
     moq_edge::web::serve(server.local_addr(), sources).expect("web listener");
     (server, gauges)

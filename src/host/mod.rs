@@ -8,7 +8,9 @@
 //! close; this glue executes their commands (DNS on a short-lived thread, `Connect`, closing
 //! a session), feeds back what happened, and keeps the links alive.
 
+pub mod events;
 pub mod redis_client;
+pub mod side_door;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use self::events::{Hooks, Record, SessionInfo, SessionTotals};
 use self::redis_client::{DirEvent, DirRequest, DirectoryPort};
 use crate::config::{Config, Upstream};
 use moqt::{Pump, WebTransportAccept, WebTransportConn};
@@ -99,6 +102,10 @@ pub struct RelayFactory {
     /// Where draining sends clients when no `goaway_uri` is configured: the least loaded
     /// sibling the directory names (set before the drain starts).
     pub drain_to: Arc<std::sync::Mutex<Option<String>>>,
+    /// The event hooks, when configured (`RelayConfig::events` must say so too).
+    pub events: Option<Hooks>,
+    /// The HTTP side doors' queries, each core's end (see [`RelayFactory::side_door`]).
+    side_door: Option<side_door::Ports>,
 }
 
 impl Config {
@@ -116,6 +123,7 @@ impl Config {
             goaway_uri: bytes::Bytes::from(self.goaway_uri.clone()),
             admission_busy_pct: self.admission_busy_pct,
             directory: self.directory.is_some(),
+            events: self.events.is_some(),
             ..RelayConfig::default()
         }
     }
@@ -137,10 +145,20 @@ impl RelayFactory {
             upstreams: Vec::new(),
             directory: None,
             drain_to: Arc::default(),
+            events: None,
+            side_door: None,
         }
     }
 
     /// Per-core state sizes (index = core; cores beyond the server's stay zero).
+    /// The HTTP side doors' end for the web listener (`GET /announced`, `GET /fetch`), for a
+    /// relay of `cores` cores; its cores answer once they run.
+    pub fn side_door(&mut self, cores: usize) -> side_door::SideDoor {
+        let (door, ports) = side_door::new(cores, self.key.clone());
+        self.side_door = Some(ports);
+        door
+    }
+
     pub fn gauges(&self) -> Arc<[RelayGauges]> {
         self.gauges.clone()
     }
@@ -192,6 +210,12 @@ impl AppFactory for RelayFactory {
             drain_to: self.drain_to.clone(),
             latency_at: now,
             wall_at: now + WALL_CLOCK_EVERY,
+            events: self.events.clone(),
+            sessions_served: 0,
+            side_door: self
+                .side_door
+                .as_ref()
+                .and_then(|ports| ports.lock().ok()?.get_mut(shard.index())?.take()),
         };
         RelayHost(Rc::new(RefCell::new(host)))
     }
@@ -231,6 +255,11 @@ struct Host {
     latency_at: Instant,
     /// When the relay is next told the wall clock.
     wall_at: Instant,
+    events: Option<Hooks>,
+    /// Sessions this core has served (accepted, not links): the event hooks' session numbers.
+    sessions_served: u64,
+    /// This core's end of the HTTP side doors.
+    side_door: Option<mpsc::Receiver<side_door::Query>>,
 }
 
 impl Host {
@@ -400,6 +429,7 @@ impl RelayHost {
         conn: ConnHandle,
         version: Version,
         wt: Option<WebTransportConn>,
+        transport: &'static str,
     ) -> Box<dyn ConnApp> {
         let h = &mut *host.borrow_mut();
         let mut session = Session::new(version, Role::Server, h.session.clone(), h.setup.clone());
@@ -411,7 +441,14 @@ impl RelayHost {
             pump = pump.with_webtransport(wt);
         }
         h.relay.add_session(id(conn), session);
-        Box::new(RelayConn { key: id(conn), host: host.clone(), pump, link: None, drained: false })
+        h.sessions_served += 1;
+        let serial = h.sessions_served;
+        let hook = h.events.as_ref().map(|_| Hook {
+            info: SessionInfo { core: h.core, serial, transport, draft: version.number(), peer: None },
+            since: h.now,
+            opened: false,
+        });
+        Box::new(RelayConn { key: id(conn), host: host.clone(), pump, link: None, drained: false, hook })
     }
 }
 
@@ -420,7 +457,7 @@ impl ShardApp for RelayHost {
 
     fn new_connection(&mut self, conn: ConnHandle, alpn: &[u8]) -> Box<dyn ConnApp> {
         match Version::from_alpn(alpn) {
-            Some(version) => RelayHost::serve(&self.0, conn, version, None),
+            Some(version) => RelayHost::serve(&self.0, conn, version, None, "quic"),
             // `h3`, the only other ALPN offered: MoQT inside WebTransport.
             None => {
                 let host = self.0.clone();
@@ -428,7 +465,7 @@ impl ShardApp for RelayHost {
                 Box::new(WebTransportAccept::new(
                     &drafts,
                     webtransport::Limits::default(),
-                    move |version, wt| RelayHost::serve(&host, conn, version, Some(wt)),
+                    move |version, wt| RelayHost::serve(&host, conn, version, Some(wt), "webtransport"),
                 ))
             }
         }
@@ -438,7 +475,7 @@ impl ShardApp for RelayHost {
         let Some(version) = Version::from_alpn(request.alpn.as_bytes()) else {
             return Box::new(DiscardApp);
         };
-        let app = RelayHost::serve(&self.0, conn, version, None);
+        let app = RelayHost::serve(&self.0, conn, version, None, "websocket");
         if let Some(session) = self.0.borrow_mut().relay.session_mut(id(conn)) {
             session.set_transport_setup(moqt::setup_from_request(&request.authority, &request.path));
         }
@@ -465,7 +502,8 @@ impl ShardApp for RelayHost {
             host.relay.mark_directory_link(id(conn));
         }
         let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
-        Box::new(RelayConn { key: id(conn), host: self.0.clone(), pump, link: Some(now), drained: false })
+        let link = Some(now);
+        Box::new(RelayConn { key: id(conn), host: self.0.clone(), pump, link, drained: false, hook: None })
     }
 
     fn connect_failed(&mut self, tag: u64, why: &str) {
@@ -527,6 +565,14 @@ impl ShardApp for RelayHost {
             host.relay.set_wall_clock(now, auth::unix_now());
         }
         host.run_directory();
+        if let Some(port) = &host.side_door {
+            side_door::answer(port, &host.relay, now);
+        }
+        if let Some(hooks) = &host.events {
+            for e in host.relay.take_events() {
+                hooks.record(Record::Relay(e));
+            }
+        }
         out.deadline = host.relay.tick(now);
         if !host.links.is_empty() {
             host.run_links(out);
@@ -579,6 +625,16 @@ struct RelayConn {
     drained: bool,
     /// An upstream link: when it last sent a keep-alive.
     link: Option<Instant>,
+    /// A session the event hooks report (not a link), when hooks are configured.
+    hook: Option<Hook>,
+}
+
+/// What the event hooks say of a session: who it is, since when, and whether its opening
+/// was told (at its first I/O, which knows the peer's address).
+struct Hook {
+    info: SessionInfo,
+    since: Instant,
+    opened: bool,
 }
 
 impl ConnApp for RelayConn {
@@ -594,20 +650,39 @@ impl ConnApp for RelayConn {
             let _ = conn.send_ack_eliciting(); // a PING: keeps the parent's idle timer alive
             self.link = Some(now);
         }
+        if self.hook.as_ref().is_some_and(|h| !h.opened) {
+            self.opened(conn.path_stats().next().map(|p| p.peer_addr));
+        }
         self.io(conn);
     }
 
     fn on_stream_io(&mut self, conn: &mut qmux::Connection) {
+        if self.hook.as_ref().is_some_and(|h| !h.opened) {
+            self.opened(None);
+        }
         self.io(conn);
     }
 
-    fn on_stream_closed(&mut self, _conn: &qmux::Connection) {
+    fn on_stream_closed(&mut self, conn: &qmux::Connection) {
+        let stats = conn.stats();
+        let close = conn.peer_error().map(|e| (e, true)).or(conn.local_error().map(|e| (e, false)));
+        let close = close
+            .map(|(e, by_peer)| (e.error_code, String::from_utf8_lossy(&e.reason).into_owned(), by_peer));
+        self.closed(stats.recv_bytes, stats.sent_bytes, close);
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
     }
 
     fn on_closed(&mut self, conn: &QuicConnection) {
+        if self.hook.is_some() {
+            let (bytes_in, bytes_out) =
+                conn.path_stats().fold((0, 0), |(i, o), p| (i + p.recv_bytes, o + p.sent_bytes));
+            let close = conn.peer_error().map(|e| (e, true)).or(conn.local_error().map(|e| (e, false)));
+            let close = close
+                .map(|(e, by_peer)| (e.error_code, String::from_utf8_lossy(&e.reason).into_owned(), by_peer));
+            self.closed(bytes_in, bytes_out, close);
+        }
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
@@ -625,6 +700,30 @@ impl ConnApp for RelayConn {
 }
 
 impl RelayConn {
+    /// The event hooks hear that this session opened.
+    fn opened(&mut self, peer: Option<SocketAddr>) {
+        let (Some(hook), Some(hooks)) = (&mut self.hook, &self.host.borrow().events) else { return };
+        hook.opened = true;
+        hook.info.peer = peer;
+        hooks.record(Record::SessionOpen(hook.info.clone()));
+    }
+
+    /// The event hooks hear that this session closed, with its totals (if its opening was
+    /// told: a connection that never carried a byte of the session is not reported).
+    fn closed(&mut self, bytes_in: u64, bytes_out: u64, close: Option<(u64, String, bool)>) {
+        let host = &mut *self.host.borrow_mut();
+        let (Some(hook), Some(hooks)) = (self.hook.take(), &host.events) else { return };
+        if !hook.opened {
+            return;
+        }
+        let mut info = hook.info;
+        if let Some(s) = host.relay.session_mut(self.key) {
+            info.draft = s.version().number();
+        }
+        let seconds = host.now.saturating_duration_since(hook.since).as_secs_f64();
+        hooks.record(Record::SessionClose(info, SessionTotals { seconds, bytes_in, bytes_out, close }));
+    }
+
     /// Reads what arrived, lets the relay act on it, writes what it has: the same over QUIC
     /// and over QMux.
     fn io(&mut self, conn: &mut impl Transport) {

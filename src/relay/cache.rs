@@ -79,6 +79,11 @@ impl TrackCache {
         self.first.max(Location::new(self.evicted_below, 0)).max(after_expired)
     }
 
+    /// The newest group cached.
+    pub fn latest_group(&self) -> Option<u64> {
+        self.groups.keys().next_back().copied()
+    }
+
     /// The largest cached object of group `group`.
     pub fn last_in_group(&self, group: u64) -> Option<Location> {
         let g = self.groups.get(&group)?;

@@ -98,6 +98,9 @@ pub struct RelayConfig {
     /// A namespace directory is configured (`directory.rs`): announcements are registered
     /// there, and tracks nothing here serves are looked up there.
     pub directory: bool,
+    /// Event hooks are configured: announcements and PUBLISHes are recorded for them
+    /// ([`RelayShard::take_events`](crate::RelayShard::take_events)).
+    pub events: bool,
 }
 
 impl RelayConfig {
@@ -148,6 +151,7 @@ impl Default for RelayConfig {
             node_id: random_node_id(),
             admission_busy_pct: 0,
             directory: false,
+            events: false,
         }
     }
 }

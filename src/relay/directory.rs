@@ -14,13 +14,17 @@
 //!   from another relay or down a link is never resolved here (the directory names the relay
 //!   that has the publisher, so one hop is enough, and no request goes round in a loop).
 //! - Discovery: the prefixes of this core's namespace subscriptions are watched.
+//!
+//! The same registrations, told as [`RelayEvent`]s in the order they happen, are what the
+//! event hooks report (config `events_url`/`events_file`, ARCHITECTURE.md "Event hooks"):
+//! they are kept when hooks are configured, with or without a directory.
 
 use crate::msg::ConnId;
 use ahash::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::namespaces::Requester;
-use wire::model::TrackNamespace;
+use wire::model::{FullTrackName, TrackNamespace};
 
 /// How long a request waits for the directory's answer and the link it leads to.
 pub const DIRECTORY_WAIT: Duration = Duration::from_secs(2);
@@ -39,6 +43,17 @@ pub enum DirectoryAsk {
     },
 }
 
+/// A broadcast's life at this core, for the event hooks: what registers and unregisters a
+/// namespace in the directory, with the track of a PUBLISH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// A session of this core (not a link) announced `namespace` (`on`), or withdrew it or
+    /// closed.
+    Namespace { namespace: TrackNamespace, on: bool },
+    /// A PUBLISH of `track` by a session of this core (not a link) began (`on`) or ended.
+    Track { track: FullTrackName, on: bool },
+}
+
 /// Lookups of one core waiting for their answer at most (more are answered as misses).
 const MAX_LOOKUPS: usize = 4096;
 
@@ -52,11 +67,14 @@ pub struct Directory {
     announced: HashSet<(TrackNamespace, ConnId)>,
     /// Prefixes of this core's namespace subscriptions, counted.
     watched: HashMap<TrackNamespace, u32>,
+    /// The event hooks' record since the last take, when hooks are configured.
+    events: Option<Vec<RelayEvent>>,
 }
 
 impl Directory {
-    pub fn new(enabled: bool) -> Self {
-        Directory { enabled, ..Directory::default() }
+    /// `enabled`: a directory is configured; `events`: event hooks are.
+    pub fn new(enabled: bool, events: bool) -> Self {
+        Directory { enabled, events: events.then(Vec::new), ..Directory::default() }
     }
 
     /// Whether a request by `who` is resolved through the directory (see the module header).
@@ -85,27 +103,49 @@ impl Directory {
 
     /// Session `conn` of this core announced `namespace`.
     pub fn announced(&mut self, namespace: &TrackNamespace, conn: ConnId) {
-        if self.enabled && self.announced.insert((namespace.clone(), conn)) {
+        let kept = self.enabled || self.events.is_some();
+        if !kept || !self.announced.insert((namespace.clone(), conn)) {
+            return;
+        }
+        if self.enabled {
             self.out.push(DirectoryAsk::Register(namespace.clone()));
+        }
+        if let Some(events) = &mut self.events {
+            events.push(RelayEvent::Namespace { namespace: namespace.clone(), on: true });
         }
     }
 
     /// Session `conn` of this core withdrew `namespace` (or closed).
     pub fn withdrawn(&mut self, namespace: &TrackNamespace, conn: ConnId) {
-        if self.announced.remove(&(namespace.clone(), conn)) {
+        if !self.announced.remove(&(namespace.clone(), conn)) {
+            return;
+        }
+        if self.enabled {
             self.out.push(DirectoryAsk::Unregister(namespace.clone()));
+        }
+        if let Some(events) = &mut self.events {
+            events.push(RelayEvent::Namespace { namespace: namespace.clone(), on: false });
         }
     }
 
-    /// A PUBLISH of a track in `namespace` began (`on`) or ended on this core.
-    pub fn published(&mut self, namespace: TrackNamespace, on: bool) {
+    /// A PUBLISH of `track` began (`on`) or ended on this core.
+    pub fn published(&mut self, track: FullTrackName, on: bool) {
         if self.enabled {
+            let namespace = track.namespace.clone();
             self.out.push(if on {
                 DirectoryAsk::Register(namespace)
             } else {
                 DirectoryAsk::Unregister(namespace)
             });
         }
+        if let Some(events) = &mut self.events {
+            events.push(RelayEvent::Track { track, on });
+        }
+    }
+
+    /// The event hooks' record since the last call (empty when hooks are not configured).
+    pub fn take_events(&mut self) -> Vec<RelayEvent> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// A namespace subscription of `prefix` began (`on`) or ended on this core.
@@ -141,7 +181,7 @@ mod tests {
 
     #[test]
     fn registrations_and_watches_are_counted_once_per_change() {
-        let mut d = Directory::new(true);
+        let mut d = Directory::new(true, false);
         d.announced(&ns(&["live"]), ConnId(1));
         d.announced(&ns(&["live"]), ConnId(1));
         d.announced(&ns(&["live"]), ConnId(2));
@@ -172,15 +212,41 @@ mod tests {
 
     #[test]
     fn off_it_asks_nothing_and_resolves_only_end_users() {
-        let mut d = Directory::new(false);
+        let mut d = Directory::new(false, false);
         d.announced(&ns(&["live"]), ConnId(1));
-        d.published(ns(&["live"]), true);
+        d.published(FullTrackName { namespace: ns(&["live"]), name: "v".into() }, true);
         d.watch(&ns(&["a"]), true);
         assert!(d.take().is_empty());
         assert!(!d.resolves(Requester::default()));
-        let d = Directory::new(true);
+        let d = Directory::new(true, false);
         assert!(d.resolves(Requester::default()));
         assert!(!d.resolves(Requester { from_upstream: true, node: None }));
         assert!(!d.resolves(Requester { from_upstream: false, node: Some(7) }));
+    }
+
+    /// Hooks without a directory: the record, in order, and nothing asked of a directory.
+    #[test]
+    fn hooks_keep_the_record_without_a_directory() {
+        let mut d = Directory::new(false, true);
+        let track = FullTrackName { namespace: ns(&["live", "b"]), name: "v".into() };
+        d.announced(&ns(&["live"]), ConnId(1));
+        d.announced(&ns(&["live"]), ConnId(1));
+        d.published(track.clone(), true);
+        d.withdrawn(&ns(&["live"]), ConnId(2));
+        d.withdrawn(&ns(&["live"]), ConnId(1));
+        d.published(track.clone(), false);
+        assert!(d.take().is_empty());
+        use RelayEvent::*;
+        assert_eq!(
+            d.take_events(),
+            vec![
+                Namespace { namespace: ns(&["live"]), on: true },
+                Track { track: track.clone(), on: true },
+                Namespace { namespace: ns(&["live"]), on: false },
+                Track { track, on: false },
+            ]
+        );
+        assert!(d.take_events().is_empty());
+        assert!(!d.resolves(Requester::default()));
     }
 }

@@ -50,9 +50,9 @@ struct Upstream {
     /// A REQUEST_UPDATE waits for the publisher to answer an earlier one (its
     /// MAX_REQUEST_UPDATES, draft-22 §9.1.7); the Forward State in `kind` is what it will ask.
     update_blocked: bool,
-    /// A PUBLISH: its track's namespace (what a token in the publisher's REQUEST_UPDATE must
+    /// A PUBLISH: its track (whose namespace a token in the publisher's REQUEST_UPDATE must
     /// grant).
-    published: Option<TrackNamespace>,
+    published: Option<FullTrackName>,
     /// Our SUBSCRIBE: its track's namespace (what a token renewing it must grant).
     subscribed: Option<TrackNamespace>,
     /// A PUBLISH whose namespace was registered in the namespace directory (one not from a
@@ -85,7 +85,7 @@ pub struct Ingest {
     announced: usize,
     /// PUBLISHes begun (true) and ended, by namespace, for the namespace directory
     /// (`RelayShard::take_directory`).
-    published_log: Vec<(TrackNamespace, bool)>,
+    published_log: Vec<(FullTrackName, bool)>,
     /// When upstreams' timers (a held PUBLISH_DONE's `done_wait`, a renewal) are due, soonest
     /// first, so that a tick visits only what is due, not every track; an entry whose
     /// upstream is gone or whose timer moved is skipped when it comes due.
@@ -96,12 +96,17 @@ pub struct Ingest {
 
 impl Ingest {
     /// PUBLISHes begun and ended since the last call (see `published_log`).
-    pub(super) fn take_published(&mut self) -> Vec<(TrackNamespace, bool)> {
+    pub(super) fn take_published(&mut self) -> Vec<(FullTrackName, bool)> {
         std::mem::take(&mut self.published_log)
     }
 
     pub fn len(&self) -> usize {
         self.ups.len()
+    }
+
+    /// The namespaces of this core's sessions' PUBLISHes (not links'), once per PUBLISH.
+    pub fn published_namespaces(&self) -> impl Iterator<Item = &TrackNamespace> {
+        self.ups.values().filter(|u| u.registered).filter_map(|u| u.published.as_ref()).map(|t| &t.namespace)
     }
 
     /// Namespaces announced by this core's sessions.
@@ -111,7 +116,7 @@ impl Ingest {
 
     /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
     pub fn published(&self, conn: ConnId, rid: RequestId) -> Option<&TrackNamespace> {
-        self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref())
+        self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref()).map(|t| &t.namespace)
     }
 
     /// Upstreams the ticks looked at so far (see `timers`).
@@ -362,13 +367,13 @@ impl Ingest {
             streams_seen: 0,
             update_blocked: false,
             done: None,
-            published: Some(m.track.namespace.clone()),
+            published: Some(m.track.clone()),
             registered: !sessions.is_link(conn),
             subscribed: None,
             renew: None,
         };
         if up.registered {
-            self.published_log.push((m.track.namespace.clone(), true));
+            self.published_log.push((m.track.clone(), true));
         }
         self.ups.insert((conn, m.request_id), up);
         self.by_epoch.insert(epoch, (conn, m.request_id));
@@ -571,8 +576,8 @@ impl Ingest {
     ) -> Option<(Upstream, Vec<StreamKey>)> {
         let up = self.ups.remove(&key)?;
         self.by_epoch.remove(&up.epoch);
-        if let (true, Some(namespace)) = (up.registered, &up.published) {
-            self.published_log.push((namespace.clone(), false));
+        if let (true, Some(track)) = (up.registered, &up.published) {
+            self.published_log.push((track.clone(), false));
         }
         sessions.forget(key.0, key.1);
         if let UpstreamKind::Publish { .. } = up.kind {

@@ -251,6 +251,7 @@ macro_rules! cx {
 
 // After `cx!`, which they use.
 mod admit;
+mod side_door;
 mod upward;
 
 use self::admit::{discovery_right, needs_right, range_filtered, Refused};
@@ -308,7 +309,7 @@ impl RelayShard {
         unix_secs: u64,
     ) -> Self {
         let cache_budget = config.cache_budget;
-        let directory = directory::Directory::new(config.directory);
+        let directory = directory::Directory::new(config.directory, config.events);
         RelayShard {
             core,
             cores,

@@ -70,13 +70,25 @@ impl RelayShard {
 
     /// What this core asks of the namespace directory since the last call (`directory.rs`).
     pub fn take_directory(&mut self) -> Vec<directory::DirectoryAsk> {
-        for (namespace, on) in self.ingest.take_published() {
-            self.directory.published(namespace, on);
-        }
+        self.note_published();
         for (prefix, on) in self.discovery.take_watches() {
             self.directory.watch(&prefix, on);
         }
         self.directory.take()
+    }
+
+    /// What the event hooks report since the last call: this core's sessions' announcements
+    /// and PUBLISHes, in order (empty unless `RelayConfig::events`).
+    pub fn take_events(&mut self) -> Vec<directory::RelayEvent> {
+        self.note_published();
+        self.directory.take_events()
+    }
+
+    /// PUBLISHes begun and ended reach the directory's record.
+    fn note_published(&mut self) {
+        for (track, on) in self.ingest.take_published() {
+            self.directory.published(track, on);
+        }
     }
 
     /// The directory answered this core's lookup of `namespace`: on a miss, the requests

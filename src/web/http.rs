@@ -25,14 +25,14 @@ const CSP: &str = "default-src 'self'; script-src 'self' blob:; worker-src 'self
 pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
-    pub headers: Vec<(&'static str, &'static str)>,
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     /// The embedded files are borrowed, not copied per request: a connection that reads its
     /// answer slowly holds no copy of the bundle.
     pub body: Cow<'static, [u8]>,
 }
 
 impl Response {
-    fn new(status: u16, content_type: &'static str, body: impl Into<Cow<'static, [u8]>>) -> Self {
+    pub(crate) fn new(status: u16, content_type: &'static str, body: impl Into<Cow<'static, [u8]>>) -> Self {
         Response { status, content_type, headers: Vec::new(), body: body.into() }
     }
 
@@ -40,8 +40,8 @@ impl Response {
         Response::new(status, "text/plain; charset=utf-8", body.as_bytes().to_vec())
     }
 
-    pub(crate) fn with(mut self, name: &'static str, value: &'static str) -> Self {
-        self.headers.push((name, value));
+    pub(crate) fn with(mut self, name: &'static str, value: impl Into<Cow<'static, str>>) -> Self {
+        self.headers.push((name, value.into()));
         self
     }
 
@@ -77,6 +77,8 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         426 => "Upgrade Required",
@@ -106,7 +108,14 @@ pub fn respond(head: &[u8], sources: &Sources) -> (Response, bool) {
         b"HEAD" => true,
         _ => return (Response::text(405, "GET or HEAD only\n").with("Allow", "GET, HEAD"), false),
     };
-    let path = target.split(|b| *b == b'?' || *b == b'#').next().unwrap_or_default();
+    let target = target.split(|b| *b == b'#').next().unwrap_or_default();
+    let (path, query) = match target.iter().position(|b| *b == b'?') {
+        Some(i) => (target.get(..i).unwrap_or_default(), target.get(i + 1..).unwrap_or_default()),
+        None => (target, &b""[..]),
+    };
+    if let Some(r) = super::side::respond(path, query, head, sources) {
+        return (r, is_head);
+    }
     let response = match path {
         b"/" | b"/index.html" => Response::new(200, "text/html; charset=utf-8", INDEX_HTML)
             .with("Cache-Control", "no-cache")
@@ -170,7 +179,7 @@ mod tests {
         }
         let post = get("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").0;
         assert_eq!(post.status, 405);
-        assert!(post.headers.contains(&("Allow", "GET, HEAD")));
+        assert!(post.headers.contains(&("Allow", "GET, HEAD".into())));
         for bad in ["", "GET\r\n\r\n", "GET /\r\n\r\n", "GET / HTTP/2\r\n\r\n", "GET x HTTP/1.1\r\n\r\n"] {
             assert_eq!(get(bad).0.status, 400, "{bad:?}");
         }
@@ -192,7 +201,7 @@ mod tests {
         let r = respond(b"GET /certificate.sha256 HTTP/1.1\r\n\r\n", &src).0;
         assert_eq!(r.status, 200);
         assert_eq!(&*r.body, "ab".repeat(32).as_bytes());
-        assert!(r.headers.contains(&("Cache-Control", "no-store")));
+        assert!(r.headers.contains(&("Cache-Control", "no-store".into())));
         let mut next = [0u8; 32];
         next[0] = 0x0f;
         next[31] = 0xf0;

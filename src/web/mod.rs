@@ -10,6 +10,7 @@
 //!   64 lowercase hex digits, read on every request (so it follows reloads). A page passes it
 //!   to WebTransport's `serverCertificateHashes` to trust the relay's self-signed certificate.
 //! - WebSocket upgrades offering QMux (`crate::websocket`), handed to the cores.
+//! - `GET /announced[/PREFIX]` and `GET /fetch/NAMESPACE/TRACK`: the side doors (`side`).
 //!
 //! Only GET and HEAD; every other path is 404. One thread accepts; each connection gets its
 //! own short-lived thread. What one client may cost is bounded in number and in time
@@ -21,6 +22,7 @@
 //! parsing is over a bounded byte buffer with no indexing that can fail.
 
 mod http;
+mod side;
 mod slots;
 #[cfg(test)]
 mod tests;
@@ -52,6 +54,12 @@ pub struct Sources {
     /// When set, a WebSocket upgrade offering QMux is accepted and the connection handed to
     /// the cores (`crate::websocket`).
     pub websocket: Option<crate::websocket::WebSocketSink>,
+    /// When set, `GET /announced` and `GET /fetch/…` are answered by asking the cores
+    /// (`side`).
+    pub side_door: Option<crate::host::side_door::SideDoor>,
+    /// The relay's keys when requests need tokens (`auth` other than `open`): the side doors
+    /// need one too.
+    pub auth: Option<auth::KeyRing>,
 }
 
 /// Bounds on what clients may cost.

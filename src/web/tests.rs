@@ -10,7 +10,16 @@ use std::sync::Mutex;
 pub(super) fn sources(hash: [u8; 32]) -> (Sources, Arc<Mutex<[u8; 32]>>) {
     let current = Arc::new(Mutex::new(hash));
     let read = current.clone();
-    (Sources { certificate: Arc::new(move || *read.lock().unwrap()), https: None, websocket: None }, current)
+    (
+        Sources {
+            certificate: Arc::new(move || *read.lock().unwrap()),
+            https: None,
+            websocket: None,
+            side_door: None,
+            auth: None,
+        },
+        current,
+    )
 }
 
 fn https_sources() -> (Sources, [u8; 32]) {
@@ -19,7 +28,16 @@ fn https_sources() -> (Sources, [u8; 32]) {
     let material = Arc::new(runtime::tls::load_identity(&rc).unwrap());
     let sha = material.identity().sha256;
     let https: HttpsContext = Arc::new(move || material.https_context().ok());
-    (Sources { certificate: Arc::new(move || sha), https: Some(https), websocket: None }, sha)
+    (
+        Sources {
+            certificate: Arc::new(move || sha),
+            https: Some(https),
+            websocket: None,
+            side_door: None,
+            auth: None,
+        },
+        sha,
+    )
 }
 
 fn listen(sources: Sources, limits: Limits) -> Listener {
