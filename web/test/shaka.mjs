@@ -14,7 +14,8 @@
 // `manifest.msf.version`: `auto` (its default: it offers moqt-16, then moq-00) or `draft-14`.
 // Frames are `video.getVideoPlaybackQuality().totalVideoFrames`. Page i opens --stagger-ms × i
 // after the first; each page's entry in "done" is its count --seconds after the window starts,
-// 2 s after its first frame ("windowFrames": the frames rendered in those seconds), or
+// 2 s after its first frame ("windowFrames": the frames rendered in those seconds;
+// "windowMediaS": how far the video's clock went meanwhile, less where it stalled), or
 // 2 × --seconds (and 2 s) after it opened if none came.
 //
 //   node test/shaka.mjs --relay https://127.0.0.1:PORT/ --namespace NAME [--version auto]
@@ -162,11 +163,13 @@ try {
     all.forEach((p, i) => {
       if (final[i] !== null) return;
       const settled = p.firstFrameMs !== null && p.now - (p.startedMs + p.firstFrameMs) >= SETTLE_MS;
-      if (settled && base[i] === null) base[i] = { frames: p.frames, at: now };
+      if (settled && base[i] === null) base[i] = { frames: p.frames, at: now, media: p.currentTime };
       if (base[i] !== null && now - base[i].at >= windowMs) {
-        final[i] = { ...p, windowFrames: p.frames - base[i].frames };
+        final[i] = { ...p, windowFrames: p.frames - base[i].frames, windowMediaS: p.currentTime - base[i].media };
       } else if (now - opened[i] >= 2 * windowMs + SETTLE_MS) {
-        final[i] = { ...p, windowFrames: base[i] === null ? 0 : p.frames - base[i].frames };
+        const windowFrames = base[i] === null ? 0 : p.frames - base[i].frames;
+        const windowMediaS = base[i] === null ? 0 : p.currentTime - base[i].media;
+        final[i] = { ...p, windowFrames, windowMediaS };
       }
     });
     if (now % 1000 < 250) emit({ event: "frames", at_ms: now - start, pages: all });
