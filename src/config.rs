@@ -15,7 +15,9 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use serde::Deserialize;
 
-use crate::host::events::{EventsConfig, Sink};
+use crate::host::admission::AdmissionConfig;
+use crate::host::events::EventsConfig;
+use platform::{resolve_access, resolve_events};
 pub use relay::links::{moqt_host_port, Upstream, MAX_ROUTES_PER_UPSTREAM};
 pub use relay::PublishForward;
 pub use runtime::RetryPolicy;
@@ -160,9 +162,21 @@ pub struct Cli {
     /// Authorization: `open` (tokens are not needed), or the token formats every request
     /// needs one of, comma-separated: `tokens` (this relay's own, signed with an --auth-key),
     /// `jwt` (JSON Web Tokens verified with --auth-jwt-keys), `cat` (Common Access Tokens
-    /// verified with --auth-cat-keys); e.g. `jwt,tokens` [default: open].
+    /// verified with --auth-cat-keys); e.g. `jwt,tokens`; or `http`: the platform's service at
+    /// --auth-url admits each session [default: open].
     #[arg(long, value_name = "MODE")]
     pub auth: Option<String>,
+
+    /// With `--auth http`: the platform's admission service, POSTed a JSON question about each
+    /// session (its tokens and URL) and asked again when the answer's time is up.
+    #[arg(long, value_name = "URL")]
+    pub auth_url: Option<String>,
+
+    /// With `--auth http`: what a service that cannot be reached (or answers garbage) means:
+    /// `deny`, or `allow-known` (what it last allowed for the same question stays allowed)
+    /// [default: allow-known].
+    #[arg(long, value_name = "POLICY")]
+    pub auth_failure: Option<String>,
 
     /// A token key, `ID=SECRET` (SECRET: base64url, at least 16 bytes); repeat to rotate keys.
     #[arg(long = "auth-key", value_name = "ID=SECRET")]
@@ -329,6 +343,8 @@ struct FileConfig {
     goaway_timeout_ms: Option<u64>,
     goaway_uri: Option<String>,
     auth: Option<String>,
+    auth_url: Option<String>,
+    auth_failure: Option<String>,
     auth_keys: Option<Vec<String>>,
     auth_jwt_keys: Option<Vec<PathBuf>>,
     auth_cat_keys: Option<Vec<PathBuf>>,
@@ -416,6 +432,8 @@ pub struct Config {
     /// The keys that verify tokens when every request needs one (`auth` other than `open`);
     /// `None`: open.
     pub auth: Option<auth::KeyRing>,
+    /// Admission by the platform's service (`auth = "http"`).
+    pub admission: Option<AdmissionConfig>,
     /// Parent relays, one per distinct URL with its routes.
     pub upstreams: Vec<Upstream>,
     pub upstream_ca: Option<PathBuf>,
@@ -525,13 +543,7 @@ impl Config {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),
         };
-        let listen = match (cli.listen, &file.listen) {
-            (Some(a), _) => a,
-            (None, Some(s)) => {
-                s.parse().with_context(|| format!("config key `listen`: bad address {s:?}"))?
-            }
-            (None, None) => DEFAULT_LISTEN.parse().context("default listen address")?,
-        };
+        let listen = resolve_listen(cli, &file)?;
         let cores = cli.cores.or(file.cores).unwrap_or(available_cores);
         if cores == 0 || cores > 256 {
             bail!("config key `cores`: {cores} is out of range (1..=256)");
@@ -565,7 +577,7 @@ impl Config {
             publish_forward,
             goaway_uri,
         } = resolve_relay_limits(cli, &file)?;
-        let auth = resolve_auth(cli, &file)?;
+        let (auth, admission) = resolve_access(cli, &file)?;
         let token = cli.upstream_token.clone().or(file.upstream_token.clone());
         let upstream_entries = if cli.upstreams.is_empty() {
             file.upstream.clone().unwrap_or_default()
@@ -595,6 +607,7 @@ impl Config {
             qlog_dir,
             events,
             auth,
+            admission,
             listen,
             cores,
             tls,
@@ -690,37 +703,6 @@ fn resolve_directory(
     })
 }
 
-/// The event hooks (`events_url` or `events_file`, `events_queue`), named by the directory's
-/// `advertise` URL when there is one, else by the listen address.
-fn resolve_events(
-    cli: &Cli,
-    file: &FileConfig,
-    directory: Option<&Directory>,
-    listen: SocketAddr,
-) -> anyhow::Result<Option<EventsConfig>> {
-    let url = cli.events_url.clone().or(file.events_url.clone()).filter(|u| !u.is_empty());
-    let path = cli.events_file.clone().or(file.events_file.clone()).filter(|p| !p.as_os_str().is_empty());
-    let sink = match (url, path) {
-        (Some(_), Some(_)) => bail!("config keys `events_url` and `events_file`: one sink at a time"),
-        (Some(u), None) => {
-            match url::Url::parse(&u) {
-                Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => {}
-                _ => bail!("config key `events_url`: {u:?} is not an http:// or https:// URL"),
-            }
-            Sink::Url(u)
-        }
-        (None, Some(p)) if p.as_os_str() == "-" => Sink::Stdout,
-        (None, Some(p)) => Sink::File(p),
-        (None, None) => return Ok(None),
-    };
-    let queue = cli.events_queue.or(file.events_queue).unwrap_or(10_000);
-    if queue == 0 {
-        bail!("config key `events_queue`: must be at least 1");
-    }
-    let relay = directory.map(|d| d.advertise.clone()).unwrap_or_else(|| format!("moqt://{listen}"));
-    Ok(Some(EventsConfig { sink, queue, relay }))
-}
-
 /// What an operator reads: the metrics endpoint, the web listener, logs and qlog.
 struct Ops {
     metrics: Option<SocketAddr>,
@@ -771,6 +753,15 @@ fn or_file<T: Clone>(flag: &[T], key: &Option<Vec<T>>) -> Vec<T> {
     } else {
         flag.to_vec()
     }
+}
+
+/// `listen`, or the default.
+fn resolve_listen(cli: &Cli, file: &FileConfig) -> anyhow::Result<SocketAddr> {
+    Ok(match (cli.listen, &file.listen) {
+        (Some(a), _) => a,
+        (None, Some(s)) => s.parse().with_context(|| format!("config key `listen`: bad address {s:?}"))?,
+        (None, None) => DEFAULT_LISTEN.parse().context("default listen address")?,
+    })
 }
 
 /// `auth` and the keys of each format it names: the key ring that verifies tokens, or `None`
@@ -940,5 +931,6 @@ fn load_file(path: &Path) -> anyhow::Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+mod platform;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ pub use auth;
 pub use client;
 pub use media;
 pub use moqt;
+pub use qmux;
 pub use relay;
 pub use runtime;
 pub use session;

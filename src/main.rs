@@ -6,6 +6,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use moq_edge::config::{Cli, Command, Config, LogFormat, Tls, Web};
+use moq_edge::host::admission::Admission;
+use moq_edge::host::events::Hooks;
+use moq_edge::host::side_door::SideDoor;
 use moq_edge::host::RelayFactory;
 use moq_edge::runtime::{self, cid::generate_secret, TlsReloader};
 use moq_edge::session::SessionConfig;
@@ -45,12 +48,7 @@ fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
-    let hooks = match &config.events {
-        Some(e) => Some(moq_edge::host::events::start(e.clone())?),
-        None => None,
-    };
-    factory.events = hooks.clone();
-    let side_door = factory.side_door(config.cores);
+    let (hooks, side_door, admission) = platform(&config, &mut factory)?;
     let drain_to = factory.drain_to.clone();
     let gauges = factory.gauges();
     let server = runtime::start(config.runtime(), Arc::new(factory))?;
@@ -58,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         d.set_wakers(server.wakers());
     }
     side_door.set_wakers(server.wakers());
+    admission.iter().for_each(|a| a.set_wakers(server.wakers()));
     println!("  serving    udp {} (certificate sha-256 {})", server.local_addr(), server.fingerprint());
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
     let trigger = server.shutdown_trigger();
@@ -72,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             directory: directory.as_ref().map(|d| d.stats.clone()),
             web: web.as_ref().map(|w| w.stats.clone()),
             events: hooks.as_ref().map(|h| h.stats.clone()),
+            admission: admission.as_ref().map(|a| a.stats.clone()),
         };
         let bound = metrics::serve(addr, sources).with_context(|| format!("metrics endpoint on {addr}"))?;
         println!("  metrics    serving http://{bound}");
@@ -116,6 +116,22 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a platform plugs in, started beside the cores: the event hooks, the HTTP side doors'
+/// way to the cores, and admission by the platform's service.
+fn platform(
+    config: &Config,
+    factory: &mut RelayFactory,
+) -> anyhow::Result<(Option<Hooks>, SideDoor, Option<Admission>)> {
+    let hooks = config.events.clone().map(moq_edge::host::events::start).transpose()?;
+    factory.events = hooks.clone();
+    let side_door = factory.side_door(config.cores);
+    if let Some(a) = &config.admission {
+        factory.admission = Some(moq_edge::host::admission::start(a.clone(), config.cores)?);
+    }
+    let admission = factory.admission.as_ref().map(|(a, _)| a.clone());
+    Ok((hooks, side_door, admission))
+}
+
 /// The configuration in force, one line per setting, on standard output.
 fn print_summary(config: &Config) {
     let tls = match &config.tls {
@@ -140,6 +156,9 @@ fn print_summary(config: &Config) {
         (config.cache / config.cores) >> 20
     );
     match &config.auth {
+        Some(_) if config.admission.is_some() => {
+            println!("  auth       admitted by the platform's service (auth_url)")
+        }
         Some(ring) => println!("  auth       tokens required: {:?}", ring.keys()),
         None => println!("  auth       open (no token needed)"),
     }
@@ -311,7 +330,7 @@ fn mint_token(
 fn serve_web(
     config: &Config,
     server: &moq_edge::runtime::ServerHandle,
-    side_door: moq_edge::host::side_door::SideDoor,
+    side_door: SideDoor,
 ) -> anyhow::Result<Option<web::Listener>> {
     let addr = match config.web {
         // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).

@@ -29,6 +29,8 @@ pub struct Sources {
     pub web: Option<Arc<crate::web::WebStats>>,
     /// The event hooks' counters, when hooks are configured.
     pub events: Option<Arc<crate::host::events::EventStats>>,
+    /// Admission by the platform's service, when configured.
+    pub admission: Option<Arc<crate::host::admission::AdmissionStats>>,
 }
 
 /// Binds `addr` and serves on a thread named `metrics`. Returns the bound address.
@@ -233,6 +235,9 @@ pub fn render(s: &Sources) -> String {
     if let Some(e) = &s.events {
         events(m, e);
     }
+    if let Some(a) = &s.admission {
+        admission(m, a);
+    }
     if let Some(rss) = resident_bytes() {
         let _ = writeln!(
             m,
@@ -329,6 +334,40 @@ fn events(out: &mut String, e: &crate::host::events::EventStats) {
     }
 }
 
+/// Admission by the platform's service (`host::admission`).
+fn admission(out: &mut String, a: &crate::host::admission::AdmissionStats) {
+    let families: [(&str, &str, &AtomicU64); 5] = [
+        ("moq_edge_admission_http_requests_total", "POSTs to the platform's admission service.", &a.requests),
+        (
+            "moq_edge_admission_http_cached_total",
+            "Admission questions answered from the cache or joined to one in flight.",
+            &a.cached,
+        ),
+        (
+            "moq_edge_admission_http_failures_total",
+            "Admission POSTs that failed, or questions a full queue turned away.",
+            &a.failures,
+        ),
+        (
+            "moq_edge_admission_http_allowed_total",
+            "Sessions admitted (or readmitted) by the platform.",
+            &a.allowed,
+        ),
+        (
+            "moq_edge_admission_http_denied_total",
+            "Sessions refused (or ended at revalidation) by the platform or the failure policy.",
+            &a.denied,
+        ),
+    ];
+    for (name, help, v) in families {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
+}
+
 /// `moq_edge_relay_delay_seconds`: the cores' histograms merged.
 fn latency(out: &mut String, gauges: &[RelayGauges]) {
     let mut all = relay::latency_histogram();
@@ -389,6 +428,7 @@ mod tests {
             directory: None,
             web: None,
             events: None,
+            admission: None,
         });
         assert!(text.contains("moq_edge_objects_out_total{core=\"0\"} 5"), "{text}");
         assert!(text.contains("moq_edge_objects_out_total{core=\"1\"} 7"), "{text}");

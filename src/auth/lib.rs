@@ -193,6 +193,12 @@ pub struct SessionAuth {
 }
 
 impl SessionAuth {
+    /// A session admitted by the platform (`auth = "http"`): `grants` authorize every request
+    /// of it; tokens of its requests are not read.
+    pub fn admitted(grants: Vec<Grant>) -> Self {
+        SessionAuth { setup: grants, ..SessionAuth::default() }
+    }
+
     /// SETUP tokens: they authorize every request of the session. A bad one closes it.
     pub fn from_setup(
         keys: &Keys,

@@ -8,6 +8,7 @@
 //! close; this glue executes their commands (DNS on a short-lived thread, `Connect`, closing
 //! a session), feeds back what happened, and keeps the links alive.
 
+pub mod admission;
 pub mod events;
 pub mod redis_client;
 pub mod side_door;
@@ -106,6 +107,8 @@ pub struct RelayFactory {
     pub events: Option<Hooks>,
     /// The HTTP side doors' queries, each core's end (see [`RelayFactory::side_door`]).
     side_door: Option<side_door::Ports>,
+    /// Admission by the platform's service (`auth = "http"`), and each core's end of it.
+    pub admission: Option<(admission::Admission, admission::Ports)>,
 }
 
 impl Config {
@@ -124,6 +127,7 @@ impl Config {
             admission_busy_pct: self.admission_busy_pct,
             directory: self.directory.is_some(),
             events: self.events.is_some(),
+            admission: self.admission.is_some(),
             ..RelayConfig::default()
         }
     }
@@ -147,6 +151,7 @@ impl RelayFactory {
             drain_to: Arc::default(),
             events: None,
             side_door: None,
+            admission: None,
         }
     }
 
@@ -216,6 +221,15 @@ impl AppFactory for RelayFactory {
                 .side_door
                 .as_ref()
                 .and_then(|ports| ports.lock().ok()?.get_mut(shard.index())?.take()),
+            admission: self.admission.as_ref().and_then(|(service, ports)| {
+                let answers = ports.lock().ok()?.get_mut(shard.index())?.take()?;
+                Some(Admitting {
+                    service: service.clone(),
+                    answers,
+                    asked: Default::default(),
+                    due: Default::default(),
+                })
+            }),
         };
         RelayHost(Rc::new(RefCell::new(host)))
     }
@@ -260,6 +274,49 @@ struct Host {
     sessions_served: u64,
     /// This core's end of the HTTP side doors.
     side_door: Option<mpsc::Receiver<side_door::Query>>,
+    /// This core's end of the admission by the platform's service.
+    admission: Option<Admitting>,
+}
+
+/// A core's sessions before the platform's service: what each asked, and when each is asked
+/// again (revalidation).
+struct Admitting {
+    service: admission::Admission,
+    answers: mpsc::Receiver<admission::Answer>,
+    asked: ahash::HashMap<ConnId, relay::admission::AdmitAsk>,
+    due: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, ConnId)>>,
+}
+
+impl Admitting {
+    /// Asks about the sessions the relay holds, hands it the verdicts that came, and asks
+    /// again about those whose answer's time is up. Returns when next to look.
+    fn run(&mut self, relay: &mut RelayShard, core: usize, now: Instant) -> Option<Instant> {
+        for ask in relay.take_admissions() {
+            self.service.ask(core, &ask);
+            self.asked.insert(ask.conn, ask);
+        }
+        while let Ok((conn, verdict, ttl)) = self.answers.try_recv() {
+            if !self.asked.contains_key(&conn) {
+                continue; // closed meanwhile
+            }
+            if matches!(verdict, relay::admission::Verdict::Allow(_)) {
+                self.due.push(std::cmp::Reverse((now + ttl, conn)));
+            } else {
+                self.asked.remove(&conn);
+            }
+            relay.admitted(conn, verdict, now);
+        }
+        while let Some(&std::cmp::Reverse((at, conn))) = self.due.peek() {
+            if at > now {
+                break;
+            }
+            self.due.pop();
+            if let Some(ask) = self.asked.get(&conn) {
+                self.service.ask(core, ask);
+            }
+        }
+        self.due.peek().map(|r| r.0 .0)
+    }
 }
 
 impl Host {
@@ -568,12 +625,16 @@ impl ShardApp for RelayHost {
         if let Some(port) = &host.side_door {
             side_door::answer(port, &host.relay, now);
         }
+        let revalidate_at = match &mut host.admission {
+            Some(a) => a.run(&mut host.relay, host.core, now),
+            None => None,
+        };
         if let Some(hooks) = &host.events {
             for e in host.relay.take_events() {
                 hooks.record(Record::Relay(e));
             }
         }
-        out.deadline = host.relay.tick(now);
+        out.deadline = [host.relay.tick(now), revalidate_at].into_iter().flatten().min();
         if !host.links.is_empty() {
             host.run_links(out);
             if now >= host.ping_at {
@@ -672,6 +733,9 @@ impl ConnApp for RelayConn {
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
+        if let Some(a) = &mut host.admission {
+            a.asked.remove(&self.key);
+        }
     }
 
     fn on_closed(&mut self, conn: &QuicConnection) {
@@ -686,6 +750,9 @@ impl ConnApp for RelayConn {
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
         host.relay.remove_session(self.key, now);
+        if let Some(a) = &mut host.admission {
+            a.asked.remove(&self.key);
+        }
         if self.link.is_some() {
             let why = match conn.peer_error().or(conn.local_error()) {
                 Some(e) => {
@@ -766,7 +833,7 @@ impl RelayConn {
                 }
                 continue;
             }
-            if !host.relay.session_mut(key).is_some_and(|s| s.has_events()) {
+            if !host.relay.has_events(key) {
                 break;
             }
         }

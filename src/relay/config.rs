@@ -95,6 +95,11 @@ pub struct RelayConfig {
     /// percentage ([`RelayShard::set_load`]), new SUBSCRIBE, FETCH and namespace
     /// subscriptions are refused with EXCESSIVE_LOAD; 0 (or 100): never.
     pub admission_busy_pct: u8,
+    /// Sessions are admitted by the platform's service (`auth = "http"`, `admission.rs`):
+    /// each waits, its events held, until the host hands in the verdict on its SETUP's and
+    /// URL's tokens, whose grants then authorize every request of it (the requests' own
+    /// tokens are not read). `auth` is then a key ring that verifies nothing.
+    pub admission: bool,
     /// A namespace directory is configured (`directory.rs`): announcements are registered
     /// there, and tracks nothing here serves are looked up there.
     pub directory: bool,
@@ -152,6 +157,7 @@ impl Default for RelayConfig {
             admission_busy_pct: 0,
             directory: false,
             events: false,
+            admission: false,
         }
     }
 }

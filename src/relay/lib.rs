@@ -31,6 +31,7 @@
 //! ([`RelayShard::take_woken`]), and returns messages for other cores
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
 
+pub mod admission;
 pub mod alias;
 mod cache;
 mod config;
@@ -295,6 +296,8 @@ pub struct RelayShard {
     receive_lag: Duration,
     /// Cores this core's mesh queues are backed up to (`set_mesh_backlog`).
     congested: Vec<bool>,
+    /// Sessions to ask the platform about (`admission.rs`), not taken yet.
+    admissions: Vec<admission::AdmitAsk>,
 }
 
 impl RelayShard {
@@ -334,6 +337,7 @@ impl RelayShard {
             behind_at: None,
             receive_lag: Duration::ZERO,
             congested: Vec::new(),
+            admissions: Vec::new(),
         }
     }
 
@@ -505,6 +509,9 @@ impl RelayShard {
     pub fn handle_events(&mut self, conn: ConnId, now: Instant) {
         self.now = now;
         loop {
+            if self.sessions.admitting(conn) {
+                break; // its events wait for the platform's verdict (`admission.rs`)
+            }
             let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
             self.on_event(conn, event);
         }
@@ -640,6 +647,10 @@ impl RelayShard {
     fn on_event(&mut self, conn: ConnId, event: Event) {
         let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
         match event {
+            Event::Ready { peer } if cx.config.admission && !sessions.is_link(conn) => {
+                self.hold_for_admission(conn, &peer);
+                self.send_goaway(conn)
+            }
             Event::Ready { peer } => {
                 if !sessions.is_link(conn) {
                     sessions.auth_setup(cx, conn, &peer.auth_tokens);

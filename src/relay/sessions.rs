@@ -51,6 +51,8 @@ struct Peer {
     node: Option<u64>,
     /// Its tokens (when tokens are required).
     auth: Option<SessionAuth>,
+    /// It waits for the platform's admission (`admission.rs`): its events wait in it.
+    admitting: bool,
 }
 
 /// Sessions written to outside their own turn, each once.
@@ -220,6 +222,23 @@ impl Sessions {
 
     // --- tokens ----------------------------------------------------------------------------
 
+    /// Whether session `conn` waits for the platform's admission.
+    pub fn admitting(&self, conn: ConnId) -> bool {
+        self.peers.get(&conn).is_some_and(|p| p.admitting)
+    }
+
+    /// Session `conn` waits for the platform's admission (`on`), or no longer; true when it
+    /// waited.
+    pub fn set_admitting(&mut self, conn: ConnId, on: bool) -> bool {
+        let p = self.peers.entry(conn).or_default();
+        std::mem::replace(&mut p.admitting, on)
+    }
+
+    /// Session `conn`'s grants from the platform replace what authorized it before.
+    pub fn set_admitted(&mut self, conn: ConnId, grants: Vec<auth::Grant>) {
+        self.peers.entry(conn).or_default().auth = Some(SessionAuth::admitted(grants));
+    }
+
     /// The SETUP's tokens authorize the whole session; a bad one closes it.
     pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: ConnId, tokens: &[AuthToken]) {
         let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return };
@@ -244,7 +263,8 @@ impl Sessions {
         let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return Ok(None) };
         let a = self.peers.entry(conn).or_default().auth.get_or_insert_with(SessionAuth::default);
         let now = cx.unix_secs();
-        let until = a.authorize(&keys, &params.auth_tokens, namespace, right, cx.config.auth_cache, now)?;
+        let tokens = if cx.config.admission { &[][..] } else { &params.auth_tokens[..] };
+        let until = a.authorize(&keys, tokens, namespace, right, cx.config.auth_cache, now)?;
         Ok(Some(cx.now + Duration::from_secs(until.saturating_sub(now))))
     }
 
@@ -260,8 +280,8 @@ impl Sessions {
         let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return Ok(None) };
         let a = self.peers.entry(conn).or_default().auth.get_or_insert_with(SessionAuth::default);
         let now = cx.unix_secs();
-        let (until, scope) =
-            a.authorize_discovery(&keys, &params.auth_tokens, prefix, cx.config.auth_cache, now)?;
+        let tokens = if cx.config.admission { &[][..] } else { &params.auth_tokens[..] };
+        let (until, scope) = a.authorize_discovery(&keys, tokens, prefix, cx.config.auth_cache, now)?;
         Ok(Some((cx.now + Duration::from_secs(until.saturating_sub(now)), scope)))
     }
 }

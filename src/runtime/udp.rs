@@ -468,7 +468,7 @@ pub fn open_files_limit() -> Option<u64> {
 }
 
 /// Blocks until one of `fds` is readable or `timeout` passes; returns how many are ready.
-/// (For the synchronous client in `crate::client`, which keeps `unsafe` out of its own code.)
+/// (For the synchronous client of the `client` crate, which keeps `unsafe` out of its own code.)
 pub fn wait_readable(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
     // Round up: waking a little late is harmless, waking early spins.
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;

@@ -308,6 +308,12 @@ impl Relay {
                 let mut woken = Vec::new();
                 self.shards[core].take_woken(&mut woken);
                 for conn in woken {
+                    // A woken connection's turn reads its session first, as the host's does
+                    // (a session the platform just admitted has events waiting): what that
+                    // does may need another round.
+                    let now = self.now;
+                    moved |= self.shards[core].has_events(conn);
+                    self.shards[core].handle_events(conn, now);
                     self.flush_relay_session(core, conn);
                 }
             }
@@ -423,8 +429,9 @@ impl Relay {
             if c.gone {
                 continue;
             }
+            let waiting = self.shards[c.core].has_events(c.conn);
+            assert!(!waiting, "core {} conn {}: events left unhandled", c.core, c.conn);
             let Some(s) = self.shards[c.core].session_mut(c.conn) else { continue };
-            assert!(!s.has_events(), "core {} conn {}: events left unhandled", c.core, c.conn);
             if let Some(t) = s.poll_transmit() {
                 panic!("core {} conn {}: output without a wake-up: {t:?}", c.core, c.conn);
             }

@@ -40,6 +40,7 @@ mod linger;
 mod links;
 mod live;
 mod moves;
+mod platform;
 mod publish;
 mod timeouts;
 mod update;
