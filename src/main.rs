@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
     info!(fingerprint = server.fingerprint(), addr = %server.local_addr(), "certificate");
     let trigger = server.shutdown_trigger();
     let reloader = server.tls_reloader();
-    let web = serve_web(&config, &server, side_door)?;
+    let web = serve_web(&config, &server, side_door, admission.clone())?;
     if let Some(addr) = config.metrics {
         let sources = metrics::Sources {
             cores: config.cores,
@@ -331,6 +331,7 @@ fn serve_web(
     config: &Config,
     server: &moq_edge::runtime::ServerHandle,
     side_door: SideDoor,
+    admission: Option<Admission>,
 ) -> anyhow::Result<Option<web::Listener>> {
     let addr = match config.web {
         // The port the UDP socket bound (the kernel's choice when --listen asked for port 0).
@@ -345,6 +346,7 @@ fn serve_web(
         websocket: Some(moq_edge::websocket::WebSocketSink::new(server.stream_acceptor(), &config.drafts)),
         side_door: Some(side_door),
         auth: config.auth.clone(),
+        admission,
     };
     let listener = web::serve(addr, sources)
         .with_context(|| format!("web listener on tcp {addr} (move it with --web ADDR, or --web off)"))?;

@@ -96,7 +96,8 @@ impl Service {
             );
         }
         let ask: Value = serde_json::from_slice(&body).expect("a JSON question");
-        assert_eq!(ask["action"], "session");
+        let action = ask["action"].as_str().unwrap_or_default();
+        assert!(["session", "announced", "fetch"].contains(&action), "{ask}");
         let tokens: Vec<String> =
             ask["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
         if let Some(t) = tokens.first() {
@@ -182,6 +183,12 @@ fn the_platform_admits_sessions_and_ends_what_it_revokes() {
         let out = viewer(&url, token, 20);
         assert!(out.status.success() && said(&out).contains("received 20 objects"), "{url}: {}", said(&out));
     }
+    // The side doors ask the same service (`GET /announced`, on the TCP port).
+    let side = |query: &str| process::get(port, &format!("/announced{query}")).unwrap_or_default();
+    let listed = side("?token=viewer-live");
+    assert!(listed.starts_with("HTTP/1.1 200") && listed.contains(r#"["live","a"]"#), "{listed}");
+    assert!(side("?token=stranger").starts_with("HTTP/1.1 401"));
+    assert!(side("").starts_with("HTTP/1.1 401"));
     // A grant for other namespaces: SUBSCRIBE refused UNAUTHORIZED (0x1 at draft-16).
     let out = viewer(&quic, Some("viewer-news"), 5);
     assert!(!out.status.success() && said(&out).contains("REQUEST_ERROR 0x1 "), "{}", said(&out));

@@ -750,6 +750,70 @@ fn the_player_plays_with_a_jwt_in_the_page_url() {
     std::fs::remove_file(&keys).ok();
 }
 
+/// The player admitted by the platform's service (`--auth http`, README.md "Admission by
+/// HTTP"): a small service here allows moq-pub's token to publish and the page's (in its URL,
+/// `&jwt=`, which the page passes on in the WebTransport URL) to watch; the catalog fetched
+/// through `/fetch` with the page's token is decided by the same service.
+#[test]
+fn the_player_plays_admitted_by_the_platform() {
+    require_browser_tools();
+    let _turn = one_at_a_time();
+    let service = std::net::TcpListener::bind("127.0.0.1:0").expect("the service's port");
+    let url = format!("http://{}/admit", service.local_addr().expect("its address"));
+    std::thread::spawn(move || {
+        for stream in service.incoming().flatten() {
+            admit(stream);
+        }
+    });
+    let relay = start_relay(&["--metrics", "127.0.0.1:0", "--auth", "http", "--auth-url", &url]);
+    let png = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/browser-play-admitted.png"));
+    play_round(Round {
+        what: "one relay admitting by the platform's service",
+        path: &[&relay],
+        draft: "22",
+        viewer_draft: "18",
+        png,
+        tokens: Some(("platform-publisher", "platform-viewer")),
+        viewer: Viewer::WebTransport,
+        format: "hang",
+    });
+}
+
+/// The platform's admission service of `the_player_plays_admitted_by_the_platform`: one
+/// question per connection; `platform-publisher` may publish, `platform-viewer` watch.
+fn admit(stream: std::net::TcpStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let Ok(clone) = stream.try_clone() else { return };
+    let mut r = BufReader::new(clone);
+    let (mut line, mut length) = (String::new(), 0usize);
+    while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        line.clear();
+    }
+    let mut body = vec![0u8; length];
+    if r.read_exact(&mut body).is_err() {
+        return;
+    }
+    let ask: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let has = |t: &str| ask["tokens"].as_array().is_some_and(|ts| ts.iter().any(|x| x == t));
+    let answer = if has("platform-publisher") {
+        serde_json::json!({"allow": true, "publish": [""], "subscribe": [], "ttl_s": 60})
+    } else if has("platform-viewer") {
+        serde_json::json!({"allow": true, "publish": [], "subscribe": [""], "ttl_s": 60})
+    } else {
+        serde_json::json!({"allow": false})
+    }
+    .to_string();
+    let mut stream = stream;
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+        answer.len()
+    );
+}
+
 /// Viewers without WebTransport (UDP blocked, or a browser whose WebTransport the player does
 /// not use) still watch: Chromium with `window.WebTransport` removed, and Debian's Firefox ESR
 /// (which the player always sends to the WebSocket), play the broadcast over QMux over a

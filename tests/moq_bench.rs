@@ -376,6 +376,7 @@ fn relay_with_web() -> ServerHandle {
         websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
         side_door: None,
         auth: None,
+        admission: None,
     };
     moq_edge::web::serve(server.local_addr(), sources).unwrap();
     server

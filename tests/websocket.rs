@@ -49,6 +49,7 @@ fn relay_with_gauges() -> (ServerHandle, Arc<[RelayGauges]>) {
         websocket: Some(WebSocketSink::new(server.stream_acceptor(), &Version::ALL)),
         side_door: None,
         auth: None,
+        admission: None,
     };
     moq_edge::web::serve(server.local_addr(), sources).expect("web listener");
     (server, gauges)

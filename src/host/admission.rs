@@ -91,6 +91,7 @@ impl std::fmt::Debug for Admission {
 
 struct Shared {
     cfg: AdmissionConfig,
+    agent: ureq::Agent,
     cores: Vec<Sender<Answer>>,
     wakers: OnceLock<Vec<Waker>>,
     state: Mutex<State>,
@@ -109,22 +110,24 @@ pub fn start(cfg: AdmissionConfig, cores: usize) -> anyhow::Result<(Admission, P
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..cores).map(|_| mpsc::channel()).unzip();
     let (jobs, queue) = mpsc::sync_channel::<String>(QUEUE);
-    let shared = Arc::new(Shared { cfg, cores: senders, wakers: OnceLock::new(), state: Mutex::default() });
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let shared =
+        Arc::new(Shared { cfg, agent, cores: senders, wakers: OnceLock::new(), state: Mutex::default() });
     let stats = Arc::new(AdmissionStats::default());
     let queue = Arc::new(Mutex::new(queue));
     for i in 0..WORKERS {
         let (queue, shared, stats) = (queue.clone(), shared.clone(), stats.clone());
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .http_status_as_error(false)
-            .build()
-            .into();
         std::thread::Builder::new().name(format!("moq-edge-admission-{i}")).spawn(move || loop {
             let key = match queue.lock().map(|q| q.recv()) {
                 Ok(Ok(key)) => key,
                 _ => return, // the relay is gone
             };
-            shared.serve(&agent, &key, &stats);
+            let answer = shared.post(&key, &stats);
+            shared.settle(&key, answer, &stats);
         })?;
     }
     let ports = Arc::new(Mutex::new(receivers.into_iter().map(Some).collect()));
@@ -139,21 +142,14 @@ impl Admission {
 
     /// Core `core` asks about `ask`: the answer comes on its channel (at once when cached).
     pub fn ask(&self, core: usize, ask: &AdmitAsk) {
-        let body = json!({
-            "action": "session",
-            "tokens": ask.tokens.iter().map(|t| String::from_utf8_lossy(t)).collect::<Vec<_>>(),
-            "authority": ask.authority.as_ref().map(|a| String::from_utf8_lossy(a)),
-            "path": ask.path.as_ref().map(|p| String::from_utf8_lossy(p)),
-        })
-        .to_string();
-        let now = Instant::now();
+        let text = |b: &Option<bytes::Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+        let tokens: Vec<String> =
+            ask.tokens.iter().map(|t| String::from_utf8_lossy(t).into_owned()).collect();
+        let body = question("session", &tokens, text(&ask.authority), text(&ask.path));
         let Ok(mut state) = self.shared.state.lock() else { return };
-        if let Some((verdict, at, ttl)) = state.cache.get(&body) {
-            if now < *at + *ttl {
-                self.stats.cached.fetch_add(1, Ordering::Relaxed);
-                let left = (*at + *ttl).saturating_duration_since(now).max(MIN_TTL);
-                return self.shared.tell(core, (ask.conn, verdict.clone(), left));
-            }
+        if let Some((verdict, left)) = fresh(&state, &body) {
+            self.stats.cached.fetch_add(1, Ordering::Relaxed);
+            return self.shared.tell(core, (ask.conn, verdict, left));
         }
         if let Some(waiters) = state.waiting.get_mut(&body) {
             self.stats.cached.fetch_add(1, Ordering::Relaxed);
@@ -164,9 +160,36 @@ impl Admission {
         if self.jobs.try_send(body.clone()).is_err() {
             warn!("admission: the queue to the platform's service is full");
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
-            self.shared.settle(&body, None, &self.stats);
+            let _ = self.shared.settle(&body, None, &self.stats);
         }
     }
+}
+
+impl Admission {
+    /// A side door's request (`GET /announced`, `GET /fetch`: `action` `announced` or
+    /// `fetch`, on the web listener's connection thread, which may wait): the cached answer,
+    /// else one POST, the failure policy when it fails.
+    pub fn decide(&self, action: &str, tokens: &[String], path: &str) -> Verdict {
+        let body = question(action, tokens, None, Some(path.to_string()));
+        if let Some((verdict, _)) = self.shared.state.lock().ok().and_then(|s| fresh(&s, &body)) {
+            self.stats.cached.fetch_add(1, Ordering::Relaxed);
+            return verdict;
+        }
+        let answer = self.shared.post(&body, &self.stats);
+        self.shared.settle(&body, answer, &self.stats)
+    }
+}
+
+/// The question's JSON, also its key in the cache.
+fn question(action: &str, tokens: &[String], authority: Option<String>, path: Option<String>) -> String {
+    json!({ "action": action, "tokens": tokens, "authority": authority, "path": path }).to_string()
+}
+
+/// The cached answer to `key` while it holds, and how long it still does.
+fn fresh(state: &State, key: &str) -> Option<(Verdict, Duration)> {
+    let (verdict, at, ttl) = state.cache.get(key)?;
+    let left = (*at + *ttl).checked_duration_since(Instant::now())?;
+    Some((verdict.clone(), left.max(MIN_TTL)))
 }
 
 impl Shared {
@@ -179,10 +202,11 @@ impl Shared {
         }
     }
 
-    /// A worker asks the service about `key` and settles it.
-    fn serve(&self, agent: &ureq::Agent, key: &str, stats: &AdmissionStats) {
+    /// Asks the service about `key`: its answer, or `None` when it failed.
+    fn post(&self, key: &str, stats: &AdmissionStats) -> Option<(Verdict, Duration)> {
         stats.requests.fetch_add(1, Ordering::Relaxed);
-        let answer = agent
+        let answer = self
+            .agent
             .post(self.cfg.url.as_str())
             .header("content-type", "application/json")
             .send(key)
@@ -195,20 +219,20 @@ impl Shared {
                 }
                 parse(&text).ok_or_else(|| format!("not an answer: {text:.200}"))
             });
-        let answer = match answer {
+        match answer {
             Ok(a) => Some(a),
             Err(why) => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 warn!(why, "admission: the platform's service failed; the failure policy decides");
                 None
             }
-        };
-        self.settle(key, answer, stats);
+        }
     }
 
-    /// The answer to `key` (`None`: the service failed) is cached and told to its waiters.
-    fn settle(&self, key: &str, answer: Option<(Verdict, Duration)>, stats: &AdmissionStats) {
-        let Ok(mut state) = self.state.lock() else { return };
+    /// The answer to `key` (`None`: the service failed) is cached and told to its waiters;
+    /// the verdict it comes to.
+    fn settle(&self, key: &str, answer: Option<(Verdict, Duration)>, stats: &AdmissionStats) -> Verdict {
+        let Ok(mut state) = self.state.lock() else { return Verdict::Deny };
         let now = Instant::now();
         let (verdict, ttl) = match answer {
             Some(a) => a,
@@ -232,6 +256,7 @@ impl Shared {
         for (core, conn) in waiters {
             self.tell(core, (conn, verdict.clone(), ttl));
         }
+        verdict
     }
 }
 

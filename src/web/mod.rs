@@ -60,6 +60,8 @@ pub struct Sources {
     /// The relay's keys when requests need tokens (`auth` other than `open`): the side doors
     /// need one too.
     pub auth: Option<auth::KeyRing>,
+    /// With `auth = "http"`: the platform's service decides the side doors' requests.
+    pub admission: Option<crate::host::admission::Admission>,
 }
 
 /// Bounds on what clients may cost.

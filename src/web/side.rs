@@ -40,7 +40,7 @@ pub fn respond(path: &[u8], query: &[u8], head: &[u8], sources: &Sources) -> Opt
     let Some(fields) = segments(rest) else {
         return Some(Response::text(400, "bad path: fields are percent-encoded and not empty\n"));
     };
-    let grants = match grants(query, head, sources) {
+    let grants = match grants(path, query, head, sources) {
         Ok(g) => g,
         Err(r) => return Some(r),
     };
@@ -127,8 +127,14 @@ fn query_value(query: &[u8], name: &str) -> Option<String> {
 }
 
 /// What the request's tokens grant: `Ok(None)` when the relay needs no token; else the
-/// grants of its valid tokens, or 401 when it has none.
-fn grants(query: &[u8], head: &[u8], sources: &Sources) -> Result<Option<Vec<auth::Grant>>, Response> {
+/// grants of its valid tokens (with `auth = "http"`, what the platform's service answers on
+/// them), or 401 when there are none.
+fn grants(
+    path: &[u8],
+    query: &[u8],
+    head: &[u8],
+    sources: &Sources,
+) -> Result<Option<Vec<auth::Grant>>, Response> {
     let Some(ring) = &sources.auth else { return Ok(None) };
     let keys = ring.keys();
     let now = auth::unix_now();
@@ -143,10 +149,18 @@ fn grants(query: &[u8], head: &[u8], sources: &Sources) -> Result<Option<Vec<aut
         (n.trim().eq_ignore_ascii_case("authorization") && scheme.eq_ignore_ascii_case("bearer "))
             .then(|| Cow::Owned(v[7..].trim().to_string()))
     });
-    let found: Vec<auth::Grant> = from_query
-        .chain(from_header)
-        .filter_map(|t: Cow<'_, str>| keys.verify(t.as_bytes(), now).ok())
-        .collect();
+    let tokens: Vec<Cow<'_, str>> = from_query.chain(from_header).collect();
+    let found: Vec<auth::Grant> = match &sources.admission {
+        Some(service) => {
+            let action = if path.starts_with(b"/fetch/") { "fetch" } else { "announced" };
+            let tokens: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+            match service.decide(action, &tokens, &String::from_utf8_lossy(path)) {
+                relay::admission::Verdict::Allow(g) => vec![g],
+                relay::admission::Verdict::Deny => Vec::new(),
+            }
+        }
+        None => tokens.iter().filter_map(|t| keys.verify(t.as_bytes(), now).ok()).collect(),
+    };
     if found.is_empty() {
         return Err(Response::text(
             401,

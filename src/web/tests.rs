@@ -17,6 +17,7 @@ pub(super) fn sources(hash: [u8; 32]) -> (Sources, Arc<Mutex<[u8; 32]>>) {
             websocket: None,
             side_door: None,
             auth: None,
+            admission: None,
         },
         current,
     )
@@ -35,6 +36,7 @@ fn https_sources() -> (Sources, [u8; 32]) {
             websocket: None,
             side_door: None,
             auth: None,
+            admission: None,
         },
         sha,
     )
