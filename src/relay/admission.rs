@@ -54,7 +54,13 @@ impl RelayShard {
     /// Whether session `conn` has events the relay would read now: none while it waits for
     /// the platform (they stay in it).
     pub fn has_events(&mut self, conn: ConnId) -> bool {
-        !self.sessions.admitting(conn) && self.sessions.in_turn(conn).is_some_and(|s| s.has_events())
+        !self.held_for_admission(conn) && self.sessions.in_turn(conn).is_some_and(|s| s.has_events())
+    }
+
+    /// Whether session `conn` waits for the platform: a flag read first, so that without
+    /// admission the per-event path does no lookup.
+    pub(crate) fn held_for_admission(&self, conn: ConnId) -> bool {
+        self.config.admission && self.sessions.admitting(conn)
     }
 
     /// The sessions to ask the platform about since the last call.

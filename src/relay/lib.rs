@@ -509,7 +509,7 @@ impl RelayShard {
     pub fn handle_events(&mut self, conn: ConnId, now: Instant) {
         self.now = now;
         loop {
-            if self.sessions.admitting(conn) {
+            if self.held_for_admission(conn) {
                 break; // its events wait for the platform's verdict (`admission.rs`)
             }
             let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
