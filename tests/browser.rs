@@ -782,20 +782,7 @@ fn the_player_plays_admitted_by_the_platform() {
 /// The platform's admission service of `the_player_plays_admitted_by_the_platform`: one
 /// question per connection; `platform-publisher` may publish, `platform-viewer` watch.
 fn admit(stream: std::net::TcpStream) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let Ok(clone) = stream.try_clone() else { return };
-    let mut r = BufReader::new(clone);
-    let (mut line, mut length) = (String::new(), 0usize);
-    while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-        line.clear();
-    }
-    let mut body = vec![0u8; length];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
+    let Ok((_, body)) = process::read_request(&stream) else { return };
     let ask: Value = serde_json::from_slice(&body).unwrap_or_default();
     let has = |t: &str| ask["tokens"].as_array().is_some_and(|ts| ts.iter().any(|x| x == t));
     let answer = if has("platform-publisher") {

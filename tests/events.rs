@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,25 +48,8 @@ impl Receiver {
 
     /// One request per connection: reads the head and the body its Content-Length gives.
     fn answer(&self, stream: TcpStream) -> std::io::Result<()> {
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut r = BufReader::new(stream.try_clone()?);
-        let (mut line, mut length) = (String::new(), 0usize);
-        r.read_line(&mut line)?;
-        assert!(line.starts_with("POST /hooks HTTP/1.1"), "the request line: {line}");
-        loop {
-            line.clear();
-            r.read_line(&mut line)?;
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        r.read_exact(&mut body)?;
+        let (request, body) = process::read_request(&stream)?;
+        assert!(request.starts_with("POST /hooks HTTP/1.1"), "the request line: {request}");
         let mut stream = stream;
         if self.down.load(Ordering::SeqCst) {
             return stream.write_all(

@@ -1,8 +1,9 @@
 //! Helpers for tests that run the binaries as processes: a child killed on drop, free
-//! loopback ports, a minimal HTTP GET for the metrics endpoint, polling with a timeout.
+//! loopback ports, a minimal HTTP GET for the metrics endpoint, the request a test's own
+//! HTTP receiver gets, polling with a timeout.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -58,4 +59,28 @@ pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// One request on `stream` (a test's own HTTP server): its request line and its body (the
+/// length its Content-Length gives). The caller writes the answer on `stream`.
+pub fn read_request(stream: &TcpStream) -> std::io::Result<(String, Vec<u8>)> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut r = BufReader::new(stream.try_clone()?);
+    let (mut request, mut line, mut length) = (String::new(), String::new(), 0usize);
+    r.read_line(&mut request)?;
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; length];
+    r.read_exact(&mut body)?;
+    Ok((request, body))
 }
