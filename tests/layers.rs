@@ -6,14 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir`, but for the crate's own `tests/` (its test harnesses name
+/// drafts and read clocks as any test may).
 fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).expect("source directory") {
             let path = entry.expect("directory entry").path();
-            if path.is_dir() {
+            if path.is_dir() && !path.ends_with("tests") {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 out.push(path);
@@ -79,6 +80,54 @@ fn the_relay_reads_no_clock() {
         }
     }
     assert!(found.is_empty(), "src/relay reads a clock:\n{}", found.join("\n"));
+}
+
+/// ARCHITECTURE.md, "The relay layer": the roles' shared plumbing (`Cx`, the mail,
+/// `unheeded`) lives in `cx.rs` below them, so a role imports the modules it uses and never
+/// the crate root, which imports every role. Only the shard's own files (those that
+/// `impl RelayShard`) may name what the root declares.
+#[test]
+fn no_relay_role_imports_the_crate_root() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/relay");
+    let lib = std::fs::read_to_string(root.join("lib.rs")).expect("relay lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")))
+        .filter_map(|l| l.strip_suffix(';'))
+        .collect();
+    assert!(modules.contains(&"cx") && modules.contains(&"owner"), "modules read from lib.rs: {modules:?}");
+    let mut found = Vec::new();
+    for file in sources(&root) {
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        let top_level = file.parent() == Some(root.as_path());
+        if file.ends_with("lib.rs") || text.contains("impl RelayShard") {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate().take_while(|(_, l)| !l.contains("#[cfg(test)]")) {
+            let line = line.trim();
+            let path = match (line.strip_prefix("use crate::"), line.strip_prefix("use super::")) {
+                (Some(p), _) => p,
+                (None, Some(p)) if top_level => p,
+                _ => continue,
+            };
+            let first: Vec<&str> = match path.strip_prefix('{') {
+                Some(list) => {
+                    list.split(',').map(|p| p.trim().split("::").next().unwrap_or_default()).collect()
+                }
+                None => vec![path.split("::").next().unwrap_or_default()],
+            };
+            for name in first.iter().map(|n| n.trim_end_matches([';', '}'])).filter(|n| !n.is_empty()) {
+                if !modules.contains(&name) {
+                    found.push(format!(
+                        "{}:{}: {line} (names `{name}` of the crate root)",
+                        file.display(),
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "a relay role imports the crate root:\n{}", found.join("\n"));
 }
 
 /// The workspace crates each layer crate may use (ARCHITECTURE.md, "Crates"): only layers

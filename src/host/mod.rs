@@ -655,20 +655,20 @@ impl ShardApp for RelayHost {
             set(&g.upstreams, upstreams as u64);
             set(&g.links_up, host.relay.links_up() as u64);
             set(&g.namespaces, host.relay.namespaces_announced() as u64);
-            for (a, v) in g.counters.iter().zip(host.relay.stats.values()) {
+            for (a, v) in g.counters.iter().zip(host.relay.stats().values()) {
                 set(a, v);
             }
             set(&g.cache_bytes, host.relay.cache_bytes() as u64);
-            if now >= host.latency_at && !host.relay.stats.latency.is_empty() {
+            if now >= host.latency_at && !host.relay.stats().latency.is_empty() {
                 host.latency_at = now + Duration::from_secs(1);
                 if let Ok(mut shared) = g.latency.lock() {
                     let h = shared.get_or_insert_with(relay::latency_histogram);
                     // Both come from `relay::latency_histogram`: same bounds, so this cannot
                     // fail; a failure would lose this second's samples, so it is said.
-                    if let Err(e) = h.add(&host.relay.stats.latency) {
+                    if let Err(e) = h.add(&host.relay.stats().latency) {
                         warn!(error = %e, "latency samples not merged");
                     }
-                    host.relay.stats.latency.reset();
+                    host.relay.stats_mut().latency.reset();
                 }
             }
         }
@@ -813,7 +813,7 @@ impl RelayConn {
                 self.pump.write(conn, session, now);
             }
             if self.pump.take_control_pile_close() {
-                host.relay.stats.control_not_read += 1;
+                host.relay.stats_mut().control_not_read += 1;
             }
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).

@@ -97,7 +97,7 @@ impl RelayShard {
         if !self.over_load() {
             return None;
         }
-        let s = &mut self.stats;
+        let s = &mut self.cx.stats;
         let (rid, counter) = match msg {
             Message::Subscribe(m) => (m.request_id, &mut s.admission_subscribes),
             Message::Fetch(m) => (m.request_id, &mut s.admission_fetches),
@@ -125,7 +125,7 @@ impl RelayShard {
         if self.sessions.is_link(conn) {
             return Ok(None); // our configured parent: trusted like the configuration
         }
-        let checked = self.sessions.check_auth(&cx!(self), conn, params, namespace, right);
+        let checked = self.sessions.check_auth(&self.cx, conn, params, namespace, right);
         self.refuse_unless(conn, rid, checked)
     }
 
@@ -142,7 +142,7 @@ impl RelayShard {
         if self.sessions.is_link(conn) {
             return Ok(None);
         }
-        let checked = self.sessions.check_discovery(&cx!(self), conn, params, prefix);
+        let checked = self.sessions.check_discovery(&self.cx, conn, params, prefix);
         self.refuse_unless(conn, rid, checked)
     }
 

@@ -73,7 +73,7 @@ pub struct RelayConfig {
     pub too_far_behind_streams: u32,
     /// Input that waited this long in the socket before the core read it means the core is
     /// behind its input (a core keeping up reads it within a turn, a few milliseconds);
-    /// streams shed in the [`BEHIND_WINDOW`] after do not count toward TOO_FAR_BEHIND.
+    /// streams shed in the [`BEHIND_WINDOW`](crate::BEHIND_WINDOW) after do not count toward TOO_FAR_BEHIND.
     pub behind_lag: Duration,
     /// The freshness budget of live delivery: an object not handed to QUIC within this of its
     /// arrival is not sent, and its subgroup stream is reset (DELIVERY_TIMEOUT), as under a

@@ -23,8 +23,9 @@ use tracing::debug;
 use super::fanout::Fanout;
 use super::msg::OwnerMsg;
 use super::sessions::{Holder, Sessions};
-use super::{update_allows, Cx, UpdateError};
-use crate::unheeded;
+use crate::admit::{update_allows, UpdateError};
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use auth::Scope;
 use session::SessionError;
 use wire::model::{
@@ -134,7 +135,7 @@ impl Discovery {
 
     pub(super) fn subscribe(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         fanout: &Fanout,
         conn: ConnId,
@@ -154,7 +155,7 @@ impl Discovery {
     /// draft-22 SUBSCRIBE_TRACKS (§9.16): PUBLISH for the tracks under the prefix.
     pub(super) fn subscribe_tracks(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         fanout: &Fanout,
         conn: ConnId,
@@ -169,7 +170,7 @@ impl Discovery {
 
     fn add(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         fanout: &Fanout,
         conn: ConnId,
@@ -247,7 +248,7 @@ impl Discovery {
     /// subscribers on this core.
     pub(super) fn track(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         fanout: &Fanout,
         alias: TrackAlias,
         track: FullTrackName,
@@ -276,7 +277,7 @@ impl Discovery {
     /// or has an offer of it outstanding. One that cannot
     /// be made (the session's subscription limit, no Request ID left) is PUBLISH_SKIPPED on a
     /// SUBSCRIBE_TRACKS stream (draft-22 §9.19); draft-16 has no such message.
-    fn offer(&mut self, cx: &mut Cx<'_>, fanout: &Fanout, alias: TrackAlias, offer: Offer) {
+    fn offer(&mut self, cx: &mut Cx, fanout: &Fanout, alias: TrackAlias, offer: Offer) {
         let conn = offer.conn;
         let offered = self.pushes.iter().any(|((c, _), p)| *c == conn && p.alias == alias);
         let waiting = self.offering.get(&alias).is_some_and(|w| w.iter().any(|o| o.conn == conn));
@@ -293,7 +294,7 @@ impl Discovery {
     /// The owner's Largest Object of `alias`: the offers waiting for it go out.
     pub(super) fn largest(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         fanout: &Fanout,
         alias: TrackAlias,
@@ -310,7 +311,7 @@ impl Discovery {
 
     fn send_offer(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         alias: TrackAlias,
         offer: &Offer,
@@ -449,7 +450,7 @@ impl Discovery {
     /// relative to it).
     pub(super) fn updated(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,

@@ -26,8 +26,9 @@ use super::msg::{
     Data, FanoutMsg, FetchAsk, FetchBound, FetchStart, OwnerMsg, StreamKey, TrackInfo, UpStart,
 };
 use super::sessions::{Holder, Sessions};
-use super::{update_allows, Cx, UpdateError};
-use crate::unheeded;
+use crate::admit::{update_allows, UpdateError};
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
 use ends::RecentStreams;
@@ -425,7 +426,7 @@ impl Fanout {
     }
 
     /// A message for the subscriber side of this core.
-    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: FanoutMsg) {
+    pub(super) fn on_msg(&mut self, cx: &mut Cx, sessions: &mut Sessions, msg: FanoutMsg) {
         use FanoutMsg as M;
         match msg {
             M::Downstream { alias, data } => self.data(cx, sessions, alias, data),
@@ -501,7 +502,7 @@ fn filter_is_empty(f: LocationFilter) -> bool {
 /// A REQUEST_UPDATE's new tokens: the subscription is authorized again, until they expire
 /// (`None`: no tokens, or no expiry).
 fn renewed_auth(
-    cx: &Cx<'_>,
+    cx: &Cx,
     sessions: &mut Sessions,
     conn: ConnId,
     params: &Parameters,
@@ -546,7 +547,7 @@ impl Fanout {
     /// SUBSCRIBE `m`, authorized `until` (token mode).
     pub(super) fn subscribe(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: Subscribe,
@@ -560,7 +561,7 @@ impl Fanout {
     /// subscription like a SUBSCRIBE's, with no SUBSCRIBE_OK.
     pub(super) fn accepted_publish(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,
@@ -575,14 +576,7 @@ impl Fanout {
         self.tracks.get(&alias).is_some_and(|st| st.subs.iter().any(|s| s.conn == conn))
     }
 
-    fn add(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: ConnId,
-        rid: RequestId,
-        asked: Asked<'_>,
-    ) {
+    fn add(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, rid: RequestId, asked: Asked<'_>) {
         let Asked { track, params, until, by } = asked;
         let alias = cx.key.alias(&track);
         if by == By::Subscribe && self.session_has(conn, alias) {
@@ -668,7 +662,7 @@ impl Fanout {
 
     /// Sends SUBSCRIBE_OK to every subscription of `alias` not yet Established, then asks
     /// for their joining FETCHes and fill streams.
-    fn establish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias) {
+    fn establish(&mut self, cx: &mut Cx, sessions: &mut Sessions, alias: TrackAlias) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
         let mut asks: Vec<(ConnId, RequestId, Result<FetchAsk, &'static str>)> = Vec::new();
         let track_descending = track_descending(&st.info);
@@ -727,7 +721,7 @@ impl Fanout {
 
     /// Tells the owner when this core's subscriptions of `alias` become all paused, or one of
     /// them forwards again (the owner pauses or resumes the upstream accordingly).
-    fn sync_forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    fn sync_forward(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
         let forwarding = st.subs.iter().any(|s| s.forward);
         if !st.live || st.subs.is_empty() || forwarding == st.forwarding {
@@ -742,7 +736,7 @@ impl Fanout {
     /// subscription is Established (its Largest Location fixes the range).
     pub(super) fn join(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         joined: RequestId,
@@ -777,7 +771,7 @@ impl Fanout {
 
     pub(super) fn subscribe_ok(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         alias: TrackAlias,
         info: TrackInfo,
@@ -840,7 +834,7 @@ impl Fanout {
     /// gap) and EXPIRES.
     pub(super) fn update(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: &RequestUpdate,
@@ -923,7 +917,7 @@ impl Fanout {
     }
 
     /// Objects and stream events from the owner, written to every subscription they pass.
-    pub(super) fn data(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, alias: TrackAlias, data: Data) {
+    pub(super) fn data(&mut self, cx: &mut Cx, sessions: &mut Sessions, alias: TrackAlias, data: Data) {
         let Some(st) = self.tracks.get_mut(&alias) else { return };
         if !st.live {
             return;

@@ -17,8 +17,8 @@ use tracing::debug;
 use super::fanout::{Fanout, Join, DEFAULT_PRIORITY};
 use super::msg::{FetchAsk, FetchBound, FetchData, FetchStart, OwnerMsg, Piece};
 use super::sessions::{Holder, Sessions};
-use super::Cx;
-use crate::unheeded;
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use session::{data_urgency, StreamId};
 use wire::model::{
     Fetch, FetchItem, FetchKind, FetchObject, GroupOrder, LocationFilter, RequestId, TrackAlias,
@@ -61,7 +61,7 @@ pub(super) fn fetch_range(filter: Option<LocationFilter>) -> Option<(FetchStart,
 }
 
 impl Fanout {
-    pub(super) fn fetch_request(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, m: Fetch) {
+    pub(super) fn fetch_request(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, m: Fetch) {
         let rid = m.request_id;
         let count = self.fetches.per_session.get(&conn).copied().unwrap_or(0);
         if count >= cx.config.max_subscriptions_per_session {
@@ -121,7 +121,7 @@ impl Fanout {
     /// Sends `ask` to the owner of `alias` and remembers it as pending.
     pub(super) fn fetch_ask(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         alias: TrackAlias,
         track: wire::model::FullTrackName,

@@ -20,8 +20,8 @@ use super::msg::{Data, Epoch, IngestMsg, OwnerMsg, SessionRef, StreamKey, TrackI
 use super::namespaces::Via;
 use super::sessions::{Holder, Sessions};
 use super::shed::{Gate, Shed};
-use super::Cx;
-use crate::unheeded;
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use session::{DataObject, SessionError, StreamId};
 use wire::model::{
     DatagramHeader, FullTrackName, Message, Parameters, Publish, PublishDone, PublishNamespace, PublishOk,
@@ -140,7 +140,7 @@ fn renew_after(left: Duration) -> Duration {
 
 impl Ingest {
     /// A message for the publisher side of this core.
-    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: IngestMsg) {
+    pub(super) fn on_msg(&mut self, cx: &mut Cx, sessions: &mut Sessions, msg: IngestMsg) {
         use IngestMsg as M;
         match msg {
             M::UpstreamSubscribe { alias, track, publisher, epoch, new_group, start } => {
@@ -158,7 +158,7 @@ impl Ingest {
 
     pub(super) fn publish_namespace(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: PublishNamespace,
@@ -211,7 +211,7 @@ impl Ingest {
 
     pub(super) fn withdraw_namespace(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,
@@ -230,7 +230,7 @@ impl Ingest {
     /// The owner wants `track` from session `publisher` (on this core), from `start`.
     pub(super) fn upstream_subscribe(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         alias: TrackAlias,
         track: FullTrackName,
@@ -292,7 +292,7 @@ impl Ingest {
 
     pub(super) fn subscribe_ok(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: SubscribeOk,
@@ -325,7 +325,7 @@ impl Ingest {
 
     pub(super) fn request_error(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: RequestError,
@@ -348,7 +348,7 @@ impl Ingest {
         cx.send(cx.owner_of(up.alias), msg);
     }
 
-    pub(super) fn publish(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, m: Publish) {
+    pub(super) fn publish(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, m: Publish) {
         let count = self.per_session.entry(conn).or_default();
         if count.1 >= cx.config.max_subscriptions_per_session {
             let code = RequestErrorCode::ExcessiveLoad;
@@ -506,7 +506,7 @@ impl Ingest {
 
     pub(super) fn publish_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         m: PublishDone,
@@ -522,13 +522,7 @@ impl Ingest {
     }
 
     /// The publisher cancelled one of its requests (draft-22 reset / STOP_SENDING).
-    pub(super) fn cancelled(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: ConnId,
-        rid: RequestId,
-    ) {
+    pub(super) fn cancelled(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if let Some(up) = self.ups.get_mut(&(conn, rid)) {
             let reason = Bytes::from_static(b"the publisher cancelled the subscription");
             up.done = Some((DoneStatus::InternalError, reason, 0, cx.now));
@@ -537,13 +531,7 @@ impl Ingest {
     }
 
     /// Passes a held PUBLISH_DONE on once its streams have all ended (or `force`).
-    fn try_finish(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        key: (ConnId, RequestId),
-        force: bool,
-    ) {
+    fn try_finish(&mut self, cx: &mut Cx, sessions: &mut Sessions, key: (ConnId, RequestId), force: bool) {
         let Some(up) = self.ups.get(&key) else { return };
         let Some((_, _, count, _)) = &up.done else { return };
         let complete =
@@ -598,7 +586,7 @@ impl Ingest {
 
     pub(super) fn object(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         conn: ConnId,
         stream: StreamId,
         rid: RequestId,
@@ -634,7 +622,7 @@ impl Ingest {
 
     pub(super) fn stream_end(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         stream: StreamId,
@@ -651,7 +639,7 @@ impl Ingest {
 
     pub(super) fn datagram(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         conn: ConnId,
         rid: RequestId,
         mut header: DatagramHeader,
@@ -670,7 +658,7 @@ impl Ingest {
     /// Renews the upstream subscriptions whose time has come: REQUEST_UPDATE with a freshly
     /// minted token for the track's namespace (the parent extends EXPIRES to its expiry), and
     /// the next renewal before that.
-    fn renew(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, due: &[(ConnId, RequestId)]) {
+    fn renew(&mut self, cx: &mut Cx, sessions: &mut Sessions, due: &[(ConnId, RequestId)]) {
         let now = cx.now;
         for &(conn, rid) in due {
             let Some(up) = self.ups.get_mut(&(conn, rid)) else { continue };
@@ -701,7 +689,7 @@ impl Ingest {
         }
     }
 
-    pub(super) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+    pub(super) fn tick(&mut self, cx: &mut Cx, sessions: &mut Sessions) {
         let (mut renew, mut finish) = (Vec::new(), Vec::new());
         while let Some(&Reverse((at, conn, rid))) = self.timers.peek() {
             if at > cx.now {
@@ -735,7 +723,7 @@ impl Ingest {
     /// `max_namespaces_per_session` of them per link.
     pub(super) fn parent_namespace(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         conn: ConnId,
         rid: RequestId,
         namespace: TrackNamespace,
@@ -757,7 +745,7 @@ impl Ingest {
     }
 
     /// A publisher's session is gone: its namespaces are withdrawn, its tracks end.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId) {
         let publisher = cx.me(conn);
         for namespace in self.parent.remove(&conn).unwrap_or_default() {
             cx.namespace_withdrawn(&namespace, publisher);
@@ -799,7 +787,7 @@ impl Ingest {
 
 /// Sends `data` of upstream subscription `epoch` to the track's owner core, through the mesh's
 /// backpressure (`shed.rs`).
-fn to_owner(shed: &mut Shed, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
+fn to_owner(shed: &mut Shed, cx: &mut Cx, alias: TrackAlias, epoch: Epoch, data: Data) {
     let owner = cx.owner_of(alias);
     let data = match shed.gate(cx, owner, &data) {
         Gate::Forward => data,

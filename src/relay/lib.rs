@@ -35,6 +35,7 @@ pub mod admission;
 pub mod alias;
 mod cache;
 mod config;
+mod cx;
 pub mod directory;
 mod discovery;
 mod fanout;
@@ -53,251 +54,49 @@ mod shed;
 mod stats;
 mod upfetch;
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tracing::debug;
 
+use self::admission::{Admissions, AdmitAsk, Verdict};
 use self::alias::AliasKey;
 pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
+use self::cx::Cx;
+pub use self::cx::BEHIND_WINDOW;
 pub use self::fanout::PathState;
 use self::fanout::StreamLoss;
 pub use self::msg::ConnId;
-use self::msg::{DiscoveryMsg, Epoch, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg, SessionRef};
-use self::namespaces::{NamespaceTable, Via};
+use self::msg::{DiscoveryMsg, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg};
+use self::namespaces::Via;
 use self::sessions::{Holder, Sessions};
 pub use self::stats::{latency_histogram, CounterDef, RelayStats};
 use auth::{Denied, Right};
 use session::SessionCode;
 use session::{DataObject, Event, Session, StreamId};
-use wire::model::{GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
+use wire::model::{FullTrackName, GoAway, Message, Parameters, RequestId, RequestUpdate, TrackNamespace};
 use wire::RequestErrorCode;
 
-/// A session call whose failure leaves the relay nothing to do (the stream was already reset
-/// or finished, the request already ended, the session is closing): logged at debug, so
-/// that what the relay dropped can be seen.
-pub(crate) fn unheeded(result: Result<(), session::SessionError>, what: &'static str) {
-    if let Err(e) = result {
-        debug!(error = %e, what, "session call refused");
-    }
-}
-
-/// Messages this shard sends: to itself (handled in the same turn) or to other cores.
-#[derive(Debug)]
-struct Mail {
-    core: usize,
-    local: VecDeque<RelayMsg>,
-    /// (core, message, its weight: `RelayMsg::weight`).
-    outbox: Vec<(usize, RelayMsg, usize)>,
-    /// By core: the weight (`RelayMsg::weight`) of what was sent to it and it has not taken
-    /// yet, as the runtime last said (`RelayShard::set_mesh_backlog`), plus what was sent since.
-    queued: Vec<usize>,
-}
-
-impl Mail {
-    fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
-        let msg = msg.into();
-        if dst == self.core {
-            self.local.push_back(msg);
-        } else {
-            if self.queued.len() <= dst {
-                self.queued.resize(dst + 1, 0);
-            }
-            let weight = msg.weight();
-            self.queued[dst] += weight;
-            self.outbox.push((dst, msg, weight));
-        }
-    }
-}
-
-/// What the roles of one core share during one call: where they run, the shard's clock,
-/// the configuration, the namespace table, the outgoing mail and the counters. A role that
-/// takes a `Cx` touches no other role's state: it talks to them through `send`.
-pub(crate) struct Cx<'a> {
-    pub core: usize,
-    pub cores: usize,
-    pub now: Instant,
-    /// How long the data read this turn waited in the socket (`RelayShard::set_receive_lag`).
-    receive_lag: Duration,
-    /// The relay is draining (GOAWAY sent): nothing lingers.
-    pub draining: bool,
-    /// The core is over its admission threshold, or its input waited `behind_lag` in the
-    /// socket within the last [`BEHIND_WINDOW`]: the relay, not its subscribers, is what
-    /// falls behind (streams it sheds now do not count toward TOO_FAR_BEHIND).
-    pub overloaded: bool,
-    pub config: &'a RelayConfig,
-    pub namespaces: &'a NamespaceTable,
-    pub key: &'a AliasKey,
-    pub stats: &'a mut RelayStats,
-    /// What this core asks of the namespace directory.
-    pub directory: &'a mut directory::Directory,
-    mail: &'a mut Mail,
-    next_epoch: &'a mut u64,
-    wall: WallClock,
-    congested: &'a [bool],
-}
-
-/// The wall clock as the runtime last told it: Unix seconds at one instant of the shard's
-/// clock. The relay reads no clock; token expiry (Unix seconds) is measured against this.
-#[derive(Debug, Clone, Copy)]
-struct WallClock {
-    at: Instant,
-    unix_secs: u64,
-}
-
-impl Cx<'_> {
-    pub fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
-        self.mail.send(dst, msg);
-    }
-
-    /// Tells every core's namespace table that `publisher` serves `namespace` (its request
-    /// `rid`), come `via`.
-    fn namespace_announced(
-        &mut self,
-        namespace: &TrackNamespace,
-        publisher: SessionRef,
-        rid: RequestId,
-        via: Via,
-    ) {
-        for core in 0..self.cores {
-            let namespace = namespace.clone();
-            self.send(core, NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via });
-        }
-    }
-
-    /// Tells every core's namespace table that `publisher` no longer serves `namespace`.
-    fn namespace_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
-        for core in 0..self.cores {
-            self.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
-        }
-    }
-
-    /// When the data read this turn reached this relay: `now` less the time it waited in the
-    /// socket.
-    pub fn received(&self) -> Instant {
-        self.now.checked_sub(self.receive_lag).unwrap_or(self.now)
-    }
-
-    /// A new upstream subscription ID, unique across cores.
-    pub fn new_epoch(&mut self) -> Epoch {
-        *self.next_epoch += 1;
-        epoch(self.core, *self.next_epoch)
-    }
-
-    /// Whether this core's mesh queue to `core` is backed up (see
-    /// `RelayShard::set_mesh_backlog`): no new stream is forwarded there (`shed.rs`).
-    pub fn mesh_backed_up(&self, core: usize) -> bool {
-        self.congested.get(core).copied().unwrap_or(false)
-            || self.mesh_queued(core) > self.config.mesh_queue / 2
-    }
-
-    /// Whether `bytes` more fit in this core's mesh queue to `core` (`RelayConfig::mesh_queue`).
-    pub fn mesh_room(&self, core: usize, bytes: usize) -> bool {
-        self.mesh_queued(core) + bytes <= self.config.mesh_queue
-    }
-
-    fn mesh_queued(&self, core: usize) -> usize {
-        self.mail.queued.get(core).copied().unwrap_or(0)
-    }
-
-    /// The core that owns track `alias`.
-    pub fn owner_of(&self, alias: wire::model::TrackAlias) -> usize {
-        alias::owner(alias, self.cores)
-    }
-
-    /// Session `conn` of this core, as other cores name it.
-    pub fn me(&self, conn: ConnId) -> SessionRef {
-        SessionRef { core: self.core, conn }
-    }
-
-    /// Unix seconds now (from the wall clock the runtime gave the shard and the shard's
-    /// clock since).
-    pub fn unix_secs(&self) -> u64 {
-        let since = self.now.saturating_duration_since(self.wall.at).as_secs();
-        self.wall.unix_secs.saturating_add(since)
-    }
-}
-
-/// How long after input waited `behind_lag` the core still counts as behind: streams shed
-/// now were queued in the last seconds (the freshness budget's default).
-pub const BEHIND_WINDOW: Duration = Duration::from_secs(2);
-
-/// The shared context of the shard's roles, built from disjoint fields of the shard so that a
-/// role and the sessions can be borrowed beside it.
-macro_rules! cx {
-    ($shard:ident) => {
-        $crate::Cx {
-            core: $shard.core,
-            cores: $shard.cores,
-            now: $shard.now,
-            receive_lag: $shard.receive_lag,
-            draining: $shard.goaway.is_some(),
-            overloaded: $crate::over_admission_threshold($shard.busy_pct, $shard.config.admission_busy_pct)
-                || $shard
-                    .behind_at
-                    .is_some_and(|t| $shard.now.saturating_duration_since(t) < $crate::BEHIND_WINDOW),
-            config: &$shard.config,
-            namespaces: &$shard.namespaces,
-            key: &$shard.key,
-            stats: &mut $shard.stats,
-            directory: &mut $shard.directory,
-            mail: &mut $shard.mail,
-            next_epoch: &mut $shard.next_epoch,
-            wall: $shard.wall,
-            congested: &$shard.congested,
-        }
-    };
-}
-
-// After `cx!`, which they use.
 mod admit;
 mod side_door;
 mod upward;
 
-use self::admit::{discovery_right, needs_right, range_filtered, Refused};
-pub(crate) use self::admit::{update_allows, UpdateError};
-
-/// Upstream subscription `seq` of core `core` (the core in the top bits).
-fn epoch(core: usize, seq: u64) -> Epoch {
-    (core as u64) << 48 | seq
-}
+use self::admit::{discovery_right, needs_right, range_filtered, update_allows, Refused, UpdateError};
 
 /// One core's relay state (see the module header).
 #[derive(Debug)]
 pub struct RelayShard {
-    core: usize,
-    cores: usize,
-    config: RelayConfig,
-    key: AliasKey,
+    /// What the roles share: the core, its clock, configuration, namespaces, mail, counters.
+    cx: Cx,
     sessions: Sessions,
-    namespaces: NamespaceTable,
     owner: owner::Owner,
     ingest: ingest::Ingest,
     fanout: fanout::Fanout,
     discovery: discovery::Discovery,
     upfetch: upfetch::UpFetches,
     links: links::Links,
-    directory: directory::Directory,
-    mail: Mail,
-    next_epoch: u64,
-    now: Instant,
-    wall: WallClock,
-    /// Set once the relay drains: the GOAWAY every session gets (sessions set up later too).
-    goaway: Option<GoAway>,
-    /// Counters for the metrics endpoint.
-    pub stats: RelayStats,
-    /// The core's busy share of the last second as the runtime measured it, in percent.
-    busy_pct: u8,
-    /// When input last waited `behind_lag` or more in the socket (`set_receive_lag`).
-    behind_at: Option<Instant>,
-    /// How long this turn's input waited in the socket before the core read it
-    /// ([`RelayShard::set_receive_lag`]).
-    receive_lag: Duration,
-    /// Cores this core's mesh queues are backed up to (`set_mesh_backlog`).
-    congested: Vec<bool>,
-    /// Sessions to ask the platform about (`admission.rs`), not taken yet.
-    admissions: Vec<admission::AdmitAsk>,
+    /// Sessions held for the platform's verdict (`admission.rs`).
+    admissions: admission::Admissions,
 }
 
 impl RelayShard {
@@ -312,39 +111,23 @@ impl RelayShard {
         unix_secs: u64,
     ) -> Self {
         let cache_budget = config.cache_budget;
-        let directory = directory::Directory::new(config.directory, config.events);
         RelayShard {
-            core,
-            cores,
-            config,
-            key,
+            cx: Cx::new(core, cores, config, key, now, unix_secs),
             sessions: Sessions::default(),
-            namespaces: NamespaceTable::default(),
             owner: owner::Owner::new(cache_budget),
             ingest: ingest::Ingest::default(),
             fanout: fanout::Fanout::default(),
             discovery: discovery::Discovery::default(),
             upfetch: upfetch::UpFetches::default(),
             links: links::Links::default(),
-            directory,
-            mail: Mail { core, local: VecDeque::new(), outbox: Vec::new(), queued: Vec::new() },
-            next_epoch: 0,
-            now,
-            wall: WallClock { at: now, unix_secs },
-            goaway: None,
-            stats: RelayStats::default(),
-            busy_pct: 0,
-            behind_at: None,
-            receive_lag: Duration::ZERO,
-            congested: Vec::new(),
-            admissions: Vec::new(),
+            admissions: admission::Admissions::default(),
         }
     }
 
     /// The wall clock reads `unix_secs` (Unix seconds) at `now` of the shard's clock: the
     /// runtime says so from time to time, so that token expiry follows the wall clock.
     pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
-        self.wall = WallClock { at: now, unix_secs };
+        self.cx.set_wall_clock(now, unix_secs);
     }
 
     /// The runtime measured how long this turn's input waited in the socket before the core
@@ -353,9 +136,9 @@ impl RelayShard {
     /// that waited `behind_lag` or more means the core itself is behind (see
     /// [`Cx::overloaded`]).
     pub fn set_receive_lag(&mut self, lag: Duration) {
-        self.receive_lag = lag;
-        if lag >= self.config.behind_lag {
-            self.behind_at = Some(self.now);
+        self.cx.load.receive_lag = lag;
+        if lag >= self.cx.config.behind_lag {
+            self.cx.load.behind_at = Some(self.cx.now);
         }
     }
 
@@ -366,22 +149,19 @@ impl RelayShard {
     /// it past `mesh_queue` resets its stream there instead (`shed.rs`: whole subgroups are
     /// shed, never an object of a stream already forwarded; control messages always go).
     pub fn set_mesh_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
-        self.congested.clear();
-        self.congested.extend_from_slice(congested);
-        self.mail.queued.clear();
-        self.mail.queued.extend_from_slice(bytes);
+        self.cx.mail.set_backlog(congested, bytes);
     }
 
     /// The core was busy `busy_pct` percent of the last second (the runtime measures it; the
     /// relay reads no clock). Over `admission_busy_pct`, new downstream requests are refused
     /// (ARCHITECTURE.md, "Admission under load").
     pub fn set_load(&mut self, busy_pct: u8) {
-        self.busy_pct = busy_pct;
+        self.cx.load.busy_pct = busy_pct;
     }
 
     /// Whether the core is over its admission threshold.
     pub fn over_load(&self) -> bool {
-        over_admission_threshold(self.busy_pct, self.config.admission_busy_pct)
+        over_admission_threshold(self.cx.load.busy_pct, self.cx.config.admission_busy_pct)
     }
 
     /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
@@ -395,23 +175,23 @@ impl RelayShard {
     /// [`RelayShard::go_away`], naming `sibling` (a relay the namespace directory says is
     /// the least loaded) as the New Session URI when no `goaway_uri` is configured.
     pub fn go_away_to(&mut self, timeout_ms: u64, sibling: Option<&str>) {
-        if self.goaway.is_some() {
+        if self.cx.goaway.is_some() {
             return;
         }
-        let uri = match (self.config.goaway_uri.is_empty(), sibling) {
+        let uri = match (self.cx.config.goaway_uri.is_empty(), sibling) {
             (true, Some(s)) => Bytes::from(s.to_string()),
-            _ => self.config.goaway_uri.clone(),
+            _ => self.cx.config.goaway_uri.clone(),
         };
         let goaway = GoAway { new_session_uri: uri, timeout_ms, request_id: None };
         let ready = self.sessions.downstream_ready();
-        self.goaway = Some(goaway);
+        self.cx.goaway = Some(goaway);
         for conn in ready {
             self.send_goaway(conn);
         }
     }
 
     fn send_goaway(&mut self, conn: ConnId) {
-        let Some(goaway) = self.goaway.clone() else { return };
+        let Some(goaway) = self.cx.goaway.clone() else { return };
         if self.sessions.is_link(conn) {
             return; // GOAWAY goes from server to client; a link's parent is our server
         }
@@ -425,10 +205,10 @@ impl RelayShard {
     /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
     /// subscriber was not taking (which count toward TOO_FAR_BEHIND: `Fanout::streams_lost`).
     pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
-        self.now = now;
-        self.stats.backlog_resets += streams.len() as u64;
+        self.cx.now = now;
+        self.cx.stats.backlog_resets += streams.len() as u64;
         let how = StreamLoss::Backlog;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, (how, path));
+        self.fanout.streams_lost(&mut self.cx, &mut self.sessions, conn, streams, (how, path));
         self.run_local();
     }
 
@@ -454,22 +234,33 @@ impl RelayShard {
     /// Session `conn`'s transport reset these data streams of ours because an object's time
     /// ran out before QUIC took it (DELIVERY_TIMEOUT; which count: `Fanout::streams_lost`).
     pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
-        self.now = now;
-        self.stats.lag_resets += streams.len() as u64;
+        self.cx.now = now;
+        self.cx.stats.lag_resets += streams.len() as u64;
         let how = StreamLoss::Lag;
-        self.fanout.streams_lost(&mut cx!(self), &mut self.sessions, conn, streams, (how, path));
+        self.fanout.streams_lost(&mut self.cx, &mut self.sessions, conn, streams, (how, path));
         self.run_local();
     }
 
     /// A new session on this core, named `conn` (unique on this core).
     pub fn add_session(&mut self, conn: ConnId, mut session: Session) {
-        session.set_log_id(self.core, conn.0);
+        session.set_log_id(self.cx.core, conn.0);
         self.sessions.insert(conn, session);
+    }
+
+    /// The shard's counters (the metrics endpoint reads them).
+    pub fn stats(&self) -> &RelayStats {
+        &self.cx.stats
+    }
+
+    /// The shard's counters, for the host's own (`control_not_read`) and to reset the
+    /// latency histogram once read.
+    pub fn stats_mut(&mut self) -> &mut RelayStats {
+        &mut self.cx.stats
     }
 
     /// The shard's configuration.
     pub fn config(&self) -> &RelayConfig {
-        &self.config
+        &self.cx.config
     }
 
     /// Session `conn`, in its own turn (the runtime flushes it afterwards).
@@ -499,6 +290,50 @@ impl RelayShard {
         self.ingest.announced()
     }
 
+    /// Whether session `conn` has events the relay would read now: none while it waits for
+    /// the platform (they stay in it).
+    pub fn has_events(&mut self, conn: ConnId) -> bool {
+        !Admissions::holds(&self.cx, &self.sessions, conn)
+            && self.sessions.in_turn(conn).is_some_and(|s| s.has_events())
+    }
+
+    /// The sessions to ask the platform about since the last call (`admission.rs`).
+    pub fn take_admissions(&mut self) -> Vec<AdmitAsk> {
+        self.admissions.take()
+    }
+
+    /// The platform's verdict on session `conn`, at its admission or at a revalidation.
+    pub fn admitted(&mut self, conn: ConnId, verdict: Verdict, now: Instant) {
+        self.cx.now = now;
+        Admissions::verdict(&self.cx, &mut self.sessions, conn, verdict);
+        self.run_local();
+    }
+
+    /// The namespaces at or below `prefix` this relay can serve (`GET /announced`): those
+    /// discovery reports (announced here, at the parent relay, or elsewhere in the cluster),
+    /// and those of this core's sessions' PUBLISHes (each core knows only its own: ask every
+    /// core).
+    pub fn namespaces_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
+        side_door::namespaces_under(&self.cx, &self.ingest, prefix)
+    }
+
+    /// The core whose cache holds `track` (its owner).
+    pub fn owner_core(&self, track: &FullTrackName) -> usize {
+        alias::owner(self.cx.key.alias(track), self.cx.cores)
+    }
+
+    /// Group `group` of `track` (the newest cached when `None`) as this core's cache holds
+    /// it, objects in order: its number and their payloads (`GET /fetch`). `None` when this
+    /// core does not cache the track or that group (or every object of it expired).
+    pub fn cached_group(
+        &self,
+        track: &FullTrackName,
+        group: Option<u64>,
+        now: Instant,
+    ) -> Option<(u64, Vec<Bytes>)> {
+        side_door::cached_group(&self.owner.cache, self.cx.key.alias(track), group, now)
+    }
+
     /// Bytes of objects this shard caches.
     pub fn cache_bytes(&self) -> usize {
         self.owner.cache.bytes()
@@ -507,9 +342,9 @@ impl RelayShard {
     /// Handles every queued event of session `conn`, then the messages this shard sent
     /// itself.
     pub fn handle_events(&mut self, conn: ConnId, now: Instant) {
-        self.now = now;
+        self.cx.now = now;
         loop {
-            if self.held_for_admission(conn) {
+            if Admissions::holds(&self.cx, &self.sessions, conn) {
                 break; // its events wait for the platform's verdict (`admission.rs`)
             }
             let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
@@ -521,12 +356,12 @@ impl RelayShard {
     /// The connection under session `conn` is gone: forget the session and everything it
     /// had (subscriptions end upstream, its tracks end downstream).
     pub fn remove_session(&mut self, conn: ConnId, now: Instant) {
-        self.now = now;
+        self.cx.now = now;
         if !self.sessions.remove(conn) {
             return;
         }
-        debug!(core = self.core, %conn, "connection gone");
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        debug!(core = self.cx.core, %conn, "connection gone");
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         self.fanout.session_closed(cx, sessions, conn);
         self.discovery.session_closed(conn);
         self.upfetch.session_closed(cx, conn);
@@ -538,15 +373,15 @@ impl RelayShard {
 
     /// A message from the relay shard on core `from`.
     pub fn on_message(&mut self, _from: usize, msg: RelayMsg, now: Instant) {
-        self.now = now;
+        self.cx.now = now;
         self.dispatch(msg);
         self.run_local();
     }
 
     /// Timers (linger, held PUBLISH_DONE). Returns the next deadline.
     pub fn tick(&mut self, now: Instant) -> Option<Instant> {
-        self.now = now;
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        self.cx.now = now;
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         self.owner.tick(cx);
         self.ingest.tick(cx, sessions);
         self.fanout.tick(cx, sessions);
@@ -560,7 +395,7 @@ impl RelayShard {
 
     /// Messages for other cores, in order: (core, message, its weight, `RelayMsg::weight`).
     pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg, usize)>) {
-        out.append(&mut self.mail.outbox);
+        self.cx.mail.take_outbox(out);
     }
 
     /// Sessions written to since the last call.
@@ -569,14 +404,14 @@ impl RelayShard {
     }
 
     fn run_local(&mut self) {
-        while let Some(msg) = self.mail.local.pop_front() {
+        while let Some(msg) = self.cx.mail.next_local() {
             self.dispatch(msg);
         }
     }
 
     /// Routes a message to the role it is for.
     fn dispatch(&mut self, msg: RelayMsg) {
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         match msg {
             RelayMsg::Owner(m) => self.owner.on_msg(cx, m),
             RelayMsg::Fanout(m) => self.fanout.on_msg(cx, sessions, m),
@@ -600,8 +435,8 @@ impl RelayShard {
     fn on_namespace_msg(&mut self, msg: NamespaceMsg) {
         match msg {
             NamespaceMsg::NamespaceAnnounced { namespace, publisher, rid, via } => {
-                let known = self.namespaces.insert(namespace.clone(), publisher, via);
-                let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+                let known = self.cx.namespaces.insert(namespace.clone(), publisher, via);
+                let (cx, sessions) = (&mut self.cx, &mut self.sessions);
                 if known {
                     self.discovery.changed(sessions, &namespace, true);
                 }
@@ -631,8 +466,8 @@ impl RelayShard {
                 }
             }
             NamespaceMsg::NamespaceWithdrawn { namespace, publisher } => {
-                let gone = self.namespaces.remove(&namespace, publisher);
-                let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+                let gone = self.cx.namespaces.remove(&namespace, publisher);
+                let (cx, sessions) = (&mut self.cx, &mut self.sessions);
                 if publisher.core == cx.core {
                     cx.directory.withdrawn(&namespace, publisher.conn);
                 }
@@ -645,10 +480,10 @@ impl RelayShard {
     }
 
     fn on_event(&mut self, conn: ConnId, event: Event) {
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         match event {
             Event::Ready { peer } if cx.config.admission && !sessions.is_link(conn) => {
-                self.hold_for_admission(conn, &peer);
+                self.admissions.hold(sessions, conn, &peer);
                 self.send_goaway(conn)
             }
             Event::Ready { peer } => {
@@ -681,11 +516,11 @@ impl RelayShard {
             }
             Event::Message(msg) => {
                 // Every request and answer a peer sends (the relay's own: `Session::send`).
-                debug!(core = self.core, %conn, ?msg, "message in");
+                debug!(core = self.cx.core, %conn, ?msg, "message in");
                 self.on_control(conn, msg)
             }
             Event::Cancelled { request_id } => {
-                debug!(core = self.core, %conn, rid = request_id.0, "request cancelled by the peer");
+                debug!(core = self.cx.core, %conn, rid = request_id.0, "request cancelled by the peer");
                 self.on_cancelled(conn, request_id)
             }
             Event::Object { stream, request_id, object: object @ DataObject::Subgroup { .. }, payload } => {
@@ -704,7 +539,7 @@ impl RelayShard {
                 self.ingest.datagram(cx, conn, request_id, header, payload)
             }
             Event::Closed { code, reason } => {
-                debug!(core = self.core, %conn, code, %reason, "session closed");
+                debug!(core = self.cx.core, %conn, code, %reason, "session closed");
             }
         }
     }
@@ -714,7 +549,7 @@ impl RelayShard {
     /// break: the old link closes once none is left on it, [`RelayShard::link_moved_out`]).
     /// Again when a replacement that failed is itself replaced.
     fn link_replaced(&mut self, old: ConnId) {
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         let Some(routes) = self.links.mark_moved(old) else { return };
         for rid in routes {
             self.ingest.withdraw_namespace(cx, sessions, old, rid);
@@ -755,7 +590,7 @@ impl RelayShard {
                 Err(Refused) => return,
             }
         }
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         match msg {
             Message::PublishNamespace(m) => self.ingest.publish_namespace(cx, sessions, conn, m),
             Message::PublishNamespaceDone(rid) => self.ingest.withdraw_namespace(cx, sessions, conn, rid),
@@ -803,7 +638,7 @@ impl RelayShard {
 
     /// A namespace subscriber accepted the relay's PUBLISH `rid`: it becomes a subscription.
     fn publish_accepted(&mut self, conn: ConnId, rid: RequestId, params: &Parameters) {
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         if let Some(a) = self.discovery.publish_ok(sessions, conn, rid, params) {
             self.fanout.accepted_publish(cx, sessions, conn, rid, a);
         }
@@ -812,7 +647,7 @@ impl RelayShard {
     /// The peer cancelled request `rid` (draft-16: UNSUBSCRIBE-like stream ends; draft-22: a
     /// reset or STOP_SENDING of its request stream).
     fn on_cancelled(&mut self, conn: ConnId, rid: RequestId) {
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         match sessions.role(conn, rid) {
             Some(Holder::Subscription) => self.fanout.unsubscribe(cx, sessions, conn, rid),
             Some(Holder::NamespaceSub) => self.discovery.cancelled(sessions, conn, rid),
@@ -831,7 +666,7 @@ impl RelayShard {
         let existing = m.existing_request_id;
         let Some(answer_rid) = self.sessions.get(conn).map(|s| s.update_answer_id(&m)) else { return };
         let role = self.sessions.role(conn, existing);
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         let mut old_prefix = None;
         let result = match role {
             Some(Holder::Subscription) => self.fanout.update(cx, sessions, conn, &m),
@@ -896,7 +731,7 @@ impl RelayShard {
 /// tokens and the update's own (`Sessions::check_discovery`); `None` when nothing changes
 /// (no new prefix, open mode, or an upstream link).
 fn discovery_update_scope(
-    cx: &Cx<'_>,
+    cx: &Cx,
     sessions: &mut Sessions,
     conn: ConnId,
     params: &Parameters,

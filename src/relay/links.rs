@@ -21,7 +21,7 @@ use bytes::Bytes;
 use super::msg::{IngestMsg, SessionRef};
 use super::namespaces::Via;
 use super::sessions::{Holder, Sessions};
-use super::Cx;
+use crate::cx::Cx;
 use ahash::{HashMap, HashSet};
 use session::SessionCode;
 use wire::model::{
@@ -155,7 +155,7 @@ fn discover(sessions: &mut Sessions, conn: ConnId, link: &mut Link, prefix: &Tra
 /// Tells every core that tracks under `namespace` come from link `publisher`, whose parent
 /// is relay `parent`.
 fn announce_route(
-    cx: &mut Cx<'_>,
+    cx: &mut Cx,
     publisher: SessionRef,
     rid: RequestId,
     parent: u64,
@@ -227,7 +227,7 @@ impl Links {
     /// enters the routes it returns as the link's namespaces, and moves the link it replaces.
     pub(super) fn ready(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         peer: &SetupOptions,
@@ -300,7 +300,7 @@ impl Links {
     /// (`ready`), or it was there already, or the link is full or gone.
     pub(super) fn add_route(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         conn: ConnId,
         prefix: TrackNamespace,
     ) -> Option<RequestId> {
@@ -352,7 +352,7 @@ impl Links {
     /// The namespace table of this core changed: a link on this core whose route now covers
     /// announcements it has not forwarded yet forwards them (called after routes and
     /// announcements are applied).
-    pub(super) fn forward_all(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, link_conn: ConnId) {
+    pub(super) fn forward_all(&mut self, cx: &mut Cx, sessions: &mut Sessions, link_conn: ConnId) {
         let all: Vec<(TrackNamespace, SessionRef, Option<u64>)> =
             cx.namespaces.announced().map(|(n, p, node)| (n.clone(), p, node)).collect();
         for (namespace, publisher, node) in all {
@@ -368,7 +368,7 @@ impl Links {
     /// answers.
     pub(super) fn announced(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         namespace: &TrackNamespace,
         publisher: SessionRef,
@@ -421,14 +421,14 @@ impl Links {
 
     /// Releases held confirmations of announcements (the parent answered, the link went
     /// away, or [`FORWARD_WAIT`] passed).
-    fn release(&mut self, cx: &mut Cx<'_>, held: Vec<(SessionRef, RequestId)>) {
+    fn release(&mut self, cx: &mut Cx, held: Vec<(SessionRef, RequestId)>) {
         for (p, rid) in held {
             cx.send(p.core, IngestMsg::NamespaceKnown { conn: p.conn, rid });
         }
     }
 
     /// Held confirmations whose parent has not answered in time.
-    pub(super) fn tick(&mut self, cx: &mut Cx<'_>) -> Option<Instant> {
+    pub(super) fn tick(&mut self, cx: &mut Cx) -> Option<Instant> {
         let mut due = Vec::new();
         while let Some((since, conn, namespace)) = self.waits.front() {
             if *since + FORWARD_WAIT > cx.now {
@@ -448,7 +448,7 @@ impl Links {
     /// `publisher` withdrew `namespace`: once nobody here announces it, withdraw it upstream.
     pub(super) fn withdrawn(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         namespace: &TrackNamespace,
         publisher: SessionRef,
@@ -479,7 +479,7 @@ impl Links {
 
     /// The parent answered forwarded announcement `rid` of link `conn` (REQUEST_OK, or
     /// REQUEST_ERROR with `refused`, which is logged): its held confirmations go out.
-    pub(super) fn answer(&mut self, cx: &mut Cx<'_>, conn: ConnId, rid: RequestId, refused: Option<&Bytes>) {
+    pub(super) fn answer(&mut self, cx: &mut Cx, conn: ConnId, rid: RequestId, refused: Option<&Bytes>) {
         let Some(link) = self.on_core.get_mut(&conn) else { return };
         let Some(namespace) = link.by_rid.get(&rid) else { return };
         let Some(f) = link.forwarded.get_mut(namespace) else { return };
@@ -492,7 +492,7 @@ impl Links {
     }
 
     /// Session `conn` is gone.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: ConnId) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx, conn: ConnId) {
         if let Some(link) = self.on_core.remove(&conn) {
             tracing::info!(%conn, "upstream link down");
             let held = link.forwarded.into_values().flat_map(|f| f.held).collect();

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::PublishForward;
+use crate::config::PublishForward;
 
 use super::cache::{Cache, CachedObject};
 use super::handover::{Handover, Move};
@@ -32,7 +32,7 @@ use super::msg::{
 };
 use super::namespaces::Requester;
 use super::shed::{Gate, Shed};
-use super::Cx;
+use crate::cx::Cx;
 
 mod backfill;
 mod data;
@@ -238,7 +238,7 @@ const UPSTREAM_RETRY: Duration = Duration::from_millis(500);
 impl Track {
     /// Whether its PUBLISH is to forward: someone is subscribed or waiting, or the policy
     /// takes every PUBLISH at once (`publish_forward = always`).
-    fn wants_publish(&self, cx: &Cx<'_>) -> bool {
+    fn wants_publish(&self, cx: &Cx) -> bool {
         !self.cores.is_empty() || !self.waiting.is_empty() || always_forward(cx)
     }
 
@@ -370,7 +370,7 @@ fn max_location(a: Option<Location>, b: Location) -> Location {
 
 impl Owner {
     /// A message for the owner role.
-    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, msg: OwnerMsg) {
+    pub(super) fn on_msg(&mut self, cx: &mut Cx, msg: OwnerMsg) {
         use OwnerMsg as M;
         match msg {
             M::Subscribe { alias, track, from, rendezvous, who, new_group, start } => {
@@ -420,7 +420,7 @@ impl Owner {
 
     /// Lingering tracks whose time is up: an upstream SUBSCRIBE ends, an accepted PUBLISH is
     /// paused (FORWARD 0) and kept until its publisher ends it.
-    pub(super) fn tick(&mut self, cx: &mut Cx<'_>) {
+    pub(super) fn tick(&mut self, cx: &mut Cx) {
         self.rendezvous_expired(cx);
         self.fetch_timeouts(cx);
         self.lost_tick(cx);
@@ -473,7 +473,7 @@ fn new_group_seen(outstanding: &mut Option<(u64, Option<u64>)>, largest: Option<
 }
 
 /// `publish_forward = always`: a PUBLISH forwards whether or not anyone is subscribed.
-fn always_forward(cx: &Cx<'_>) -> bool {
+fn always_forward(cx: &Cx) -> bool {
     cx.config.publish_forward == PublishForward::Always
 }
 

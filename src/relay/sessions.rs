@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use tracing::debug;
 
 use super::namespaces::Requester;
-use super::Cx;
-use crate::unheeded;
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use auth::{Denied, Right, SessionAuth};
 use session::{Session, SessionCode};
 use wire::model::{AuthToken, Message, Parameters, RequestId, RequestOk, TrackNamespace};
@@ -240,7 +240,7 @@ impl Sessions {
     }
 
     /// The SETUP's tokens authorize the whole session; a bad one closes it.
-    pub fn auth_setup(&mut self, cx: &Cx<'_>, conn: ConnId, tokens: &[AuthToken]) {
+    pub fn auth_setup(&mut self, cx: &Cx, conn: ConnId, tokens: &[AuthToken]) {
         let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return };
         match SessionAuth::from_setup(&keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
             Ok(a) => self.peers.entry(conn).or_default().auth = Some(a),
@@ -254,7 +254,7 @@ impl Sessions {
     /// when (the shard's clock).
     pub fn check_auth(
         &mut self,
-        cx: &Cx<'_>,
+        cx: &Cx,
         conn: ConnId,
         params: &Parameters,
         namespace: &TrackNamespace,
@@ -272,7 +272,7 @@ impl Sessions {
     /// and what it may see (`auth::SessionAuth::authorize_discovery`).
     pub fn check_discovery(
         &mut self,
-        cx: &Cx<'_>,
+        cx: &Cx,
         conn: ConnId,
         params: &Parameters,
         prefix: &TrackNamespace,

@@ -20,7 +20,7 @@
 use ahash::HashSet;
 
 use super::msg::{Data, RelayMsg, StreamKey};
-use super::Cx;
+use crate::cx::Cx;
 use wire::ResetCode;
 
 /// What to do with one item of stream data for one destination core.
@@ -39,7 +39,7 @@ pub(super) struct Shed(HashSet<(usize, StreamKey)>);
 
 impl Shed {
     /// Whether `data` goes to core `core` (see the module header).
-    pub(super) fn gate(&mut self, cx: &mut Cx<'_>, core: usize, data: &Data) -> Gate {
+    pub(super) fn gate(&mut self, cx: &mut Cx, core: usize, data: &Data) -> Gate {
         match data {
             Data::StreamOpen { key, .. } if cx.mesh_backed_up(core) => {
                 self.0.insert((core, *key));

@@ -6,41 +6,34 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use wire::model::{FullTrackName, Location, TrackNamespace, LAST_OBJECT};
+use wire::model::{Location, TrackAlias, TrackNamespace, LAST_OBJECT};
 
-use crate::RelayShard;
+use crate::cache::Cache;
+use crate::cx::Cx;
+use crate::ingest::Ingest;
 
-impl RelayShard {
-    /// The namespaces at or below `prefix` this relay can serve: those discovery reports
-    /// (announced here, at the parent relay, or elsewhere in the cluster), and those of this
-    /// core's sessions' PUBLISHes (each core knows only its own: ask every core).
-    pub fn namespaces_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
-        let mut out = self.namespaces.distinct_under(prefix);
-        for namespace in self.ingest.published_namespaces() {
-            if namespace.starts_with(prefix) && !out.contains(namespace) {
-                out.push(namespace.clone());
-            }
+/// The namespaces at or below `prefix` that discovery reports, and those of this core's
+/// sessions' PUBLISHes.
+pub(crate) fn namespaces_under(cx: &Cx, ingest: &Ingest, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
+    let mut out = cx.namespaces.distinct_under(prefix);
+    for namespace in ingest.published_namespaces() {
+        if namespace.starts_with(prefix) && !out.contains(namespace) {
+            out.push(namespace.clone());
         }
-        out
     }
+    out
+}
 
-    /// The core whose cache holds `track` (its owner).
-    pub fn owner_core(&self, track: &FullTrackName) -> usize {
-        crate::alias::owner(self.key.alias(track), self.cores)
-    }
-
-    /// Group `group` of `track` (the newest cached when `None`) as this core's cache holds
-    /// it, objects in order: its number and their payloads. `None` when this core does not
-    /// cache the track or that group (or every object of it expired).
-    pub fn cached_group(
-        &self,
-        track: &FullTrackName,
-        group: Option<u64>,
-        now: Instant,
-    ) -> Option<(u64, Vec<Bytes>)> {
-        let cache = self.owner.cache.track(self.key.alias(track))?;
-        let g = group.or_else(|| cache.latest_group())?;
-        let objects = cache.range(Location::new(g, 0), Location::new(g, LAST_OBJECT), false, now);
-        (!objects.is_empty()).then(|| (g, objects.into_iter().map(|(_, o)| o.payload).collect()))
-    }
+/// Group `group` of track `alias` (the newest cached when `None`) from `cache`: its number
+/// and its objects' payloads in order.
+pub(crate) fn cached_group(
+    cache: &Cache,
+    alias: TrackAlias,
+    group: Option<u64>,
+    now: Instant,
+) -> Option<(u64, Vec<Bytes>)> {
+    let cache = cache.track(alias)?;
+    let g = group.or_else(|| cache.latest_group())?;
+    let objects = cache.range(Location::new(g, 0), Location::new(g, LAST_OBJECT), false, now);
+    (!objects.is_empty()).then(|| (g, objects.into_iter().map(|(_, o)| o.payload).collect()))
 }

@@ -13,8 +13,8 @@ use tracing::debug;
 use super::cache::CachedObject;
 use super::msg::{OwnerMsg, Piece, UpFetchMsg, UpFetchStart};
 use super::sessions::{Holder, Sessions};
-use super::Cx;
-use crate::unheeded;
+use crate::cx::unheeded;
+use crate::cx::Cx;
 use session::{DataObject, StreamId};
 use wire::model::{Fetch, FetchItem, FetchKind, LocationFilter, Message, Parameters, RequestId, TrackAlias};
 
@@ -35,7 +35,7 @@ impl UpFetches {
 
 impl UpFetches {
     /// A message for the upstream fetch role of this core.
-    pub(super) fn on_msg(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, msg: UpFetchMsg) {
+    pub(super) fn on_msg(&mut self, cx: &mut Cx, sessions: &mut Sessions, msg: UpFetchMsg) {
         match msg {
             UpFetchMsg::Start(m) => self.start(cx, sessions, m),
             UpFetchMsg::Cancel { id, publisher } => self.cancel(sessions, publisher.conn, id),
@@ -43,7 +43,7 @@ impl UpFetches {
     }
 
     /// The owner's request: FETCH `start..=end` of `track` on `publisher`'s session.
-    pub(super) fn start(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, m: UpFetchStart) {
+    pub(super) fn start(&mut self, cx: &mut Cx, sessions: &mut Sessions, m: UpFetchStart) {
         let UpFetchStart { alias, id, track, publisher, start, end } = m;
         let conn = publisher.conn;
         let sent = sessions.get_mut(conn).and_then(|s| {
@@ -76,12 +76,12 @@ impl UpFetches {
         }
     }
 
-    fn done(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, id: u64, complete: bool) {
+    fn done(&mut self, cx: &mut Cx, alias: TrackAlias, id: u64, complete: bool) {
         cx.send(cx.owner_of(alias), OwnerMsg::UpstreamFetchDone { alias, id, complete });
     }
 
     /// REQUEST_ERROR for upstream FETCH `rid` of session `conn`: nothing comes.
-    pub(super) fn refused(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
+    pub(super) fn refused(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         if let Some((alias, id)) = self.by_req.remove(&(conn, rid)) {
             sessions.forget(conn, rid);
             self.streams.retain(|_, r| *r != rid);
@@ -92,7 +92,7 @@ impl UpFetches {
     /// An item of an upstream fetch stream, on its way to the owner.
     pub(super) fn item(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         conn: ConnId,
         stream: StreamId,
         rid: RequestId,
@@ -139,7 +139,7 @@ impl UpFetches {
     /// The end of a data stream of session `conn`; true when it was an upstream fetch stream.
     pub(super) fn stream_end(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         stream: StreamId,
@@ -154,7 +154,7 @@ impl UpFetches {
     }
 
     /// The publisher's session is gone: its upstream fetches end incomplete.
-    pub(super) fn session_closed(&mut self, cx: &mut Cx<'_>, conn: ConnId) {
+    pub(super) fn session_closed(&mut self, cx: &mut Cx, conn: ConnId) {
         let gone: Vec<(RequestId, (TrackAlias, u64))> =
             self.by_req.iter().filter(|((c, _), _)| *c == conn).map(|((_, r), v)| (*r, *v)).collect();
         for (rid, (alias, id)) in gone {

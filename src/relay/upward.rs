@@ -26,7 +26,7 @@ impl RelayShard {
         replaces: Option<ConnId>,
     ) {
         self.links.add(conn, routes, replaces);
-        session.set_log_id(self.core, conn.0);
+        session.set_log_id(self.cx.core, conn.0);
         self.sessions.insert(conn, session);
         self.sessions.mark_link(conn);
     }
@@ -72,22 +72,22 @@ impl RelayShard {
     pub fn take_directory(&mut self) -> Vec<directory::DirectoryAsk> {
         self.note_published();
         for (prefix, on) in self.discovery.take_watches() {
-            self.directory.watch(&prefix, on);
+            self.cx.directory.watch(&prefix, on);
         }
-        self.directory.take()
+        self.cx.directory.take()
     }
 
     /// What the event hooks report since the last call: this core's sessions' announcements
     /// and PUBLISHes, in order (empty unless `RelayConfig::events`).
     pub fn take_events(&mut self) -> Vec<directory::RelayEvent> {
         self.note_published();
-        self.directory.take_events()
+        self.cx.directory.take_events()
     }
 
     /// PUBLISHes begun and ended reach the directory's record.
     fn note_published(&mut self) {
         for (track, on) in self.ingest.take_published() {
-            self.directory.published(track, on);
+            self.cx.directory.published(track, on);
         }
     }
 
@@ -95,10 +95,10 @@ impl RelayShard {
     /// held for it get the answer they would have had without a directory; on a hit they
     /// wait for the route (the link to the relay named comes up) until their time is up.
     pub fn directory_answer(&mut self, namespace: &TrackNamespace, found: bool, now: Instant) {
-        self.now = now;
-        self.directory.answered(namespace);
+        self.cx.now = now;
+        self.cx.directory.answered(namespace);
         if !found {
-            let cx = &mut cx!(self);
+            let cx = &mut self.cx;
             self.owner.directory_miss(cx, namespace);
         }
         self.run_local();
@@ -108,11 +108,11 @@ impl RelayShard {
     /// namespace subscriptions hear of it like of a local announcement (it routes nothing:
     /// a SUBSCRIBE to it is looked up).
     pub fn directory_namespace(&mut self, namespace: TrackNamespace, on: bool, now: Instant) {
-        self.now = now;
+        self.cx.now = now;
         let changed = if on {
-            self.namespaces.insert(namespace.clone(), SessionRef::REMOTE, Via::Remote)
+            self.cx.namespaces.insert(namespace.clone(), SessionRef::REMOTE, Via::Remote)
         } else {
-            self.namespaces.remove(&namespace, SessionRef::REMOTE)
+            self.cx.namespaces.remove(&namespace, SessionRef::REMOTE)
         };
         if changed {
             self.discovery.changed(&mut self.sessions, &namespace, on);
@@ -124,8 +124,8 @@ impl RelayShard {
     /// it: the directory names the relay it leads to as the one serving `prefix`. A link not
     /// set up yet takes the routes its slot gives when it is (`add_link`).
     pub fn link_route(&mut self, conn: ConnId, prefix: TrackNamespace, on: bool, now: Instant) {
-        self.now = now;
-        let (cx, sessions) = (&mut cx!(self), &mut self.sessions);
+        self.cx.now = now;
+        let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         if on {
             if let Some(rid) = self.links.add_route(cx, conn, prefix.clone()) {
                 self.ingest.add_route(sessions, conn, rid, prefix);

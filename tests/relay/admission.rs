@@ -45,7 +45,7 @@ fn a_busy_core_refuses_new_requests_with_excessive_load_and_keeps_serving() {
         let (rid, ev) = r.subscribe_namespace(s2, &["live"]);
         let e = request_error(&messages(&ev));
         assert_eq!((e.request_id, e.error_code), (rid, code::EXCESSIVE_LOAD), "SUBSCRIBE_NAMESPACE {ctx}");
-        let stats = &r.shards[1].stats;
+        let stats = r.shards[1].stats();
         assert_eq!(
             (stats.admission_subscribes, stats.admission_fetches, stats.admission_namespaces),
             (1, 1, 1),
@@ -91,7 +91,7 @@ fn a_busy_core_refuses_subscribe_tracks() {
         );
         r.run_until_quiet();
         r.refused(s, rid, code::EXCESSIVE_LOAD, &format!("{v:?}"));
-        assert_eq!(r.shards[0].stats.admission_namespaces, 1);
+        assert_eq!(r.shards[0].stats().admission_namespaces, 1);
     }
 }
 
@@ -121,7 +121,7 @@ fn admission_off_or_under_the_threshold_refuses_nothing() {
                     .any(|m| matches!(m, Message::RequestError(e) if e.error_code == code::EXCESSIVE_LOAD)),
                 "threshold {threshold} load {load} {pv:?}->{sv:?}: {ev:?}"
             );
-            assert_eq!(r.shards[1].stats.admission_subscribes, 0);
+            assert_eq!(r.shards[1].stats().admission_subscribes, 0);
         }
     }
 }

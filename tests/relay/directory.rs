@@ -245,7 +245,7 @@ fn a_namespace_that_moves_takes_its_tracks_to_the_new_relay_without_a_gap() {
             .flat_map(|st| st.objects.iter().map(|(o, _)| (st.header.group_id, o.object_id)))
             .collect();
         assert_eq!(objects, vec![(0, 0), (0, 1), (1, 0)], "{v:?}: every object once, in order");
-        assert_eq!(r.shards[owner].stats.tracks_moved, 1, "{v:?}");
+        assert_eq!(r.shards[owner].stats().tracks_moved, 1, "{v:?}");
         let ended = r.take_events(old).into_iter().any(|e| match e {
             Event::Message(Message::Unsubscribe(rid)) | Event::Cancelled { request_id: rid } => {
                 rid == up.request_id

@@ -336,7 +336,7 @@ fn a_malformed_track_ends_its_subscriptions() {
                 _ => ev.contains(&Event::Cancelled { request_id: up.request_id }),
             };
             assert!(stopped, "{ctx}: the upstream subscription is stopped: {ev:?}");
-            assert_eq!(r.shards[1].stats.malformed_tracks, 1, "{ctx}: counted");
+            assert_eq!(r.shards[1].stats().malformed_tracks, 1, "{ctx}: counted");
             r.assert_idle();
             r.assert_no_closes();
         }

@@ -160,7 +160,7 @@ fn relay_seeds_reach_the_relay_paths_they_name() {
     for a in &actions[..9] {
         d.act(a);
     }
-    let objects = d.relay.shards.iter().map(|s| s.stats.objects_out).sum::<u64>();
+    let objects = d.relay.shards.iter().map(|s| s.stats().objects_out).sum::<u64>();
     assert_eq!(objects, 3, "the first group's objects reached the subscriber");
 
     let (setup, actions) = crate::relay_driver::decode(&find("seed-stalled-core"));
@@ -168,7 +168,7 @@ fn relay_seeds_reach_the_relay_paths_they_name() {
     for a in &actions {
         d.act(a);
     }
-    let shed = d.relay.shards.iter().map(|s| s.stats.mesh_shed_streams).sum::<u64>();
+    let shed = d.relay.shards.iter().map(|s| s.stats().mesh_shed_streams).sum::<u64>();
     assert!(shed >= 1, "the small mesh limit shed streams toward the stuck core");
     d.finish();
 

@@ -100,7 +100,7 @@ fn a_parents_goaway_moves_tracks_to_the_new_link_at_a_group_boundary() {
         r.run_until_quiet();
         r.assert_upstream_stopped(parent, v, up.request_id);
         assert!(r.shards[0].link_moved_out(old_conn), "{v:?}: nothing left on the old link");
-        assert_eq!(r.shards[r.owner(&t)].stats.tracks_moved, 1, "{v:?}: counted");
+        assert_eq!(r.shards[r.owner(&t)].stats().tracks_moved, 1, "{v:?}: counted");
         r.put(parent2, new6, &object(6, 1));
         r.fin(parent2, new6);
         let new7 = r.open(parent2, &header(v, PUB_ALIAS, 7, 0));

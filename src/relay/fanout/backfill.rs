@@ -9,9 +9,9 @@ use tracing::debug;
 
 use super::{Down, Fanout};
 use crate::cache::CachedObject;
+use crate::cx::Cx;
 use crate::msg::StreamKey;
 use crate::sessions::Sessions;
-use crate::Cx;
 use ahash::HashMap;
 use session::{data_urgency, StreamId};
 use wire::model::{
@@ -26,7 +26,7 @@ impl Fanout {
     /// as datagrams are not sent again.
     pub(crate) fn backfill(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         alias: TrackAlias,
         (conn, rid): (ConnId, RequestId),

@@ -3,12 +3,12 @@
 //! reset when late, finished when the upstream stream ends), or as a datagram.
 
 use super::*;
-use crate::unheeded;
+use crate::cx::unheeded;
 use wire::model::{DatagramHeader, SubgroupObject};
 
 /// An object of upstream stream `key`: sent on each wanting subscription's stream for it.
 pub(super) fn object_out(
-    cx: &mut Cx<'_>,
+    cx: &mut Cx,
     sessions: &mut Sessions,
     st: &mut SubTrack,
     key: StreamKey,
@@ -90,7 +90,7 @@ pub(super) fn object_out(
 /// Upstream stream `key` ended (FIN, or reset with `reset`): each subscription's stream for it
 /// is finished, within its SUBGROUP_DELIVERY_TIMEOUT, or reset alike.
 pub(super) fn stream_end(
-    cx: &mut Cx<'_>,
+    cx: &mut Cx,
     sessions: &mut Sessions,
     st: &mut SubTrack,
     key: StreamKey,
@@ -115,7 +115,7 @@ pub(super) fn stream_end(
 
 /// An object datagram: sent to each wanting subscription unless already late.
 pub(super) fn datagram_out(
-    cx: &mut Cx<'_>,
+    cx: &mut Cx,
     sessions: &mut Sessions,
     st: &mut SubTrack,
     header: &DatagramHeader,

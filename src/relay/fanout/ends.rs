@@ -3,8 +3,8 @@
 //! its streams reset or finished.
 
 use super::*;
+use crate::cx::unheeded;
 use crate::msg::ConnId;
-use crate::unheeded;
 
 impl Fanout {
     /// The owner lost the track's upstream: new subscriptions wait (see `SubTrack::lost`).
@@ -66,13 +66,7 @@ impl Fanout {
 
     /// UNSUBSCRIBE (draft-16) or a cancelled request stream (draft-22): the subscription's
     /// open streams are reset; the last subscription of a track on this core tells the owner.
-    pub(crate) fn unsubscribe(
-        &mut self,
-        cx: &mut Cx<'_>,
-        sessions: &mut Sessions,
-        conn: ConnId,
-        rid: RequestId,
-    ) {
+    pub(crate) fn unsubscribe(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId, rid: RequestId) {
         self.remove_sub(cx, sessions, conn, rid, ResetCode::Cancelled);
     }
 
@@ -89,7 +83,7 @@ impl Fanout {
     /// resumes at the live edge.
     pub(crate) fn streams_lost(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         streams: &[StreamId],
@@ -117,7 +111,7 @@ impl Fanout {
                 let own_choice = how == StreamLoss::Lag
                     && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
                 let thin = sub.last_whole.is_some_and(|t| now.saturating_duration_since(t) <= progress);
-                if lost == 0 || own_choice || thin || cx.overloaded || path == PathState::Stalled {
+                if lost == 0 || own_choice || thin || cx.overloaded() || path == PathState::Stalled {
                     continue;
                 }
                 if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
@@ -161,7 +155,7 @@ impl Fanout {
     /// reset (as in `remove_sub`), then PUBLISH_DONE with its Stream Count, as `why` says.
     pub(super) fn end_sub(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,
@@ -179,7 +173,7 @@ impl Fanout {
     /// §9.11, draft-22 §9.5.1).
     pub(crate) fn update_failed(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,
@@ -189,7 +183,7 @@ impl Fanout {
 
     /// Ends the subscriptions whose authorization ran out: PUBLISH_DONE EXPIRED (draft-22
     /// §12.4; draft-16 §13.1.2), their streams reset (draft-22: EXPIRED_AUTH_TOKEN).
-    pub(crate) fn tick(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions) {
+    pub(crate) fn tick(&mut self, cx: &mut Cx, sessions: &mut Sessions) {
         while let Some(&Reverse((at, conn, rid))) = self.expiries.peek() {
             if at > cx.now {
                 break;
@@ -211,7 +205,7 @@ impl Fanout {
     /// a track on this core tells the owner.
     pub(super) fn remove_sub(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         sessions: &mut Sessions,
         conn: ConnId,
         rid: RequestId,
@@ -250,7 +244,7 @@ impl Fanout {
         Some(sub)
     }
 
-    pub(crate) fn session_closed(&mut self, cx: &mut Cx<'_>, sessions: &mut Sessions, conn: ConnId) {
+    pub(crate) fn session_closed(&mut self, cx: &mut Cx, sessions: &mut Sessions, conn: ConnId) {
         let rids: Vec<RequestId> = self.per_session.of(conn).iter().map(|(rid, _)| *rid).collect();
         self.visits += rids.len() as u64;
         for rid in rids {

@@ -8,8 +8,8 @@ use std::cmp::Reverse;
 use super::fetch::{before, DEFAULT_FILL_WAIT};
 use super::{Answer, Owner, Source, UpstreamFetch};
 use crate::cache::CachedObject;
+use crate::cx::Cx;
 use crate::msg::{FanoutMsg, UpFetchMsg, UpFetchStart};
-use crate::Cx;
 use wire::model::{Location, RequestId, TrackAlias};
 
 /// A subscription that wants the cached objects of its window (`OwnerMsg::Backfill`).
@@ -32,7 +32,7 @@ impl Owner {
     /// the track's upstream SUBSCRIBE itself asked the publisher for it (`Track::asked`).
     pub(crate) fn backfill(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         from: usize,
         (conn, rid): (ConnId, RequestId),
@@ -72,7 +72,7 @@ impl Owner {
     /// toward its core.
     pub(super) fn backfill_answer(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         b: Backfill,
         fetched: Vec<(Location, CachedObject)>,

@@ -6,7 +6,7 @@ use super::*;
 impl Owner {
     /// Upstream data for `alias`: remembered (open streams, largest location) and sent once
     /// to every core with subscribers.
-    pub(crate) fn data(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, data: Data) {
+    pub(crate) fn data(&mut self, cx: &mut Cx, alias: TrackAlias, epoch: Epoch, data: Data) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let from_move = t.handover.moving.as_ref().is_some_and(|m| m.epoch == epoch);
         let from_extra = t.extra.iter().any(|s| s.epoch() == epoch);

@@ -51,7 +51,7 @@ impl Owner {
     /// draft-22 §3.2), i.e. once the upstream is Established.
     pub(crate) fn fetch(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: FullTrackName,
         ask: FetchAsk,
@@ -96,7 +96,7 @@ impl Owner {
     }
 
     /// The upstream became Established: answer the FETCHes and TRACK_STATUSes that waited.
-    pub(super) fn answer_waiting_fetches(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    pub(super) fn answer_waiting_fetches(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let info = t.info.clone();
         for (core, conn, rid) in std::mem::take(&mut t.statuses) {
@@ -113,7 +113,7 @@ impl Owner {
     /// would be (the subscription then lingers and ends, or serves a subscriber that follows).
     pub(crate) fn status(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: FullTrackName,
         (from, conn, rid): (usize, ConnId, RequestId),
@@ -162,7 +162,7 @@ impl Owner {
 
     pub(super) fn fetch_error(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         ask: &FetchAsk,
         code: RequestErrorCode,
@@ -182,7 +182,7 @@ impl Owner {
     /// draft-22 §9.12) and collects the cached objects in it. What the cache cannot vouch
     /// for (before [`TrackCache::known_from`](super::cache::TrackCache::known_from)) is
     /// reported as unknown; ranges are ascending-only for that marker.
-    pub(super) fn answer_fetch(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, ask: FetchAsk) {
+    pub(super) fn answer_fetch(&mut self, cx: &mut Cx, alias: TrackAlias, ask: FetchAsk) {
         self.cache.expire(alias, cx.now);
         let Some(t) = self.tracks.get(&alias) else { return };
         let Some(largest) = t.info.largest else {
@@ -257,7 +257,7 @@ impl Owner {
     }
 
     /// Sends the answer of a FETCH to the core that asked.
-    pub(super) fn fetch_reply(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
+    pub(super) fn fetch_reply(&mut self, cx: &mut Cx, alias: TrackAlias, ask: FetchAsk, data: FetchData) {
         let msg =
             FanoutMsg::FetchAnswer { alias, conn: ask.conn, rid: ask.rid, fill: ask.fill, answer: Ok(data) };
         cx.send(ask.from, msg);
@@ -265,7 +265,7 @@ impl Owner {
 
     /// The next item of upstream fetch `id`; past [`MAX_UPSTREAM_FETCH_BYTES`] the fetch is
     /// answered with what it has (the rest unknown).
-    pub(crate) fn upstream_fetch_item(&mut self, cx: &mut Cx<'_>, id: u64, piece: Piece) {
+    pub(crate) fn upstream_fetch_item(&mut self, cx: &mut Cx, id: u64, piece: Piece) {
         let Some(f) = self.fetching.get_mut(&id) else { return };
         let at = match &piece {
             Piece::Object(at, o) => {
@@ -287,7 +287,7 @@ impl Owner {
     /// Upstream fetch `id` is over: complete (`None`), or not (the rest of its range is a gap
     /// of kind `rest`: unknown when it failed, timed out when FILL_TIMEOUT ran out). The
     /// FETCH is answered: what came from upstream, the gap, then what the cache holds.
-    pub(crate) fn upstream_fetch_done(&mut self, cx: &mut Cx<'_>, id: u64, rest: Option<RangeEnd>) {
+    pub(crate) fn upstream_fetch_done(&mut self, cx: &mut Cx, id: u64, rest: Option<RangeEnd>) {
         let Some(f) = self.fetching.remove(&id) else { return };
         let mut pieces = f.upstream;
         if let Some(kind) = rest {
@@ -317,7 +317,7 @@ impl Owner {
     }
 
     /// Upstream fetches whose FILL_TIMEOUT ran out.
-    pub(super) fn fetch_timeouts(&mut self, cx: &mut Cx<'_>) {
+    pub(super) fn fetch_timeouts(&mut self, cx: &mut Cx) {
         while let Some(id) = pop_due(&mut self.fetch_deadlines, cx.now) {
             let Some(publisher) = self.fetching.get(&id).map(|f| f.publisher) else { continue };
             cx.send(publisher.core, UpFetchMsg::Cancel { id, publisher });

@@ -9,7 +9,7 @@ impl Owner {
     /// what the routes now name. A SUBSCRIBE not answered yet is simply sent again there; an
     /// Established one gets a second subscription, and moves at a group boundary (see
     /// [`Move`]) while the old one still delivers.
-    pub(crate) fn upstream_moved(&mut self, cx: &mut Cx<'_>, from: SessionRef) {
+    pub(crate) fn upstream_moved(&mut self, cx: &mut Cx, from: SessionRef) {
         let on_link: Vec<TrackAlias> = self
             .tracks
             .iter()
@@ -23,7 +23,7 @@ impl Owner {
         }
     }
 
-    pub(super) fn move_track(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: SessionRef) {
+    pub(super) fn move_track(&mut self, cx: &mut Cx, alias: TrackAlias, from: SessionRef) {
         let Some(t) = self.tracks.get(&alias) else { return };
         let (old, track) = (t.source, t.name.clone());
         let Some(publisher) = cx.namespaces.route(&track.namespace, t.who).filter(|p| *p != from) else {
@@ -48,7 +48,7 @@ impl Owner {
 
     /// Tracks whose move was refused try again while they are still on the old link (its
     /// parent may not have heard of the track yet: its publisher is moving too).
-    pub(super) fn moves_tick(&mut self, cx: &mut Cx<'_>) {
+    pub(super) fn moves_tick(&mut self, cx: &mut Cx) {
         while let Some(alias) = pop_due(&mut self.moves, cx.now) {
             let alias = TrackAlias(alias);
             let Some(t) = self.tracks.get(&alias) else { continue };
@@ -69,7 +69,7 @@ impl Owner {
     /// old subscription is still there (its streams all ended) and is cancelled; otherwise
     /// it is gone (its link closed, or it ended), and if no group came from the new one yet,
     /// the first is the one after the last group forwarded.
-    pub(super) fn move_finish(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, stop_old: bool) {
+    pub(super) fn move_finish(&mut self, cx: &mut Cx, alias: TrackAlias, stop_old: bool) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let old = t.source;
         let Some((m, cut)) = t.handover.finish(old.epoch()) else { return };

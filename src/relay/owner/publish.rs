@@ -9,7 +9,7 @@ impl Owner {
     /// is subscribed (`on-demand`).
     pub(crate) fn published(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: FullTrackName,
         publisher: SessionRef,
@@ -42,7 +42,7 @@ impl Owner {
     /// ends, the track goes on with the others; viewers see no gap and no object twice.
     fn add_publisher(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         publisher: SessionRef,
         epoch: Epoch,
@@ -70,7 +70,7 @@ impl Owner {
     /// Established: the newest source wins; the old upstream ends, its open streams end here.
     fn replace_source(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         old: Source,
         publisher: SessionRef,
@@ -115,7 +115,7 @@ impl Owner {
     /// held for it.
     fn first_publisher(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: FullTrackName,
         publisher: SessionRef,

@@ -50,7 +50,7 @@ impl Held {
 
 impl Owner {
     /// `namespace` was announced: held SUBSCRIBEs it can serve go upstream now.
-    pub(crate) fn rendezvous(&mut self, cx: &mut Cx<'_>, namespace: &wire::model::TrackNamespace) {
+    pub(crate) fn rendezvous(&mut self, cx: &mut Cx, namespace: &wire::model::TrackNamespace) {
         // Tracks waiting for a lost upstream link under `namespace` try again at once, unless
         // an attempt is on its way (a second SUBSCRIBE for the same track would be refused as
         // a duplicate, and that refusal taken for the attempt's answer).
@@ -100,7 +100,7 @@ impl Owner {
     /// The namespace directory knows no relay serving `namespace`: what was held only for
     /// that answer gets the answer it would have had without a directory (DOES_NOT_EXIST);
     /// SUBSCRIBEs that asked to wait for a publisher go on waiting.
-    pub(crate) fn directory_miss(&mut self, cx: &mut Cx<'_>, namespace: &wire::model::TrackNamespace) {
+    pub(crate) fn directory_miss(&mut self, cx: &mut Cx, namespace: &wire::model::TrackNamespace) {
         let missed: Vec<TrackAlias> = self
             .held
             .iter()
@@ -123,7 +123,7 @@ impl Owner {
     /// `code`, FETCHes and TRACK_STATUSes with DOES_NOT_EXIST.
     pub(super) fn held_gone(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         waiting: Vec<usize>,
         fetches: Vec<FetchAsk>,
@@ -150,12 +150,7 @@ impl Owner {
     /// another link, and for which it is now the best route (a namespace the directory says
     /// moved to another relay, or a longer prefix), move to it without a gap (see
     /// [`Move`]).
-    pub(crate) fn route_added(
-        &mut self,
-        cx: &mut Cx<'_>,
-        prefix: &wire::model::TrackNamespace,
-        via: SessionRef,
-    ) {
+    pub(crate) fn route_added(&mut self, cx: &mut Cx, prefix: &wire::model::TrackNamespace, via: SessionRef) {
         let movable: Vec<(TrackAlias, SessionRef)> = self
             .tracks
             .iter()
@@ -176,7 +171,7 @@ impl Owner {
     }
 
     /// Held SUBSCRIBEs whose rendezvous time is up: REQUEST_ERROR TIMEOUT.
-    pub(super) fn rendezvous_expired(&mut self, cx: &mut Cx<'_>) {
+    pub(super) fn rendezvous_expired(&mut self, cx: &mut Cx) {
         while let Some(alias) = pop_due(&mut self.held_until, cx.now) {
             let alias = TrackAlias(alias);
             if self.held.get(&alias).is_none_or(|h| h.until > cx.now) {
@@ -193,7 +188,7 @@ impl Owner {
     /// it is answered now.
     pub(super) fn hold_for_directory(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: &FullTrackName,
         who: Requester,

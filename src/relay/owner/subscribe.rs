@@ -7,15 +7,15 @@ use super::*;
 impl Owner {
     /// How long a track nobody wants keeps its upstream: none while the relay drains (no new
     /// subscriber is coming, and the upstream's end lets the parent's drain finish).
-    pub(super) fn linger(&self, cx: &Cx<'_>) -> Duration {
-        if cx.draining {
+    pub(super) fn linger(&self, cx: &Cx) -> Duration {
+        if cx.draining() {
             Duration::ZERO
         } else {
             cx.config.linger
         }
     }
 
-    pub(super) fn set_idle(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    pub(super) fn set_idle(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.cores.is_empty() && t.waiting.is_empty() && t.idle_since.is_none() {
             t.idle_since = Some(cx.now);
@@ -24,7 +24,7 @@ impl Owner {
     }
 
     /// Answers every waiting core: the upstream is Established.
-    pub(super) fn release_waiting(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    pub(super) fn release_waiting(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         let waiting = std::mem::take(&mut t.waiting);
         let info = t.info.clone();
@@ -43,7 +43,7 @@ impl Owner {
     /// `start`: where it starts, for a new upstream SUBSCRIBE (see [`UpStart`]).
     pub(crate) fn subscribe(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         track: FullTrackName,
         (from, rendezvous, who): (usize, Duration, Requester),
@@ -140,7 +140,7 @@ impl Owner {
     /// its first subscribers asked (`wanted`).
     pub(super) fn start_upstream(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         publisher: SessionRef,
         wanted: Wanted,
@@ -177,7 +177,7 @@ impl Owner {
     /// dynamic groups, the value is 0 or beyond the Largest Group, and no request of ours
     /// with a greater or equal value is outstanding. One not yet Established got the value in
     /// its SUBSCRIBE if it was the first; later ones are covered by that SUBSCRIBE's answer.
-    pub(crate) fn new_group(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, value: u64) {
+    pub(crate) fn new_group(&mut self, cx: &mut Cx, alias: TrackAlias, value: u64) {
         if let Some(h) = self.held.get_mut(&alias) {
             // Held for a publisher: the largest value goes in its upstream SUBSCRIBE.
             h.new_group = h.new_group.max(Some(value));
@@ -204,7 +204,7 @@ impl Owner {
         cx.send(core, IngestMsg::NewGroup { alias, epoch, value });
     }
 
-    pub(crate) fn unsubscribe(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: usize) {
+    pub(crate) fn unsubscribe(&mut self, cx: &mut Cx, alias: TrackAlias, from: usize) {
         if let Some(h) = self.held.get_mut(&alias) {
             h.waiting.retain(|&c| c != from);
             // FETCHes and TRACK_STATUSes held with it still wait for their answer.
@@ -222,7 +222,7 @@ impl Owner {
     }
 
     /// Core `from` paused or resumed all its subscriptions of `alias`.
-    pub(crate) fn forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, from: usize, forward: bool) {
+    pub(crate) fn forward(&mut self, cx: &mut Cx, alias: TrackAlias, from: usize, forward: bool) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         t.paused.retain(|&c| c != from);
         if !forward {
@@ -234,7 +234,7 @@ impl Owner {
     /// The upstream forwards objects while any core with subscribers has one not paused, and
     /// is paused (REQUEST_UPDATE FORWARD 0) while every one is. With no subscribers at all
     /// the linger decides instead.
-    pub(super) fn sync_forward(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    pub(super) fn sync_forward(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.cores.is_empty() && t.waiting.is_empty() {
             return;

@@ -5,7 +5,7 @@
 use super::*;
 
 impl Owner {
-    pub(crate) fn upstream_ok(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
+    pub(crate) fn upstream_ok(&mut self, cx: &mut Cx, alias: TrackAlias, epoch: Epoch, info: TrackInfo) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if let Some(i) = t.extra.iter().position(|s| s.epoch() == epoch) {
             let Source::Pending { publisher, epoch } = t.extra[i] else { return };
@@ -69,7 +69,7 @@ impl Owner {
     }
 
     /// Tells every core that `alias` has an Established upstream (once).
-    pub(super) fn announce(&mut self, cx: &mut Cx<'_>, alias: TrackAlias) {
+    pub(super) fn announce(&mut self, cx: &mut Cx, alias: TrackAlias) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.state.announced() {
             return;
@@ -86,7 +86,7 @@ impl Owner {
     /// Removes track `alias` and its cache; FETCHes still waiting for it get `code`.
     pub(super) fn remove(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         code: RequestErrorCode,
         reason: &Bytes,
@@ -115,7 +115,7 @@ impl Owner {
 
     pub(crate) fn upstream_error(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         epoch: Epoch,
         code: RequestErrorCode,
@@ -161,7 +161,7 @@ impl Owner {
     /// The track is malformed (draft-22 §12.1): every subscription ends with PUBLISH_DONE
     /// MALFORMED_TRACK, waiting SUBSCRIBEs and FETCHes get it as an error, the upstream is
     /// stopped and the cache dropped.
-    pub(super) fn malformed(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, why: &'static str) {
+    pub(super) fn malformed(&mut self, cx: &mut Cx, alias: TrackAlias, why: &'static str) {
         tracing::info!(alias = alias.0, why, "malformed track");
         let reason = Bytes::from(format!("malformed track: {why}"));
         let Some(t) = self.remove(cx, alias, RequestErrorCode::MalformedTrack, &reason) else { return };
@@ -190,7 +190,7 @@ impl Owner {
     /// downstream (ingest sent their ends); subscribers stay while the relay routes and
     /// subscribes again (when the link, or another, is back), for up to
     /// [`UPSTREAM_LOST_GRACE`]; new subscribers wait for that SUBSCRIBE_OK.
-    pub(crate) fn upstream_lost(&mut self, cx: &mut Cx<'_>, alias: TrackAlias, epoch: Epoch) {
+    pub(crate) fn upstream_lost(&mut self, cx: &mut Cx, alias: TrackAlias, epoch: Epoch) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if t.drop_extra(epoch) {
             return;
@@ -224,7 +224,7 @@ impl Owner {
 
     /// Tracks whose upstream was lost: subscribe again when due; end them when the grace period is over. The
     /// heap holds one entry per scheduled look at a track (stale ones are skipped).
-    pub(super) fn lost_tick(&mut self, cx: &mut Cx<'_>) {
+    pub(super) fn lost_tick(&mut self, cx: &mut Cx) {
         let now = cx.now;
         while let Some(alias) = pop_due(&mut self.lost, now) {
             let alias = TrackAlias(alias);
@@ -282,7 +282,7 @@ impl Owner {
 
     pub(crate) fn upstream_done(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         alias: TrackAlias,
         epoch: Epoch,
         status: DoneStatus,
