@@ -1,5 +1,5 @@
 //! The fuzz targets' corpora under plain `cargo test` (the `relay` target's is replayed by
-//! `tests/relay/fuzz.rs`). Every file of `fuzz/corpus/session/` goes through the target's own
+//! `src/relay/tests/shards/fuzz.rs`). Every file of `fuzz/corpus/session/` goes through the target's own
 //! driver (`fuzz/src/session_driver.rs`, included by path), which panics when an invariant
 //! breaks; every input of `fuzz/packs/{control,data,draft18}.pack` (what `cargo fuzz cmin` kept
 //! of a fuzzing run, see fuzz/README.md) through its target's body (`fuzz/src/codec_driver.rs`).

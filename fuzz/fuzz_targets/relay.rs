@@ -1,25 +1,25 @@
 //! Several relay shards (simulated cores, mesh and clock: the relay-shard harness of
-//! `tests/relay/harness.rs`) and up to eight clients of any draft driven by arbitrary actions
+//! `src/relay/tests/shards/harness.rs`) and up to eight clients of any draft driven by arbitrary actions
 //! (publish, subscribe, accept, objects, datagrams, FETCH, cancel, update, raw bytes, disconnect,
 //! time steps, a stuck core): never a panic, one client's action never closes another's
 //! session, a well-behaved client never rejects what the relay sends, and nothing is left on
 //! any core once every client is gone. The driver lives in `src/relay_driver.rs`, which
-//! `tests/relay/fuzz.rs` in the main crate shares.
+//! `src/relay/tests/shards/fuzz.rs` in the relay crate shares.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-/// The harness and the helpers it needs, from the main crate's relay tests (by path).
+/// The harness and the helpers it needs, from the relay crate's tests (by path).
 #[path = "../../src/session/tests/support/session.rs"]
 #[allow(dead_code)]
 pub mod support_session;
 mod support {
     pub use super::support_session as session;
 }
-#[path = "../../tests/relay/common.rs"]
+#[path = "../../src/relay/tests/shards/common.rs"]
 #[allow(dead_code)]
 mod common;
-#[path = "../../tests/relay/harness.rs"]
+#[path = "../../src/relay/tests/shards/harness.rs"]
 #[allow(dead_code)]
 mod harness;
 /// The draft table the drivers' inputs select from.

@@ -2,7 +2,7 @@
 //! committed inputs keep their meaning when a draft is added; `Version::ALL` is the server's
 //! preference order and changes then.
 
-use moq_edge::wire::Version;
+use wire::Version;
 
 pub const DRAFTS: [Version; 5] =
     [Version::Draft22, Version::Draft18, Version::Draft16, Version::Draft20, Version::Draft14];

@@ -1,9 +1,9 @@
-//! The `relay` fuzz target's driver, shared with the main crate's relay-shard tests
-//! (`tests/relay/fuzz.rs` includes it by path) so that the committed corpus replays under
+//! The `relay` fuzz target's driver, shared with the relay crate's relay-shard tests
+//! (`src/relay/tests/shards/fuzz.rs` includes it by path) so that the committed corpus replays under
 //! plain `cargo test`.
 //!
 //! A fuzz input is a configuration byte followed by actions that clients take against a relay of
-//! one to three simulated cores (the relay-shard harness, `tests/relay/harness.rs`: real
+//! one to three simulated cores (the relay-shard harness, `src/relay/tests/shards/harness.rs`: real
 //! `RelayShard`s and client `Session`s, a FIFO mesh per core pair, a simulated clock): connect
 //! in any draft, announce, subscribe, PUBLISH, accept the relay's upstream SUBSCRIBE, open
 //! subgroup streams, write objects, FIN or reset them, datagrams, FETCH, cancel a request,
@@ -21,13 +21,13 @@
 //! At the end every client goes away, every core catches up and the clock runs past every
 //! linger and grace period; then no core may hold a session, track, subscription or upstream.
 //!
-//! It uses only `moq_edge`, `std` and the harness (`crate::harness`, `crate::common`), which both
+//! It uses only the layer crates, `std` and the harness (`crate::harness`, `crate::common`), which both
 //! crates include by path.
 
 use std::time::Duration;
 
-use moq_edge::relay::RelayConfig;
-use moq_edge::wire::model::{
+use relay::RelayConfig;
+use wire::model::{
     DatagramHeader, FetchKind, FullTrackName, Location, LocationFilter, Message, ObjectStatus, Parameters,
     Properties, PublishNamespace, RequestId, RequestUpdate, SetupOptions, SubgroupObject, SubscribeOk,
     TrackAlias,
@@ -35,7 +35,7 @@ use moq_edge::wire::model::{
 
 use crate::common::{fetch_msg, header, ns, publish_as, subscribe_msg, track};
 use crate::harness::{messages, ClientId, Relay};
-use moq_edge::session::StreamId;
+use session::StreamId;
 
 /// Actions taken from one input at most (each runs the relay until it is quiet).
 pub const MAX_ACTIONS: usize = 96;
@@ -358,9 +358,9 @@ impl Driver {
                         track_properties: Properties::new(),
                     })
                 } else {
-                    Message::RequestError(moq_edge::wire::model::RequestError {
+                    Message::RequestError(wire::model::RequestError {
                         request_id: rid,
-                        error_code: moq_edge::wire::code::DOES_NOT_EXIST,
+                        error_code: wire::code::DOES_NOT_EXIST,
                         retry_interval: 0,
                         reason: bytes::Bytes::from_static(b"fuzz"),
                         redirect: None,
@@ -435,7 +435,7 @@ impl Driver {
                 me.hostile = true;
                 // Client-initiated bidirectional streams are 0, 4, 8 …; unidirectional 2, 6 ….
                 let stream = u64::from(*k % 16) * 4 + if *uni { 2 } else { 0 };
-                let t = moq_edge::session::Transmit::Stream {
+                let t = session::Transmit::Stream {
                     id: StreamId(stream),
                     data: bytes::Bytes::copy_from_slice(data),
                     fin: *fin,

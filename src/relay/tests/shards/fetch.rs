@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use session::Event;
+use wire::code;
+use wire::model::{
     Fetch, FetchEnd, FetchItem, FetchKind, GroupOrder, Location, LocationFilter, Message, Parameters,
     RangeEnd, RequestError, RequestId, Subscribe,
 };
@@ -399,11 +399,11 @@ fn fetch_streams_are_sent_at_their_priority() {
         let ev = r.take_events(f);
         let seen = fetch_streams(&ev);
         assert_eq!(seen.len(), 1, "{pv:?}->{sv:?}");
-        let want = moq_edge::session::data_urgency(10, 128);
+        let want = session::data_urgency(10, 128);
         let set = r.clients[f]
             .relay_sent
             .iter()
-            .any(|t| matches!(t, moq_edge::session::Transmit::Priority { urgency, .. } if *urgency == want));
+            .any(|t| matches!(t, session::Transmit::Priority { urgency, .. } if *urgency == want));
         assert!(set, "{pv:?}->{sv:?}: {:?}", r.clients[f].relay_sent);
     }
 }

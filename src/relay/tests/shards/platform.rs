@@ -3,13 +3,13 @@
 //! grant then authorizes its requests as a token's would (and the requests' own tokens are not
 //! read); a refusal, at admission or at a revalidation, closes it UNAUTHORIZED.
 
+use auth::{Grant, KeyRing, Keys};
 use bytes::Bytes;
-use moq_edge::auth::{Grant, KeyRing, Keys};
-use moq_edge::relay::admission::Verdict;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
-use moq_edge::wire::model::{AuthToken, Message, PublishNamespace, SetupOptions};
-use moq_edge::wire::{code, Version};
+use relay::admission::Verdict;
+use relay::RelayConfig;
+use session::Event;
+use wire::model::{AuthToken, Message, PublishNamespace, SetupOptions};
+use wire::{code, Version};
 
 use crate::common::*;
 use crate::harness::{messages, ClientId, Relay};
@@ -21,7 +21,7 @@ fn config() -> RelayConfig {
 }
 
 fn grant(publish: &[&[&str]], subscribe: &[&[&str]]) -> Verdict {
-    let expires = moq_edge::auth::unix_now() + 3600;
+    let expires = auth::unix_now() + 3600;
     Verdict::Allow(Grant {
         publish: publish.iter().map(|f| ns(f)).collect(),
         subscribe: subscribe.iter().map(|f| ns(f)).collect(),

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::config::PublishForward;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, Message, PublishNamespace, SubgroupObject};
-use moq_edge::wire::Version;
+use relay::PublishForward;
+use relay::RelayConfig;
+use session::Event;
+use wire::code;
+use wire::model::{Location, Message, PublishNamespace, SubgroupObject};
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, streams, Relay};

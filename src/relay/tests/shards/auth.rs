@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use relay::RelayConfig;
+use session::Event;
+use wire::code;
+use wire::model::{
     AuthToken, FetchKind, FullTrackName, Location, LocationFilter, Message, Parameters, PublishNamespace,
     RequestId, SetupOptions, Subscribe,
 };
-use moq_edge::wire::Version;
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};
@@ -21,15 +21,14 @@ const AUTH_SECRET: &[u8] = b"a secret of more than sixteen bytes";
 fn auth_config() -> RelayConfig {
     use base64::Engine;
     let key = format!("k1={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET));
-    let keys = moq_edge::auth::Keys::parse(&[key]).unwrap();
-    RelayConfig { auth: Some(moq_edge::auth::KeyRing::fixed(keys)), ..RelayConfig::default() }
+    let keys = auth::Keys::parse(&[key]).unwrap();
+    RelayConfig { auth: Some(auth::KeyRing::fixed(keys)), ..RelayConfig::default() }
 }
 
 fn token(ns: &[&str], publish: bool, subscribe: bool, ttl: i64) -> Bytes {
-    let exp = (moq_edge::auth::unix_now() as i64 + ttl) as u64;
-    let claims =
-        moq_edge::auth::Claims { ns: ns.iter().map(|s| s.to_string()).collect(), publish, subscribe, exp };
-    Bytes::from(moq_edge::auth::mint("k1", AUTH_SECRET, &claims).unwrap())
+    let exp = (auth::unix_now() as i64 + ttl) as u64;
+    let claims = auth::Claims { ns: ns.iter().map(|s| s.to_string()).collect(), publish, subscribe, exp };
+    Bytes::from(auth::mint("k1", AUTH_SECRET, &claims).unwrap())
 }
 
 fn use_value(value: Bytes) -> AuthToken {
@@ -265,7 +264,7 @@ fn pushed_subscriptions_expire_with_their_token() {
 
     let s = r.connect_with_token(1, D22, token(&["live"], false, true, 10));
     let rid = r.next_request_id(s);
-    let m = moq_edge::wire::model::SubscribeTracks {
+    let m = wire::model::SubscribeTracks {
         request_id: rid,
         prefix: ns(&["live"]),
         params: Parameters::default(),
@@ -274,8 +273,7 @@ fn pushed_subscriptions_expire_with_their_token() {
     r.run_until_quiet();
     let msgs = messages(&r.take_events(s));
     let [Message::RequestOk(_), Message::Publish(offer)] = msgs.as_slice() else { panic!("{msgs:?}") };
-    let accept =
-        moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: Parameters::default() };
+    let accept = wire::model::PublishOk { request_id: offer.request_id, params: Parameters::default() };
     r.send(s, Message::PublishOk(accept));
     r.run_until_quiet();
     r.advance(Duration::from_secs(5));
@@ -296,7 +294,7 @@ fn pushed_subscriptions_expire_with_their_token() {
 /// sends it in a REQUEST_UPDATE at three quarters of the time left; the parent can verify it.
 #[test]
 fn upstream_subscriptions_through_a_link_are_renewed_before_they_expire() {
-    let keys = moq_edge::auth::Keys::parse(&[format!(
+    let keys = auth::Keys::parse(&[format!(
         "k1={}",
         base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, AUTH_SECRET)
     )])
@@ -308,7 +306,7 @@ fn upstream_subscriptions_through_a_link_are_renewed_before_they_expire() {
         let s = r.connect_with_token(1, v, token(&["live"], false, true, 3600));
         let rid = r.subscribe_with(s, &t, vec![]);
         let up = r.upstream_subscribe(parent, &t);
-        let ok = moq_edge::wire::model::SubscribeOk {
+        let ok = wire::model::SubscribeOk {
             request_id: up.request_id,
             track_alias: PUB_ALIAS,
             params: Parameters { expires: Some(20_000), ..Default::default() },
@@ -327,10 +325,10 @@ fn upstream_subscriptions_through_a_link_are_renewed_before_they_expire() {
         let [AuthToken::UseValue { value, .. }] = u.params.auth_tokens.as_slice() else {
             panic!("{v:?}: {:?}", u.params.auth_tokens)
         };
-        let grant = keys.verify(value, moq_edge::auth::unix_now()).expect("a token the parent accepts");
+        let grant = keys.verify(value, auth::unix_now()).expect("a token the parent accepts");
         assert!(grant.publish.is_empty(), "{v:?}");
         assert_eq!(grant.subscribe, vec![ns(&["live"])], "{v:?}");
-        assert!(grant.expires > moq_edge::auth::unix_now() + 3000, "{v:?}: good for an hour");
+        assert!(grant.expires > auth::unix_now() + 3000, "{v:?}: good for an hour");
         r.assert_no_closes();
     }
 }
@@ -372,7 +370,7 @@ fn token_expiry_follows_the_shards_clock() {
 /// EXPIRED once the expiry passes, objects delivered until then.
 #[test]
 fn jwt_and_cat_subscriptions_expire_with_their_token() {
-    use moq_edge::auth;
+    use auth;
     let secret = {
         use base64::Engine;
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(AUTH_SECRET)

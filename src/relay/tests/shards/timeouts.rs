@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::{ConnId, PathState, RelayConfig};
-use moq_edge::session::{Event, StreamId, Transmit};
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use relay::{ConnId, PathState, RelayConfig};
+use session::{Event, StreamId, Transmit};
+use wire::code;
+use wire::model::{
     DatagramHeader, FetchItem, FetchKind, FullTrackName, GroupOrder, KvValue, Location, LocationFilter,
     Message, Parameters, Properties, PublishNamespace, RangeEnd, RequestId, Subscribe, TrackAlias,
 };
@@ -396,12 +396,7 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
 
 /// Publisher `p` sends `groups`, one object each on its own subgroup stream, and the relay
 /// forwards them.
-fn one_object_groups(
-    r: &mut Relay,
-    p: ClientId,
-    pv: moq_edge::wire::Version,
-    groups: std::ops::RangeInclusive<u64>,
-) {
+fn one_object_groups(r: &mut Relay, p: ClientId, pv: wire::Version, groups: std::ops::RangeInclusive<u64>) {
     for g in groups {
         let st = r.open(p, &header(pv, PUB_ALIAS, g, 0));
         r.put(p, st, &object(g, 0));
@@ -419,7 +414,7 @@ fn expire(r: &mut Relay, conn: ConnId, lost: &[StreamId]) {
 }
 
 /// Subscriber `s` (draft `sv`) got PUBLISH_DONE TOO_FAR_BEHIND for `rid`.
-fn assert_too_far_behind(r: &mut Relay, s: ClientId, sv: moq_edge::wire::Version, rid: RequestId, ctx: &str) {
+fn assert_too_far_behind(r: &mut Relay, s: ClientId, sv: wire::Version, rid: RequestId, ctx: &str) {
     let done = publish_done(&messages(&r.take_events(s)));
     let too_far = if sv == D16 { code::DONE_TOO_FAR_BEHIND_D16 } else { code::DONE_TOO_FAR_BEHIND_D22 };
     assert_eq!((done.request_id, done.status_code), (rid, too_far), "{ctx}");
@@ -431,7 +426,7 @@ fn assert_too_far_behind(r: &mut Relay, s: ClientId, sv: moq_edge::wire::Version
 /// it was sent.
 fn sent_groups(
     config: RelayConfig,
-    (pv, sv): (moq_edge::wire::Version, moq_edge::wire::Version),
+    (pv, sv): (wire::Version, wire::Version),
     groups: u64,
     order: Option<GroupOrder>,
 ) -> (Relay, ClientId, ClientId, RequestId, Vec<StreamId>) {

@@ -13,14 +13,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_edge::relay::alias::{self, AliasKey};
-use moq_edge::relay::msg::RelayMsg;
-use moq_edge::relay::{ConnId, RelayConfig, RelayShard};
-use moq_edge::session::{DataObject, Event, Session, SessionConfig, StreamId, Transmit};
-use moq_edge::wire::model::{
+use relay::alias::{self, AliasKey};
+use relay::msg::RelayMsg;
+use relay::{ConnId, RelayConfig, RelayShard};
+use session::{DataObject, Event, Session, SessionConfig, StreamId, Transmit};
+use wire::model::{
     FullTrackName, Message, RequestId, Role, SetupOptions, SubgroupHeader, SubgroupObject, TrackAlias,
 };
-use moq_edge::wire::Version;
+use wire::Version;
 
 use crate::support::session::{deliver, Split};
 
@@ -49,7 +49,7 @@ pub struct Client {
     pub relay_sent: Vec<Transmit>,
     /// A parent's: the relay's SUBSCRIBE_NAMESPACEs up the link, answered REQUEST_OK by the
     /// harness when the link came up (`link_with`).
-    pub discovery: Vec<moq_edge::wire::model::SubscribeNamespace>,
+    pub discovery: Vec<wire::model::SubscribeNamespace>,
 }
 
 /// The simulated relay and its clients.
@@ -81,14 +81,7 @@ impl Relay {
         let now = Instant::now();
         let shards = (0..cores)
             .map(|core| {
-                RelayShard::new(
-                    core,
-                    cores,
-                    config.clone(),
-                    AliasKey::new(&SECRET),
-                    now,
-                    moq_edge::auth::unix_now(),
-                )
+                RelayShard::new(core, cores, config.clone(), AliasKey::new(&SECRET), now, auth::unix_now())
             })
             .collect();
         Relay {
@@ -165,7 +158,7 @@ impl Relay {
         &mut self,
         core: usize,
         version: Version,
-        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        routes: Vec<wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
     ) -> ClientId {
         self.link_with(core, version, routes, parent_setup, None)
@@ -176,7 +169,7 @@ impl Relay {
     pub fn replace_link(
         &mut self,
         old: ClientId,
-        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        routes: Vec<wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
     ) -> ClientId {
         let (core, version, conn) =
@@ -188,7 +181,7 @@ impl Relay {
         &mut self,
         core: usize,
         version: Version,
-        routes: Vec<moq_edge::wire::model::TrackNamespace>,
+        routes: Vec<wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
         replaces: Option<ConnId>,
     ) -> ClientId {
@@ -206,8 +199,7 @@ impl Relay {
         for event in self.take_events(id) {
             match event {
                 Event::Message(Message::SubscribeNamespace(m)) => {
-                    let ok =
-                        moq_edge::wire::model::RequestOk { request_id: m.request_id, ..Default::default() };
+                    let ok = wire::model::RequestOk { request_id: m.request_id, ..Default::default() };
                     self.send(id, Message::RequestOk(ok));
                     self.clients[id].discovery.push(m);
                 }

@@ -2,10 +2,10 @@
 //! offered to namespace subscribers, PUBLISH_SKIPPED, NAMESPACE_TOO_LARGE.
 
 use bytes::Bytes;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::{Event, Transmit};
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use relay::RelayConfig;
+use session::{Event, Transmit};
+use wire::code;
+use wire::model::{
     FullTrackName, Location, Message, Parameters, RequestId, SubscribeNamespace, TrackAlias, TrackNamespace,
 };
 
@@ -104,11 +104,11 @@ fn namespace_subscribers_are_offered_tracks_with_publish() {
             Message::SubscribeNamespace(SubscribeNamespace {
                 request_id: rid,
                 prefix: ns(&["live"]),
-                options: moq_edge::wire::model::SubscribeOptions::Publish,
+                options: wire::model::SubscribeOptions::Publish,
                 ..Default::default()
             })
         } else {
-            Message::SubscribeTracks(moq_edge::wire::model::SubscribeTracks {
+            Message::SubscribeTracks(wire::model::SubscribeTracks {
                 request_id: rid,
                 prefix: ns(&["live"]),
                 ..Default::default()
@@ -132,7 +132,7 @@ fn namespace_subscribers_are_offered_tracks_with_publish() {
 
         // draft-16 and draft-18 PUBLISH_OK carry FORWARD; draft-22's cannot.
         let answer = Parameters { forward: (!since20(sv)).then_some(true), ..Default::default() };
-        let accept = moq_edge::wire::model::PublishOk { request_id: offer.request_id, params: answer };
+        let accept = wire::model::PublishOk { request_id: offer.request_id, params: answer };
         r.send(s, Message::PublishOk(accept));
         r.run_until_quiet();
         assert!(r.take_events(s).is_empty(), "{ctx}: no SUBSCRIBE_OK for an accepted PUBLISH");
@@ -205,11 +205,7 @@ fn tracks_that_cannot_be_offered_are_publish_skipped() {
 
         let s = r.connect(1, D22);
         let rid = r.next_request_id(s);
-        let m = moq_edge::wire::model::SubscribeTracks {
-            request_id: rid,
-            prefix: ns(&["live"]),
-            ..Default::default()
-        };
+        let m = wire::model::SubscribeTracks { request_id: rid, prefix: ns(&["live"]), ..Default::default() };
         r.send(s, Message::SubscribeTracks(m));
         r.run_until_quiet();
         let ev = r.take_events(s);
@@ -283,7 +279,7 @@ fn pushed_publish_keeps_its_forward_and_a_refusal_ends_its_stream() {
         let s = r.connect(1, D22);
         let rid = r.next_request_id(s);
         let params = Parameters { forward: Some(false), ..Default::default() };
-        let m = moq_edge::wire::model::SubscribeTracks { request_id: rid, prefix: ns(&["live"]), params };
+        let m = wire::model::SubscribeTracks { request_id: rid, prefix: ns(&["live"]), params };
         r.send(s, Message::SubscribeTracks(m));
         r.run_until_quiet();
         let msgs = messages(&r.take_events(s));
@@ -291,7 +287,7 @@ fn pushed_publish_keeps_its_forward_and_a_refusal_ends_its_stream() {
         assert_eq!(offer.params.forward, Some(false), "asked paused");
         r.clients[s].relay_sent.clear();
         if refuse {
-            let no = moq_edge::wire::model::RequestError {
+            let no = wire::model::RequestError {
                 request_id: offer.request_id,
                 error_code: 0x3,
                 retry_interval: 0,
@@ -303,10 +299,8 @@ fn pushed_publish_keeps_its_forward_and_a_refusal_ends_its_stream() {
             let fin = r.clients[s].relay_sent.iter().any(|t| matches!(t, Transmit::Stream { fin: true, .. }));
             assert!(fin, "the refused PUBLISH's stream is ended: {:?}", r.clients[s].relay_sent);
         } else {
-            let accept = moq_edge::wire::model::PublishOk {
-                request_id: offer.request_id,
-                params: Parameters::default(),
-            };
+            let accept =
+                wire::model::PublishOk { request_id: offer.request_id, params: Parameters::default() };
             r.send(s, Message::PublishOk(accept));
             r.run_until_quiet();
             let st = r.open(p, &header(D22, PUB_ALIAS, 3, 0));

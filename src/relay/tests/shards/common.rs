@@ -2,15 +2,15 @@
 //! the tests' clients write, and assertions on what they receive.
 
 use bytes::Bytes;
-use moq_edge::session::{DataObject, Event, StreamId};
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use session::{DataObject, Event, StreamId};
+use wire::code;
+use wire::model::{
     Fetch, FetchItem, FetchKind, FetchOk, FullTrackName, GroupOrder, KvValue, Location, LocationFilter,
     Message, ObjectStatus, Parameters, Properties, Publish, PublishDone, RequestError, RequestId,
     SetupOptions, SubgroupHeader, SubgroupId, SubgroupObject, Subscribe, SubscribeOk, TrackAlias,
     TrackNamespace,
 };
-use moq_edge::wire::Version;
+use wire::Version;
 
 use crate::harness::SeenStream;
 
@@ -278,7 +278,7 @@ pub fn fetch_ok(msgs: &[Message], rid: RequestId) -> FetchOk {
     ok.clone()
 }
 
-pub fn request_ok(msgs: &[Message], ctx: &str) -> moq_edge::wire::model::RequestOk {
+pub fn request_ok(msgs: &[Message], ctx: &str) -> wire::model::RequestOk {
     let [Message::RequestOk(ok)] = msgs else { panic!("{ctx}: expected REQUEST_OK: {msgs:?}") };
     ok.clone()
 }
@@ -294,5 +294,5 @@ pub fn publish_as(v: Version, rid: RequestId, track: &FullTrackName, alias: Trac
 
 /// SETUP options of a parent relay that names moq-edge node `node`.
 pub fn parent_setup(node: u64) -> SetupOptions {
-    SetupOptions { implementation: Some(moq_edge::relay::links::implementation(node)), ..Default::default() }
+    SetupOptions { implementation: Some(relay::links::implementation(node)), ..Default::default() }
 }

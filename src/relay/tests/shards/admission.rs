@@ -3,9 +3,9 @@
 //! REQUEST_ERROR EXCESSIVE_LOAD, while what it already serves keeps flowing and publishers'
 //! requests are still answered; back under the threshold, new requests are accepted again.
 
-use moq_edge::relay::RelayConfig;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, LocationFilter, Message, SubscribeTracks};
+use relay::RelayConfig;
+use wire::code;
+use wire::model::{Location, LocationFilter, Message, SubscribeTracks};
 
 use crate::common::*;
 use crate::harness::{messages, streams, Relay};

@@ -2,9 +2,9 @@
 //! namespace subscription's new prefix, and the Forward State carried upstream (within the
 //! publisher's MAX_REQUEST_UPDATES).
 
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, LocationFilter, Message, Parameters, RequestId, SetupOptions};
+use session::Event;
+use wire::code;
+use wire::model::{Location, LocationFilter, Message, Parameters, RequestId, SetupOptions};
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};
@@ -212,7 +212,7 @@ fn upstream_request_updates_respect_the_publishers_limit() {
         assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(false)], "{ctx}");
         r.update(s, rid, resume);
         assert_eq!(r.upstream_forward_updates(p, up.request_id), [], "{ctx}: one is unanswered");
-        let ok = moq_edge::wire::model::RequestOk { request_id: up.request_id, ..Default::default() };
+        let ok = wire::model::RequestOk { request_id: up.request_id, ..Default::default() };
         r.send(p, Message::RequestOk(ok.clone()));
         r.run_until_quiet();
         assert_eq!(r.upstream_forward_updates(p, up.request_id), [Some(true)], "{ctx}: now it goes");
@@ -243,10 +243,8 @@ fn a_publisher_updates_its_own_publish() {
         let rid = r.subscribe(s, &t, None);
         subscribe_ok(&messages(&r.take_events(s)), rid);
 
-        let token = moq_edge::wire::model::AuthToken::UseValue {
-            token_type: 0,
-            value: bytes::Bytes::from_static(b"renewed"),
-        };
+        let token =
+            wire::model::AuthToken::UseValue { token_type: 0, value: bytes::Bytes::from_static(b"renewed") };
         let answer = r.update(p, prid, Parameters { auth_tokens: vec![token], ..Default::default() });
         let ok = request_ok(&messages(&r.take_events(p)), &ctx);
         assert_eq!(ok.request_id, answer, "{ctx}");
@@ -267,7 +265,7 @@ fn a_publisher_updates_its_own_publish() {
 /// track without DYNAMIC_GROUPS never gets one.
 #[test]
 fn new_group_requests_go_upstream_as_the_spec_says() {
-    use moq_edge::wire::model::{KvValue, Properties};
+    use wire::model::{KvValue, Properties};
     for (pv, sv) in COMBOS {
         let ctx = format!("{pv:?}->{sv:?}");
         for dynamic in [true, false] {
@@ -337,7 +335,7 @@ fn new_group_requests_go_upstream_as_the_spec_says() {
 /// the usual rules: the largest of them, beyond what the SUBSCRIBE carried.
 #[test]
 fn new_group_requests_before_establishment_go_up_after_it() {
-    use moq_edge::wire::model::{KvValue, Properties};
+    use wire::model::{KvValue, Properties};
     for (pv, sv) in COMBOS {
         let ctx = format!("{pv:?}->{sv:?}");
         let mut r = Relay::new(3);
@@ -403,12 +401,8 @@ fn a_held_subscribes_new_group_request_goes_upstream() {
         held(&mut r, 7);
         let p = r.connect(0, pv);
         let rid = r.next_request_id(p);
-        let ns = moq_edge::wire::model::TrackNamespace::from_strs(&["live"]);
-        let m = moq_edge::wire::model::PublishNamespace {
-            request_id: rid,
-            namespace: ns,
-            params: Default::default(),
-        };
+        let ns = wire::model::TrackNamespace::from_strs(&["live"]);
+        let m = wire::model::PublishNamespace { request_id: rid, namespace: ns, params: Default::default() };
         r.send(p, Message::PublishNamespace(m));
         r.run_until_quiet();
         let up: Vec<_> = messages(&r.take_events(p))

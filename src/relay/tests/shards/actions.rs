@@ -3,14 +3,14 @@
 //! checks several areas share.
 
 use bytes::Bytes;
-use moq_edge::session::{Event, StreamId};
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use session::{Event, StreamId};
+use wire::code;
+use wire::model::{
     Fetch, FetchEnd, FetchItem, FetchKind, FetchOk, FullTrackName, Location, LocationFilter, Message,
     Parameters, Properties, PublishNamespace, RequestError, RequestId, RequestUpdate, SubgroupHeader,
     SubgroupObject, Subscribe, SubscribeNamespace, SubscribeOk, TrackAlias, TrackNamespace,
 };
-use moq_edge::wire::Version;
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, ClientId, Relay};
@@ -228,7 +228,7 @@ impl Relay {
     /// The publisher answers upstream FETCH `f` with objects `locations` (as `object(g, o)`,
     /// Subgroup 0, priority 9) on a fetch stream ending with FIN.
     pub fn serve_upstream_fetch(&mut self, p: ClientId, f: &Fetch, locations: &[(u64, u64)]) {
-        use moq_edge::wire::model::{FetchObject, GroupOrder};
+        use wire::model::{FetchObject, GroupOrder};
         let pv = self.clients[p].version;
         let last = locations.last().map_or(Location::default(), |&(g, o)| Location::new(g, o));
         let ok = FetchOk {
@@ -313,7 +313,7 @@ impl Relay {
         let parent = self.connect_link(0, v, vec![TrackNamespace::from_strs::<&str>(&[])], parent_setup(7));
         let ev = self.take_events(parent);
         let [Event::Ready { peer }] = ev.as_slice() else { panic!("parent got {ev:?}") };
-        let ours = moq_edge::relay::links::node_of(peer);
+        let ours = relay::links::node_of(peer);
         assert_eq!(ours, Some(self.shards[0].config().node_id), "the relay names its node in SETUP");
         parent
     }

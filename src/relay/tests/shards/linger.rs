@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::RelayConfig;
-use moq_edge::wire::model::{Location, Message, TrackAlias};
+use relay::RelayConfig;
+use wire::model::{Location, Message, TrackAlias};
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::{Event, StreamId, Transmit};
-use moq_edge::wire::code;
-use moq_edge::wire::model::{Message, RequestId, SubgroupHeader, TrackAlias};
-use moq_edge::wire::{Quic, Version, Vi64};
+use relay::RelayConfig;
+use session::{Event, StreamId, Transmit};
+use wire::code;
+use wire::model::{Message, RequestId, SubgroupHeader, TrackAlias};
+use wire::{Quic, Version, Vi64};
 
 use crate::common::*;
 use crate::harness::{messages, streams, Relay};
@@ -235,8 +235,8 @@ fn malformed_subscribe(v: Version, rid: RequestId) -> Vec<u8> {
     let mut buf = Vec::new();
     v.encode_message(&subscribe_msg(rid, &track(&["x"], "y"), None), &mut buf).unwrap();
     let (body_len, total) = match v {
-        D16 => moq_edge::wire::common::read_control_frame::<Quic>(&buf).map(|(_, b, n)| (b.len(), n)),
-        _ => moq_edge::wire::common::read_control_frame::<Vi64>(&buf).map(|(_, b, n)| (b.len(), n)),
+        D16 => wire::common::read_control_frame::<Quic>(&buf).map(|(_, b, n)| (b.len(), n)),
+        _ => wire::common::read_control_frame::<Vi64>(&buf).map(|(_, b, n)| (b.len(), n)),
     }
     .unwrap();
     assert_eq!(total, buf.len());
@@ -349,8 +349,8 @@ fn a_malformed_track_ends_its_subscriptions() {
 /// something else.
 #[test]
 fn publish_done_status_crosses_drafts_as_its_meaning() {
-    use moq_edge::wire::model::PublishDone;
-    use moq_edge::wire::DoneStatus;
+    use wire::model::PublishDone;
+    use wire::DoneStatus;
     for status in [DoneStatus::Expired, DoneStatus::TooFarBehind, DoneStatus::TrackEnded] {
         for (pv, sv) in COMBOS {
             let mut r = Relay::new(2);

@@ -3,7 +3,7 @@
 //! kept of a fuzzing run: `fuzz/src/pack.rs`) goes through the target's own driver
 //! (`fuzz/src/relay_driver.rs`, a module of this crate by path), which panics when an invariant
 //! breaks. The `seed-*` files are written by [`seeds`] and checked to be what it writes
-//! (`MOQ_WRITE_SEEDS=1 cargo test --test relay fuzz` rewrites them); `regress-*` files are
+//! (`MOQ_WRITE_SEEDS=1 cargo test -p moq-edge-relay --test shards fuzz` rewrites them); `regress-*` files are
 //! inputs that once broke an invariant.
 
 use std::path::PathBuf;
@@ -11,8 +11,13 @@ use std::path::PathBuf;
 use crate::pack;
 use crate::relay_driver::{encode, Action, Driver, Setup};
 
+/// The repository's top, two floors above the relay crate.
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/relay")
+    repository().join("fuzz/corpus/relay")
 }
 
 /// Action shorthands: client `c` (an index into the clients so far).
@@ -142,7 +147,7 @@ fn relay_corpus_replays_through_the_fuzz_driver() {
         let outcome = std::panic::catch_unwind(|| Driver::run(&bytes));
         assert!(outcome.is_ok(), "{} broke an invariant (see the panic above)", f.display());
     }
-    let inputs = pack::load(&pack::fuzz_dir(env!("CARGO_MANIFEST_DIR")), "relay");
+    let inputs = pack::load(&pack::fuzz_dir(&repository().to_string_lossy()), "relay");
     assert!(inputs.len() >= 1000, "{} inputs in the relay pack", inputs.len());
     for (n, input) in inputs.iter().enumerate() {
         let outcome = std::panic::catch_unwind(|| Driver::run(input));

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use moq_edge::relay::directory::{DirectoryAsk, DIRECTORY_WAIT};
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{Location, LocationFilter, Message, TrackNamespace};
-use moq_edge::wire::Version;
+use relay::directory::{DirectoryAsk, DIRECTORY_WAIT};
+use relay::RelayConfig;
+use session::Event;
+use wire::code;
+use wire::model::{Location, LocationFilter, Message, TrackNamespace};
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};

@@ -2,13 +2,13 @@
 //! (subgroup streams and datagrams), routing by namespace, subscription filters, TRACK_STATUS.
 
 use bytes::Bytes;
-use moq_edge::relay::RelayConfig;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use relay::RelayConfig;
+use session::Event;
+use wire::code;
+use wire::model::{
     DatagramHeader, KvValue, Location, LocationFilter, Message, Properties, RequestId, TrackAlias,
 };
-use moq_edge::wire::Version;
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};
@@ -474,7 +474,7 @@ fn a_subscription_without_a_filter_is_unfiltered() {
 /// adding one (the subscription then ends, UPDATE_FAILED). They are never accepted and ignored.
 #[test]
 fn range_filters_are_refused_not_ignored() {
-    use moq_edge::wire::model::{Parameters, Range, RangeFilter, RangeFilterKind, RangeSet, Subscribe};
+    use wire::model::{Parameters, Range, RangeFilter, RangeFilterKind, RangeSet, Subscribe};
     let filter = RangeFilter {
         kind: RangeFilterKind::SubgroupId,
         set: Some(RangeSet {
@@ -510,8 +510,8 @@ fn range_filters_are_refused_not_ignored() {
 /// REQUEST_UPDATE of SUBSCRIBER_PRIORITY moves the streams already open, not only new ones.
 #[test]
 fn live_streams_follow_the_tracks_priorities_and_updates() {
-    use moq_edge::session::{data_urgency, Transmit};
-    use moq_edge::wire::model::Parameters;
+    use session::{data_urgency, Transmit};
+    use wire::model::Parameters;
     let mut r = Relay::new(2);
     let t = r.track_owned_by(&["live"], 0);
     let p = r.connect(0, D22);
@@ -567,7 +567,7 @@ fn every_announcer_is_subscribed_and_their_objects_merged() {
         let up_a = r.upstream_subscribe(a, &t);
         let up_b = r.upstream_subscribe(b, &t);
         // B (asked first: the newest announcement) does not have it; A does.
-        let e = moq_edge::wire::model::RequestError {
+        let e = wire::model::RequestError {
             request_id: up_b.request_id,
             error_code: code::DOES_NOT_EXIST,
             retry_interval: 0,
@@ -731,7 +731,7 @@ fn a_stuck_core_gets_whole_subgroups_reset_never_more_than_the_mesh_limit() {
             r.run_until_quiet();
             // Data stays within the limit; the reset (control) always goes.
             let queued = r.mesh_queued(src, dst);
-            let reset_msg = moq_edge::relay::msg::RelayMsg::data_weight(0);
+            let reset_msg = relay::msg::RelayMsg::data_weight(0);
             assert!(queued <= LIMIT + reset_msg, "{ctx}: {queued} bytes wait for the stuck core");
             assert!(queued > LIMIT / 2, "{ctx}: {queued} bytes: the limit was what stopped it");
             assert_eq!(r.shards[src].stats().mesh_shed_streams, 2, "{ctx}: g1 reset, g2 not opened");
@@ -750,7 +750,7 @@ fn a_stuck_core_gets_whole_subgroups_reset_never_more_than_the_mesh_limit() {
             let ids: Vec<u64> = seen[0].objects.iter().map(|(o, _)| o.object_id).collect();
             assert!(ids.len() > 1 && ids.len() < 41, "{ctx}: {} objects of g1 reached it", ids.len());
             assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>(), "{ctx}: a prefix, in order");
-            let reset = moq_edge::wire::ResetCode::ExcessiveLoad.code(sv);
+            let reset = wire::ResetCode::ExcessiveLoad.code(sv);
             assert_eq!(seen[0].end, Some(Some(reset)), "{ctx}: g1 reset");
             assert_eq!(seen[1].objects.len(), 1, "{ctx}");
             assert_eq!(seen[1].end, Some(None), "{ctx}: g3 whole");

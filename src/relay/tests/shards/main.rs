@@ -7,25 +7,30 @@
 //! One module per area; what the clients do is in `actions.rs` (methods on the harness's
 //! [`Relay`](harness::Relay)), the messages, objects and assertions they share in `common.rs`.
 //!
-//! [`RelayShard`]: moq_edge::relay::RelayShard
+//! [`RelayShard`]: relay::RelayShard
 #![allow(clippy::unwrap_used)]
 
-#[path = "../support/mod.rs"]
-mod support;
+/// The session crate's test helper: one session's transmits delivered to its peer.
+#[path = "../../../session/tests/support/session.rs"]
+#[allow(dead_code)]
+pub mod support_session;
+mod support {
+    pub use super::support_session as session;
+}
 
 mod actions;
 mod common;
 /// The `relay` fuzz target's driver (`fuzz.rs` replays its corpus).
 /// The draft table the drivers' inputs select from.
-#[path = "../../fuzz/src/drafts.rs"]
+#[path = "../../../../fuzz/src/drafts.rs"]
 #[allow(dead_code)]
 mod drafts;
 mod harness;
 /// Committed fuzzing corpora, one file per target.
-#[path = "../../fuzz/src/pack.rs"]
+#[path = "../../../../fuzz/src/pack.rs"]
 mod pack;
 
-#[path = "../../fuzz/src/relay_driver.rs"]
+#[path = "../../../../fuzz/src/relay_driver.rs"]
 mod relay_driver;
 
 mod fuzz;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{
+use session::Event;
+use wire::code;
+use wire::model::{
     FullTrackName, Location, LocationFilter, Message, PublishNamespace, RequestId, TrackNamespace,
 };
 
@@ -35,7 +35,7 @@ impl Relay {
 
     /// The parent accepts forwarded announcement `f`: the publisher gets its REQUEST_OK for `rid`.
     fn parent_accepts(&mut self, parent: ClientId, p: ClientId, f: &PublishNamespace, rid: RequestId) {
-        let ok = moq_edge::wire::model::RequestOk { request_id: f.request_id, ..Default::default() };
+        let ok = wire::model::RequestOk { request_id: f.request_id, ..Default::default() };
         self.send(parent, Message::RequestOk(ok));
         self.run_until_quiet();
         let msgs = messages(&self.take_events(p));
@@ -176,7 +176,7 @@ fn requests_never_go_back_to_the_relay_they_came_from() {
 /// subscribed through the link and answered (with `largest` as its Largest Object): the
 /// relay, the parent, the track, the subscriber and its request.
 fn subscribed_through_a_link(
-    v: moq_edge::wire::Version,
+    v: wire::Version,
     largest: Option<Location>,
 ) -> (Relay, ClientId, FullTrackName, ClientId, RequestId) {
     let mut r = Relay::new(2);

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_edge::session::Event;
-use moq_edge::wire::code;
-use moq_edge::wire::model::{DatagramHeader, FullTrackName, Message, Properties, Subscribe, TrackNamespace};
-use moq_edge::wire::Version;
+use session::Event;
+use wire::code;
+use wire::model::{DatagramHeader, FullTrackName, Message, Properties, Subscribe, TrackNamespace};
+use wire::Version;
 
 use crate::common::*;
 use crate::harness::{messages, streams, ClientId, Relay};
@@ -39,8 +39,7 @@ impl Relay {
 
     /// `parent` sends GOAWAY with `uri`.
     fn parent_goes_away(&mut self, parent: ClientId, uri: &'static [u8]) {
-        let goaway =
-            moq_edge::wire::model::GoAway { new_session_uri: Bytes::from_static(uri), ..Default::default() };
+        let goaway = wire::model::GoAway { new_session_uri: Bytes::from_static(uri), ..Default::default() };
         self.send(parent, Message::GoAway(goaway));
         self.run_until_quiet();
     }
@@ -156,7 +155,7 @@ fn a_move_keeps_each_group_from_one_link_when_the_old_one_is_ahead_or_closes() {
         // A second GOAWAY round where the new parent refuses: the track stays where it is.
         r.parent_goes_away(parent2, b"");
         let (parent3, up3) = r.replacement(parent2, 9);
-        let refusal = moq_edge::wire::model::RequestError {
+        let refusal = wire::model::RequestError {
             request_id: up3.request_id,
             error_code: code::DOES_NOT_EXIST,
             reason: Bytes::from_static(b"no such track"),
