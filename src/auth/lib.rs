@@ -23,6 +23,20 @@
 //!
 //! Time checks of JWT and CAT tokens allow [`LEEWAY`] seconds of clock skew between their
 //! issuer and the relay; `v1` tokens, minted with the relay's own keys, get none.
+//!
+//! # In the relay
+//!
+//! Each request's right (publish for PUBLISH_NAMESPACE and PUBLISH; subscribe for SUBSCRIBE,
+//! FETCH, TRACK_STATUS, SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS) is checked against the session's
+//! SETUP tokens and the request's own before anything else, so an aggregated upstream never
+//! authorizes a subscriber without a token. Each format maps onto one `Grant` (publish prefixes,
+//! subscribe prefixes, expiry): a JWT's `root` joined with each of `put`/`get`, a CAT's `moqt`
+//! scopes intersected with its `catu` path. The key decides the algorithm (a header `alg` that
+//! disagrees is refused), so HS/RS confusion and `none` cannot pass. `KeyRing` shares the keys
+//! among cores (`Arc<RwLock<Arc<Keys>>>`: one uncontended read per request, never per object);
+//! a failed reload keeps the old keys. A namespace subscription broader than every grant is
+//! narrowed to the grants' prefixes (`Scope::Within`), since moq-dev's player discovers from the
+//! root with a token for one broadcast; one that reaches nowhere is UNAUTHORIZED.
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};

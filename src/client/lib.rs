@@ -8,6 +8,10 @@
 //! [`Subscriber`]); [`fleet`] drives many of them from one thread; [`stamp`] makes and reads
 //! the sequence-numbered, time-stamped payloads of `moq-pub` and `moq-sub`;
 //! [`switchover`] is a subscriber that follows GOAWAY to a new relay.
+//!
+//! The subscriber that follows GOAWAY (`switchover.rs`) subscribes at the new relay, holds the
+//! new objects until the old subscription reaches them, then cancels it: no loss or repeat for
+//! in-order live tracks.
 
 pub mod cli;
 pub mod codes;

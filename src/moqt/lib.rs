@@ -8,6 +8,46 @@
 //! how an `h3` connection becomes a WebTransport session with MoQT inside it
 //! ([`WebTransportAccept`]), and the [`Pump`] that writes a session's transmits under flow
 //! control, shedding and delivery timeouts (ARCHITECTURE.md, "Transports").
+//!
+//! # The Pump's rules
+//!
+//! - Order: its queue (`queue.rs`) is keyed by (urgency, order, stream ID); quiche accepts only
+//!   about a congestion window of stream data, so this order is what schedules a congested
+//!   connection (quiche's priorities alone did not). A descending-order subscription's newer
+//!   streams come first among equals; datagrams written together go most urgent first.
+//! - Backlog: past `max_backlog_kib` the oldest (least urgent) subgroup streams quiche has opened
+//!   are reset CANCELLED until half remains, never an object cut from a stream; the shed streams
+//!   are reported (`Pump::take_shed`) so the relay can end a subscription TOO_FAR_BEHIND.
+//! - Unsent limit (`Pump::with_unsent_limit`): quiche is handed at most `max_unsent_kib` of
+//!   subgroup data it has not sent and no more than `UNSENT_TIME` (100 ms) of the connection's
+//!   measured drain rate (never below 4 KiB); on a 15 KB/s path 128 KiB held in quiche would be
+//!   eight seconds nothing could drop. Control and request streams are not held back.
+//! - Deadlines: bytes carry their deadline (`Transmit::Stream::expires`, a FIN the subgroup's via
+//!   `Transmit::DeliverBy`); expired bytes are not handed and their stream is reset
+//!   DELIVERY_TIMEOUT (`Pump::take_expired`). A stream not started is not handed when its first
+//!   object would arrive late behind what quiche holds, at the measured rate (over intervals with
+//!   data waiting; older than 1 s or measured while stalled it predicts nothing), plus a round
+//!   trip; a stream under way is cut only when its next object could not arrive a round trip
+//!   from now (counting what quiche holds cut too many streams short, `tests/impaired.rs`).
+//! - Streams handed in full are reported (`Pump::take_finished`); a path that acknowledged
+//!   nothing for 1 s is stalled, and for 3 s after (`Pump::path_stalled`).
+//! - Under overload a write does not visit every queued stream: once quiche holds all it may,
+//!   the rest wait their turn; nothing is offered when `stream_capacity` is 0 (quiche would send
+//!   DATA_BLOCKED at every write, a ping-pong of about 1000 packets a second).
+//! - Holds (`hold.rs`): `Transmit::Hold` keeps a stream's later writes until the named streams
+//!   are delivered or reset, or 500 ms pass, so PUBLISH_DONE follows its data.
+//! - Request streams whose answers are not read: `REQUEST_QUEUE_LIMIT` per stream,
+//!   `REQUEST_QUEUE_TOTAL` in all (the longest refused, `Session::shed_request_stream`); the
+//!   control stream: `CONTROL_QUEUE_LIMIT`, then CONTROL_MESSAGE_TIMEOUT.
+//!
+//! # WebTransport acceptance
+//!
+//! `accept.rs`: `server_alpns` (one per draft, then `h3`); `WebTransportAccept` answers the
+//! CONNECT (200 with WT-Protocol; 400 malformed or no draft spoken here, 404 not a WebTransport
+//! CONNECT, 429 a second session, 431 an oversized header block) and derives the SETUP the URL
+//! implies (authority, path, `?jwt=`/`?token=`/`?cat=` tokens). The session's close becomes
+//! CLOSE_WEBTRANSPORT_SESSION, a drain adds DRAIN_WEBTRANSPORT_SESSION beside GOAWAY, and stream
+//! codes map into HTTP/3's WebTransport range (draft-ietf-webtrans-http3 §4.4).
 
 mod accept;
 mod app;

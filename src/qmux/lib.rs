@@ -28,6 +28,18 @@
 //! and `log` along with its I/O-bound `WebSocket` type. The hand-written parser is a push
 //! parser that fits `recv` (bytes in any split) and refuses an oversized message from its
 //! header, before buffering it.
+//!
+//! # Serving it (ARCHITECTURE.md, "Transports")
+//!
+//! The web listener's thread answers the upgrade (`src/websocket.rs` in the `moq-edge` package):
+//! `GET` with `Upgrade: websocket`, version 13, a 16-byte key, and a `qmux-VV.moqt-NN` the relay
+//! speaks, chosen by the relay's preference (its drafts in order, then -01, -02, -00). A core
+//! adopts the socket; this crate's state is serviced in the core's turn. Bounds: the core reads
+//! at most 256 KiB not yet fed here and writes at most 256 KiB; we take stream data only while
+//! our output holds under `Config::max_output` (256 KiB), so `stream_capacity` falls to zero and
+//! the MoQT layer's shedding applies. We grant 256 bidirectional and 1024 unidirectional streams
+//! (replenished), MAX_DATA 4 MiB, MAX_STREAM_DATA 1 MiB; a quiet peer is closed at the idle
+//! timeout (QX_PING at a third of it on -01/-02, a WebSocket Ping every 5 s on -00).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;

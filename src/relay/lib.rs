@@ -30,6 +30,54 @@
 //! and takes no lock: it writes into sans-IO [`Session`]s, names the sessions it wrote to
 //! ([`RelayShard::take_woken`]), and returns messages for other cores
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
+//!
+//! # Design notes (the decisions are in ARCHITECTURE.md, "The relay layer")
+//!
+//! - Objects: ingest gives each upstream stream a `StreamKey`, rewrites its header to the relay's
+//!   alias (HMAC-SHA256 of the full track name) and sends `StreamOpen`, the objects and `StreamEnd`
+//!   to the owner; the owner drops messages of a replaced upstream (`Epoch`), keeps the open
+//!   streams and largest location, and sends each object once per subscriber core. The mesh never
+//!   drops a relay message, so `shed.rs` bounds what a core queues toward another on both object
+//!   hops: to a backed-up core (or one with half of `mesh_queue_mib` waiting) no new stream goes;
+//!   an object past the limit resets its stream there; control messages always go.
+//! - Upstream start: a subscriber's absolute start goes up as AbsoluteStart, none as unfiltered,
+//!   a relative start as that (unfiltered to draft-16/18 publishers), the live filters as Largest
+//!   Object; held SUBSCRIBEs take the widest; re-subscriptions stay at Largest Object. Later
+//!   subscribers on a core already receiving the track are answered locally, except while the
+//!   upstream is lost (they wait for the new SUBSCRIBE_OK, draft-22 §7).
+//! - Backfill (`fanout/backfill.rs`, `owner/backfill.rs`): the fan-out takes no live object for
+//!   the subscription until the owner's answer, which travels the same FIFO queue as the live
+//!   objects; what lies before the cache is fetched upstream first (within FILL_TIMEOUT, 2 s)
+//!   unless the upstream SUBSCRIBE asked for it already. Not for draft-22 FILL_PARAMETERS, nor for
+//!   an unfiltered or next-object/next-group start (draft-22 §3.3.1).
+//! - Slow subscribers: streams the `Pump` sheds or expires are attributed to subscriptions (the
+//!   last 64 streams of each); `too_far_behind_streams` (4) within 10 s ends one TOO_FAR_BEHIND,
+//!   except streams lost while the core is behind (over its admission threshold, or 2 s after its
+//!   input waited 25 ms, `RelayConfig::behind_lag`), while the path is `PathState::Stalled`,
+//!   within the freshness budget after a stream got through whole (`streams_finished`), or behind
+//!   a newer group of a descending subscription. Ending them then turned overload into no
+//!   delivery at all (bench/README.md "Overload").
+//! - Freshness: each object's deadline is its kernel receive time (`set_receive_lag`) plus
+//!   `max_lag_ms`, or the subscriber's smaller delivery timeout; a late object is not sent and
+//!   the `Pump` resets streams whose bytes expire while queued.
+//! - Cache: eviction takes a track's oldest group in the order groups were created across the
+//!   shard, never its latest; `known_from` is where the cache holds everything received; a FETCH
+//!   before it gets End of Unknown Range, or an upstream FETCH (Unknown on failure, Timed-Out at
+//!   FILL_TIMEOUT, at most 32 MiB held). Joining FETCH and fill ranges end at the subscription's
+//!   Largest Location. The owner holds FETCH and TRACK_STATUS while the upstream is Pending.
+//! - Merged publishers (`merge.rs`): one lane per subgroup named by its first publisher stream;
+//!   an object goes down when its ID is past the last forwarded; a lane ends with its last
+//!   publisher stream; datagrams once per Location. A cached object binds only publishers that
+//!   fed the track with its source (`CachedObject::from`).
+//! - Links: a lost link resets its streams downstream and tells owners `UpstreamLost`; the track
+//!   goes `TrackState::Lost` and is re-routed every 500 ms and at once when a covering namespace
+//!   appears. A parent's GOAWAY gives `UpstreamMoved`: groups the old subscription started come
+//!   from it, later ones from the new (`handover.rs`); a GOAWAY within 30 s of connecting waits
+//!   out the backoff; a slot keeps at most two replaced links.
+//! - Authorization: `SessionAuth::authorize` returns until when a request is authorized; a
+//!   subscription keeps it (`LocalSub::until`) and the fan-out's expiry heap ends it. Token
+//!   aliases live in a per-session cache bounded by the MAX_AUTH_TOKEN_CACHE_SIZE advertised
+//!   (4096 bytes).
 
 pub mod admission;
 pub mod alias;

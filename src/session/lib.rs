@@ -15,6 +15,52 @@
 //! slices of the receive buffer, datagrams into [`Event::Datagram`]; Track Aliases from
 //! SUBSCRIBE_OK / PUBLISH resolve them to Request IDs. Outgoing subgroup streams, fetch streams
 //! and datagrams are queued as [`Transmit`]s with the caller's payload `Bytes` uncopied.
+//!
+//! # Streams per draft
+//!
+//! Every stream the session names is a `StreamId`, the stream as QUIC numbers it (RFC 9000 §2.1);
+//! over WebTransport the `moqt` Pump maps it to and from the QUIC stream that carries it. The relay
+//! keys its streams by it too. draft-18 and draft-22 (`Version::request_streams`): each side's
+//! SETUP on its own unidirectional stream, each request on a new bidirectional stream with its
+//! responses; request streams that arrive before SETUP are buffered (16 streams, 64 KiB each).
+//! draft-18 sessions behave as draft-22 ones except where the wire differs: the control-stream
+//! GOAWAY carries the first peer Request ID not used, and once it is sent the session itself
+//! refuses new peer requests with GOING_AWAY (§10.4), there is no MAX_REQUEST_UPDATES, PUBLISH_OK
+//! carries FORWARD (`Session::publish_ok_has_forward`), FETCH_OK can end at a whole group, and
+//! joining FETCHes exist.
+//!
+//! # Draft-14
+//!
+//! Its session (`control/d14.rs`; `tests/pair.rs`, `tests/data.rs` and `tests/draft14.rs` run
+//! it) keeps draft-16's streams and Request IDs, and adds:
+//!
+//! - version negotiation (§9.3.1): 0xff00000e offered and selected, else
+//!   VERSION_NEGOTIATION_FAILED;
+//! - the kind of each peer request until it is answered, so the caller's `RequestOk` /
+//!   `RequestError` is written as that kind's answer and codes read by kind
+//!   (`Session::peer_request_error_of`);
+//! - REQUEST_UPDATE as SUBSCRIBE_UPDATE: the session keeps each subscription's filter, Largest
+//!   Location, priority and Forward, merges the update and writes the whole state; parameters
+//!   draft-14 lacks are dropped; no answer is awaited;
+//! - namespace-named PUBLISH_NAMESPACE_DONE / _CANCEL / UNSUBSCRIBE_NAMESPACE, mapped to and from
+//!   Request IDs; discovery by PUBLISH_NAMESPACE under a SUBSCRIBE_NAMESPACE prefix, reported as
+//!   NAMESPACE as at draft-16;
+//! - an inherited publisher priority written as 128; Does Not Exist objects arrive as objects.
+//!
+//! Over WebTransport draft-14 names no protocol: the first bytes of the client's control stream
+//! tell its CLIENT_SETUP from draft-16's (`Version::sniff_client_setup`).
+//!
+//! # Data and limits
+//!
+//! Every peer unidirectional stream that is not a control stream is parsed incrementally. A
+//! second live request with the same Track Alias closes with DUPLICATE_TRACK_ALIAS; a stream for
+//! an alias not yet known is held (16 streams, 1 MiB) and released in order when it appears. Local
+//! limits (object size 8 MiB, 256 data streams, 32 MiB buffered; 1000 peer request streams, 2 MiB
+//! of partial messages) refuse the stream with STOP_SENDING (EXCESSIVE_LOAD; draft-16 CANCELLED),
+//! not the session. A subscriber's session keeps the aliases of the 64 most recent subscriptions
+//! ended by PUBLISH_DONE, so streams the message overtook are still delivered (draft-22 §9.9).
+//! Not yet: a time limit on held data, discarding data of ended aliases at once, checking
+//! FETCH_HEADER request IDs.
 
 mod control;
 mod data;
