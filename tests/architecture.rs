@@ -34,8 +34,8 @@ const ROOT_DIRS: &[&str] = &["src", "bench", "deploy", "perf", "web", "tests", "
 const ROOT_FILES: &[&str] =
     &["Cargo.toml", "Cargo.lock", "Makefile", "README.md", "ARCHITECTURE.md", "rustfmt.toml"];
 const EXTENSIONS: &[&str] = &[
-    "rs", "md", "toml", "json", "sh", "js", "mjs", "html", "css", "yml", "yaml", "lock", "txt",
-    "service", "conf", "py",
+    "rs", "md", "toml", "json", "sh", "js", "mjs", "html", "css", "yml", "yaml", "lock", "txt", "service",
+    "conf", "py",
 ];
 const CRATES: &[(&str, &str)] = &[
     ("wire", "src/wire"),
@@ -191,10 +191,7 @@ impl Crate {
     fn load(dir: PathBuf) -> Crate {
         let mut paths = Vec::new();
         rust_files(&dir, &mut paths);
-        let files = paths
-            .into_iter()
-            .filter_map(|p| fs::read_to_string(&p).ok().map(|t| (p, t)))
-            .collect();
+        let files = paths.into_iter().filter_map(|p| fs::read_to_string(&p).ok().map(|t| (p, t))).collect();
         Crate { dir, files }
     }
 

@@ -1,10 +1,10 @@
 //! `relay`: per-shard relay state (ARCHITECTURE.md, "The relay layer"). One [`RelayShard`]
 //! per core holds that core's sessions and one value of each role type. Each role has its
-//! own state, its own message enum (`msg.rs`) and its own file, and is called with a [`Cx`]
-//! (core, clock, configuration, namespace table, mail, counters); the roles that talk to
-//! peers also get the core's [`Sessions`](sessions::Sessions). A role never touches another
-//! role's state: it sends it a message (`Cx::send`), or the shard passes one role a read-only
-//! view of another (discovery asks the fan-out whether a session already subscribes).
+//! own state, its own message enum (`msg.rs`) and its own file, and is called with the
+//! shard's `Cx` (`cx.rs`: core, clock, configuration, namespace table, mail, counters); the
+//! roles that talk to peers also get the core's `Sessions` (`sessions.rs`). A role never
+//! touches another role's state: it sends it a message (`Cx::send`), or the shard passes one
+//! role a read-only view of another (discovery asks the fan-out whether a session already subscribes).
 //!
 //! - `ingest.rs` (`Ingest`, publisher side): PUBLISH_NAMESPACE, upstream SUBSCRIBEs the relay
 //!   sends, PUBLISHes it accepts, and upstream data streams, mapped from the publisher's Track
@@ -27,7 +27,8 @@
 //! The shard only routes: a peer's event goes to the role that holds its request (one lookup
 //! in the request registry of `sessions.rs`), a message to the role it names. An object
 //! crosses each role once: ingest → owner → fan-out. The shard never does I/O, reads no clock
-//! and takes no lock: it writes into sans-IO [`Session`]s, names the sessions it wrote to
+//! and takes no lock but one (a request that needs a token reads `auth::KeyRing` under its
+//! read lock): it writes into sans-IO [`Session`]s, names the sessions it wrote to
 //! ([`RelayShard::take_woken`]), and returns messages for other cores
 //! ([`RelayShard::take_outbox`]). Messages to itself are handled in the same turn.
 //!
