@@ -809,27 +809,24 @@ impl RelayConn {
         }
         loop {
             host.relay.handle_events(key, now);
-            if let Some(session) = host.relay.session_mut(key) {
-                self.pump.write(conn, session, now);
-            }
-            if self.pump.take_control_pile_close() {
+            let Some(session) = host.relay.session_mut(key) else { break };
+            let written = self.pump.write(conn, session, now);
+            if written.control_piled {
                 host.relay.stats_mut().control_not_read += 1;
             }
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
-            let finished = self.pump.take_finished();
-            if !finished.is_empty() {
-                host.relay.streams_finished(key, &finished, now);
+            if !written.finished.is_empty() {
+                host.relay.streams_finished(key, &written.finished, now);
             }
-            let (shed, expired) = (self.pump.take_shed(), self.pump.take_expired());
-            if !shed.is_empty() || !expired.is_empty() {
+            if !written.shed.is_empty() || !written.expired.is_empty() {
                 let path =
                     if self.pump.path_stalled(now) { PathState::Stalled } else { PathState::Delivering };
-                if !shed.is_empty() {
-                    host.relay.streams_shed(key, &shed, path, now);
+                if !written.shed.is_empty() {
+                    host.relay.streams_shed(key, &written.shed, path, now);
                 }
-                if !expired.is_empty() {
-                    host.relay.streams_expired(key, &expired, path, now);
+                if !written.expired.is_empty() {
+                    host.relay.streams_expired(key, &written.expired, path, now);
                 }
                 continue;
             }

@@ -17,19 +17,19 @@
 //!   streams come first among equals; datagrams written together go most urgent first.
 //! - Backlog: past `max_backlog_kib` the oldest (least urgent) subgroup streams quiche has opened
 //!   are reset CANCELLED until half remains, never an object cut from a stream; the shed streams
-//!   are reported (`Pump::take_shed`) so the relay can end a subscription TOO_FAR_BEHIND.
+//!   are reported (`Written::shed`) so the relay can end a subscription TOO_FAR_BEHIND.
 //! - Unsent limit (`Pump::with_unsent_limit`): quiche is handed at most `max_unsent_kib` of
 //!   subgroup data it has not sent and no more than `UNSENT_TIME` (100 ms) of the connection's
 //!   measured drain rate (never below 4 KiB); on a 15 KB/s path 128 KiB held in quiche would be
 //!   eight seconds nothing could drop. Control and request streams are not held back.
 //! - Deadlines: bytes carry their deadline (`Transmit::Stream::expires`, a FIN the subgroup's via
 //!   `Transmit::DeliverBy`); expired bytes are not handed and their stream is reset
-//!   DELIVERY_TIMEOUT (`Pump::take_expired`). A stream not started is not handed when its first
+//!   DELIVERY_TIMEOUT (`Written::expired`). A stream not started is not handed when its first
 //!   object would arrive late behind what quiche holds, at the measured rate (over intervals with
 //!   data waiting; older than 1 s or measured while stalled it predicts nothing), plus a round
 //!   trip; a stream under way is cut only when its next object could not arrive a round trip
 //!   from now (counting what quiche holds cut too many streams short, `tests/impaired.rs`).
-//! - Streams handed in full are reported (`Pump::take_finished`); a path that acknowledged
+//! - Streams handed in full are reported (`Written::finished`); a path that acknowledged
 //!   nothing for 1 s is stalled, and for 3 s after (`Pump::path_stalled`).
 //! - Under overload a write does not visit every queued stream: once quiche holds all it may,
 //!   the rest wait their turn; nothing is offered when `stream_capacity` is 0 (quiche would send
@@ -52,14 +52,16 @@
 mod accept;
 mod app;
 mod hold;
+mod path;
 mod queue;
+mod wt;
 
-use accept::write_webtransport_output;
 pub use accept::{
     draft_alpns, server_alpns, setup_from_request, setup_from_url, webtransport_handshake, write_h3,
     WebTransportAccept, WebTransportConn, URL_TOKEN_PARAMS,
 };
 pub use app::MoqtApp;
+pub use path::{DELIVERY_SAMPLE, PATH_RECOVERY, PATH_STALL, UNSENT_FLOOR, UNSENT_TIME};
 
 use runtime::Transport;
 use std::cmp::Reverse;
@@ -72,10 +74,11 @@ use bytes::Bytes;
 use tracing::debug;
 
 use hold::Hold;
-use queue::{send_queue, Ahead, Chunk, Sent, StreamQueue};
+use path::PathEstimate;
+use queue::{send_queue, Chunk, Sent, StreamQueue};
 use session::{Event, Session, StreamId, Transmit};
-use webtransport::{code as wt_code, Event as WtEvent, WebTransport};
 use wire::Version;
+use wt::WtLink;
 
 /// The draft a WebTransport client that offers no WT-Available-Protocols speaks: draft-16,
 /// the most widely deployed (a client of a draft without protocol negotiation in
@@ -115,43 +118,15 @@ pub struct Pump {
     backlog_limit: Option<usize>,
     /// Bytes in `pending`.
     queued: usize,
-    /// Subgroup data handed to quiche and not yet sent by it, at most (`None`: no bound).
-    /// quiche takes stream data up to its congestion window's free part whenever it gets an
-    /// ACK, whatever it still holds unsent, so on a loss-free path it would hold as much as the
-    /// peer's flow-control window allows, where neither `backlog_limit` nor a delivery
-    /// deadline reaches it. Beyond this the bytes wait in `pending`.
-    unsent_limit: Option<usize>,
-    /// Subgroup data handed to quiche that it has not sent yet, as far as its sent bytes tell
-    /// (each byte it sends, of any stream, counts).
-    unsent_held: usize,
-    /// quiche's `sent_bytes` at the last write.
-    sent_mark: u64,
-    /// How fast quiche sends this connection's bytes while subgroup data waits for it (bytes
-    /// per second, smoothed; 0: not measured yet), and when it was last measured. What
-    /// quiche holds unsent takes about held / rate to leave, and a round trip to arrive, so
-    /// an object handed to it now arrives that much later: one whose delivery
-    /// deadline falls before then is not handed at all (see [`send_queue`]). A rate older
-    /// than [`DRAIN_FRESH`] predicts nothing.
-    drain_rate: f64,
-    drain_at: Option<Instant>,
-    /// The path's RTT as last read, and when ([`Pump::path_rtt`]).
-    rtt: Option<(Instant, Duration)>,
-    /// Start of the current rate measurement: (time, quiche's `sent_bytes`) at a write that
-    /// left quiche holding subgroup data unsent, or data waiting here. The sample is taken
-    /// only if quiche still holds some (or data still waits) when it ends, so that what it
-    /// sent meanwhile was limited by the path (its congestion window, the peer's flow
-    /// control) or the CPU, not by having nothing to send.
-    drain_mark: Option<(Instant, u64)>,
+    /// What the connection's path does: what quiche holds unsent and how fast it drains,
+    /// the round trip, stalls (`path.rs`).
+    path: PathEstimate,
     /// Data streams reset because the backlog was over the limit.
     shed: u64,
-    /// Their IDs, until the application takes them ([`Pump::take_shed`]).
-    shed_ids: Vec<StreamId>,
-    /// Until when data streams handed to quiche in full are reported ([`Pump::take_finished`]):
+    /// Until when data streams handed to quiche in full are reported ([`Written::finished`]):
     /// [`FINISHED_WATCH`] after the last write that left subgroup data waiting here, or shed
     /// or expired a stream (a path that delivers everything at once reports nothing).
     watch_finished: Option<Instant>,
-    /// Those streams, until the application takes them.
-    finished_ids: Vec<StreamId>,
     /// Finished data streams under a subgroup delivery timeout: (deadline, stream), soonest
     /// first.
     deliver_by: BinaryHeap<Reverse<(Instant, StreamId)>>,
@@ -160,40 +135,37 @@ pub struct Pump {
     /// Writes held back until data streams are delivered ([`Transmit::Hold`]), oldest first;
     /// a stream's later writes wait behind its hold.
     holds: Vec<Hold>,
-    /// Those reset because object bytes were still queued here past their time, until the
-    /// application takes them ([`Pump::take_expired`]).
-    expired_ids: Vec<StreamId>,
     /// Peer requests dropped because their answers piled up.
     dropped_requests: u64,
-    /// The session was closed because its control stream piled up ([`CONTROL_QUEUE_LIMIT`]),
-    /// until the application takes it.
-    control_piled: bool,
     /// Datagrams of this write: (urgency, bytes).
     dgrams: Vec<(u8, Bytes)>,
-    /// The WebTransport session this MoQT session runs in (`None`: raw QUIC). Stream IDs in
-    /// this pump are the session's; the WebTransport layer maps them to QUIC's.
-    wt: Option<Box<WebTransport>>,
-    /// HTTP/3 bytes of the WebTransport layer (control stream, CONNECT stream) not yet taken
-    /// by quiche: (QUIC stream, bytes, fin).
-    h3: VecDeque<(u64, Bytes, bool)>,
-    /// The WebTransport peer sent DRAIN_WEBTRANSPORT_SESSION.
-    wt_draining: bool,
-    /// The WebTransport peer closed the session: its code (MoQT's session termination code)
-    /// and reason.
-    wt_peer_closed: Option<(u64, String)>,
+    /// What the write in progress did, which it returns.
+    written: Written,
+    /// The WebTransport session this MoQT session runs in (`None`: raw QUIC; `wt.rs`).
+    wt: Option<Box<WtLink>>,
     /// Peer streams (their QUIC IDs) the application does not read for now
     /// ([`Pump::pause_reading`]).
     paused: Vec<u64>,
-    /// The session closed over WebTransport: its CLOSE_WEBTRANSPORT_SESSION capsule went out
-    /// once quiche had sent this many packets; the connection closes after the next one.
-    wt_closing: Option<usize>,
-    /// The transport's delivered bytes at the last sample, and when they last grew.
-    delivered: Option<(u64, Instant)>,
-    /// When they were last read ([`DELIVERY_SAMPLE`]).
-    delivery_sampled: Option<Instant>,
-    /// The path came back from a stall: what it held meanwhile is still draining (and
-    /// expiring) until then.
-    recovering_until: Option<Instant>,
+}
+
+/// What one [`Pump::write`] did besides handing bytes to the transport: what the relay's
+/// TOO_FAR_BEHIND rule counts (streams lost, streams delivered whole meanwhile), and a
+/// session closed because its peer did not read it.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Data streams handed to quiche in full (FIN included), reported only within
+    /// [`FINISHED_WATCH`] of data waiting here or a stream shed or expired here: a subscriber
+    /// whose streams keep being lost while others of its get through whole is on a thin path,
+    /// not too far behind.
+    pub finished: Vec<StreamId>,
+    /// Data streams reset to shed an over-long backlog (`Pump::with_backlog_limit`).
+    pub shed: Vec<StreamId>,
+    /// Data streams reset because object bytes queued for them passed their delivery
+    /// deadline.
+    pub expired: Vec<StreamId>,
+    /// The session was closed because the peer did not read its control stream
+    /// ([`CONTROL_QUEUE_LIMIT`]).
+    pub control_piled: bool,
 }
 
 /// quiche's urgency of a stream nobody prioritized (control and request streams).
@@ -219,32 +191,8 @@ pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 /// thousands of answers, which only a peer that sends requests and reads nothing reaches.
 pub const CONTROL_QUEUE_LIMIT: usize = 1024 * 1024;
 
-/// How long a path must deliver nothing (no acknowledgement) to count as stalled
-/// ([`Pump::path_stalled`]): longer than a few RTTs of any path a viewer watches over, shorter
-/// than the relay's freshness budget (2 s by default), so that what an outage makes stale is
-/// dropped while the path counts as stalled.
-pub const PATH_STALL: Duration = Duration::from_secs(1);
-
-/// How often a pump reads what its path has delivered (`Pump::sample_delivery`): a small
-/// part of [`PATH_STALL`].
-pub const DELIVERY_SAMPLE: Duration = Duration::from_millis(50);
-
-/// How long after a stall ends the path still counts as stalled ([`Pump::path_stalled`]):
-/// what queued during the outage drains and expires meanwhile (the relay's freshness budget
-/// is 2 s by default).
-pub const PATH_RECOVERY: Duration = Duration::from_secs(3);
-
-/// What quiche may hold unsent, in time at the connection's measured drain rate (see
-/// `Pump::look_ahead`): a few turns of the core, so that quiche never waits for data on a
-/// fast path, while on a thin one the objects it holds leave soon after they are handed.
-pub const UNSENT_TIME: Duration = Duration::from_millis(100);
-
-/// The least that bound may be, in bytes (three full packets: on a path of 15 KB/s a larger
-/// floor would itself hold objects back for a good part of the freshness budget).
-pub const UNSENT_FLOOR: usize = 4 << 10;
-
 /// How long after subgroup data waited, or a data stream was lost, a pump reports the streams
-/// it hands over whole ([`Pump::take_finished`]): the relay's TOO_FAR_BEHIND window.
+/// it hands over whole ([`Written::finished`]): the relay's TOO_FAR_BEHIND window.
 pub const FINISHED_WATCH: Duration = Duration::from_secs(10);
 
 /// Stream reset code DELIVERY_TIMEOUT (0x2) in every draft (draft-16 §10.4.3, draft-22 §12.5).
@@ -259,8 +207,7 @@ impl Pump {
     /// The same pump handing quiche at most `bytes` of subgroup data it has not sent yet
     /// (see `unsent_limit`).
     pub fn with_unsent_limit(mut self, bytes: usize) -> Self {
-        self.unsent_limit = Some(bytes);
-        self.unsent_held = 0;
+        self.path.set_unsent_limit(bytes);
         self
     }
 
@@ -268,15 +215,14 @@ impl Pump {
     /// the HTTP/3 bytes [`webtransport_handshake`] left unsent: what arrived before the session
     /// was accepted goes to it at the first read.
     pub fn with_webtransport(mut self, conn: WebTransportConn) -> Self {
-        self.wt = Some(Box::new(conn.wt));
-        self.h3 = conn.h3;
+        self.wt = Some(Box::new(WtLink::new(conn)));
         self
     }
 
     /// How the WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION's code and
     /// reason), once it has: the connection itself then closes with H3_NO_ERROR.
     pub fn webtransport_peer_close(&self) -> Option<&(u64, String)> {
-        self.wt_peer_closed.as_ref()
+        self.wt.as_ref().and_then(|wt| wt.peer_closed())
     }
 
     /// Stops reading stream `id`: what arrives on it stays in the transport, which gives the
@@ -296,21 +242,21 @@ impl Pump {
 
     /// Whether the WebTransport peer asked to drain the session (DRAIN_WEBTRANSPORT_SESSION).
     pub fn webtransport_draining(&self) -> bool {
-        self.wt_draining
+        self.wt.as_ref().is_some_and(|wt| wt.draining())
     }
 
     /// Asks the WebTransport peer to drain (DRAIN_WEBTRANSPORT_SESSION; MoQT's GOAWAY goes
     /// on the control stream as always). Nothing over raw QUIC.
     pub fn drain_webtransport(&mut self) {
         if let Some(wt) = self.wt.as_mut() {
-            wt.drain();
+            wt.session.drain();
         }
     }
 
     /// Feeds everything readable on `conn` into `session`; `buf` is scratch space.
     pub fn read(&mut self, conn: &mut impl Transport, session: &mut Session, buf: &mut [u8]) {
         if let Some(wt) = self.wt.as_mut() {
-            for (stream, data, fin) in wt.take_early() {
+            for (stream, data, fin) in wt.session.take_early() {
                 session.on_stream_data(StreamId(stream), &data, fin);
             }
         }
@@ -324,7 +270,7 @@ impl Pump {
                         match self.wt.as_mut() {
                             None => session.on_stream_data(StreamId(id), &buf[..n], fin),
                             Some(wt) => {
-                                if let Some(d) = wt.on_stream_data(id, &buf[..n], fin) {
+                                if let Some(d) = wt.session.on_stream_data(id, &buf[..n], fin) {
                                     session.on_stream_data(StreamId(d.stream), &buf[d.offset..n], fin);
                                 }
                             }
@@ -338,7 +284,7 @@ impl Pump {
                         match self.wt.as_mut() {
                             None => session.on_stream_reset(StreamId(id), code),
                             Some(wt) => {
-                                if let Some((stream, code)) = wt.on_stream_reset(id, code) {
+                                if let Some((stream, code)) = wt.session.on_stream_reset(id, code) {
                                     session.on_stream_reset(StreamId(stream), code);
                                 }
                             }
@@ -356,43 +302,21 @@ impl Pump {
             match self.wt.as_ref() {
                 None => session.on_datagram(Bytes::copy_from_slice(&buf[..n])),
                 Some(wt) => {
-                    if let Some(payload) = wt.on_datagram(&buf[..n]) {
+                    if let Some(payload) = wt.session.on_datagram(&buf[..n]) {
                         session.on_datagram(Bytes::copy_from_slice(payload));
                     }
                 }
             }
         }
-        self.webtransport_events(conn);
-    }
-
-    /// The WebTransport peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or its CONNECT
-    /// stream ended): with one session per connection, the connection closes with it.
-    fn webtransport_events(&mut self, conn: &mut impl Transport) {
-        let Some(wt) = self.wt.as_mut() else { return };
-        while let Some(event) = wt.poll_event() {
-            match event {
-                WtEvent::Closed { code, reason } => {
-                    debug!(code, reason, "WebTransport session closed by the peer");
-                    let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
-                    self.wt_peer_closed = Some((u64::from(code), reason));
-                }
-                WtEvent::Draining => {
-                    debug!("WebTransport peer asks to drain");
-                    self.wt_draining = true;
-                }
-                WtEvent::Accepted(_) | WtEvent::Refused { .. } => {}
-            }
+        if let Some(wt) = self.wt.as_mut() {
+            wt.handle_events(conn);
         }
     }
 
-    /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors).
+    /// Writes the WebTransport layer's own output, over WebTransport.
     fn write_webtransport(&mut self, conn: &mut impl Transport) {
-        let Some(wt) = self.wt.as_mut() else { return };
-        write_webtransport_output(conn, wt, &mut self.h3);
-        if let Some(sent) = self.wt_closing {
-            if conn.sent_units() > sent {
-                let _ = conn.close(true, wt_code::H3_NO_ERROR, b"");
-            }
+        if let Some(wt) = self.wt.as_mut() {
+            wt.write(conn);
         }
     }
 
@@ -400,7 +324,7 @@ impl Pump {
     fn quic_id(&self, id: StreamId) -> Option<u64> {
         match &self.wt {
             None => Some(id.0),
-            Some(wt) => wt.quic_id(id.0),
+            Some(wt) => wt.quic_id(id),
         }
     }
 
@@ -425,11 +349,11 @@ impl Pump {
     /// and finished streams not fully acknowledged by theirs, are reset with DELIVERY_TIMEOUT.
     /// (They are checked here, on each write, not on a timer of their own: a connection with
     /// queued data writes on every ACK and on quiche's loss timers.)
-    pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) {
+    pub fn write(&mut self, conn: &mut impl Transport, session: &mut Session, now: Instant) -> Written {
         // quiche sends nothing during a write (its packets go out at the flush after), so
         // its counts now are its counts throughout.
         let sent = conn.sent_bytes();
-        self.sample_delivery(conn, now);
+        self.path.sample_delivery(|| conn.acked_bytes(), now);
         while let Some(t) = session.poll_transmit() {
             self.pending_transmit(conn, t);
         }
@@ -443,7 +367,7 @@ impl Pump {
         let mut done = Vec::new();
         // Peer request streams with answers waiting: (bytes, stream).
         let mut requests = Vec::new();
-        let (unsent, ahead) = self.look_ahead(conn, sent, now);
+        let (unsent, ahead) = self.path.look_ahead(sent, self.queued > 0, || conn.rtt(), now);
         let mut budget = unsent.map_or(usize::MAX, |(_, room)| room);
         // Subgroup data left waiting here by this write (the path, not the application, is
         // what limits the drain rate measured from it).
@@ -459,7 +383,7 @@ impl Pump {
             let fin = queue.chunks.back().is_some_and(|c| c.fin);
             let quic = match wt {
                 None => Some(id.0),
-                Some(wt) => wt.quic_id(id.0),
+                Some(wt) => wt.quic_id(id),
             };
             let before = queue.bytes;
             let data = session.is_local_data_stream(id);
@@ -492,7 +416,7 @@ impl Pump {
                 Sent::All if fin => {
                     self.urgency.remove(&id); // all of it went, FIN included: the stream is done here
                     if data && watching {
-                        self.finished_ids.push(id);
+                        self.written.finished.push(id);
                     }
                 }
                 Sent::All | Sent::Gone => {}
@@ -505,7 +429,7 @@ impl Pump {
             self.retire(&key);
         }
         if let Some((_, room)) = unsent {
-            self.handed(room - budget, data_waiting, now);
+            self.path.handed(room - budget, data_waiting, now);
         }
         self.reset_expired(conn, session, expired);
         self.expire_finished(conn, now);
@@ -518,63 +442,13 @@ impl Pump {
         if self.backlog_limit.is_some_and(|limit| self.queued > limit) {
             self.shed_oldest(conn, session);
         }
-        if data_waiting || !self.shed_ids.is_empty() || !self.expired_ids.is_empty() {
+        if data_waiting || !self.written.shed.is_empty() || !self.written.expired.is_empty() {
             self.watch_finished = Some(now + FINISHED_WATCH);
         }
         self.send_datagrams(conn);
         // The session's close (and anything else the WebTransport layer queued meanwhile).
         self.write_webtransport(conn);
-    }
-
-    /// What subgroup data quiche may take now, under what bound: (bound, room), `None`
-    /// without `unsent_limit`; and, when the drain rate is known, what delays what is handed
-    /// to it now (`bound - budget` bytes at the time each chunk is handed, then a round
-    /// trip). What quiche sent since the last write is taken off what it holds. The bound is
-    /// `unsent_limit` lowered to [`UNSENT_TIME`] of the measured drain rate (never below
-    /// [`UNSENT_FLOOR`]): on a path thinner than the track, what quiche holds then leaves
-    /// within that time, and the rest waits here, where delivery deadlines and the backlog
-    /// limit drop whole streams, instead of in quiche, where it would only grow late.
-    fn look_ahead(
-        &mut self,
-        conn: &impl Transport,
-        sent: u64,
-        now: Instant,
-    ) -> (Option<(usize, usize)>, Option<Ahead>) {
-        let Some(limit) = self.unsent_limit else { return (None, None) };
-        let drained = usize::try_from(sent.saturating_sub(self.sent_mark)).unwrap_or(usize::MAX);
-        self.sent_mark = sent;
-        self.unsent_held = self.unsent_held.saturating_sub(drained);
-        // quiche still holds some, or data waits here: it had something to send all along.
-        let backlogged = self.unsent_held > 0 || self.queued > 0;
-        self.measure_drain(sent, now, backlogged);
-        let Some(rate) = self.fresh_drain_rate(now) else {
-            return (Some((limit, limit.saturating_sub(self.unsent_held))), None);
-        };
-        let bound = ((rate * UNSENT_TIME.as_secs_f64()) as usize).clamp(UNSENT_FLOOR.min(limit), limit);
-        let ahead = Ahead { limit: bound, rtt: self.path_rtt(conn, now), secs_per_byte: 1.0 / rate };
-        (Some((bound, bound.saturating_sub(self.unsent_held))), Some(ahead))
-    }
-
-    /// The path's smoothed RTT, read from quiche at most every [`RTT_REFRESH`] (quiche builds
-    /// its path statistics anew for each read).
-    fn path_rtt(&mut self, conn: &impl Transport, now: Instant) -> Duration {
-        match self.rtt {
-            Some((at, rtt)) if now.saturating_duration_since(at) < RTT_REFRESH => rtt,
-            _ => {
-                let rtt = conn.rtt();
-                self.rtt = Some((now, rtt));
-                rtt
-            }
-        }
-    }
-
-    /// A write handed quiche `bytes` of subgroup data: they count as held until it sends
-    /// them, and a drain rate measurement starts if quiche holds some or data waits here.
-    fn handed(&mut self, bytes: usize, data_waiting: bool, now: Instant) {
-        self.unsent_held += bytes;
-        if self.drain_mark.is_none() && (data_waiting || self.unsent_held > 0) {
-            self.drain_mark = Some((now, self.sent_mark));
-        }
+        std::mem::take(&mut self.written)
     }
 
     /// Resets with DELIVERY_TIMEOUT the data streams whose queued bytes expired.
@@ -588,7 +462,7 @@ impl Pump {
                 tracing::trace!(stream = id.0, error = %e, "expired stream already finished");
             }
             self.timed_out += 1;
-            self.expired_ids.push(id);
+            self.written.expired.push(id);
         }
     }
 
@@ -596,7 +470,7 @@ impl Pump {
     /// urgent first; best effort by nature: a full queue drops the datagram.
     fn send_datagrams(&mut self, conn: &mut impl Transport) {
         self.dgrams.sort_by_key(|(urgency, _)| *urgency);
-        let prefix = self.wt.as_ref().map(|wt| wt.datagram_prefix());
+        let prefix = self.wt.as_ref().map(|wt| wt.session.datagram_prefix());
         let mut framed = Vec::new();
         for (_, data) in self.dgrams.drain(..) {
             let _ = match &prefix {
@@ -611,37 +485,6 @@ impl Pump {
                 }
             };
         }
-    }
-
-    /// Updates the drain rate once a measurement has run [`DRAIN_INTERVAL`]: what quiche sent
-    /// since the mark over the time since (smoothed, a quarter weight to the newest, while the
-    /// last is fresh).
-    fn measure_drain(&mut self, sent: u64, now: Instant, backlogged: bool) {
-        let Some((at, mark)) = self.drain_mark else { return };
-        let dt = now.saturating_duration_since(at);
-        if dt < DRAIN_INTERVAL {
-            return;
-        }
-        if dt > DRAIN_FRESH || !backlogged || self.path_stalled(now) {
-            // quiche ran out of data meanwhile: what it sent says how much there was, not
-            // how fast the path takes it.
-            self.drain_mark = None;
-            return;
-        }
-        let sample = sent.saturating_sub(mark) as f64 / dt.as_secs_f64();
-        let fresh = self.fresh_drain_rate(now).is_some();
-        self.drain_rate = if fresh { 0.75 * self.drain_rate + 0.25 * sample } else { sample };
-        self.drain_at = Some(now);
-        self.drain_mark = None;
-    }
-
-    /// The drain rate, if measured within [`DRAIN_FRESH`] and the path is not stalled (an
-    /// outage's trickle of probes says nothing of the path that comes back; what queued
-    /// meanwhile goes by its deadlines alone).
-    fn fresh_drain_rate(&self, now: Instant) -> Option<f64> {
-        let at = self.drain_at?;
-        let fresh = now.saturating_duration_since(at) <= DRAIN_FRESH && !self.path_stalled(now);
-        (self.drain_rate > 0.0 && fresh).then_some(self.drain_rate)
     }
 
     /// Drops the peer requests whose answers pile up (`requests`: their streams' queued
@@ -680,7 +523,7 @@ impl Pump {
         if piled > CONTROL_QUEUE_LIMIT && !session.is_closed() {
             debug!(piled, "closing a session whose peer does not read its control stream");
             session.close(session::SessionCode::ControlMessageTimeout, "control stream not read");
-            self.control_piled = true;
+            self.written.control_piled = true;
         }
     }
 
@@ -738,10 +581,7 @@ impl Pump {
                 }
                 // Over WebTransport the session ends with a capsule; the connection closes
                 // once it is on the wire.
-                Some(wt) => {
-                    wt.close(u32::try_from(code).unwrap_or(u32::MAX), &reason);
-                    self.wt_closing = Some(conn.sent_units());
-                }
+                Some(wt) => wt.close(conn, code, &reason),
             },
             // Not incremental: quiche sends a stream's bytes before the next one's of the same
             // urgency (stream ID order). A stream past the peer's MAX_STREAMS keeps 127.
@@ -783,7 +623,7 @@ impl Pump {
             .or_insert_with(|| StreamQueue { chunks: spare.pop().unwrap_or_default(), bytes: 0 });
         let before = queue.bytes;
         // A new WebTransport stream of ours starts with its header.
-        if let Some(header) = self.wt.as_mut().and_then(|wt| wt.stream_header(id.0)) {
+        if let Some(header) = self.wt.as_mut().and_then(|wt| wt.session.stream_header(id.0)) {
             queue.push(Chunk { data: header, fin: false, expires: None });
         }
         queue.push(chunk);
@@ -824,7 +664,7 @@ impl Pump {
                 tracing::trace!(stream = id.0, error = %e, "shed stream already finished");
             }
             self.shed += 1;
-            self.shed_ids.push(id);
+            self.written.shed.push(id);
         }
         // The session's Reset transmits for these streams: nothing is left to send for them.
         while let Some(t) = session.poll_transmit() {
@@ -847,39 +687,9 @@ impl Pump {
         self.dropped_requests
     }
 
-    /// Whether this pump closed its session because the peer did not read the control
-    /// stream ([`CONTROL_QUEUE_LIMIT`]) since the last call: true once.
-    pub fn take_control_pile_close(&mut self) -> bool {
-        std::mem::take(&mut self.control_piled)
-    }
-
     /// Data streams reset so far because a delivery timeout passed.
     pub fn timed_out_streams(&self) -> u64 {
         self.timed_out
-    }
-
-    /// Records the transport's delivered bytes at `now`.
-    /// Reads what the path has delivered, at most every [`DELIVERY_SAMPLE`] (the read walks
-    /// every stream of the connection, and a stall is judged in seconds).
-    fn sample_delivery(&mut self, conn: &impl Transport, now: Instant) {
-        if self.delivery_sampled.is_some_and(|at| now.saturating_duration_since(at) < DELIVERY_SAMPLE) {
-            return;
-        }
-        self.delivery_sampled = Some(now);
-        self.note_delivery(conn.acked_bytes(), now);
-    }
-
-    fn note_delivery(&mut self, delivered: u64, now: Instant) {
-        match self.delivered {
-            Some((d, _)) if d == delivered => {}
-            Some((_, at)) => {
-                if now.saturating_duration_since(at) >= PATH_STALL {
-                    self.recovering_until = Some(now + PATH_RECOVERY);
-                }
-                self.delivered = Some((delivered, now));
-            }
-            None => self.delivered = Some((delivered, now)),
-        }
     }
 
     /// Whether the path has delivered nothing for [`PATH_STALL`] (as of the last write), or
@@ -887,40 +697,9 @@ impl Pump {
     /// are an outage's (what piled up during it expires as it drains), not a slow
     /// subscriber's (the relay's `PathState`).
     pub fn path_stalled(&self, now: Instant) -> bool {
-        self.delivered.is_some_and(|(_, at)| now.saturating_duration_since(at) >= PATH_STALL)
-            || self.recovering_until.is_some_and(|until| now < until)
-    }
-
-    /// Data streams handed to quiche in full (FIN included) since the last call, reported
-    /// only within [`FINISHED_WATCH`] of data waiting here or a stream shed or expired here
-    /// (see `watch_finished`): a subscriber whose
-    /// streams keep being lost while others of its get through whole is on a thin path, not
-    /// too far behind (the relay's TOO_FAR_BEHIND rule).
-    pub fn take_finished(&mut self) -> Vec<StreamId> {
-        std::mem::take(&mut self.finished_ids)
-    }
-
-    /// The streams shed since the last call.
-    pub fn take_shed(&mut self) -> Vec<StreamId> {
-        std::mem::take(&mut self.shed_ids)
-    }
-
-    /// The streams reset since the last call because object bytes queued for them were past
-    /// their delivery deadline.
-    pub fn take_expired(&mut self) -> Vec<StreamId> {
-        std::mem::take(&mut self.expired_ids)
+        self.path.stalled(now)
     }
 }
-
-/// Shortest span over which quiche's drain rate is measured.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(25);
-
-/// How long the Pump uses an RTT it read from quiche before reading it again.
-const RTT_REFRESH: Duration = Duration::from_millis(100);
-
-/// How long a measured drain rate predicts anything: a connection whose data stopped
-/// waiting may since have found a faster path (or lost it).
-const DRAIN_FRESH: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests;

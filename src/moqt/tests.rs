@@ -123,11 +123,12 @@ fn a_peer_that_does_not_read_its_control_stream_is_closed() {
             let now = Instant::now();
             // MAX_REQUEST_IDs: control messages, of about 7 bytes. Each round writes about
             // 70 KB; 50 rounds are well past the client's 1 MiB window and the limit.
+            let mut piled = 0;
             for _ in 0..50 {
                 for _ in 0..10_000 {
                     ss.grant_requests(1).unwrap();
                 }
-                sp.write(&mut s, &mut ss, now);
+                piled += usize::from(sp.write(&mut s, &mut ss, now).control_piled);
                 exchange(&mut c, &mut s);
                 if reads {
                     cp.read(&mut c, &mut cs, &mut buf);
@@ -142,10 +143,10 @@ fn a_peer_that_does_not_read_its_control_stream_is_closed() {
                 continue;
             }
             assert!(ss.is_closed(), "{version:?}: closed");
-            assert!(sp.take_control_pile_close() && !sp.take_control_pile_close(), "reported once");
+            assert_eq!(piled, 1, "{version:?}: the write that closed it says so");
             assert!(sp.queued_bytes() <= CONTROL_QUEUE_LIMIT + 80_000, "{version:?}: {}", sp.queued_bytes());
             // CONNECTION_CLOSE with the application code CONTROL_MESSAGE_TIMEOUT.
-            sp.write(&mut s, &mut ss, now);
+            assert!(!sp.write(&mut s, &mut ss, now).control_piled, "{version:?}: said once");
             exchange(&mut c, &mut s);
             let close = c.peer_error().expect("the client sees the close");
             assert!(close.is_app && close.error_code == 0x11, "{version:?}: {close:?}");
@@ -163,7 +164,7 @@ fn backlog_over_the_limit_resets_the_oldest_data_streams() {
         let mut buf = vec![0u8; 65_536];
 
         // 24 streams of 1 MB: quiche takes what the client's 16 MB window allows.
-        let mut streams = Vec::new();
+        let (mut streams, mut reported) = (Vec::new(), Vec::new());
         for group in 0..24 {
             let id = subgroup(&mut ss, group);
             for object_id in 0..16 {
@@ -171,7 +172,7 @@ fn backlog_over_the_limit_resets_the_oldest_data_streams() {
                 ss.send_object(id, &o, p).unwrap();
             }
             streams.push(id);
-            sp.write(&mut s, &mut ss, Instant::now());
+            reported.extend(sp.write(&mut s, &mut ss, Instant::now()).shed);
         }
         assert!(sp.shed_streams() > 0, "{version:?}: nothing shed");
         assert!(sp.queued_bytes() <= 1 << 20, "{version:?}: {} bytes queued", sp.queued_bytes());
@@ -179,6 +180,8 @@ fn backlog_over_the_limit_resets_the_oldest_data_streams() {
         let shed: Vec<StreamId> =
             streams.iter().copied().filter(|&id| ss.finish_data_stream(id).is_err()).collect();
         assert_eq!(shed.len() as u64, sp.shed_streams(), "{version:?}");
+        reported.sort();
+        assert_eq!(reported, shed, "{version:?}: each write returned the streams it shed");
         assert!(shed.windows(2).all(|w| w[0] < w[1]));
         assert!(!ss.is_local_data_stream(StreamId(if version.request_streams() { 3 } else { 1 })));
 
@@ -471,7 +474,7 @@ fn objects_that_would_leave_after_their_deadline_are_not_handed_to_quiche() {
 #[test]
 fn an_object_handed_now_arrives_after_what_quiche_holds_and_a_round_trip() {
     let ahead =
-        super::Ahead { limit: 16_000, rtt: Duration::from_millis(200), secs_per_byte: 1.0 / 10_000.0 };
+        super::queue::Ahead { limit: 16_000, rtt: Duration::from_millis(200), secs_per_byte: 1.0 / 10_000.0 };
     assert_eq!(ahead.delay(16_000), Duration::from_millis(200), "nothing held: a round trip");
     assert_eq!(ahead.delay(6_000), Duration::from_millis(1200), "10 KB held at 10 KB/s, then the round trip");
     assert_eq!(ahead.delay(0), Duration::from_millis(1800));
