@@ -38,6 +38,8 @@
 //! narrowed to the grants' prefixes (`Scope::Within`), since moq-dev's player discovers from the
 //! root with a token for one broadcast; one that reaches nowhere is UNAUTHORIZED.
 
+#![warn(unreachable_pub)]
+
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -118,14 +118,14 @@ mod hex {
     use bytes::Bytes;
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(value: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(value: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
         match value {
             Some(bytes) => s.serialize_str(&super::to_hex(bytes)),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
         let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
         super::from_hex(&text).map(|v| Some(Bytes::from(v))).ok_or_else(|| D::Error::custom("expected hex"))
     }

@@ -66,6 +66,8 @@
 //! catalog published once (set [`ImportConfig::repeat_catalog_us`]) and may start a video
 //! track in the middle of a group, whose first object it then takes for a keyframe.
 
+#![warn(unreachable_pub)]
+
 mod boxes;
 pub mod catalog;
 mod cmaf;

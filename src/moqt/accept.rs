@@ -32,7 +32,9 @@ pub fn server_alpns(drafts: &[Version]) -> Vec<String> {
 /// An accepted WebTransport session and the HTTP/3 bytes of its exchange not yet written,
 /// handed to the application that runs MoQT inside it ([`crate::Pump::with_webtransport`]).
 pub struct WebTransportConn {
+    /// The session's state machine, accepted.
     pub wt: WebTransport,
+    /// HTTP/3 bytes not yet taken by the transport: (QUIC stream, bytes, fin).
     pub h3: VecDeque<(u64, Bytes, bool)>,
 }
 

@@ -27,6 +27,7 @@ impl<H: RequestHandler> MoqtApp<H> {
         MoqtApp { session, handler, pump, buf: vec![0u8; 65_536] }
     }
 
+    /// The MoQT session.
     pub fn session(&self) -> &Session {
         &self.session
     }
@@ -36,18 +37,22 @@ impl<H: RequestHandler> MoqtApp<H> {
         &self.pump
     }
 
+    /// The glue, to configure or drive it (tests' hostile peers pause reading, queue raw bytes).
     pub fn pump_mut(&mut self) -> &mut Pump {
         &mut self.pump
     }
 
+    /// The MoQT session, to act on it (publish, subscribe, answer).
     pub fn session_mut(&mut self) -> &mut Session {
         &mut self.session
     }
 
+    /// What answers the peer's requests.
     pub fn handler(&self) -> &H {
         &self.handler
     }
 
+    /// What answers the peer's requests, to act on it.
     pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }

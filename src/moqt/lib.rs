@@ -49,6 +49,8 @@
 //! CLOSE_WEBTRANSPORT_SESSION, a drain adds DRAIN_WEBTRANSPORT_SESSION beside GOAWAY, and stream
 //! codes map into HTTP/3's WebTransport range (draft-ietf-webtrans-http3 §4.4).
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod accept;
 mod app;
 mod hold;
@@ -183,6 +185,8 @@ pub const RESET_BACKLOG: u64 = 0x1;
 /// most all of them together may have (the longest queues go first). Only a peer that sends
 /// requests or REQUEST_UPDATEs and does not read the answers gets there.
 pub const REQUEST_QUEUE_LIMIT: usize = 64 * 1024;
+/// The most bytes of answers all of one session's peer request streams together may have
+/// waiting (see [`REQUEST_QUEUE_LIMIT`]).
 pub const REQUEST_QUEUE_TOTAL: usize = 1024 * 1024;
 
 /// Bytes of our control stream that may wait for the peer's flow control before the session
@@ -381,10 +385,7 @@ impl Pump {
             let id = key.2;
             let kind = (id.0 & 3) as usize;
             let fin = queue.chunks.back().is_some_and(|c| c.fin);
-            let quic = match wt {
-                None => Some(id.0),
-                Some(wt) => wt.quic_id(id),
-            };
+            let quic = wt.map_or(Some(id.0), |wt| wt.quic_id(id));
             let before = queue.bytes;
             let data = session.is_local_data_stream(id);
             let sent = match quic {

@@ -82,7 +82,7 @@ pub(crate) struct PathEstimate {
 
 impl PathEstimate {
     /// Bounds what quiche may hold unsent to `bytes` of subgroup data.
-    pub fn set_unsent_limit(&mut self, bytes: usize) {
+    pub(crate) fn set_unsent_limit(&mut self, bytes: usize) {
         self.unsent_limit = Some(bytes);
         self.unsent_held = 0;
     }
@@ -97,7 +97,7 @@ impl PathEstimate {
     /// what quiche holds then leaves within that time, and the rest waits in the pump, where
     /// delivery deadlines and the backlog limit drop whole streams, instead of in quiche,
     /// where it would only grow late.
-    pub fn look_ahead(
+    pub(crate) fn look_ahead(
         &mut self,
         sent: u64,
         waiting: bool,
@@ -134,7 +134,7 @@ impl PathEstimate {
 
     /// A write handed quiche `bytes` of subgroup data: they count as held until it sends
     /// them, and a drain rate measurement starts if quiche holds some or data waits.
-    pub fn handed(&mut self, bytes: usize, data_waiting: bool, now: Instant) {
+    pub(crate) fn handed(&mut self, bytes: usize, data_waiting: bool, now: Instant) {
         self.unsent_held += bytes;
         if self.drain_mark.is_none() && (data_waiting || self.unsent_held > 0) {
             self.drain_mark = Some((now, self.sent_mark));
@@ -175,7 +175,7 @@ impl PathEstimate {
     /// Reads what the path has delivered (`acked`: the transport's acknowledged bytes), at
     /// most every [`DELIVERY_SAMPLE`] (the read walks every stream of the connection, and a
     /// stall is judged in seconds).
-    pub fn sample_delivery(&mut self, acked: impl FnOnce() -> u64, now: Instant) {
+    pub(crate) fn sample_delivery(&mut self, acked: impl FnOnce() -> u64, now: Instant) {
         if self.delivery_sampled.is_some_and(|at| now.saturating_duration_since(at) < DELIVERY_SAMPLE) {
             return;
         }
@@ -200,7 +200,7 @@ impl PathEstimate {
     /// came back from such a stall less than [`PATH_RECOVERY`] ago: streams lost meanwhile
     /// are an outage's (what piled up during it expires as it drains), not a slow
     /// subscriber's (the relay's `PathState`).
-    pub fn stalled(&self, now: Instant) -> bool {
+    pub(crate) fn stalled(&self, now: Instant) -> bool {
         self.delivered.is_some_and(|(_, at)| now.saturating_duration_since(at) >= PATH_STALL)
             || self.recovering_until.is_some_and(|until| now < until)
     }

@@ -34,29 +34,29 @@ pub(crate) struct WtLink {
 
 impl WtLink {
     /// The accepted session `conn`, with the HTTP/3 bytes its handshake left unsent.
-    pub fn new(conn: WebTransportConn) -> Self {
+    pub(crate) fn new(conn: WebTransportConn) -> Self {
         WtLink { session: conn.wt, h3: conn.h3, draining: false, peer_closed: None, closing: None }
     }
 
     /// Whether the peer asked to drain the session.
-    pub fn draining(&self) -> bool {
+    pub(crate) fn draining(&self) -> bool {
         self.draining
     }
 
     /// How the peer closed the session, once it has.
-    pub fn peer_closed(&self) -> Option<&(u64, String)> {
+    pub(crate) fn peer_closed(&self) -> Option<&(u64, String)> {
         self.peer_closed.as_ref()
     }
 
     /// The QUIC stream that carries session stream `id`.
-    pub fn quic_id(&self, id: StreamId) -> Option<u64> {
+    pub(crate) fn quic_id(&self, id: StreamId) -> Option<u64> {
         self.session.quic_id(id.0)
     }
 
     /// The peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or its CONNECT stream
     /// ended): with one session per connection, the connection closes with it. Or it asks to
     /// drain.
-    pub fn handle_events(&mut self, conn: &mut impl Transport) {
+    pub(crate) fn handle_events(&mut self, conn: &mut impl Transport) {
         while let Some(event) = self.session.poll_event() {
             match event {
                 WtEvent::Closed { code, reason } => {
@@ -75,7 +75,7 @@ impl WtLink {
 
     /// Writes the WebTransport layer's own output (HTTP/3 streams, stream errors), and closes
     /// the connection once our close capsule is on the wire.
-    pub fn write(&mut self, conn: &mut impl Transport) {
+    pub(crate) fn write(&mut self, conn: &mut impl Transport) {
         write_webtransport_output(conn, &mut self.session, &mut self.h3);
         if let Some(sent) = self.closing {
             if conn.sent_units() > sent {
@@ -86,7 +86,7 @@ impl WtLink {
 
     /// Ends the session with a capsule (MoQT's `code` and `reason`); the connection closes
     /// once it is on the wire.
-    pub fn close(&mut self, conn: &impl Transport, code: u64, reason: &str) {
+    pub(crate) fn close(&mut self, conn: &impl Transport, code: u64, reason: &str) {
         self.session.close(u32::try_from(code).unwrap_or(u32::MAX), reason);
         self.closing = Some(conn.sent_units());
     }

@@ -41,6 +41,8 @@
 //! (replenished), MAX_DATA 4 MiB, MAX_STREAM_DATA 1 MiB; a quiet peer is closed at the idle
 //! timeout (QX_PING at a third of it on -01/-02, a WebSocket Ping every 5 s on -00).
 
+#![warn(unreachable_pub)]
+
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 

@@ -42,7 +42,7 @@ pub(crate) struct Admissions {
 
 impl Admissions {
     /// Session `conn` is set up with `peer`'s options: it waits for the platform.
-    pub fn hold(&mut self, sessions: &mut Sessions, conn: ConnId, peer: &SetupOptions) {
+    pub(crate) fn hold(&mut self, sessions: &mut Sessions, conn: ConnId, peer: &SetupOptions) {
         sessions.set_admitting(conn, true);
         let tokens = peer
             .auth_tokens
@@ -58,17 +58,17 @@ impl Admissions {
 
     /// Whether session `conn` waits for the platform: a flag read first, so that without
     /// admission the per-event path does no lookup.
-    pub fn holds(cx: &Cx, sessions: &Sessions, conn: ConnId) -> bool {
+    pub(crate) fn holds(cx: &Cx, sessions: &Sessions, conn: ConnId) -> bool {
         cx.config.admission && sessions.admitting(conn)
     }
 
     /// The sessions to ask the platform about since the last call.
-    pub fn take(&mut self) -> Vec<AdmitAsk> {
+    pub(crate) fn take(&mut self) -> Vec<AdmitAsk> {
         std::mem::take(&mut self.asks)
     }
 
     /// The platform's verdict on session `conn`, at its admission or at a revalidation.
-    pub fn verdict(cx: &Cx, sessions: &mut Sessions, conn: ConnId, verdict: Verdict) {
+    pub(crate) fn verdict(cx: &Cx, sessions: &mut Sessions, conn: ConnId, verdict: Verdict) {
         let waited = sessions.set_admitting(conn, false);
         if sessions.in_turn(conn).is_none() {
             return; // gone meanwhile

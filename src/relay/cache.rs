@@ -58,7 +58,7 @@ struct Group {
 
 /// One track's cached groups.
 #[derive(Debug)]
-pub struct TrackCache {
+pub(crate) struct TrackCache {
     groups: BTreeMap<u64, Group>,
     /// The first object cached; groups below `evicted_below` were evicted; objects through
     /// `expired_through` expired (MAX_CACHE_DURATION).
@@ -73,26 +73,26 @@ impl TrackCache {
     }
 
     /// From here on the cache holds every object the relay received for the track.
-    pub fn known_from(&self) -> Location {
+    pub(crate) fn known_from(&self) -> Location {
         let after_expired =
             self.expired_through.map_or(Location::default(), |l| Location::new(l.group, l.object + 1));
         self.first.max(Location::new(self.evicted_below, 0)).max(after_expired)
     }
 
     /// The newest group cached.
-    pub fn latest_group(&self) -> Option<u64> {
+    pub(crate) fn latest_group(&self) -> Option<u64> {
         self.groups.keys().next_back().copied()
     }
 
     /// The largest cached object of group `group`.
-    pub fn last_in_group(&self, group: u64) -> Option<Location> {
+    pub(crate) fn last_in_group(&self, group: u64) -> Option<Location> {
         let g = self.groups.get(&group)?;
         g.objects.keys().next_back().map(|&o| Location::new(group, o))
     }
 
     /// Cached objects from `start` through `end` (inclusive), groups ascending or descending,
     /// objects ascending within a group; none that expired by `now`.
-    pub fn range(
+    pub(crate) fn range(
         &self,
         start: Location,
         end: Location,
@@ -123,7 +123,7 @@ impl TrackCache {
 
 /// The caches of every track one shard owns, under one byte budget.
 #[derive(Debug)]
-pub struct Cache {
+pub(crate) struct Cache {
     budget: usize,
     bytes: usize,
     tracks: HashMap<TrackAlias, TrackCache>,
@@ -134,34 +134,34 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         Cache { budget, bytes: 0, tracks: HashMap::default(), clock: VecDeque::new(), groups: 0 }
     }
 
     /// Bytes cached now.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
-    pub fn track(&self, alias: TrackAlias) -> Option<&TrackCache> {
+    pub(crate) fn track(&self, alias: TrackAlias) -> Option<&TrackCache> {
         self.tracks.get(&alias)
     }
 
     /// The cached object at `at` of track `alias`.
-    pub fn get(&self, alias: TrackAlias, at: Location) -> Option<&CachedObject> {
+    pub(crate) fn get(&self, alias: TrackAlias, at: Location) -> Option<&CachedObject> {
         self.tracks.get(&alias)?.groups.get(&at.group)?.objects.get(&at.object)
     }
 
     #[cfg(test)]
     /// Stores one object (a repeat of a cached Location is ignored), then evicts down to the
     /// budget. With a budget of 0 nothing is cached.
-    pub fn insert(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {
+    pub(crate) fn insert(&mut self, alias: TrackAlias, at: Location, object: CachedObject) {
         self.insert_or_replace(alias, at, object, |_| false);
     }
 
     /// Caches `object` at `at`; an object already there stays, unless `replace` says it goes
     /// (then `object` takes its place).
-    pub fn insert_or_replace(
+    pub(crate) fn insert_or_replace(
         &mut self,
         alias: TrackAlias,
         at: Location,
@@ -196,7 +196,7 @@ impl Cache {
     /// they were becomes unknown ([`TrackCache::known_from`] moves past them). Objects expire
     /// in the order they arrived, which for a live track is Location order; one that expired
     /// behind a younger one is no longer served either ([`TrackCache::range`]).
-    pub fn expire(&mut self, alias: TrackAlias, now: Instant) {
+    pub(crate) fn expire(&mut self, alias: TrackAlias, now: Instant) {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         while let Some(mut entry) = t.groups.first_entry() {
             let g = *entry.key();
@@ -217,7 +217,7 @@ impl Cache {
     }
 
     /// Forgets a track's cache (the track is gone).
-    pub fn remove_track(&mut self, alias: TrackAlias) {
+    pub(crate) fn remove_track(&mut self, alias: TrackAlias) {
         if let Some(t) = self.tracks.remove(&alias) {
             for g in t.groups.values() {
                 self.bytes -= g.bytes;

@@ -74,7 +74,7 @@ struct WallClock {
 }
 
 impl Cx {
-    pub fn new(
+    pub(crate) fn new(
         core: usize,
         cores: usize,
         config: RelayConfig,
@@ -98,13 +98,13 @@ impl Cx {
         }
     }
 
-    pub fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
+    pub(crate) fn send(&mut self, dst: usize, msg: impl Into<RelayMsg>) {
         self.mail.send(dst, msg);
     }
 
     /// Tells every core's namespace table that `publisher` serves `namespace` (its request
     /// `rid`), come `via`.
-    pub fn namespace_announced(
+    pub(crate) fn namespace_announced(
         &mut self,
         namespace: &TrackNamespace,
         publisher: SessionRef,
@@ -118,67 +118,67 @@ impl Cx {
     }
 
     /// Tells every core's namespace table that `publisher` no longer serves `namespace`.
-    pub fn namespace_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
+    pub(crate) fn namespace_withdrawn(&mut self, namespace: &TrackNamespace, publisher: SessionRef) {
         for core in 0..self.cores {
             self.send(core, NamespaceMsg::NamespaceWithdrawn { namespace: namespace.clone(), publisher });
         }
     }
 
     /// The relay is draining (GOAWAY sent): nothing lingers.
-    pub fn draining(&self) -> bool {
+    pub(crate) fn draining(&self) -> bool {
         self.goaway.is_some()
     }
 
     /// The core is over its admission threshold, or its input waited `behind_lag` in the
     /// socket within the last [`BEHIND_WINDOW`]: the relay, not its subscribers, is what
     /// falls behind (streams it sheds now do not count toward TOO_FAR_BEHIND).
-    pub fn overloaded(&self) -> bool {
+    pub(crate) fn overloaded(&self) -> bool {
         over_admission_threshold(self.load.busy_pct, self.config.admission_busy_pct)
             || self.load.behind_at.is_some_and(|t| self.now.saturating_duration_since(t) < BEHIND_WINDOW)
     }
 
     /// When the data read this turn reached this relay: `now` less the time it waited in the
     /// socket.
-    pub fn received(&self) -> Instant {
+    pub(crate) fn received(&self) -> Instant {
         self.now.checked_sub(self.load.receive_lag).unwrap_or(self.now)
     }
 
     /// A new upstream subscription ID, unique across cores.
-    pub fn new_epoch(&mut self) -> Epoch {
+    pub(crate) fn new_epoch(&mut self) -> Epoch {
         self.mail.next_epoch += 1;
         epoch(self.core, self.mail.next_epoch)
     }
 
     /// Whether this core's mesh queue to `core` is backed up (see
     /// `RelayShard::set_mesh_backlog`): no new stream is forwarded there (`shed.rs`).
-    pub fn mesh_backed_up(&self, core: usize) -> bool {
+    pub(crate) fn mesh_backed_up(&self, core: usize) -> bool {
         self.mail.congested.get(core).copied().unwrap_or(false)
             || self.mail.queued(core) > self.config.mesh_queue / 2
     }
 
     /// Whether `bytes` more fit in this core's mesh queue to `core` (`RelayConfig::mesh_queue`).
-    pub fn mesh_room(&self, core: usize, bytes: usize) -> bool {
+    pub(crate) fn mesh_room(&self, core: usize, bytes: usize) -> bool {
         self.mail.queued(core) + bytes <= self.config.mesh_queue
     }
 
     /// The core that owns track `alias`.
-    pub fn owner_of(&self, alias: TrackAlias) -> usize {
+    pub(crate) fn owner_of(&self, alias: TrackAlias) -> usize {
         alias::owner(alias, self.cores)
     }
 
     /// Session `conn` of this core, as other cores name it.
-    pub fn me(&self, conn: ConnId) -> SessionRef {
+    pub(crate) fn me(&self, conn: ConnId) -> SessionRef {
         SessionRef { core: self.core, conn }
     }
 
     /// The wall clock reads `unix_secs` at `now` of the shard's clock.
-    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
+    pub(crate) fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         self.wall = WallClock { at: now, unix_secs };
     }
 
     /// Unix seconds now (from the wall clock the runtime gave the shard and the shard's
     /// clock since).
-    pub fn unix_secs(&self) -> u64 {
+    pub(crate) fn unix_secs(&self) -> u64 {
         let since = self.now.saturating_duration_since(self.wall.at).as_secs();
         self.wall.unix_secs.saturating_add(since)
     }
@@ -237,7 +237,7 @@ impl Mail {
     }
 
     /// The runtime's view of the mesh queues (`RelayShard::set_mesh_backlog`).
-    pub fn set_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
+    pub(crate) fn set_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
         self.congested.clear();
         self.congested.extend_from_slice(congested);
         self.queued.clear();
@@ -245,12 +245,12 @@ impl Mail {
     }
 
     /// The next message this core sent itself.
-    pub fn next_local(&mut self) -> Option<RelayMsg> {
+    pub(crate) fn next_local(&mut self) -> Option<RelayMsg> {
         self.local.pop_front()
     }
 
     /// Messages for other cores, in order.
-    pub fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg, usize)>) {
+    pub(crate) fn take_outbox(&mut self, out: &mut Vec<(usize, RelayMsg, usize)>) {
         out.append(&mut self.outbox);
     }
 }

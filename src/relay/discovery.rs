@@ -84,7 +84,7 @@ impl NsSub {
 }
 
 #[derive(Debug, Default)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     subs: HashMap<(ConnId, RequestId), NsSub>,
     per_session: HashMap<ConnId, usize>,
     /// Tracks with an Established upstream anywhere in the relay.

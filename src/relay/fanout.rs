@@ -397,7 +397,7 @@ struct SubTrack {
 }
 
 #[derive(Debug, Default)]
-pub struct Fanout {
+pub(crate) struct Fanout {
     tracks: HashMap<TrackAlias, SubTrack>,
     by_req: HashMap<(ConnId, RequestId), TrackAlias>,
     per_session: PerSession,
@@ -412,16 +412,16 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_req.len()
     }
 
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.expiries.peek().map(|Reverse((t, _, _))| *t)
     }
 
     /// FETCHes (and fill streams) waiting for their answer.
-    pub fn fetches_len(&self) -> usize {
+    pub(crate) fn fetches_len(&self) -> usize {
         self.fetches.len()
     }
 
@@ -822,7 +822,7 @@ impl Fanout {
 
     /// Subscriptions visited so far on behalf of one session's streams or close (see
     /// `visits`).
-    pub fn visits(&self) -> u64 {
+    pub(crate) fn visits(&self) -> u64 {
         self.visits
     }
 

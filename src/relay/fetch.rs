@@ -34,7 +34,7 @@ pub(super) struct Fetches {
 }
 
 impl Fetches {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
 }

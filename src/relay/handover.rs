@@ -29,7 +29,7 @@ pub(super) struct Move {
 
 impl Move {
     /// A move to a new upstream subscription (`epoch`, on `publisher`), answered later.
-    pub fn subscription(publisher: SessionRef, epoch: Epoch) -> Box<Move> {
+    pub(crate) fn subscription(publisher: SessionRef, epoch: Epoch) -> Box<Move> {
         let (streams, dropped) = (HashSet::default(), HashSet::default());
         Box::new(Move { publisher, epoch, ok: false, cut: None, top: None, streams, dropped })
     }
@@ -55,13 +55,13 @@ pub(super) struct Handover {
 
 impl Handover {
     /// The largest group forwarded from the current source, `epoch`.
-    pub fn top_group(&self, epoch: Epoch) -> Option<u64> {
+    pub(crate) fn top_group(&self, epoch: Epoch) -> Option<u64> {
         self.top.filter(|(e, _)| *e == epoch).map(|(_, g)| g)
     }
 
     /// The move failed (its subscription refused, ended or lost): the track stays with its
     /// source `epoch`. Groups the new source had started are not taken from the old one.
-    pub fn abandon(&mut self, epoch: Epoch) {
+    pub(crate) fn abandon(&mut self, epoch: Epoch) {
         let Some(m) = self.moving.take() else { return };
         if m.cut.is_some() {
             let next = [self.top_group(epoch), m.top].into_iter().flatten().max().map_or(0, |g| g + 1);
@@ -73,7 +73,7 @@ impl Handover {
     /// The move is complete: its new source takes over from `epoch`. Returns the move and
     /// its cut (if no group came from the new source yet, the group after the last one
     /// forwarded).
-    pub fn finish(&mut self, epoch: Epoch) -> Option<(Box<Move>, u64)> {
+    pub(crate) fn finish(&mut self, epoch: Epoch) -> Option<(Box<Move>, u64)> {
         let mut m = self.moving.take()?;
         let top = self.top_group(epoch);
         let cut = m.cut.or_else(|| top.map(|g| g + 1)).unwrap_or(0);
@@ -86,21 +86,21 @@ impl Handover {
 
     /// A new source replaces the old one at once (no move): the move under way, if any, is
     /// dropped (and returned), and nothing of the new source is held back.
-    pub fn replace(&mut self) -> Option<Box<Move>> {
+    pub(crate) fn replace(&mut self) -> Option<Box<Move>> {
         self.dropped.clear();
         self.moving.take()
     }
 
     /// Whether the move under way has its cut and every stream `open` of the track is one it
     /// forwards: the old source's last forwarded stream ended.
-    pub fn old_source_done<'a>(&self, mut open: impl Iterator<Item = &'a StreamKey>) -> bool {
+    pub(crate) fn old_source_done<'a>(&self, mut open: impl Iterator<Item = &'a StreamKey>) -> bool {
         self.moving.as_ref().is_some_and(|m| m.cut.is_some() && open.all(|k| m.streams.contains(k)))
     }
 
     /// Whether `data`, from the current source `epoch` or (`from_move`) the moving one, is
     /// forwarded: each group comes from one source; a stream not forwarded has none of its
     /// objects forwarded.
-    pub fn admit(&mut self, epoch: Epoch, from_move: bool, data: &Data) -> bool {
+    pub(crate) fn admit(&mut self, epoch: Epoch, from_move: bool, data: &Data) -> bool {
         let (key, group) = match data {
             Data::StreamOpen { key, header } => (Some(*key), header.group_id),
             Data::Datagram { header, .. } => (None, header.group_id),

@@ -64,7 +64,7 @@ struct Upstream {
 }
 
 #[derive(Debug, Default)]
-pub struct Ingest {
+pub(crate) struct Ingest {
     ups: HashMap<(ConnId, RequestId), Upstream>,
     by_epoch: HashMap<Epoch, (ConnId, RequestId)>,
     /// Upstream data streams: (session, stream id) → (session's request, key).
@@ -100,31 +100,31 @@ impl Ingest {
         std::mem::take(&mut self.published_log)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ups.len()
     }
 
     /// The namespaces of this core's sessions' PUBLISHes (not links'), once per PUBLISH.
-    pub fn published_namespaces(&self) -> impl Iterator<Item = &TrackNamespace> {
+    pub(crate) fn published_namespaces(&self) -> impl Iterator<Item = &TrackNamespace> {
         self.ups.values().filter(|u| u.registered).filter_map(|u| u.published.as_ref()).map(|t| &t.namespace)
     }
 
     /// Namespaces announced by this core's sessions.
-    pub fn announced(&self) -> usize {
+    pub(crate) fn announced(&self) -> usize {
         self.announced
     }
 
     /// The namespace of PUBLISH `rid` of session `conn`, while it stands.
-    pub fn published(&self, conn: ConnId, rid: RequestId) -> Option<&TrackNamespace> {
+    pub(crate) fn published(&self, conn: ConnId, rid: RequestId) -> Option<&TrackNamespace> {
         self.ups.get(&(conn, rid)).and_then(|u| u.published.as_ref()).map(|t| &t.namespace)
     }
 
     /// Upstreams the ticks looked at so far (see `timers`).
-    pub fn visits(&self) -> u64 {
+    pub(crate) fn visits(&self) -> u64 {
         self.visits
     }
 
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.timers.peek().map(|Reverse((at, _, _))| *at)
     }
 }

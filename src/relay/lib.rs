@@ -80,6 +80,8 @@
 //!   aliases live in a per-session cache bounded by the MAX_AUTH_TOKEN_CACHE_SIZE advertised
 //!   (4096 bytes).
 
+#![warn(unreachable_pub)]
+
 pub mod admission;
 pub mod alias;
 mod cache;

@@ -18,7 +18,7 @@ const KEEP_GROUPS: u64 = 64;
 
 /// One track's promises.
 #[derive(Debug, Default)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// Last object of each finished subgroup: (group, subgroup) → Object ID.
     subgroup_final: BTreeMap<(u64, u64), u64>,
     /// Publisher priority of each subgroup seen.
@@ -35,7 +35,7 @@ impl Shape {
     /// Checks `data` against what the track promised and records what it promises. `header`
     /// and `subgroup` are the stream's (for stream data), `cached` the object already held
     /// at its Location. `Err` says why the track is malformed.
-    pub fn check(
+    pub(crate) fn check(
         &mut self,
         data: &Data,
         stream: Option<(&SubgroupHeader, u64)>,

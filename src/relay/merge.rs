@@ -94,7 +94,7 @@ fn subgroup(id: SubgroupId) -> Option<u64> {
 impl Merge {
     /// A merge starting while one publisher's streams are open: `open` gives each, with its
     /// group, subgroup and the last Object ID forwarded on it.
-    pub fn new(open: impl Iterator<Item = (StreamKey, u64, Option<u64>, Option<u64>)>) -> Self {
+    pub(crate) fn new(open: impl Iterator<Item = (StreamKey, u64, Option<u64>, Option<u64>)>) -> Self {
         let mut m = Merge::default();
         for (key, group, sub, last) in open {
             let Some(sub) = sub else { continue };
@@ -106,14 +106,14 @@ impl Merge {
     }
 
     /// Whether no lane is open (with one publisher left, the merge can go).
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.lanes.is_empty() && self.dropped.is_empty()
     }
 
     /// What of `data` goes downstream, and under which stream. `merging`: several publishers
     /// feed the track now; when not, new streams pass as they are and only the lanes still
     /// open are finished.
-    pub fn admit(&mut self, data: Data, merging: bool) -> Option<Data> {
+    pub(crate) fn admit(&mut self, data: Data, merging: bool) -> Option<Data> {
         match data {
             Data::StreamOpen { key, header } => {
                 let Some(id) = subgroup(header.subgroup_id).map(|s| (header.group_id, s)) else {

@@ -231,7 +231,7 @@ struct LostUpstream {
 }
 
 /// How long subscribers of a track whose upstream link was lost wait for it to come back.
-pub const UPSTREAM_LOST_GRACE: Duration = Duration::from_secs(30);
+pub(crate) const UPSTREAM_LOST_GRACE: Duration = Duration::from_secs(30);
 /// Between attempts to subscribe such a track again.
 const UPSTREAM_RETRY: Duration = Duration::from_millis(500);
 
@@ -303,7 +303,7 @@ impl Track {
 }
 
 #[derive(Debug)]
-pub struct Owner {
+pub(crate) struct Owner {
     tracks: HashMap<TrackAlias, Track>,
     held: HashMap<TrackAlias, Held>,
     /// Rendezvous deadlines, checked lazily against `Held::until`.
@@ -323,7 +323,7 @@ pub struct Owner {
 }
 
 impl Owner {
-    pub fn new(cache_budget: usize) -> Self {
+    pub(crate) fn new(cache_budget: usize) -> Self {
         Owner {
             tracks: HashMap::default(),
             held: HashMap::default(),
@@ -339,11 +339,11 @@ impl Owner {
     }
 
     /// Tracks, SUBSCRIBEs held for a publisher, and FETCHes waiting for an upstream fetch.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tracks.len() + self.held.len() + self.fetching.len()
     }
 
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         [&self.idle, &self.held_until, &self.fetch_deadlines, &self.lost, &self.moves]
             .into_iter()
             .filter_map(|h| h.peek().map(|Reverse((at, _))| *at))

@@ -74,33 +74,33 @@ pub(super) struct Sessions {
 }
 
 impl Sessions {
-    pub fn insert(&mut self, conn: ConnId, session: Session) {
+    pub(crate) fn insert(&mut self, conn: ConnId, session: Session) {
         self.map.insert(conn, Box::new(session));
     }
 
     /// Removes session `conn` (its connection is gone); false when it was not here. Who its
     /// peer was stays known until [`Sessions::forget_peer`], while the roles clean up.
-    pub fn remove(&mut self, conn: ConnId) -> bool {
+    pub(crate) fn remove(&mut self, conn: ConnId) -> bool {
         self.map.remove(&conn).is_some()
     }
 
     /// Forgets the peer of a removed session, and its requests.
-    pub fn forget_peer(&mut self, conn: ConnId) {
+    pub(crate) fn forget_peer(&mut self, conn: ConnId) {
         self.peers.remove(&conn);
         self.requests.remove(&conn);
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Session `conn`, to read.
-    pub fn get(&self, conn: ConnId) -> Option<&Session> {
+    pub(crate) fn get(&self, conn: ConnId) -> Option<&Session> {
         self.map.get(&conn).map(Box::as_ref)
     }
 
     /// Session `conn`, to write to: noted as having output.
-    pub fn get_mut(&mut self, conn: ConnId) -> Option<&mut Session> {
+    pub(crate) fn get_mut(&mut self, conn: ConnId) -> Option<&mut Session> {
         let s = self.map.get_mut(&conn)?;
         if self.woken.set.insert(conn) {
             self.woken.list.push(conn);
@@ -109,17 +109,17 @@ impl Sessions {
     }
 
     /// Session `conn` without noting it (its own turn: the runtime flushes it anyway).
-    pub fn in_turn(&mut self, conn: ConnId) -> Option<&mut Session> {
+    pub(crate) fn in_turn(&mut self, conn: ConnId) -> Option<&mut Session> {
         self.map.get_mut(&conn).map(Box::as_mut)
     }
 
     /// The sessions that are set up and are not upstream links.
-    pub fn downstream_ready(&self) -> Vec<ConnId> {
+    pub(crate) fn downstream_ready(&self) -> Vec<ConnId> {
         self.map.iter().filter(|(c, s)| s.is_ready() && !self.is_link(**c)).map(|(c, _)| *c).collect()
     }
 
     /// Sessions written to since the last call.
-    pub fn take_woken(&mut self, out: &mut Vec<ConnId>) {
+    pub(crate) fn take_woken(&mut self, out: &mut Vec<ConnId>) {
         self.woken.set.clear();
         out.append(&mut self.woken.list);
     }
@@ -127,21 +127,21 @@ impl Sessions {
     // --- who the peer is -------------------------------------------------------------------
 
     /// Session `conn` is one of this core's upstream links.
-    pub fn mark_link(&mut self, conn: ConnId) {
+    pub(crate) fn mark_link(&mut self, conn: ConnId) {
         self.peers.entry(conn).or_default().link = true;
     }
 
-    pub fn is_link(&self, conn: ConnId) -> bool {
+    pub(crate) fn is_link(&self, conn: ConnId) -> bool {
         self.peers.get(&conn).is_some_and(|p| p.link)
     }
 
     /// The peer of `conn` named its relay node ID in SETUP.
-    pub fn set_node(&mut self, conn: ConnId, node: u64) {
+    pub(crate) fn set_node(&mut self, conn: ConnId, node: u64) {
         self.peers.entry(conn).or_default().node = Some(node);
     }
 
     /// Who session `conn` is, for the loop rules of routing.
-    pub fn requester(&self, conn: ConnId) -> Requester {
+    pub(crate) fn requester(&self, conn: ConnId) -> Requester {
         let peer = self.peers.get(&conn);
         Requester { from_upstream: peer.is_some_and(|p| p.link), node: peer.and_then(|p| p.node) }
     }
@@ -149,39 +149,39 @@ impl Sessions {
     // --- the request registry --------------------------------------------------------------
 
     /// Request `rid` of session `conn` is now `role`'s.
-    pub fn register(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
+    pub(crate) fn register(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         self.requests.entry(conn).or_default().insert(rid, role);
     }
 
     /// Request `rid` of session `conn` is `role`'s too, unless another role holds it (a fill
     /// fetch stream has its subscription's Request ID).
-    pub fn register_also(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
+    pub(crate) fn register_also(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         self.requests.entry(conn).or_default().entry(rid).or_insert(role);
     }
 
     /// Request `rid` of session `conn` is over.
-    pub fn forget(&mut self, conn: ConnId, rid: RequestId) {
+    pub(crate) fn forget(&mut self, conn: ConnId, rid: RequestId) {
         if let Some(held) = self.requests.get_mut(&conn) {
             held.remove(&rid);
         }
     }
 
     /// Request `rid` of session `conn` is over for `role`, if it held it.
-    pub fn forget_holder(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
+    pub(crate) fn forget_holder(&mut self, conn: ConnId, rid: RequestId, role: Holder) {
         if self.role(conn, rid) == Some(role) {
             self.forget(conn, rid);
         }
     }
 
     /// The role that holds request `rid` of session `conn`.
-    pub fn role(&self, conn: ConnId, rid: RequestId) -> Option<Holder> {
+    pub(crate) fn role(&self, conn: ConnId, rid: RequestId) -> Option<Holder> {
         self.requests.get(&conn).and_then(|held| held.get(&rid)).copied()
     }
 
     // --- answers ---------------------------------------------------------------------------
 
     /// REQUEST_OK for request `rid` of session `conn`; false when it could not be sent.
-    pub fn answer_ok(&mut self, conn: ConnId, rid: RequestId, params: Parameters) -> bool {
+    pub(crate) fn answer_ok(&mut self, conn: ConnId, rid: RequestId, params: Parameters) -> bool {
         let Some(s) = self.get_mut(conn) else { return false };
         let ok =
             Message::RequestOk(RequestOk { request_id: rid, params, track_properties: Default::default() });
@@ -196,7 +196,7 @@ impl Sessions {
 
     /// REQUEST_ERROR `code` for request `rid` of session `conn`; `end`: the request is over
     /// (its stream ends where it has one).
-    pub fn answer_error(
+    pub(crate) fn answer_error(
         &mut self,
         conn: ConnId,
         rid: RequestId,
@@ -214,7 +214,7 @@ impl Sessions {
     }
 
     /// Closes session `conn` with `code`.
-    pub fn close(&mut self, conn: ConnId, code: SessionCode, why: impl Into<String>) {
+    pub(crate) fn close(&mut self, conn: ConnId, code: SessionCode, why: impl Into<String>) {
         if let Some(s) = self.get_mut(conn) {
             s.close(code, why.into());
         }
@@ -223,24 +223,24 @@ impl Sessions {
     // --- tokens ----------------------------------------------------------------------------
 
     /// Whether session `conn` waits for the platform's admission.
-    pub fn admitting(&self, conn: ConnId) -> bool {
+    pub(crate) fn admitting(&self, conn: ConnId) -> bool {
         self.peers.get(&conn).is_some_and(|p| p.admitting)
     }
 
     /// Session `conn` waits for the platform's admission (`on`), or no longer; true when it
     /// waited.
-    pub fn set_admitting(&mut self, conn: ConnId, on: bool) -> bool {
+    pub(crate) fn set_admitting(&mut self, conn: ConnId, on: bool) -> bool {
         let p = self.peers.entry(conn).or_default();
         std::mem::replace(&mut p.admitting, on)
     }
 
     /// Session `conn`'s grants from the platform replace what authorized it before.
-    pub fn set_admitted(&mut self, conn: ConnId, grants: Vec<auth::Grant>) {
+    pub(crate) fn set_admitted(&mut self, conn: ConnId, grants: Vec<auth::Grant>) {
         self.peers.entry(conn).or_default().auth = Some(SessionAuth::admitted(grants));
     }
 
     /// The SETUP's tokens authorize the whole session; a bad one closes it.
-    pub fn auth_setup(&mut self, cx: &Cx, conn: ConnId, tokens: &[AuthToken]) {
+    pub(crate) fn auth_setup(&mut self, cx: &Cx, conn: ConnId, tokens: &[AuthToken]) {
         let Some(keys) = cx.config.auth.as_ref().map(auth::KeyRing::keys) else { return };
         match SessionAuth::from_setup(&keys, tokens, cx.config.auth_cache, cx.unix_secs()) {
             Ok(a) => self.peers.entry(conn).or_default().auth = Some(a),
@@ -252,7 +252,7 @@ impl Sessions {
     /// Whether session `conn` may do `right` on `namespace` with the tokens of `params` (and
     /// its SETUP's): always in open mode (`Ok(None)`); otherwise `Ok(Some(t))` says until
     /// when (the shard's clock).
-    pub fn check_auth(
+    pub(crate) fn check_auth(
         &mut self,
         cx: &Cx,
         conn: ConnId,
@@ -270,7 +270,7 @@ impl Sessions {
 
     /// Like [`Sessions::check_auth`] for a namespace subscription under `prefix`: until when,
     /// and what it may see (`auth::SessionAuth::authorize_discovery`).
-    pub fn check_discovery(
+    pub(crate) fn check_discovery(
         &mut self,
         cx: &Cx,
         conn: ConnId,

@@ -20,7 +20,7 @@ use wire::model::{Fetch, FetchItem, FetchKind, LocationFilter, Message, Paramete
 
 /// Upstream FETCHes this core sent.
 #[derive(Debug, Default)]
-pub struct UpFetches {
+pub(crate) struct UpFetches {
     /// (publisher session, our FETCH's Request ID) → (track, the owner's fetch id).
     by_req: HashMap<(ConnId, RequestId), (TrackAlias, u64)>,
     /// Their fetch streams: (session, stream) → Request ID.
@@ -28,7 +28,7 @@ pub struct UpFetches {
 }
 
 impl UpFetches {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_req.len()
     }
 }

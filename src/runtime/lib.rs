@@ -79,6 +79,8 @@
 //! says so. A client whose address changes twice loses its connection: quiche keeps two paths
 //! (`active_connection_id_limit`) and the runtime does not retire old CIDs yet.
 
+#![warn(unreachable_pub)]
+
 pub mod app;
 pub mod cid;
 pub mod load;

@@ -72,14 +72,14 @@ enum Woke {
 }
 
 /// A QUIC datagram handed from the core that received it to the core that owns its connection.
-pub struct Forwarded {
+pub(crate) struct Forwarded {
     pub data: Vec<u8>,
     pub from: SocketAddr,
 }
 
 /// What travels between cores: QUIC packets that arrived at the wrong core, and the
 /// application's own messages, `M` (the relay's).
-pub enum MeshMsg<M> {
+pub(crate) enum MeshMsg<M> {
     Packet(Forwarded),
     /// With what it weighs in bytes (the application says: [`ShardOutput::messages`]).
     App(M, usize),
@@ -87,7 +87,7 @@ pub enum MeshMsg<M> {
 
 impl<M> MeshMsg<M> {
     /// Its weight in the mesh's byte count ([`super::mesh::Mesh::with_weight`]).
-    pub fn weight(&self) -> usize {
+    pub(crate) fn weight(&self) -> usize {
         match self {
             MeshMsg::Packet(p) => p.data.len(),
             MeshMsg::App(_, bytes) => *bytes,
@@ -152,7 +152,7 @@ impl Conn {
 }
 
 /// Everything one core owns.
-pub struct Shard<A: ShardApp> {
+pub(crate) struct Shard<A: ShardApp> {
     id: ShardId,
     cores: usize,
     socket: Rc<glommio::net::UdpSocket>,
@@ -231,7 +231,7 @@ pub struct Shard<A: ShardApp> {
 }
 
 /// What `Shard::new` needs beyond the config.
-pub struct ShardParts<F: AppFactory> {
+pub(crate) struct ShardParts<F: AppFactory> {
     pub id: ShardId,
     pub socket: socket2::Socket,
     pub quic_config: quiche::Config,
@@ -248,7 +248,7 @@ pub struct ShardParts<F: AppFactory> {
 
 impl<A: ShardApp> Shard<A> {
     /// Builds the shard inside its executor (glommio objects are thread-local).
-    pub fn new<F: AppFactory<Shard = A>>(
+    pub(crate) fn new<F: AppFactory<Shard = A>>(
         rc: &RuntimeConfig,
         mut parts: ShardParts<F>,
     ) -> std::io::Result<Self> {
@@ -344,7 +344,7 @@ impl<A: ShardApp> Shard<A> {
 
     /// Runs until shutdown has been requested and every connection is closed (or the drain
     /// timeout passed). Returns the core's report.
-    pub async fn run(mut self) -> ShardReport {
+    pub(crate) async fn run(mut self) -> ShardReport {
         let mut phase = Phase::Serving;
         ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
         loop {

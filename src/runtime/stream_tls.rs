@@ -13,7 +13,7 @@ use boring::ssl::{ErrorCode, HandshakeError, Ssl, SslContext, SslStream};
 
 /// What BoringSSL reads from and writes to: the socket while it is attached, memory after.
 #[derive(Debug)]
-pub struct MemoryIo {
+pub(crate) struct MemoryIo {
     socket: Option<TcpStream>,
     /// While the socket is attached, no read or write of it may end later than this: each
     /// waits at most what is left, and none starts once it has passed. So a peer that sends

@@ -50,7 +50,7 @@ use wire::{ControlCodec, DecodeError, RequestErrorCode, VarInt, Version, Vi64};
 
 /// Stream reset / STOP_SENDING code used when a request is cancelled (draft-22 §12.5
 /// CANCELLED = 0x1).
-pub const RESET_CANCELLED: u64 = 0x1;
+pub(crate) const RESET_CANCELLED: u64 = 0x1;
 
 /// Limits and identity of one session.
 #[derive(Debug, Clone)]

@@ -107,7 +107,7 @@ struct DataStream {
 
 /// The incoming data plane and alias table of one session (see the module header).
 #[derive(Debug)]
-pub struct DataState {
+pub(crate) struct DataState {
     version: Version,
     limits: DataLimits,
     streams: HashMap<StreamId, DataStream>,
@@ -137,14 +137,14 @@ pub struct DataState {
 const DRAINING_ALIASES: usize = 64;
 
 /// Where processing writes its output.
-pub struct Out<'a> {
+pub(crate) struct Out<'a> {
     pub events: &'a mut VecDeque<Event>,
     pub transmits: &'a mut VecDeque<Transmit>,
 }
 
 impl DataState {
     /// `first_peer_uni` is the first unidirectional stream id the peer opens.
-    pub fn new(version: Version, limits: DataLimits, first_peer_uni: StreamId) -> Self {
+    pub(crate) fn new(version: Version, limits: DataLimits, first_peer_uni: StreamId) -> Self {
         DataState {
             version,
             limits,
@@ -163,23 +163,23 @@ impl DataState {
     }
 
     /// Datagrams dropped for an unknown Track Alias.
-    pub fn dropped_datagrams(&self) -> u64 {
+    pub(crate) fn dropped_datagrams(&self) -> u64 {
         self.dropped_datagrams
     }
 
     /// Bytes buffered, data streams open, and closed stream ids remembered.
-    pub fn usage(&self) -> (usize, usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize, usize) {
         (self.buffered, self.streams.len(), self.closed.tracked())
     }
 
     /// True when `id` is a data stream this state owns or has finished with.
-    pub fn owns(&self, id: StreamId) -> bool {
+    pub(crate) fn owns(&self, id: StreamId) -> bool {
         self.streams.contains_key(&id) || self.closed.contains(id)
     }
 
     /// Peer unidirectional stream `id` is not (or no longer) a data stream: late bytes on it
     /// are ignored, and the closed-stream watermark can pass it.
-    pub fn retire(&mut self, id: StreamId) {
+    pub(crate) fn retire(&mut self, id: StreamId) {
         self.forget(id);
     }
 
@@ -191,7 +191,7 @@ impl DataState {
     }
 
     /// The request a Track Alias belongs to.
-    pub fn request_of(&self, alias: TrackAlias) -> Option<RequestId> {
+    pub(crate) fn request_of(&self, alias: TrackAlias) -> Option<RequestId> {
         self.aliases.get(&alias).copied()
     }
 
@@ -201,7 +201,7 @@ impl DataState {
     }
 
     /// Records that our FETCH `rid` asked for `order` (needed to read draft-22 fetch streams).
-    pub fn set_fetch_order(&mut self, rid: RequestId, order: GroupOrder) {
+    pub(crate) fn set_fetch_order(&mut self, rid: RequestId, order: GroupOrder) {
         if self.fetch_orders.len() < 4096 {
             self.fetch_orders.insert(rid, order);
         }
@@ -211,7 +211,7 @@ impl DataState {
     /// "Track Alias"): an alias in use by another request is DUPLICATE_TRACK_ALIAS. Held
     /// streams with this alias are released.
     /// `track`: the track of a PUBLISH (`None` for SUBSCRIBE_OK).
-    pub fn add_alias(
+    pub(crate) fn add_alias(
         &mut self,
         alias: TrackAlias,
         rid: RequestId,
@@ -266,7 +266,7 @@ impl DataState {
 
     /// Request `rid` ended with PUBLISH_DONE: its alias keeps resolving streams that open
     /// late, until [`DRAINING_ALIASES`] newer ones ended or another request takes it.
-    pub fn finish_request(&mut self, rid: RequestId) {
+    pub(crate) fn finish_request(&mut self, rid: RequestId) {
         if !self.alias_of.contains_key(&rid) || self.draining.contains(&rid) {
             return;
         }
@@ -279,7 +279,7 @@ impl DataState {
     }
 
     /// Request `rid` ended: its alias is forgotten.
-    pub fn remove_request(&mut self, rid: RequestId) {
+    pub(crate) fn remove_request(&mut self, rid: RequestId) {
         self.draining.retain(|r| *r != rid);
         if let Some(alias) = self.alias_of.remove(&rid) {
             self.aliases.remove(&alias);
@@ -289,7 +289,7 @@ impl DataState {
     }
 
     /// Bytes on peer data stream `id`.
-    pub fn on_data(
+    pub(crate) fn on_data(
         &mut self,
         id: StreamId,
         data: &[u8],
@@ -339,7 +339,7 @@ impl DataState {
     }
 
     /// The peer reset data stream `id`; false when it is not one of ours.
-    pub fn on_reset(&mut self, id: StreamId, code: u64, out: &mut Out<'_>) -> bool {
+    pub(crate) fn on_reset(&mut self, id: StreamId, code: u64, out: &mut Out<'_>) -> bool {
         let Some(st) = self.remove_stream(id) else { return self.closed.contains(id) };
         self.closed.insert(id);
         self.forget_held(id, &st);
@@ -537,7 +537,7 @@ impl DataState {
 
     /// A datagram from the peer (draft-16 §10.3.1, draft-22 §11.2.1, §11.5.2). A truncated
     /// datagram is a PROTOCOL_VIOLATION (a datagram is always whole).
-    pub fn on_datagram(&mut self, data: Bytes, out: &mut Out<'_>) -> Result<(), SessionError> {
+    pub(crate) fn on_datagram(&mut self, data: Bytes, out: &mut Out<'_>) -> Result<(), SessionError> {
         let r = self.version.decode_datagram(&data);
         let (header, offset) = match r {
             Ok(Datagram::Object { header, payload_offset }) => (header, payload_offset),
@@ -558,7 +558,7 @@ impl DataState {
 /// The stream reset / STOP_SENDING code for a stream dropped for a local limit: EXCESSIVE_LOAD
 /// (draft-18 §3.3.3, draft-22 §12.5); draft-14 (§13.1.8) and draft-16 have no such code and
 /// get CANCELLED.
-pub fn overload_code(version: Version) -> u64 {
+pub(crate) fn overload_code(version: Version) -> u64 {
     match version {
         Version::Draft14 | Version::Draft16 => 0x1,
         Version::Draft18 | Version::Draft20 | Version::Draft22 => 0x9,

@@ -62,6 +62,8 @@
 //! Not yet: a time limit on held data, discarding data of ended aliases at once, checking
 //! FETCH_HEADER request IDs.
 
+#![warn(unreachable_pub)]
+
 mod control;
 mod data;
 mod error;

@@ -9,7 +9,7 @@ use wire::model::{Message, RequestId, Role};
 use wire::Version;
 
 /// The parity bit of the Request IDs `role` generates (client even from 0, server odd from 1).
-pub const fn parity(role: Role) -> u64 {
+pub(crate) const fn parity(role: Role) -> u64 {
     match role {
         Role::Client => 0,
         Role::Server => 1,
@@ -18,7 +18,7 @@ pub const fn parity(role: Role) -> u64 {
 
 /// The Request ID a request message consumes (SUBSCRIBE, PUBLISH, FETCH, TRACK_STATUS,
 /// PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS, REQUEST_UPDATE).
-pub fn consumed_id(msg: &Message) -> Option<RequestId> {
+pub(crate) fn consumed_id(msg: &Message) -> Option<RequestId> {
     match msg {
         Message::Subscribe(m) | Message::TrackStatus(m) => Some(m.request_id),
         Message::Publish(m) => Some(m.request_id),
@@ -32,12 +32,12 @@ pub fn consumed_id(msg: &Message) -> Option<RequestId> {
 }
 
 /// True for the messages that may begin a draft-22 request stream (§6.3).
-pub fn opens_stream(msg: &Message) -> bool {
+pub(crate) fn opens_stream(msg: &Message) -> bool {
     consumed_id(msg).is_some() && !matches!(msg, Message::RequestUpdate(_))
 }
 
 /// The earlier request a message answers or names.
-pub fn referenced_id(msg: &Message) -> Option<RequestId> {
+pub(crate) fn referenced_id(msg: &Message) -> Option<RequestId> {
     match msg {
         Message::RequestOk(m) => Some(m.request_id),
         Message::RequestError(m) => Some(m.request_id),
@@ -56,7 +56,7 @@ pub fn referenced_id(msg: &Message) -> Option<RequestId> {
 
 /// Both directions of Request ID use in one session.
 #[derive(Debug)]
-pub struct RequestIds {
+pub(crate) struct RequestIds {
     version: Version,
     local: Role,
     /// Our next Request ID.
@@ -123,7 +123,7 @@ fn remember(set: &mut BTreeSet<u64>, id: u64) {
 
 /// What [`RequestIds::allocate`] could not do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Alloc {
+pub(crate) enum Alloc {
     /// draft-16 before the peer's SETUP.
     NotReady,
     /// Blocked at `max`; `send_blocked` is true the first time for this limit.
@@ -132,7 +132,7 @@ pub enum Alloc {
 
 impl RequestIds {
     /// `local_max` is the draft-16 MAX_REQUEST_ID we advertise in our SETUP.
-    pub fn new(version: Version, local: Role, local_max: u64) -> Self {
+    pub(crate) fn new(version: Version, local: Role, local_max: u64) -> Self {
         RequestIds {
             version,
             local,
@@ -148,12 +148,12 @@ impl RequestIds {
     }
 
     /// The peer's SETUP arrived with this MAX_REQUEST_ID (absent = 0).
-    pub fn set_peer_initial_max(&mut self, max: Option<u64>) {
+    pub(crate) fn set_peer_initial_max(&mut self, max: Option<u64>) {
         self.peer_max = Some(max.unwrap_or(0));
     }
 
     /// The peer raised its MAX_REQUEST_ID (draft-16 "MAX_REQUEST_ID": it must strictly increase).
-    pub fn on_max_request_id(&mut self, max: u64) -> Result<(), SessionError> {
+    pub(crate) fn on_max_request_id(&mut self, max: u64) -> Result<(), SessionError> {
         match self.peer_max {
             Some(m) if max <= m => Err(SessionError::violation("MAX_REQUEST_ID did not increase")),
             _ => {
@@ -164,7 +164,7 @@ impl RequestIds {
     }
 
     /// Our next Request ID.
-    pub fn allocate(&mut self) -> Result<RequestId, Alloc> {
+    pub(crate) fn allocate(&mut self) -> Result<RequestId, Alloc> {
         if !self.version.request_streams() {
             let max = self.peer_max.ok_or(Alloc::NotReady)?;
             if self.next_local >= max {
@@ -179,24 +179,24 @@ impl RequestIds {
     }
 
     /// Raises our advertised MAX_REQUEST_ID by `requests` requests; returns the new value.
-    pub fn grant(&mut self, requests: u64) -> u64 {
+    pub(crate) fn grant(&mut self, requests: u64) -> u64 {
         self.local_max = self.local_max.saturating_add(requests.saturating_mul(2));
         self.local_max
     }
 
     /// draft-16: whether the peer, having just used `id`, has fewer than half of `window`
     /// requests left under our MAX_REQUEST_ID (time to raise it).
-    pub fn running_low(&self, id: RequestId, window: u64) -> bool {
+    pub(crate) fn running_low(&self, id: RequestId, window: u64) -> bool {
         !self.version.request_streams() && self.local_max.saturating_sub(id.0 + 1) / 2 < window.div_ceil(2)
     }
 
     /// Records a MAX_REQUEST_ID the relay sent itself.
-    pub fn set_local_max(&mut self, max: u64) {
+    pub(crate) fn set_local_max(&mut self, max: u64) {
         self.local_max = self.local_max.max(max);
     }
 
     /// True when `id` was issued by us (it has our parity and we handed it out).
-    pub fn is_ours(&self, id: RequestId) -> bool {
+    pub(crate) fn is_ours(&self, id: RequestId) -> bool {
         id.0 & 1 == parity(self.local) && id.0 < self.next_local
     }
 
@@ -209,7 +209,7 @@ impl RequestIds {
     /// (ID 1) may arrive after its PUBLISH_NAMESPACE (ID 3). So the order is checked within the
     /// control stream (its IDs increase; the gaps are requests on other streams, which may
     /// still be in flight), and every ID anywhere is used once.
-    pub fn on_peer_request(&mut self, id: RequestId, on_control: bool) -> Result<(), SessionError> {
+    pub(crate) fn on_peer_request(&mut self, id: RequestId, on_control: bool) -> Result<(), SessionError> {
         let bad = |r: &str| SessionError::protocol(SessionCode::InvalidRequestId, r.to_string());
         if id.0 & 1 == parity(self.local) {
             return Err(bad("peer Request ID has the wrong parity"));
@@ -244,7 +244,7 @@ impl RequestIds {
 
     /// The smallest peer Request ID not used yet: what a draft-18 GOAWAY names as the first
     /// request not processed (draft-18 §10.4).
-    pub fn first_unused_peer(&self) -> RequestId {
+    pub(crate) fn first_unused_peer(&self) -> RequestId {
         let peer_parity = 1 - parity(self.local);
         let mut id = self.peer_seen.floor;
         if id & 1 != peer_parity {
@@ -257,19 +257,19 @@ impl RequestIds {
     }
 
     /// The peer sent REQUEST_UPDATE `id` (not itself a request it may update).
-    pub fn note_peer_update(&mut self, id: RequestId) {
+    pub(crate) fn note_peer_update(&mut self, id: RequestId) {
         remember(&mut self.peer_updates, id.0);
     }
 
     /// We sent PUBLISH `id` (its receiver, the peer, may update it).
-    pub fn note_local_publish(&mut self, id: RequestId) {
+    pub(crate) fn note_local_publish(&mut self, id: RequestId) {
         remember(&mut self.local_publishes, id.0);
     }
 
     /// Whether the peer may send REQUEST_UPDATE for request `id` (draft-16 §9.11, draft-22
     /// §9.5): a request it sent other than a REQUEST_UPDATE, or a PUBLISH of ours. (Requests
     /// older than the sets remember are given the benefit of the doubt.)
-    pub fn updatable_by_peer(&self, id: RequestId) -> bool {
+    pub(crate) fn updatable_by_peer(&self, id: RequestId) -> bool {
         if id.0 & 1 == parity(self.local) {
             self.local_publishes.contains(&id.0)
                 || self.local_publishes.len() >= REMEMBERED
@@ -281,7 +281,7 @@ impl RequestIds {
 
     /// True when `id` names a request either side has made (draft-16: responses and
     /// cancellations on the control stream must name one).
-    pub fn is_known(&self, id: RequestId) -> bool {
+    pub(crate) fn is_known(&self, id: RequestId) -> bool {
         if id.0 & 1 == parity(self.local) {
             id.0 < self.next_local
         } else {

@@ -8,7 +8,7 @@ use wire::model::Role;
 
 /// The receive side of one stream.
 #[derive(Debug, Default)]
-pub struct RecvBuf {
+pub(crate) struct RecvBuf {
     buf: Vec<u8>,
     /// The peer sent FIN.
     pub fin: bool,
@@ -16,11 +16,11 @@ pub struct RecvBuf {
 
 /// The buffer would exceed its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overflow;
+pub(crate) struct Overflow;
 
 impl RecvBuf {
     /// Appends `data`; fails (appending nothing) when the buffer would hold more than `limit`.
-    pub fn push(&mut self, data: &[u8], limit: usize) -> Result<(), Overflow> {
+    pub(crate) fn push(&mut self, data: &[u8], limit: usize) -> Result<(), Overflow> {
         if self.buf.len().saturating_add(data.len()) > limit {
             return Err(Overflow);
         }
@@ -29,17 +29,17 @@ impl RecvBuf {
     }
 
     /// The unparsed bytes.
-    pub fn data(&self) -> &[u8] {
+    pub(crate) fn data(&self) -> &[u8] {
         &self.buf
     }
 
     /// Drops the first `n` parsed bytes.
-    pub fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         let n = n.min(self.buf.len());
         self.buf.drain(..n);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 }
@@ -56,7 +56,7 @@ impl RecvBuf {
 /// keeps far fewer streams open at once (`INITIAL_MAX_STREAMS_*`), so that only happens to a
 /// peer that skipped stream ids on purpose.
 #[derive(Debug)]
-pub struct ClosedStreams {
+pub(crate) struct ClosedStreams {
     below: StreamId,
     above: std::collections::BTreeSet<StreamId>,
     window: usize,
@@ -65,11 +65,11 @@ pub struct ClosedStreams {
 impl ClosedStreams {
     /// For the peer-opened streams of the kind that starts at `first` (ids `first + 4k`),
     /// keeping at most `window` closed ids above the watermark.
-    pub fn new(first: StreamId, window: usize) -> Self {
+    pub(crate) fn new(first: StreamId, window: usize) -> Self {
         ClosedStreams { below: first, above: Default::default(), window }
     }
 
-    pub fn insert(&mut self, id: StreamId) {
+    pub(crate) fn insert(&mut self, id: StreamId) {
         if id < self.below {
             return;
         }
@@ -84,21 +84,21 @@ impl ClosedStreams {
         }
     }
 
-    pub fn contains(&self, id: StreamId) -> bool {
+    pub(crate) fn contains(&self, id: StreamId) -> bool {
         id < self.below || self.above.contains(&id)
     }
 
     /// Closed ids kept above the watermark.
-    pub fn tracked(&self) -> usize {
+    pub(crate) fn tracked(&self) -> usize {
         self.above.len()
     }
 }
 
 /// Closed peer bidirectional stream ids kept above the watermark: well above the request
 /// streams a peer may have open at once (`runtime::tls::INITIAL_MAX_STREAMS_BIDI`, 1,000).
-pub const CLOSED_BIDI_WINDOW: usize = 4096;
+pub(crate) const CLOSED_BIDI_WINDOW: usize = 4096;
 /// The same for unidirectional (data) streams (`INITIAL_MAX_STREAMS_UNI`, 10,000).
-pub const CLOSED_UNI_WINDOW: usize = 16_384;
+pub(crate) const CLOSED_UNI_WINDOW: usize = 16_384;
 
 /// A QUIC stream of the session, in QUIC's numbering (RFC 9000 §2.1): the two low bits say
 /// who opened it and whether it is unidirectional. Over WebTransport it is the QUIC stream

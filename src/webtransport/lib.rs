@@ -23,6 +23,8 @@
 //! `web-transport-proto` crate; this module keeps the state: which stream is which, the
 //! CONNECT exchange, the limits a hostile peer meets, and the errors of RFC 9114 §8.1.
 
+#![warn(unreachable_pub)]
+
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use bytes::{BufMut, Bytes, BytesMut};

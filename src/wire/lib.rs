@@ -79,6 +79,8 @@
 //! | draft-18 TRACK_STATUS parameters | AUTHORIZATION TOKEN only | §10.14 excludes those related to delivery |
 //! | REQUEST_ERROR-level faults inside parameters | decoded as they are | the codec cannot answer a request; the session answers INVALID_FILTER |
 
+#![warn(unreachable_pub)]
+
 pub mod codec;
 pub mod codes;
 pub mod common;

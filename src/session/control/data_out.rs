@@ -22,7 +22,7 @@ use wire::{EncodeError, SubgroupWriter, Version};
 /// The Publisher Priority draft-14 writes where the caller's header inherits the track's
 /// (draft-14 has no default priority bit and no track-level publisher priority): 128, the
 /// middle of the range, as the later drafts' default.
-pub const DRAFT14_PUBLISHER_PRIORITY: u8 = 128;
+pub(super) const DRAFT14_PUBLISHER_PRIORITY: u8 = 128;
 
 #[derive(Debug)]
 enum Writer {
