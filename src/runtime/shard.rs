@@ -31,7 +31,10 @@ use super::{RetryPolicy, RuntimeConfig};
 
 mod conns;
 mod output;
+mod state;
 mod streams;
+
+use state::{AppSide, ConnTable, Handshakes, LoadState, MeshSide, QuicSetup, UdpPort, Wakeups};
 
 /// A receive lag beyond this is taken for a wall-clock step, not a queue (see
 /// `Shard::note_receive_lag`).
@@ -151,80 +154,28 @@ impl Conn {
     }
 }
 
-/// Everything one core owns.
+/// Everything one core owns (its parts: `shard/state.rs`).
 pub(crate) struct Shard<A: ShardApp> {
     id: ShardId,
-    cores: usize,
-    socket: Rc<glommio::net::UdpSocket>,
-    fd: RawFd,
-    /// The wait for the socket to become readable. It lives across turns: a turn that the
-    /// timer or the doorbell ends leaves it armed instead of cancelling and re-arming it.
-    readable: Option<Pending<()>>,
-    /// The doorbell while no wait on it is armed, and the armed wait (which owns it).
-    doorbell: Option<Doorbell>,
-    ringing: Option<Pending<(Doorbell, std::io::Result<()>)>>,
-    local: SocketAddr,
-    quic_config: quiche::Config,
-    /// For connections this core opens (to upstream relays).
-    client_config: quiche::Config,
-    /// A reloaded TLS identity, and the generation this core uses.
-    tls_swap: Arc<super::server::TlsSwap>,
-    tls_generation: u64,
+    udp: UdpPort,
+    wake: Wakeups,
+    quic: QuicSetup,
     rc: RuntimeConfig,
-    qlog_dir: Option<std::path::PathBuf>,
-    /// Boxed: a connection is large (quiche's state), and growing the slab then moves
-    /// pointers, not connections.
-    conns: Vec<Option<Box<Conn>>>,
-    free: Vec<usize>,
-    by_cid: HashMap<ConnectionId<'static>, usize>,
+    handshakes: Handshakes,
+    table: ConnTable,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Connections with something to write this turn.
     dirty: Vec<usize>,
-    mesh: MeshEndpoint<MeshMsg<A::Msg>>,
-    /// Reused buffer for one turn's mesh messages.
-    inbound: Vec<(usize, MeshMsg<A::Msg>)>,
-    /// The per-core application.
-    shard_app: A,
-    app_out: ShardOutput<A::Msg>,
-    app_deadline: Option<Instant>,
-    next_gen: u32,
-    cids: CidGenerator,
-    rng: ring::rand::SystemRandom,
-    reset: ResetKey,
-    retry_tokens: RetryTokens,
-    retry: RetryPolicy,
-    max_conns: usize,
-    /// How busy this core is (ARCHITECTURE.md, "Admission under load").
-    load: super::load::LoadMeter,
-    /// Over the admission threshold in the last complete window: new connections refused.
-    busy: bool,
-    /// Per destination core: this core's queue to it is backed up past [`MESH_CONGESTED`]
-    /// messages in overflow (told to the application every turn it changes).
-    congested: Vec<bool>,
-    /// Bytes queued toward each core (buffer for `note_mesh_backlog`).
-    mesh_bytes: Vec<usize>,
-    admission_busy_pct: u8,
+    mesh: MeshSide<A::Msg>,
+    app: AppSide<A>,
+    load: LoadState,
+    /// Send with GSO (turned off if the kernel refuses it).
     gso: bool,
-    /// The kernel's receive time of the oldest datagram read this turn (0: none).
-    oldest_rx_ns: u64,
-    /// `RuntimeConfig::send_coalesce` and `coalesce_busy_pct`, and whether it applies now
-    /// (the core was busy).
-    send_coalesce: Duration,
-    coalesce_busy_pct: u8,
-    coalescing: bool,
-    /// `RuntimeConfig::recv_coalesce`, and whether it applies now (the last second's
-    /// datagram rate: `holds_gather_a_batch`).
-    recv_coalesce: Duration,
-    recv_holding: bool,
-    /// Datagrams read in the current load window, and in the current turn.
-    window_datagrams: u64,
-    turn_datagrams: usize,
     stats: Arc<[ShardStats]>,
     recv: RecvBatch,
     /// This turn's outgoing trains, all connections together.
     batch: SendBatch,
     shutdown: Arc<AtomicBool>,
-    drain_timeout: Duration,
-    drain_grace: Duration,
     /// Connections over TCP handed to this core, and those it serves.
     handoff: Arc<crossbeam_queue::ArrayQueue<crate::StreamHandoff>>,
     streams: streams::Streams,
@@ -262,56 +213,45 @@ impl<A: ShardApp> Shard<A> {
         let shard_app = parts.app.shard_app(parts.id, rc.cores);
         Ok(Shard {
             id: parts.id,
-            cores: rc.cores,
-            socket,
-            fd,
-            readable: None,
-            doorbell: Some(doorbell),
-            ringing: None,
-            local,
-            quic_config: parts.quic_config,
-            client_config: parts.client_config,
-            tls_swap: parts.tls_swap,
-            tls_generation: 0,
+            udp: UdpPort { socket, fd, local },
+            wake: Wakeups { readable: None, doorbell: Some(doorbell), ringing: None },
+            quic: QuicSetup {
+                server: parts.quic_config,
+                client: parts.client_config,
+                swap: parts.tls_swap,
+                generation: 0,
+            },
             rc: rc.clone(),
-            qlog_dir: rc.qlog_dir.clone(),
-            conns: Vec::new(),
-            free: Vec::new(),
-            by_cid: HashMap::default(),
+            handshakes: Handshakes {
+                cids: CidGenerator::new(),
+                rng: ring::rand::SystemRandom::new(),
+                reset: ResetKey::new(&parts.secret),
+                retry_tokens: RetryTokens::new(&parts.secret),
+            },
+            table: ConnTable { conns: Vec::new(), free: Vec::new(), by_cid: HashMap::default(), next_gen: 0 },
             timers: BinaryHeap::new(),
             dirty: Vec::new(),
-            mesh: parts.mesh,
-            inbound: Vec::with_capacity(MESH_BUDGET),
-            shard_app,
-            app_out: ShardOutput::default(),
-            app_deadline: None,
-            next_gen: 0,
-            cids: CidGenerator::new(),
-            rng: ring::rand::SystemRandom::new(),
-            reset: ResetKey::new(&parts.secret),
-            retry_tokens: RetryTokens::new(&parts.secret),
-            retry: rc.retry,
-            max_conns: rc.max_connections_per_core,
-            load: super::load::LoadMeter::new(Instant::now(), super::load::LOAD_WINDOW),
-            busy: false,
-            congested: Vec::new(),
-            mesh_bytes: Vec::new(),
-            admission_busy_pct: rc.admission_busy_pct,
+            mesh: MeshSide {
+                endpoint: parts.mesh,
+                inbound: Vec::with_capacity(MESH_BUDGET),
+                congested: Vec::new(),
+                bytes: Vec::new(),
+            },
+            app: AppSide { shard: shard_app, out: ShardOutput::default(), deadline: None },
+            load: LoadState {
+                meter: super::load::LoadMeter::new(Instant::now(), super::load::LOAD_WINDOW),
+                busy: false,
+                oldest_rx_ns: 0,
+                coalescing: !rc.send_coalesce.is_zero() && rc.coalesce_busy_pct == 0,
+                recv_holding: false,
+                window_datagrams: 0,
+                turn_datagrams: 0,
+            },
             gso: rc.gso,
-            oldest_rx_ns: 0,
-            send_coalesce: rc.send_coalesce,
-            coalesce_busy_pct: rc.coalesce_busy_pct,
-            coalescing: !rc.send_coalesce.is_zero() && rc.coalesce_busy_pct == 0,
-            recv_coalesce: rc.recv_coalesce,
-            recv_holding: false,
-            window_datagrams: 0,
-            turn_datagrams: 0,
             stats: parts.stats,
             recv: RecvBatch::new(),
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
             shutdown: parts.shutdown,
-            drain_timeout: rc.drain_timeout,
-            drain_grace: rc.drain_grace,
             handoff: parts.handoff,
             streams: streams::Streams::default(),
         })
@@ -319,18 +259,18 @@ impl<A: ShardApp> Shard<A> {
 
     /// Takes a reloaded TLS identity for new connections (see `TlsReloader`).
     fn reload_tls(&mut self) {
-        let generation = self.tls_swap.generation.load(Ordering::Acquire);
-        if generation == self.tls_generation {
+        let generation = self.quic.swap.generation.load(Ordering::Acquire);
+        if generation == self.quic.generation {
             return;
         }
-        self.tls_generation = generation;
-        let material = match self.tls_swap.material.lock() {
+        self.quic.generation = generation;
+        let material = match self.quic.swap.material.lock() {
             Ok(m) => m.clone(),
             Err(_) => return,
         };
-        match material.map(|m| m.server_config(&self.rc, &self.tls_swap.alpns)) {
+        match material.map(|m| m.server_config(&self.rc, &self.quic.swap.alpns)) {
             Some(Ok(config)) => {
-                self.quic_config = config;
+                self.quic.server = config;
                 info!(shard = self.id.0, "TLS identity reloaded");
             }
             Some(Err(e)) => warn!(shard = self.id.0, error = %e, "reloaded TLS identity refused"),
@@ -346,7 +286,7 @@ impl<A: ShardApp> Shard<A> {
     /// timeout passed). Returns the core's report.
     pub(crate) async fn run(mut self) -> ShardReport {
         let mut phase = Phase::Serving;
-        ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.admission_busy_pct));
+        ShardStats::set(&self.stats().admission_busy_pct, u64::from(self.rc.admission_busy_pct));
         loop {
             let now = Instant::now();
             ShardStats::add(&self.stats().turns, 1);
@@ -363,14 +303,14 @@ impl<A: ShardApp> Shard<A> {
             self.service_dirty(now).await;
             self.service_streams(now);
             let woke = self.poll_app(now);
-            self.mesh.flush();
+            self.mesh.endpoint.flush();
             if more_input || more_mesh || woke {
                 future::yield_now().await;
                 continue;
             }
             self.end_turn(now, phase).await;
         }
-        info!(shard = self.id.0, connections = self.by_cid.len(), "shard stopped");
+        info!(shard = self.id.0, connections = self.table.by_cid.len(), "shard stopped");
         ShardReport { cpu: udp::thread_cpu_time() }
     }
 
@@ -378,14 +318,14 @@ impl<A: ShardApp> Shard<A> {
     /// window completes, the load (admission, send coalescing and the receive hold follow
     /// it); the mesh backlog; a reloaded TLS identity.
     fn begin_turn(&mut self, now: Instant) {
-        self.shard_app.begin_turn(now);
-        if let Some(pct) = self.load.turn(now) {
-            self.busy = super::load::over_threshold(pct, self.admission_busy_pct);
-            self.coalescing = !self.send_coalesce.is_zero() && pct >= self.coalesce_busy_pct;
-            self.recv_holding =
-                holds_gather_a_batch(std::mem::take(&mut self.window_datagrams), self.recv_coalesce);
+        self.app.shard.begin_turn(now);
+        if let Some(pct) = self.load.meter.turn(now) {
+            self.load.busy = super::load::over_threshold(pct, self.rc.admission_busy_pct);
+            self.load.coalescing = !self.rc.send_coalesce.is_zero() && pct >= self.rc.coalesce_busy_pct;
+            self.load.recv_holding =
+                holds_gather_a_batch(std::mem::take(&mut self.load.window_datagrams), self.rc.recv_coalesce);
             ShardStats::set(&self.stats().busy_pct, u64::from(pct));
-            self.shard_app.set_load(pct);
+            self.app.shard.set_load(pct);
         }
         self.note_mesh_backlog();
         self.reload_tls();
@@ -395,14 +335,14 @@ impl<A: ShardApp> Shard<A> {
     /// is done.
     fn shutdown_step(&mut self, mut phase: Phase, now: Instant) -> Option<Phase> {
         if phase == Phase::Serving && self.shutdown.load(Ordering::Acquire) {
-            phase = match self.drain_grace.is_zero() {
+            phase = match self.rc.drain_grace.is_zero() {
                 false => {
-                    self.shard_app.drain(now, self.drain_grace);
-                    Phase::Draining { until: now + self.drain_grace }
+                    self.app.shard.drain(now, self.rc.drain_grace);
+                    Phase::Draining { until: now + self.rc.drain_grace }
                 }
                 true => {
                     self.close_all(0x0, b"server shutting down");
-                    Phase::Closing { until: now + self.drain_timeout }
+                    Phase::Closing { until: now + self.rc.drain_timeout }
                 }
             };
         }
@@ -410,12 +350,12 @@ impl<A: ShardApp> Shard<A> {
         // draining period that follows needs no more packets from us.
         let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
         let quiet = phase != Phase::Serving
-            && self.conns.iter().flatten().all(|c| closed(c))
+            && self.table.conns.iter().flatten().all(|c| closed(c))
             && self.streams.is_empty();
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
-        let clients_gone =
-            phase != Phase::Serving && self.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
+        let clients_gone = phase != Phase::Serving
+            && self.table.conns.iter().flatten().all(|c| c.outbound.is_some() || closed(c));
         // While draining, a core without connections keeps running until every core has
         // none: the others' applications may still need this core's.
         let all_cores_quiet =
@@ -424,18 +364,18 @@ impl<A: ShardApp> Shard<A> {
             Phase::Serving => {}
             Phase::Draining { .. } if quiet && all_cores_quiet() => return None,
             Phase::Draining { .. } if clients_gone && all_cores_quiet() => {
-                for idx in 0..self.conns.len() {
-                    if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
+                for idx in 0..self.table.conns.len() {
+                    if let Some(conn) = self.table.conns[idx].as_mut().filter(|c| c.outbound.is_some()) {
                         let _ = conn.quic.close(true, 0x0, b"server shutting down");
                         mark_dirty(&mut self.dirty, conn, idx);
                     }
                 }
-                phase = Phase::Closing { until: now + self.drain_timeout };
+                phase = Phase::Closing { until: now + self.rc.drain_timeout };
             }
             Phase::Draining { until } if now >= until => {
-                let (code, reason) = self.shard_app.drain_close();
+                let (code, reason) = self.app.shard.drain_close();
                 self.close_all(code, reason);
-                phase = Phase::Closing { until: now + self.drain_timeout };
+                phase = Phase::Closing { until: now + self.rc.drain_timeout };
             }
             Phase::Draining { .. } => {}
             Phase::Closing { until } if quiet || now >= until => return None,
@@ -455,14 +395,15 @@ impl<A: ShardApp> Shard<A> {
         // The turn's work ends here: a second clock reading, for the load meter and the
         // receive hold only.
         let end = Instant::now();
-        self.load.wait(end);
-        let read = std::mem::take(&mut self.turn_datagrams);
-        if self.recv_holding && read > 0 && phase == Phase::Serving {
+        self.load.meter.wait(end);
+        let read = std::mem::take(&mut self.load.turn_datagrams);
+        if self.load.recv_holding && read > 0 && phase == Phase::Serving {
             // Receive coalescing: the next datagrams gather until `recv_coalesce` after
             // this turn began (a turn that took that long already let them gather: no
             // sleep), or until the next timer if sooner, rather than waking for each.
-            let until =
-                self.next_wake(None).map_or(now + self.recv_coalesce, |t| t.min(now + self.recv_coalesce));
+            let until = self
+                .next_wake(None)
+                .map_or(now + self.rc.recv_coalesce, |t| t.min(now + self.rc.recv_coalesce));
             if until > end {
                 glommio::timer::sleep(until - end).await;
             }
@@ -476,23 +417,23 @@ impl<A: ShardApp> Shard<A> {
     /// never early.
     async fn wait(&mut self, now: Instant, drain_deadline: Option<Instant>) {
         let next = self.next_wake(drain_deadline);
-        let socket = self.socket.clone();
-        let readable = self.readable.get_or_insert_with(|| {
+        let socket = self.udp.socket.clone();
+        let readable = self.wake.readable.get_or_insert_with(|| {
             Box::pin(async move {
                 // peek_from, not peek: glommio's peek requires a connected socket.
                 let mut peek = [0u8; 1];
                 let _ = socket.peek_from(&mut peek).await;
             })
         });
-        if self.ringing.is_none() {
-            if let Some(mut bell) = self.doorbell.take() {
-                self.ringing = Some(Box::pin(async move {
+        if self.wake.ringing.is_none() {
+            if let Some(mut bell) = self.wake.doorbell.take() {
+                self.wake.ringing = Some(Box::pin(async move {
                     let rung = bell.wait().await;
                     (bell, rung)
                 }));
             }
         }
-        let ringing = &mut self.ringing;
+        let ringing = &mut self.wake.ringing;
         let sleep = async {
             match next {
                 Some(at) => glommio::timer::sleep(at.saturating_duration_since(now)).await,
@@ -522,13 +463,13 @@ impl<A: ShardApp> Shard<A> {
         )
         .await;
         match woke {
-            Woke::Socket => self.readable = None,
+            Woke::Socket => self.wake.readable = None,
             Woke::Bell((bell, rung)) => {
-                self.ringing = None;
+                self.wake.ringing = None;
                 // The doorbell's write ends live as long as the server, so an error cannot
                 // come from a peer; should one happen, wait on the socket and timers only.
                 if rung.is_ok() {
-                    self.doorbell = Some(bell);
+                    self.wake.doorbell = Some(bell);
                 }
             }
             Woke::Timer | Woke::Streams => {}
@@ -539,7 +480,7 @@ impl<A: ShardApp> Shard<A> {
     fn next_wake(&self, drain_deadline: Option<Instant>) -> Option<Instant> {
         [
             self.timers.peek().map(|Reverse((at, _))| *at),
-            self.app_deadline,
+            self.app.deadline,
             drain_deadline,
             self.streams.next_deadline(),
         ]
@@ -558,7 +499,7 @@ impl<A: ShardApp> Shard<A> {
             if handled >= RECV_BUDGET {
                 break true;
             }
-            let n = match batch.recv(self.fd) {
+            let n = match batch.recv(self.udp.fd) {
                 Ok(0) => break false,
                 Ok(n) => n,
                 Err(e) => {
@@ -569,8 +510,8 @@ impl<A: ShardApp> Shard<A> {
             ShardStats::add(&self.stats().recv_batches, 1);
             for i in 0..n {
                 let Some((r, buf)) = batch.get(i) else { continue };
-                if r.rx_ns != 0 && (self.oldest_rx_ns == 0 || r.rx_ns < self.oldest_rx_ns) {
-                    self.oldest_rx_ns = r.rx_ns;
+                if r.rx_ns != 0 && (self.load.oldest_rx_ns == 0 || r.rx_ns < self.load.oldest_rx_ns) {
+                    self.load.oldest_rx_ns = r.rx_ns;
                 }
                 // A GRO super-datagram carries several packets of `segment` bytes each.
                 for packet in buf.chunks_mut(r.segment) {
@@ -585,8 +526,8 @@ impl<A: ShardApp> Shard<A> {
             }
         };
         self.recv = batch;
-        self.turn_datagrams += handled;
-        self.window_datagrams += handled as u64;
+        self.load.turn_datagrams += handled;
+        self.load.window_datagrams += handled as u64;
         exhausted
     }
 
@@ -594,7 +535,7 @@ impl<A: ShardApp> Shard<A> {
     /// before the core read it (the kernel's receive timestamp against the wall clock): input
     /// that queued there while the core was busy is older than the turn's clock says.
     fn note_receive_lag(&mut self) {
-        let oldest = std::mem::take(&mut self.oldest_rx_ns);
+        let oldest = std::mem::take(&mut self.load.oldest_rx_ns);
         let lag = match oldest {
             0 => Duration::ZERO,
             ns => {
@@ -606,14 +547,14 @@ impl<A: ShardApp> Shard<A> {
                     .unwrap_or_default()
             }
         };
-        self.shard_app.set_receive_lag(lag);
+        self.app.shard.set_receive_lag(lag);
     }
 
     /// Handles what other cores sent: datagrams they received for our connections, and
     /// application messages. True when the budget ran out first.
     fn drain_mesh(&mut self) -> bool {
-        let mut inbound = std::mem::take(&mut self.inbound);
-        let n = self.mesh.drain(MESH_BUDGET, |src, msg| inbound.push((src, msg)));
+        let mut inbound = std::mem::take(&mut self.mesh.inbound);
+        let n = self.mesh.endpoint.drain(MESH_BUDGET, |src, msg| inbound.push((src, msg)));
         self.stats().mesh_backlog.store(n as u64, Ordering::Relaxed);
         for (src, m) in inbound.drain(..) {
             match m {
@@ -621,10 +562,10 @@ impl<A: ShardApp> Shard<A> {
                     ShardStats::add(&self.stats().forwarded_in, 1);
                     self.handle_owned(&mut p.data, p.from);
                 }
-                MeshMsg::App(msg, _) => self.shard_app.on_message(src, msg),
+                MeshMsg::App(msg, _) => self.app.shard.on_message(src, msg),
             }
         }
-        self.inbound = inbound;
+        self.mesh.inbound = inbound;
         n >= MESH_BUDGET
     }
 
@@ -635,19 +576,20 @@ impl<A: ShardApp> Shard<A> {
     /// each turn). The relay stops opening new streams to a backed-up core and keeps the
     /// bytes under its per-pair limit.
     fn note_mesh_backlog(&mut self) {
-        let cores = self.mesh.cores();
-        if self.congested.len() != cores {
-            self.congested = vec![false; cores];
-            self.mesh_bytes = vec![0; cores];
+        let cores = self.mesh.endpoint.cores();
+        if self.mesh.congested.len() != cores {
+            self.mesh.congested = vec![false; cores];
+            self.mesh.bytes = vec![0; cores];
         }
         let mut total = 0;
-        for (dst, (c, b)) in self.congested.iter_mut().zip(self.mesh_bytes.iter_mut()).enumerate() {
-            (*c, *b) = (self.mesh.overflow_to(dst) > MESH_CONGESTED, self.mesh.queued_bytes(dst));
-            if dst != self.mesh.core() {
+        for (dst, (c, b)) in self.mesh.congested.iter_mut().zip(self.mesh.bytes.iter_mut()).enumerate() {
+            (*c, *b) =
+                (self.mesh.endpoint.overflow_to(dst) > MESH_CONGESTED, self.mesh.endpoint.queued_bytes(dst));
+            if dst != self.mesh.endpoint.core() {
                 total += *b;
             }
         }
-        self.shard_app.set_mesh_backlog(&self.congested, &self.mesh_bytes);
+        self.app.shard.set_mesh_backlog(&self.mesh.congested, &self.mesh.bytes);
         if let Some(s) = self.stats.get(self.id.index()) {
             s.mesh_queued_bytes.store(total as u64, Ordering::Relaxed);
         }
@@ -657,27 +599,27 @@ impl<A: ShardApp> Shard<A> {
     /// connections it wrote to, its next deadline). True when it woke connections, which are
     /// then serviced before the core waits again.
     fn poll_app(&mut self, now: Instant) -> bool {
-        self.shard_app.poll(now, &mut self.app_out);
-        self.app_deadline = self.app_out.deadline.take();
-        for (dst, msg, bytes) in self.app_out.messages.drain(..) {
-            if self.mesh.send(dst, MeshMsg::App(msg, bytes)).is_err() {
+        self.app.shard.poll(now, &mut self.app.out);
+        self.app.deadline = self.app.out.deadline.take();
+        for (dst, msg, bytes) in self.app.out.messages.drain(..) {
+            if self.mesh.endpoint.send(dst, MeshMsg::App(msg, bytes)).is_err() {
                 warn!(shard = self.id.0, dst, "application message for a core that does not exist");
             }
         }
-        let connects = std::mem::take(&mut self.app_out.connect);
+        let connects = std::mem::take(&mut self.app.out.connect);
         // A new connection's first flight goes out in the next turn, which must come at once.
         let mut woke = !connects.is_empty();
         for c in connects {
             self.connect(c);
         }
-        for ConnHandle(h) in self.app_out.wake.drain(..) {
+        for ConnHandle(h) in self.app.out.wake.drain(..) {
             let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
             if h & streams::STREAM_BIT != 0 {
                 self.streams.wake(idx & !(streams::STREAM_BIT as usize), gen);
                 woke = true;
                 continue;
             }
-            if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+            if let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) {
                 if conn.gen == gen {
                     mark_dirty(&mut self.dirty, conn, idx);
                     woke = true;
@@ -694,7 +636,7 @@ impl<A: ShardApp> Shard<A> {
                 break;
             }
             self.timers.pop();
-            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { continue };
+            let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) else { continue };
             if conn.scheduled != Some(at) {
                 continue; // stale entry
             }

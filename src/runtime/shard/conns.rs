@@ -13,14 +13,14 @@ impl<A: ShardApp> Shard<A> {
         let owner = match quiche::Header::from_slice(data, CID_LEN) {
             Ok(hdr) if hdr.ty != quiche::Type::Initial => cid::shard_of(&hdr.dcid),
             // A server's Initial for a connection one of our cores opened.
-            Ok(hdr) if self.reset.is_outbound(&hdr.dcid) => cid::shard_of(&hdr.dcid),
+            Ok(hdr) if self.handshakes.reset.is_outbound(&hdr.dcid) => cid::shard_of(&hdr.dcid),
             _ => None,
         };
-        if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.cores) {
+        if let Some(owner) = owner.filter(|o| *o != self.id && o.index() < self.rc.cores) {
             ShardStats::add(&self.stats().forwarded_out, 1);
             // Droppable: a full queue means the owner is behind; QUIC recovers the loss.
             let packet = MeshMsg::Packet(Forwarded { data: data.to_vec(), from });
-            if self.mesh.try_send(owner.index(), packet).is_err() {
+            if self.mesh.endpoint.try_send(owner.index(), packet).is_err() {
                 ShardStats::add(&self.stats().dropped, 1);
             }
             return;
@@ -37,7 +37,7 @@ impl<A: ShardApp> Shard<A> {
                 return;
             }
         };
-        if let Some(&idx) = self.by_cid.get(&hdr.dcid) {
+        if let Some(&idx) = self.table.by_cid.get(&hdr.dcid) {
             self.recv_into(idx, data, from);
             return;
         }
@@ -68,11 +68,11 @@ impl<A: ShardApp> Shard<A> {
         token: Option<Vec<u8>>,
     ) {
         let draining = self.shutdown.load(Ordering::Relaxed);
-        if draining || self.live_connections() >= self.max_conns {
+        if draining || self.live_connections() >= self.rc.max_connections_per_core {
             ShardStats::add(&self.stats().refused, 1);
             return;
         }
-        if self.busy {
+        if self.load.busy {
             // Admission under load: a core over its budget takes no new connection (the
             // client's Initial goes unanswered and it retries).
             ShardStats::add(&self.stats().refused, 1);
@@ -83,7 +83,7 @@ impl<A: ShardApp> Shard<A> {
         let odcid = if token.is_empty() {
             None
         } else {
-            match self.retry_tokens.validate(&token, from, SystemTime::now()) {
+            match self.handshakes.retry_tokens.validate(&token, from, SystemTime::now()) {
                 Some(odcid) => Some(odcid),
                 None => {
                     // An invalid token: drop (RFC 9000 §8.1.3 allows it; a new Initial without
@@ -93,7 +93,7 @@ impl<A: ShardApp> Shard<A> {
                 }
             }
         };
-        let must_retry = match self.retry {
+        let must_retry = match self.rc.retry {
             RetryPolicy::Never => false,
             RetryPolicy::Always => true,
             RetryPolicy::Auto { pending_handshakes } => {
@@ -101,8 +101,8 @@ impl<A: ShardApp> Shard<A> {
             }
         };
         if must_retry && odcid.is_none() {
-            let new_scid = self.cids.new_cid(self.id);
-            let token = self.retry_tokens.mint(from, &dcid, SystemTime::now());
+            let new_scid = self.handshakes.cids.new_cid(self.id);
+            let token = self.handshakes.retry_tokens.mint(from, &dcid, SystemTime::now());
             let mut out = [0u8; MAX_DATAGRAM];
             if let Ok(n) =
                 quiche::retry(&client_scid, &dcid, &new_scid, &token, quiche::PROTOCOL_VERSION, &mut out)
@@ -117,15 +117,15 @@ impl<A: ShardApp> Shard<A> {
         let scid = if odcid.is_some() && cid::shard_of(&dcid) == Some(self.id) {
             dcid.clone()
         } else {
-            self.cids.new_cid(self.id)
+            self.handshakes.cids.new_cid(self.id)
         };
-        self.quic_config.set_stateless_reset_token(Some(self.reset.token(&scid)));
+        self.quic.server.set_stateless_reset_token(Some(self.handshakes.reset.token(&scid)));
         let quic = match quiche::accept_with_buf_factory(
             &scid,
             odcid.as_ref(),
-            self.local,
+            self.udp.local,
             from,
-            &mut self.quic_config,
+            &mut self.quic.server,
         ) {
             Ok(c) => c,
             Err(e) => {
@@ -147,7 +147,7 @@ impl<A: ShardApp> Shard<A> {
             flush_at: None,
             handshake_counted: true,
             dirty: false,
-            gen: self.next_gen,
+            gen: self.table.next_gen,
             outbound: None,
             setup_deadline: None,
             setup_armed: false,
@@ -162,9 +162,9 @@ impl<A: ShardApp> Shard<A> {
 
     /// Puts `conn` in a free slot and registers its connection IDs.
     pub(super) fn insert_conn(&mut self, mut conn: Conn) -> usize {
-        conn.gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1);
-        if let Some(dir) = &self.qlog_dir {
+        conn.gen = self.table.next_gen;
+        self.table.next_gen = self.table.next_gen.wrapping_add(1);
+        if let Some(dir) = &self.rc.qlog_dir {
             let name = conn.cids.first().map(|c| hex(c)).unwrap_or_default();
             match std::fs::File::create(dir.join(format!("{name}.sqlog"))) {
                 Ok(f) => conn.quic.set_qlog(
@@ -176,18 +176,18 @@ impl<A: ShardApp> Shard<A> {
             }
         }
         let cids = conn.cids.clone();
-        let idx = match self.free.pop() {
+        let idx = match self.table.free.pop() {
             Some(i) => {
-                self.conns[i] = Some(Box::new(conn));
+                self.table.conns[i] = Some(Box::new(conn));
                 i
             }
             None => {
-                self.conns.push(Some(Box::new(conn)));
-                self.conns.len() - 1
+                self.table.conns.push(Some(Box::new(conn)));
+                self.table.conns.len() - 1
             }
         };
         for c in cids {
-            self.by_cid.insert(c, idx);
+            self.table.by_cid.insert(c, idx);
         }
         idx
     }
@@ -196,7 +196,7 @@ impl<A: ShardApp> Shard<A> {
     /// other: when the handshake completes the application gets it with its tag.
     pub(super) fn connect(&mut self, c: Connect) {
         // The socket may be IPv6 dual-stack: an IPv4 peer is then reached as a mapped address.
-        let peer = match (self.local, c.peer) {
+        let peer = match (self.udp.local, c.peer) {
             (SocketAddr::V6(_), SocketAddr::V4(v4)) => {
                 SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
             }
@@ -209,15 +209,15 @@ impl<A: ShardApp> Shard<A> {
         if self.shutdown.load(Ordering::Relaxed) {
             return self.connect_failed(c.tag, "shutting down");
         }
-        let Some(scid) = self.reset.outbound_cid(self.id, &self.rng) else {
+        let Some(scid) = self.handshakes.reset.outbound_cid(self.id, &self.handshakes.rng) else {
             return self.connect_failed(c.tag, "the random number generator failed");
         };
         let quic = match quiche::connect_with_buffer_factory(
             c.server_name.as_deref(),
             &scid,
-            self.local,
+            self.udp.local,
             peer,
-            &mut self.client_config,
+            &mut self.quic.client,
         ) {
             Ok(q) => q,
             Err(e) => return self.connect_failed(c.tag, &format!("{e}")),
@@ -240,23 +240,23 @@ impl<A: ShardApp> Shard<A> {
         ShardStats::add(&self.stats().connections, 1);
         ShardStats::add(&self.stats().outbound, 1);
         ShardStats::add(&self.stats().connects, 1);
-        if let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+        if let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) {
             mark_dirty(&mut self.dirty, conn, idx);
         }
     }
 
     pub(super) fn connect_failed(&mut self, tag: u64, why: &str) {
         debug!(shard = self.id.0, tag, why, "outbound connection failed");
-        self.shard_app.connect_failed(tag, why);
+        self.app.shard.connect_failed(tag, why);
     }
 
     pub(super) fn live_connections(&self) -> usize {
-        self.conns.len() - self.free.len()
+        self.table.conns.len() - self.table.free.len()
     }
 
     pub(super) fn recv_into(&mut self, idx: usize, data: &mut [u8], from: SocketAddr) {
-        let local = self.local;
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        let local = self.udp.local;
+        let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         let info = quiche::RecvInfo { from, to: local };
         if let Err(e) = conn.quic.recv(data, info) {
             debug!(error = %e, "quic recv");
@@ -267,7 +267,9 @@ impl<A: ShardApp> Shard<A> {
     /// RFC 9000 §10.3: answer a short-header packet for an unknown connection.
     pub(super) fn stateless_reset(&mut self, dcid: &[u8], trigger_len: usize, to: SocketAddr) {
         let mut out = [0u8; 64];
-        if let Some(n) = self.reset.stateless_reset(dcid, trigger_len, &self.rng, &mut out) {
+        if let Some(n) =
+            self.handshakes.reset.stateless_reset(dcid, trigger_len, &self.handshakes.rng, &mut out)
+        {
             ShardStats::add(&self.stats().stateless_resets, 1);
             self.send_raw(&out[..n], to);
         } else {
@@ -278,7 +280,7 @@ impl<A: ShardApp> Shard<A> {
     /// One datagram outside any connection (Retry, version negotiation, reset). Best effort:
     /// if the socket buffer is full it is dropped, as the peer will retransmit.
     pub(super) fn send_raw(&mut self, buf: &[u8], to: SocketAddr) {
-        match udp::send(self.fd, to, buf, buf.len(), false) {
+        match udp::send(self.udp.fd, to, buf, buf.len(), false) {
             Ok(n) => {
                 ShardStats::add(&self.stats().datagrams_out, 1);
                 ShardStats::add(&self.stats().bytes_out, n as u64);
@@ -288,7 +290,7 @@ impl<A: ShardApp> Shard<A> {
     }
 
     pub(super) fn close_conn(&mut self, idx: usize) {
-        let Some(mut conn) = self.conns.get_mut(idx).and_then(Option::take) else { return };
+        let Some(mut conn) = self.table.conns.get_mut(idx).and_then(Option::take) else { return };
         // quiche builds its path statistics anew for each read: read only when logged.
         let path = tracing::enabled!(tracing::Level::DEBUG).then(|| conn.quic.path_stats().next()).flatten();
         if let Some(p) = path {
@@ -315,8 +317,8 @@ impl<A: ShardApp> Shard<A> {
             (None, None) => {}
         }
         for c in &conn.cids {
-            if self.by_cid.get(c) == Some(&idx) {
-                self.by_cid.remove(c);
+            if self.table.by_cid.get(c) == Some(&idx) {
+                self.table.by_cid.remove(c);
             }
         }
         let stats = &self.stats[self.id.index()];
@@ -327,14 +329,14 @@ impl<A: ShardApp> Shard<A> {
         if conn.handshake_counted {
             ShardStats::sub(&stats.handshakes, 1);
         }
-        self.free.push(idx);
+        self.table.free.push(idx);
     }
 
     /// Shutdown: close every connection with NO_ERROR; they drain and leave the table.
     pub(super) fn close_all(&mut self, code: u64, reason: &[u8]) {
         self.close_all_streams(code, reason);
-        for idx in 0..self.conns.len() {
-            if let Some(conn) = self.conns[idx].as_mut() {
+        for idx in 0..self.table.conns.len() {
+            if let Some(conn) = self.table.conns[idx].as_mut() {
                 let _ = conn.quic.close(true, code, reason);
                 mark_dirty(&mut self.dirty, conn, idx);
             }

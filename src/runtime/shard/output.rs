@@ -20,7 +20,7 @@ impl<A: ShardApp> Shard<A> {
 
     pub(super) async fn service(&mut self, idx: usize, now: Instant) {
         let shard = self.id;
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         conn.dirty = false;
         if !conn.setup_armed {
             conn.setup_armed = true;
@@ -35,8 +35,8 @@ impl<A: ShardApp> Shard<A> {
             let alpn = conn.quic.application_proto();
             let handle = ConnHandle(u64::from(conn.gen) << 32 | idx as u64);
             let mut app = match conn.outbound {
-                Some(tag) => self.shard_app.new_outbound(handle, alpn, tag),
-                None => self.shard_app.new_connection(handle, alpn),
+                Some(tag) => self.app.shard.new_outbound(handle, alpn, tag),
+                None => self.app.shard.new_connection(handle, alpn),
             };
             if let Some(at) = conn.setup_deadline {
                 app.set_setup_deadline(at);
@@ -44,11 +44,11 @@ impl<A: ShardApp> Shard<A> {
             conn.app = Some(app);
             // Give the peer spare connection IDs (for migration), each naming this core.
             while conn.quic.scids_left() > 0 {
-                let c = self.cids.new_cid(shard);
-                if conn.quic.new_scid(&c, self.reset.token(&c), false).is_err() {
+                let c = self.handshakes.cids.new_cid(shard);
+                if conn.quic.new_scid(&c, self.handshakes.reset.token(&c), false).is_err() {
                     break;
                 }
-                self.by_cid.insert(c.clone(), idx);
+                self.table.by_cid.insert(c.clone(), idx);
                 conn.cids.push(c);
             }
         }
@@ -65,13 +65,13 @@ impl<A: ShardApp> Shard<A> {
             app.on_io(&mut conn.quic);
         }
         while let Some(retired) = conn.quic.retired_scid_next() {
-            self.by_cid.remove(&retired);
+            self.table.by_cid.remove(&retired);
             conn.cids.retain(|c| *c != retired);
         }
         // A busy core lets a connection's packets gather for up to `send_coalesce` (from the
         // first turn that had something for it) so that they leave as one GSO train; a
         // connection in its handshake or closing sends at once.
-        let hold = self.coalescing
+        let hold = self.load.coalescing
             && conn.quic.is_established()
             && !conn.quic.is_closed()
             && !conn.quic.is_draining();
@@ -79,7 +79,7 @@ impl<A: ShardApp> Shard<A> {
             _ if !hold => true,
             Some(at) => at <= now,
             None => {
-                conn.flush_at = Some(now + self.send_coalesce);
+                conn.flush_at = Some(now + self.rc.send_coalesce);
                 false
             }
         };
@@ -90,7 +90,7 @@ impl<A: ShardApp> Shard<A> {
                 ShardStats::add(&self.stats[shard.index()].idle_services, 1);
             }
         }
-        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+        let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         if conn.quic.is_closed() {
             self.close_conn(idx);
             return;
@@ -139,7 +139,7 @@ impl<A: ShardApp> Shard<A> {
                     self.batch.buf.copy_within(end..end + n, 0);
                 }
             }
-            let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return wrote };
+            let Some(conn) = self.table.conns.get_mut(idx).and_then(Option::as_mut) else { return wrote };
             if conn.paced_until.is_some_and(|p| p > release.now) && carried.is_none() {
                 return wrote;
             }
@@ -206,7 +206,7 @@ impl<A: ShardApp> Shard<A> {
         let count = self.batch.trains().len();
         let mut i = 0;
         while i < count {
-            match self.batch.send(self.fd, i, self.gso) {
+            match self.batch.send(self.udp.fd, i, self.gso) {
                 Ok(n) if n > 0 => {
                     let stats = &self.stats[self.id.index()];
                     for t in &self.batch.trains()[i..i + n] {
@@ -258,7 +258,7 @@ impl<A: ShardApp> Shard<A> {
         while off < t.start + t.len {
             let end = (off + segment).min(t.start + t.len);
             let chunk = self.batch.buf[off..end].to_vec();
-            match self.socket.send_to(&chunk, t.to).await {
+            match self.udp.socket.send_to(&chunk, t.to).await {
                 Ok(_) => {
                     ShardStats::add(&self.stats[self.id.index()].datagrams_out, 1);
                     ShardStats::add(&self.stats[self.id.index()].bytes_out, chunk.len() as u64);

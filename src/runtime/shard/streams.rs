@@ -189,7 +189,7 @@ impl<A: ShardApp> Shard<A> {
         st.next_gen = st.next_gen.wrapping_add(1);
         let gen = st.next_gen;
         let handle = ConnHandle(u64::from(gen) << 32 | STREAM_BIT | idx as u64);
-        let mut app = self.shard_app.new_stream_connection(handle, &h.request);
+        let mut app = self.app.shard.new_stream_connection(handle, &h.request);
         let setup_deadline = now + self.rc.setup_timeout;
         app.set_setup_deadline(setup_deadline);
         let config = qmux::Config { max_idle_timeout: self.rc.idle_timeout, ..qmux::Config::default() };
