@@ -298,10 +298,12 @@ impl<A: ShardApp> Shard<A> {
             let more_input = self.receive();
             self.note_receive_lag();
             let more_mesh = self.drain_mesh();
-            self.adopt_streams(now);
+            let refusing = self.shutdown.load(Ordering::Acquire);
+            let app = (&mut self.app.shard, &self.rc, self.id);
+            self.streams.adopt(&self.handoff, refusing, app, now);
             self.fire_timers(now);
             self.service_dirty(now).await;
-            self.service_streams(now);
+            self.streams.service(now);
             let woke = self.poll_app(now);
             self.mesh.endpoint.flush();
             if more_input || more_mesh || woke {

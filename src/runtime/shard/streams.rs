@@ -154,34 +154,47 @@ impl Streams {
     }
 }
 
-impl<A: ShardApp> Shard<A> {
+impl Streams {
     /// Takes the connections handed to this core (`StreamAcceptor::adopt`).
-    pub(super) fn adopt_streams(&mut self, now: Instant) -> bool {
+    /// `app` makes each one's application; none is taken while `refusing` (shutdown).
+    pub(super) fn adopt<A: ShardApp>(
+        &mut self,
+        handoff: &crossbeam_queue::ArrayQueue<StreamHandoff>,
+        refusing: bool,
+        (app, rc, shard): (&mut A, &RuntimeConfig, ShardId),
+        now: Instant,
+    ) -> bool {
         let mut adopted = false;
-        while let Some(handoff) = self.handoff.pop() {
-            if self.streams.live >= MAX_STREAM_CONNS || self.shutdown.load(Ordering::Acquire) {
-                debug!(shard = self.id.0, "connection over TCP refused: at the limit or shutting down");
+        while let Some(handoff) = handoff.pop() {
+            if self.live >= MAX_STREAM_CONNS || refusing {
+                debug!(shard = shard.0, "connection over TCP refused: at the limit or shutting down");
                 continue; // dropped: the socket closes
             }
-            match self.adopt_stream(handoff, now) {
+            match self.adopt_one(handoff, app, rc, now) {
                 Ok(idx) => {
-                    self.streams.dirty.push(idx);
+                    self.dirty.push(idx);
                     adopted = true;
                 }
-                Err(e) => debug!(shard = self.id.0, error = %e, "connection over TCP not adopted"),
+                Err(e) => debug!(shard = shard.0, error = %e, "connection over TCP not adopted"),
             }
         }
         adopted
     }
 
-    fn adopt_stream(&mut self, h: StreamHandoff, now: Instant) -> io::Result<usize> {
+    fn adopt_one<A: ShardApp>(
+        &mut self,
+        h: StreamHandoff,
+        app: &mut A,
+        rc: &RuntimeConfig,
+        now: Instant,
+    ) -> io::Result<usize> {
         let socket = socket2::Socket::from(h.socket);
         socket.set_nonblocking(true)?;
         let _ = socket.set_nodelay(true);
         let write_half = socket.try_clone()?;
         let (reader, writer) = (TcpStream::from(socket), TcpStream::from(write_half));
         writer.set_write_timeout(Some(CLOSE_WRITE_TIMEOUT))?;
-        let st = &mut self.streams;
+        let st = &mut *self;
         let idx = st.free.pop().unwrap_or_else(|| {
             st.conns.push(None);
             st.conns.len() - 1
@@ -189,10 +202,10 @@ impl<A: ShardApp> Shard<A> {
         st.next_gen = st.next_gen.wrapping_add(1);
         let gen = st.next_gen;
         let handle = ConnHandle(u64::from(gen) << 32 | STREAM_BIT | idx as u64);
-        let mut app = self.app.shard.new_stream_connection(handle, &h.request);
-        let setup_deadline = now + self.rc.setup_timeout;
+        let mut app = app.new_stream_connection(handle, &h.request);
+        let setup_deadline = now + rc.setup_timeout;
         app.set_setup_deadline(setup_deadline);
-        let config = qmux::Config { max_idle_timeout: self.rc.idle_timeout, ..qmux::Config::default() };
+        let config = qmux::Config { max_idle_timeout: rc.idle_timeout, ..qmux::Config::default() };
         let mut qmux = qmux::Connection::new(h.version, h.framing, qmux::Role::Server, &config, now);
         let mut tls = h.tls;
         let mut early = h.early;
@@ -204,7 +217,7 @@ impl<A: ShardApp> Shard<A> {
             let _ = qmux.recv(&early, now);
         }
         let pipe = Rc::new(Pipe::default());
-        let ready = self.streams.ready.clone();
+        let ready = self.ready.clone();
         let reader = glommio::spawn_local(read_loop(reader, pipe.clone(), ready.clone(), idx));
         let writer = glommio::spawn_local(write_loop(writer, pipe.clone(), ready, idx));
         let conn = StreamConn {
@@ -219,22 +232,22 @@ impl<A: ShardApp> Shard<A> {
             setup_deadline: Some(setup_deadline),
             scheduled: None,
         };
-        self.streams.conns[idx] = Some(conn);
-        self.streams.live += 1;
+        self.conns[idx] = Some(conn);
+        self.live += 1;
         Ok(idx)
     }
 
     /// Services the connections over TCP that have input, finished writes, a due timer, or
     /// were woken by the application. True when any was.
-    pub(super) fn service_streams(&mut self, now: Instant) -> bool {
-        let mut todo = std::mem::take(&mut self.streams.dirty);
-        todo.append(&mut self.streams.ready.slots.borrow_mut());
-        while let Some(&Reverse((at, idx))) = self.streams.timers.peek() {
+    pub(super) fn service(&mut self, now: Instant) -> bool {
+        let mut todo = std::mem::take(&mut self.dirty);
+        todo.append(&mut self.ready.slots.borrow_mut());
+        while let Some(&Reverse((at, idx))) = self.timers.peek() {
             if at > now {
                 break;
             }
-            self.streams.timers.pop();
-            if let Some(c) = self.streams.conns.get_mut(idx).and_then(Option::as_mut) {
+            self.timers.pop();
+            if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
                 if c.scheduled == Some(at) {
                     c.scheduled = None;
                     todo.push(idx);
@@ -247,15 +260,15 @@ impl<A: ShardApp> Shard<A> {
         todo.sort_unstable();
         todo.dedup();
         for &idx in &todo {
-            self.service_stream(idx, now);
+            self.service_one(idx, now);
         }
         todo.clear();
-        self.streams.dirty = todo;
+        self.dirty = todo;
         true
     }
 
-    fn service_stream(&mut self, idx: usize, now: Instant) {
-        let Some(c) = self.streams.conns.get_mut(idx).and_then(Option::as_mut) else { return };
+    fn service_one(&mut self, idx: usize, now: Instant) {
+        let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else { return };
         feed_input(c, now);
         if c.setup_deadline.is_some_and(|at| at <= now) {
             c.setup_deadline = None; // the application was told it; its on_stream_io acts on it
@@ -266,19 +279,19 @@ impl<A: ShardApp> Shard<A> {
         c.app.on_stream_io(&mut c.qmux);
         take_output(c);
         if c.qmux.is_closed() && !c.qmux.has_output() || c.pipe.broken.get() {
-            self.close_stream(idx);
+            self.close_one(idx);
             return;
         }
         if let Some(at) = c.next_deadline() {
             if c.scheduled.is_none_or(|s| at < s) {
                 c.scheduled = Some(at);
-                self.streams.timers.push(Reverse((at, idx)));
+                self.timers.push(Reverse((at, idx)));
             }
         }
     }
 
-    fn close_stream(&mut self, idx: usize) {
-        let Some(mut c) = self.streams.conns.get_mut(idx).and_then(Option::take) else { return };
+    fn close_one(&mut self, idx: usize) {
+        let Some(mut c) = self.conns.get_mut(idx).and_then(Option::take) else { return };
         c.app.on_stream_closed(&c.qmux);
         if let Some(tls) = c.tls.as_mut() {
             push_output(&c.pipe, Bytes::from(tls.close()));
@@ -291,16 +304,16 @@ impl<A: ShardApp> Shard<A> {
             w.detach();
         }
         drop(c);
-        self.streams.free.push(idx);
-        self.streams.live -= 1;
+        self.free.push(idx);
+        self.live -= 1;
     }
 
     /// Closes every connection over TCP with `code` (shutdown).
-    pub(super) fn close_all_streams(&mut self, code: u64, reason: &[u8]) {
-        for idx in 0..self.streams.conns.len() {
-            if let Some(c) = self.streams.conns[idx].as_mut() {
+    pub(super) fn close_all(&mut self, code: u64, reason: &[u8]) {
+        for idx in 0..self.conns.len() {
+            if let Some(c) = self.conns[idx].as_mut() {
                 let _ = c.qmux.close(true, code, reason);
-                self.streams.dirty.push(idx);
+                self.dirty.push(idx);
             }
         }
     }
