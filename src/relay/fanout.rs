@@ -31,7 +31,7 @@ use crate::cx::unheeded;
 use crate::cx::Cx;
 use auth::{Denied, Right};
 use data::{datagram_out, object_out, stream_end};
-use ends::RecentStreams;
+use ends::Losses;
 use session::{data_urgency, SessionCode, StreamId};
 use subs::{PerSession, Subs};
 use wire::model::property_type as pt;
@@ -64,17 +64,8 @@ struct LocalSub {
     streams: u64,
     /// The upstream subgroups it is being sent, and their downstream streams.
     open: Vec<(StreamKey, Down)>,
-    /// Streams lost to the session's backlog or to lag in the window that started at
-    /// `shed_since`.
-    shed_count: u32,
-    shed_since: Option<Instant>,
-    /// When a stream of it last got through whole after the session began losing streams
-    /// (`Fanout::streams_finished`): within the freshness budget of that, it is on a thin
-    /// path at the live edge, and what it loses does not count toward TOO_FAR_BEHIND.
-    last_whole: Option<Instant>,
-    /// The last streams opened for it, finished ones included: a stream shed from the
-    /// backlog is usually one the relay already finished (its FIN queued).
-    recent: RecentStreams,
+    /// What it lost and got through, for TOO_FAR_BEHIND (`fanout/ends.rs`).
+    losses: Losses,
     /// The Largest Location when it became Established (joining FETCHes end there).
     largest_at_start: Option<Location>,
     /// Joining FETCHes (draft-16) that arrived before SUBSCRIBE_OK.
@@ -613,10 +604,7 @@ impl Fanout {
             established: false,
             streams: 0,
             open: Vec::new(),
-            shed_count: 0,
-            shed_since: None,
-            last_whole: None,
-            recent: RecentStreams::default(),
+            losses: Losses::default(),
             largest_at_start: None,
             joins: Vec::new(),
             fill: params.fill_parameters.clone(),

@@ -68,7 +68,7 @@ impl Fanout {
                     let _ =
                         s.set_priority_ordered(id, data_urgency(sub.priority, o.priority), sub.descending);
                     sub.streams += 1;
-                    sub.recent.push(id, at.group);
+                    sub.losses.recent.push(id, at.group);
                     streams.insert((at.group, subgroup), id);
                     order.push((at.group, subgroup));
                     id

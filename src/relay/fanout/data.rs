@@ -65,7 +65,7 @@ pub(super) fn object_out(
                         unheeded(s.set_priority_ordered(id, urgency, sub.descending), "priority");
                         sub.streams += 1;
                         sub.open.push((key, Down::Open(id)));
-                        sub.recent.push(id, at.group);
+                        sub.losses.recent.push(id, at.group);
                         id
                     }
                     Err(e) => {

@@ -49,7 +49,7 @@ impl Fanout {
                 unheeded(s.reset_stream(id, reset), "reset");
             }
             // Its streams reach the subscriber first (`Session::publish_done_after`).
-            let streams = sub.recent.ids().collect();
+            let streams = sub.losses.recent.ids().collect();
             let done = (status, sub.streams, reason.clone());
             debug!(conn = %sub.conn, rid = sub.rid.0, ?status, streams = sub.streams, "PUBLISH_DONE");
             if let Err(e) = s.publish_done_after(sub.rid, done, streams, now + PUBLISH_DONE_HOLD) {
@@ -99,7 +99,7 @@ impl Fanout {
             let track_timeouts = st.timeouts;
             if let Some(sub) = st.subs.get_mut(conn, rid) {
                 *visits += 1;
-                let (lost, superseded) = sub.recent.take(streams);
+                let (lost, superseded) = sub.losses.recent.take(streams);
                 // Newest group first (Group Order descending, draft-22 §5.1.2): an older
                 // group's stream that waited behind a newer one until its time ran out was
                 // lost to the subscriber's own order, at the live edge, not to lag.
@@ -110,16 +110,11 @@ impl Fanout {
                 let own = sub.timeouts.with(track_timeouts).object;
                 let own_choice = how == StreamLoss::Lag
                     && own.is_some_and(|t| cx.config.max_lag.is_none_or(|lag| t < lag));
-                let thin = sub.last_whole.is_some_and(|t| now.saturating_duration_since(t) <= progress);
+                let thin = sub.losses.thin(now, progress);
                 if lost == 0 || own_choice || thin || cx.overloaded() || path == PathState::Stalled {
                     continue;
                 }
-                if sub.shed_since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
-                    sub.shed_since = Some(now);
-                    sub.shed_count = 0;
-                }
-                sub.shed_count += lost;
-                if sub.shed_count >= limit {
+                if sub.losses.count(lost, now) >= limit {
                     behind.push(sub.rid);
                 }
             }
@@ -143,10 +138,8 @@ impl Fanout {
                 continue;
             };
             *visits += 1;
-            if sub.recent.take(streams).0 > 0 {
-                sub.shed_count = 0;
-                sub.shed_since = None;
-                sub.last_whole = Some(now);
+            if sub.losses.recent.take(streams).0 > 0 {
+                sub.losses.got_through(now);
             }
         }
     }
@@ -251,6 +244,48 @@ impl Fanout {
             self.unsubscribe(cx, sessions, conn, rid);
         }
         self.fetch_session_closed(conn);
+    }
+}
+
+/// What one subscription lost and got through, for the TOO_FAR_BEHIND rule: streams lost
+/// (to the session's backlog or to lag) count within a [`SHED_WINDOW`], unless one got
+/// through whole within the freshness budget (a thin path at the live edge).
+#[derive(Debug, Default)]
+pub(super) struct Losses {
+    /// The last streams opened for it, finished ones included: a stream shed from the
+    /// backlog is usually one the relay already finished (its FIN queued).
+    pub(super) recent: RecentStreams,
+    /// Streams lost in the window that started at `since`.
+    count: u32,
+    since: Option<Instant>,
+    /// When a stream of it last got through whole after the session began losing streams
+    /// (`Fanout::streams_finished`): within the freshness budget of that, it is on a thin
+    /// path at the live edge, and what it loses does not count toward TOO_FAR_BEHIND.
+    last_whole: Option<Instant>,
+}
+
+impl Losses {
+    /// Whether a stream got through whole within `progress` before `now`.
+    fn thin(&self, now: Instant, progress: Duration) -> bool {
+        self.last_whole.is_some_and(|t| now.saturating_duration_since(t) <= progress)
+    }
+
+    /// Counts `lost` streams at `now` (a window older than [`SHED_WINDOW`] starts over):
+    /// the count in the window.
+    fn count(&mut self, lost: u32, now: Instant) -> u32 {
+        if self.since.is_none_or(|t| now.saturating_duration_since(t) > SHED_WINDOW) {
+            self.since = Some(now);
+            self.count = 0;
+        }
+        self.count += lost;
+        self.count
+    }
+
+    /// A stream got through whole at `now`: what was lost before does not count.
+    fn got_through(&mut self, now: Instant) {
+        self.count = 0;
+        self.since = None;
+        self.last_whole = Some(now);
     }
 }
 
