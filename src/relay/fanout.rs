@@ -27,6 +27,7 @@ use super::msg::{
 };
 use super::sessions::{Holder, Sessions};
 use crate::admit::{update_allows, UpdateError};
+use crate::cache::CachedObject;
 use crate::cx::unheeded;
 use crate::cx::Cx;
 use auth::{Denied, Right};
@@ -414,6 +415,25 @@ impl Fanout {
     /// FETCHes (and fill streams) waiting for their answer.
     pub(crate) fn fetches_len(&self) -> usize {
         self.fetches.len()
+    }
+
+    /// The owner's cached `objects` for subscription `rid` of session `conn`, if it still
+    /// waits for them (`fanout/backfill.rs`; `open`: upstream streams still open, with their
+    /// group and subgroup).
+    pub(crate) fn backfill(
+        &mut self,
+        cx: &mut Cx,
+        sessions: &mut Sessions,
+        alias: TrackAlias,
+        (conn, rid): (ConnId, RequestId),
+        objects: Vec<(Location, CachedObject)>,
+        open: Vec<(StreamKey, u64, u64)>,
+    ) {
+        let Some(st) = self.tracks.get_mut(&alias) else { return };
+        let Some(sub) = st.subs.get_mut(conn, rid).filter(|s| s.backfilling) else { return };
+        sub.backfilling = false;
+        let Some(s) = sessions.get_mut(conn) else { return };
+        sub.backfill(cx, s, alias, objects, open);
     }
 
     /// A message for the subscriber side of this core.

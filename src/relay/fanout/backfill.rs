@@ -3,42 +3,33 @@
 //! on the same FIFO queue that carries the track's objects to this core, so every object it
 //! forwarded before answering is in the answer, and every one after follows it.
 
-use crate::msg::ConnId;
 use bytes::Bytes;
 use tracing::debug;
 
-use super::{Down, Fanout};
+use super::{Down, LocalSub};
 use crate::cache::CachedObject;
 use crate::cx::Cx;
 use crate::msg::StreamKey;
-use crate::sessions::Sessions;
 use ahash::HashMap;
-use session::{data_urgency, StreamId};
-use wire::model::{
-    Location, ObjectStatus, RequestId, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias,
-};
+use session::{data_urgency, Session, StreamId};
+use wire::model::{Location, ObjectStatus, SubgroupHeader, SubgroupId, SubgroupObject, TrackAlias};
 
-impl Fanout {
-    /// The owner's cached `objects` for subscription `rid` of session `conn`: one downstream
-    /// subgroup stream per (group, subgroup), objects in order. A subgroup whose upstream
-    /// stream is still open (`open`: stream, group, subgroup) keeps its downstream stream
-    /// open, and its later objects continue it; the others are finished. Objects that came
-    /// as datagrams are not sent again.
-    pub(crate) fn backfill(
+impl LocalSub {
+    /// The owner's cached `objects` for this subscription, to be sent on session `s`: one
+    /// downstream subgroup stream per (group, subgroup), objects in order. A subgroup whose
+    /// upstream stream is still open (`open`: stream, group, subgroup) keeps its downstream
+    /// stream open, and its later objects continue it; the others are finished. Objects that
+    /// came as datagrams are not sent again.
+    pub(super) fn backfill(
         &mut self,
         cx: &mut Cx,
-        sessions: &mut Sessions,
+        s: &mut Session,
         alias: TrackAlias,
-        (conn, rid): (ConnId, RequestId),
         objects: Vec<(Location, CachedObject)>,
         open: Vec<(StreamKey, u64, u64)>,
     ) {
-        let Some(st) = self.tracks.get_mut(&alias) else { return };
-        let Some(sub) = st.subs.get_mut(conn, rid).filter(|s| s.backfilling) else {
-            return;
-        };
-        sub.backfilling = false;
-        let Some(s) = sessions.get_mut(conn) else { return };
+        let conn = self.conn;
+        let sub = self;
         let mut streams: HashMap<(u64, u64), StreamId> = HashMap::default();
         let mut order = Vec::new();
         for (at, o) in objects {
@@ -101,6 +92,6 @@ impl Fanout {
                 }
             }
         }
-        debug!(%conn, rid = rid.0, alias = alias.0, streams = streams.len(), "backfill sent");
+        debug!(%conn, rid = sub.rid.0, alias = alias.0, streams = streams.len(), "backfill sent");
     }
 }
