@@ -25,6 +25,9 @@
 
 #![warn(unreachable_pub)]
 
+mod early;
+
+use early::Early;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -166,8 +169,7 @@ pub struct WebTransport {
     started: [u64; 4],
     skipped: BTreeSet<u64>,
     /// Payload of WebTransport streams that arrived before the session was accepted.
-    early: Vec<(u64, Vec<u8>, bool)>,
-    early_bytes: usize,
+    early: Early,
     out: VecDeque<Output>,
     events: VecDeque<Event>,
     /// Client: the request's authority and path, for the [`Accepted`] event.
@@ -236,8 +238,7 @@ impl WebTransport {
             // Our first bidirectional (client) and unidirectional streams are HTTP/3's.
             started: [0, 1, 2, 3],
             skipped: BTreeSet::new(),
-            early: Vec::new(),
-            early_bytes: 0,
+            early: Early::default(),
             out: VecDeque::new(),
             events: VecDeque::new(),
             pending_request: None,
@@ -277,16 +278,15 @@ impl WebTransport {
         self.events.pop_front()
     }
 
-    /// Payload that arrived on WebTransport streams before the session was accepted:
-    /// (session stream, bytes, fin), in arrival order.
     /// The payload held so far for session stream `stream` (arrival order), without taking it.
     pub fn early_of(&self, stream: u64) -> Vec<u8> {
-        self.early.iter().filter(|(s, _, _)| *s == stream).flat_map(|(_, d, _)| d.iter().copied()).collect()
+        self.early.of(stream)
     }
 
+    /// Payload that arrived on WebTransport streams before the session was accepted:
+    /// (session stream, bytes, fin), in arrival order.
     pub fn take_early(&mut self) -> Vec<(u64, Vec<u8>, bool)> {
-        self.early_bytes = 0;
-        std::mem::take(&mut self.early)
+        self.early.take()
     }
 
     fn is_local(&self, quic: u64) -> bool {
@@ -668,24 +668,9 @@ impl WebTransport {
         data: &[u8],
         fin: bool,
     ) -> (Option<PeerStream>, Option<Deliver>) {
-        if self.early_bytes + data.len() > self.limits.max_early_bytes {
+        if !self.early.hold(stream, data, fin, self.limits.max_early_bytes) {
             self.out.push_back(Output::StopSending { quic, code: code::WT_BUFFERED_STREAM_REJECTED });
-            self.early.retain(|(s, b, _)| {
-                let keep = *s != stream;
-                if !keep {
-                    self.early_bytes -= b.len();
-                }
-                keep
-            });
             return (Some(PeerStream::Discard), None);
-        }
-        self.early_bytes += data.len();
-        match self.early.iter_mut().find(|(s, _, _)| *s == stream) {
-            Some((_, buf, f)) => {
-                buf.extend_from_slice(data);
-                *f |= fin;
-            }
-            None => self.early.push((stream, data.to_vec(), fin)),
         }
         (if fin { None } else { Some(PeerStream::Session(stream)) }, None)
     }
