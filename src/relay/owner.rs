@@ -138,14 +138,21 @@ struct Track {
     /// Streams not forwarded (further) to a subscriber core because the mesh to it was
     /// backed up or full (`shed.rs`).
     shed: Shed,
-    /// Our outstanding NEW_GROUP_REQUEST upstream: its value and the Largest Group when it
-    /// was sent; it stands until the Largest Group grows past that (draft-22 §9.20.19).
-    new_group: Option<(u64, Option<u64>)>,
-    /// A NEW_GROUP_REQUEST that arrived while the upstream SUBSCRIBE was already on its way
-    /// (the largest such value): sent by the usual rules once the track is Established.
-    new_group_waiting: Option<u64>,
+    /// Our NEW_GROUP_REQUESTs upstream.
+    new_group: NewGroupAsk,
     /// Where the source's upstream SUBSCRIBE started (what the publisher sends live).
     asked: UpStart,
+}
+
+/// A track's NEW_GROUP_REQUESTs upstream (draft-22 §9.20.19).
+#[derive(Debug, Default)]
+struct NewGroupAsk {
+    /// The outstanding one: its value and the Largest Group when it was sent; it stands
+    /// until the Largest Group grows past that.
+    sent: Option<(u64, Option<u64>)>,
+    /// One that arrived while the upstream SUBSCRIBE was already on its way (the largest such
+    /// value): sent by the usual rules once the track is Established.
+    waiting: Option<u64>,
 }
 
 /// What a new upstream subscription serves: the track, the cores whose SUBSCRIBEs wait for
@@ -262,8 +269,7 @@ impl Track {
             extra: Vec::new(),
             merge: None,
             shed: Shed::default(),
-            new_group: None,
-            new_group_waiting: None,
+            new_group: NewGroupAsk::default(),
             asked: UpStart::Next,
         }
     }

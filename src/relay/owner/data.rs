@@ -78,7 +78,7 @@ fn remember(cache: &mut Cache, t: &mut Track, alias: TrackAlias, epoch: Epoch, d
                 *last = Some(object.object_id);
                 let at = Location { group: h.group_id, object: object.object_id };
                 t.info.largest = Some(max_location(t.info.largest, at));
-                new_group_seen(&mut t.new_group, t.info.largest);
+                new_group_seen(&mut t.new_group.sent, t.info.largest);
                 let subgroup = *subgroup.get_or_insert(object.object_id);
                 let max_age = max_cache_duration(&t.info.properties);
                 if object.status == ObjectStatus::Normal && max_age != Some(Duration::ZERO) {
@@ -100,7 +100,7 @@ fn remember(cache: &mut Cache, t: &mut Track, alias: TrackAlias, epoch: Epoch, d
         Data::Datagram { header, payload, received } => {
             let at = Location { group: header.group_id, object: header.object_id };
             t.info.largest = Some(max_location(t.info.largest, at));
-            new_group_seen(&mut t.new_group, t.info.largest);
+            new_group_seen(&mut t.new_group.sent, t.info.largest);
             let max_age = max_cache_duration(&t.info.properties);
             if header.status.is_none() && max_age != Some(Duration::ZERO) {
                 let cached = CachedObject {

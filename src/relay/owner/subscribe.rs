@@ -151,7 +151,7 @@ impl Owner {
         let mut t = Track::new(track.clone(), source, waiting, TrackInfo::default());
         t.who = who;
         // Outstanding until the Largest Group increases (draft-22 §9.20.19).
-        t.new_group = new_group.map(|v| (v, None));
+        t.new_group.sent = new_group.map(|v| (v, None));
         t.asked = start;
         // Every other publisher of the namespace too (draft-22 §7.6), merged (`merge.rs`).
         let others = cx.namespaces.other_announcers(&track.namespace, publisher);
@@ -186,7 +186,7 @@ impl Owner {
         let Some(t) = self.tracks.get_mut(&alias) else { return };
         if matches!(t.source, Source::Pending { .. }) {
             // Its SUBSCRIBE is already on its way: this one waits for the answer.
-            t.new_group_waiting = Some(t.new_group_waiting.map_or(value, |w| w.max(value)));
+            t.new_group.waiting = Some(t.new_group.waiting.map_or(value, |w| w.max(value)));
             return;
         }
         if !dynamic_groups(&t.info.properties) {
@@ -196,10 +196,10 @@ impl Owner {
         if value != 0 && largest.is_some_and(|g| value <= g) {
             return;
         }
-        if t.new_group.is_some_and(|(outstanding, _)| outstanding >= value) {
+        if t.new_group.sent.is_some_and(|(outstanding, _)| outstanding >= value) {
             return;
         }
-        t.new_group = Some((value, largest));
+        t.new_group.sent = Some((value, largest));
         let (core, epoch) = (t.source.publisher().core, t.source.epoch());
         cx.send(core, IngestMsg::NewGroup { alias, epoch, value });
     }

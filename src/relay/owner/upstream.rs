@@ -58,7 +58,7 @@ impl Owner {
                 cx.send(core, FanoutMsg::SubscribeOk { alias, info: t.info.clone(), open: Vec::new() });
             }
         }
-        let waiting_new_group = t.new_group_waiting.take();
+        let waiting_new_group = t.new_group.waiting.take();
         self.release_waiting(cx, alias);
         self.set_idle(cx, alias);
         self.answer_waiting_fetches(cx, alias);
