@@ -28,6 +28,48 @@ use wire::Version;
 /// Default listen address: every interface, UDP 4443.
 pub const DEFAULT_LISTEN: &str = "[::]:4443";
 
+/// Declares every key once, by concern: each concern is a struct of optional values that
+/// clap reads from the command line (flattened into [`Settings`]), and every key is also a
+/// field of the flat TOML file, whose unknown keys are refused by name. [`Settings::or_file`]
+/// lays the file under the flags.
+macro_rules! settings {
+    ($(
+        $(#[$group_meta:meta])*
+        $group:ident in $field:ident {
+            $( $(#[$key_meta:meta])* $key:ident: $ty:ty, )*
+        }
+    )*) => {
+        $(
+            #[derive(Debug, Default, Clone, clap::Args)]
+            $(#[$group_meta])*
+            pub struct $group {
+                $( $(#[$key_meta])* pub $key: $ty, )*
+            }
+        )*
+
+        /// Every setting, by concern: what the flags say, over what the file says.
+        #[derive(Debug, Default, Clone, clap::Args)]
+        pub struct Settings {
+            $( #[command(flatten)] pub $field: $group, )*
+        }
+
+        /// The TOML file: every key of [`Settings`], flat.
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        struct FileConfig {
+            $( $( $key: $ty, )* )*
+        }
+
+        impl Settings {
+            /// These settings, each key the file sets and they do not taken from `file`.
+            fn or_file(mut self, file: FileConfig) -> Settings {
+                $( $( self.$field.$key = self.$field.$key.take().or(file.$key); )* )*
+                self
+            }
+        }
+    };
+}
+
 /// moq-edge: a thread-per-core Media over QUIC Transport (MoQT) edge relay.
 #[derive(Debug, Parser)]
 #[command(name = "moq-edge", version, about, long_about = None)]
@@ -36,254 +78,245 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// UDP address to serve QUIC on [default: [::]:4443].
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
-
-    /// Number of cores (one executor and one UDP socket each) [default: all available].
-    #[arg(long, value_name = "N")]
-    pub cores: Option<usize>,
-
-    /// TLS certificate chain (PEM). Without --cert/--key a self-signed certificate is generated.
-    #[arg(long, value_name = "PEM", requires = "key")]
-    pub cert: Option<PathBuf>,
-
-    /// TLS private key (PEM) for --cert.
-    #[arg(long, value_name = "PEM", requires = "cert")]
-    pub key: Option<PathBuf>,
-
-    /// Congestion control: bbr2, cubic, reno [default: bbr2: the lowest latency on lossy
-    /// viewer links and across lossy tiers, about cubic's CPU on clean ones for small objects,
-    /// more for objects of many packets on sub-millisecond paths; bench/README.md "Impaired
-    /// viewer links", "The 2x target"].
-    #[arg(long, value_name = "NAME")]
-    pub congestion_control: Option<String>,
-
-    /// MoQT drafts offered to clients, over raw QUIC (one ALPN each) and WebTransport
-    /// (WT-Protocol), e.g. `16,22` [default: every draft this build speaks: 22,20,18,16,14].
-    #[arg(long, value_name = "N,...", value_delimiter = ',')]
-    pub drafts: Vec<u32>,
-
-    /// Stateless retry (address validation): never, always, or auto (only while a core has
-    /// more than 1024 handshakes in progress) [default: auto].
-    #[arg(long, value_name = "POLICY")]
-    pub retry: Option<String>,
-
-    /// QUIC idle timeout in milliseconds [default: 30000].
-    #[arg(long, value_name = "MS")]
-    pub idle_timeout_ms: Option<u64>,
-
-    /// A connection that has not completed MoQT SETUP this many milliseconds after it was
-    /// accepted is closed (CONTROL_MESSAGE_TIMEOUT) [default: 5000].
-    #[arg(long, value_name = "MS")]
-    pub setup_timeout_ms: Option<u64>,
-
-    /// Connections one core accepts before refusing more [default: 10000].
-    #[arg(long, value_name = "N")]
-    pub max_connections_per_core: Option<usize>,
-
-    /// Admission under load: a core busy more than this percentage of the last second refuses
-    /// new work (new connections; SUBSCRIBE, FETCH and namespace subscriptions get
-    /// REQUEST_ERROR EXCESSIVE_LOAD) while what it serves goes on; 0 or 100 turns it off
-    /// [default: 90].
-    #[arg(long, value_name = "PCT")]
-    pub admission_busy_pct: Option<u8>,
-
-    /// Send with UDP GSO (segmentation offload) [default: true].
-    #[arg(long, value_name = "BOOL")]
-    pub gso: Option<bool>,
-
-    /// While a core is busy (half of the last second or more), a connection's packets are
-    /// held up to this many microseconds so that several leave in one GSO train: less CPU per
-    /// byte at high load for that much more latency (bench/README.md); 0: never [default: 0].
-    #[arg(long, value_name = "US")]
-    pub send_coalesce_us: Option<u64>,
-
-    /// While datagrams arrive fast enough that this many microseconds gather four or more, a
-    /// core that has just read some reads again only this long after that turn began (or at
-    /// its next timer), so that a turn handles many at once: less CPU per byte for at most this much
-    /// more latency (bench/README.md); 0: wake for every datagram [default: 500].
-    #[arg(long, value_name = "US")]
-    pub recv_coalesce_us: Option<u64>,
-
-    /// How long an upstream subscription outlives its last subscriber, in milliseconds
-    /// [default: 2000].
-    #[arg(long, value_name = "MS")]
-    pub linger_ms: Option<u64>,
-
-    /// What the relay asks of a publisher's PUBLISH: `always` (objects at once: the track is
-    /// cached, and the first subscriber starts from the cache) or `on-demand` (FORWARD=0 until
-    /// someone subscribes, then REQUEST_UPDATE; saves ingest, but publishers that ignore
-    /// REQUEST_UPDATE then never send) [default: always].
-    #[arg(long, value_name = "POLICY")]
-    pub publish_forward: Option<String>,
-
-    /// Bytes (in KiB) a subscriber session may have queued beyond QUIC flow control before
-    /// its oldest subgroup streams are reset [default: 1024].
-    #[arg(long, value_name = "KIB")]
-    pub max_backlog_kib: Option<u64>,
-
-    /// Subgroup data (in KiB) a subscriber connection's QUIC stack may hold not yet sent;
-    /// beyond it the data waits in the session's queue, where --max-backlog-kib and
-    /// --max-lag-ms apply [default: 128].
-    #[arg(long, value_name = "KIB")]
-    pub max_unsent_kib: Option<u64>,
-
-    /// Objects (in MiB, payloads and their messages) one core may have queued toward another
-    /// core that has not taken them yet: past half of it, new subgroup streams are not
-    /// forwarded to that core; an object that would pass it resets its stream there
-    /// (EXCESSIVE_LOAD) [default: 8].
-    #[arg(long, value_name = "MIB")]
-    pub mesh_queue_mib: Option<u64>,
-
-    /// Freshness budget of live delivery, in milliseconds: an object a subscriber's connection
-    /// has not taken within this of its arrival is not sent, and its subgroup stream is reset
-    /// (a subscription that keeps losing streams so ends with TOO_FAR_BEHIND); a subscriber's
-    /// smaller delivery timeouts apply as they are; 0 turns it off [default: 2000].
-    #[arg(long, value_name = "MS")]
-    pub max_lag_ms: Option<u64>,
-
-    /// Object cache for late joiners and FETCH, in MiB for the whole relay (split evenly
-    /// between the cores); 0 disables it [default: 1024].
-    #[arg(long, value_name = "MIB")]
-    pub cache_mib: Option<u64>,
-
-    /// Graceful shutdown (SIGTERM/SIGINT): every session gets GOAWAY and is served this long,
-    /// in milliseconds, before the rest are closed with GOAWAY_TIMEOUT; 0 closes at once
-    /// [default: 5000].
-    #[arg(long, value_name = "MS")]
-    pub goaway_timeout_ms: Option<u64>,
-
-    /// New Session URI sent in GOAWAY (for example moqt://other-edge:4443); empty: clients
-    /// reconnect to the URI they used [default: empty].
-    #[arg(long, value_name = "URI")]
-    pub goaway_uri: Option<String>,
-
-    /// Authorization: `open` (tokens are not needed), or the token formats every request
-    /// needs one of, comma-separated: `tokens` (this relay's own, signed with an --auth-key),
-    /// `jwt` (JSON Web Tokens verified with --auth-jwt-keys), `cat` (Common Access Tokens
-    /// verified with --auth-cat-keys); e.g. `jwt,tokens`; or `http`: the platform's service at
-    /// --auth-url admits each session [default: open].
-    #[arg(long, value_name = "MODE")]
-    pub auth: Option<String>,
-
-    /// With `--auth http`: the platform's admission service, POSTed a JSON question about each
-    /// session (its tokens and URL) and asked again when the answer's time is up.
-    #[arg(long, value_name = "URL")]
-    pub auth_url: Option<String>,
-
-    /// With `--auth http`: what a service that cannot be reached (or answers garbage) means:
-    /// `deny`, or `allow-known` (what it last allowed for the same question stays allowed)
-    /// [default: allow-known].
-    #[arg(long, value_name = "POLICY")]
-    pub auth_failure: Option<String>,
-
-    /// A token key, `ID=SECRET` (SECRET: base64url, at least 16 bytes); repeat to rotate keys.
-    #[arg(long = "auth-key", value_name = "ID=SECRET")]
-    pub auth_keys: Vec<String>,
-
-    /// JWT keys: a JWK set (`{"keys": [...]}`, HS256, ES256, EdDSA or RS256 keys with `kid`), one
-    /// JWK, or a file holding an HS256 secret. Reloaded on SIGHUP and when it changes; repeat
-    /// for several files.
-    #[arg(long = "auth-jwt-keys", value_name = "FILE")]
-    pub auth_jwt_keys: Vec<PathBuf>,
-
-    /// CAT keys: a JWK set of `oct` (HMAC-SHA256) and `EC` P-256 (ES256) keys with `kid`.
-    /// Reloaded on SIGHUP and when it changes; repeat for several files.
-    #[arg(long = "auth-cat-keys", value_name = "FILE")]
-    pub auth_cat_keys: Vec<PathBuf>,
-
-    /// A parent relay: `moqt://HOST:PORT` (the default route) or `PREFIX=moqt://HOST:PORT`
-    /// (namespaces under PREFIX, fields separated by `/`; the longest prefix wins). Tracks no
-    /// local publisher serves are subscribed there; local announcements are forwarded there.
-    /// Repeat for several.
-    #[arg(long = "upstream", value_name = "[PREFIX=]URL")]
-    pub upstreams: Vec<String>,
-
-    /// A namespace directory shared by the relays of a cluster:
-    /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, or `rediss://…` for TLS.
-    /// Namespaces announced here are registered there; tracks no local publisher and no
-    /// upstream route serves are looked up there and subscribed from the relay that has them
-    /// [default: off]. Needs --advertise.
-    #[arg(long, value_name = "URL")]
-    pub directory: Option<String>,
-
-    /// PEM bundle of CAs the directory's certificate (`rediss://`) must chain to [default:
-    /// the system roots].
-    #[arg(long, value_name = "PEM")]
-    pub directory_ca: Option<PathBuf>,
-
-    /// Key prefix of this cluster's entries in the directory (several clusters may share one
-    /// Redis) [default: moq-edge].
-    #[arg(long, value_name = "PREFIX")]
-    pub directory_prefix: Option<String>,
-
-    /// How long a directory entry outlives the relay that wrote it, in milliseconds (refreshed
-    /// every third of it) [default: 6000].
-    #[arg(long, value_name = "MS")]
-    pub directory_lease_ms: Option<u64>,
-
-    /// The URL other relays reach this one at, `moqt://HOST:PORT`, written in the directory.
-    #[arg(long, value_name = "URL")]
-    pub advertise: Option<String>,
-
-    /// Authorization token this relay sends to its upstreams.
-    #[arg(long, value_name = "TOKEN")]
-    pub upstream_token: Option<String>,
-
-    /// PEM bundle of CAs that upstream certificates must chain to [default: system roots].
-    #[arg(long, value_name = "PEM")]
-    pub upstream_ca: Option<PathBuf>,
-
-    /// Do not check upstream certificates (labs and tests only) [default: false].
-    #[arg(long, value_name = "BOOL")]
-    pub upstream_insecure: Option<bool>,
-
-    /// Serve Prometheus metrics (/metrics) and health (/healthz, /readyz) over HTTP on this
-    /// TCP address, e.g. 127.0.0.1:9090 [default: off].
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<SocketAddr>,
-
-    /// Serve the watch page and /certificate.sha256 over HTTP on this TCP address, or `off`
-    /// [default: the --listen address, so TCP and UDP share the port].
-    #[arg(long, value_name = "ADDR|off")]
-    pub web: Option<String>,
-
-    /// Log format: human or json [default: human].
-    #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<String>,
-
-    /// Log filter (tracing syntax, e.g. `info,moq_edge::relay=debug`); RUST_LOG wins when set
-    /// [default: info].
-    #[arg(long, value_name = "FILTER")]
-    pub log_level: Option<String>,
-
-    /// Write a qlog file per QUIC connection into this directory [default: off].
-    #[arg(long, value_name = "DIR")]
-    pub qlog_dir: Option<PathBuf>,
-
-    /// Event hooks: POST each batch of events (broadcast, track and session starts and ends)
-    /// as a JSON array to this http:// or https:// URL [default: off].
-    #[arg(long, value_name = "URL")]
-    pub events_url: Option<String>,
-
-    /// Event hooks: append events as JSON lines to this file, or `-` for standard output
-    /// [default: off].
-    #[arg(long, value_name = "PATH")]
-    pub events_file: Option<PathBuf>,
-
-    /// Events held while the hook's sink does not take them; the oldest are dropped beyond
-    /// (counted) [default: 10000].
-    #[arg(long, value_name = "N")]
-    pub events_queue: Option<usize>,
-
     /// Load and validate this configuration file (with the other flags), print the result,
     /// and exit: 0 when it is valid, else 1 with the key and the reason.
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
 
+    /// Every setting, by concern: each is also a key of the file.
+    #[command(flatten)]
+    pub settings: Settings,
+
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+settings! {
+    /// Where and how QUIC is served: the address, the cores, the TLS identity, the drafts offered,
+    /// the connections' timeouts and limits.
+    #[command(next_help_heading = "Serving")]
+    ServeKeys in serve {
+        /// UDP address to serve QUIC on [default: [::]:4443].
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Number of cores (one executor and one UDP socket each) [default: all available].
+        #[arg(long, value_name = "N")]
+        cores: Option<usize>,
+        /// TLS certificate chain (PEM). Without --cert/--key a self-signed certificate is generated.
+        #[arg(long, value_name = "PEM", requires = "key")]
+        cert: Option<PathBuf>,
+        /// TLS private key (PEM) for --cert.
+        #[arg(long, value_name = "PEM", requires = "cert")]
+        key: Option<PathBuf>,
+        /// MoQT drafts offered to clients, over raw QUIC (one ALPN each) and WebTransport
+        /// (WT-Protocol), e.g. `16,22` [default: every draft this build speaks: 22,20,18,16,14].
+        #[arg(long, value_name = "N,...", value_delimiter = ',')]
+        drafts: Option<Vec<u32>>,
+        /// Stateless retry (address validation): never, always, or auto (only while a core has
+        /// more than 1024 handshakes in progress) [default: auto].
+        #[arg(long, value_name = "POLICY")]
+        retry: Option<String>,
+        /// QUIC idle timeout in milliseconds [default: 30000].
+        #[arg(long, value_name = "MS")]
+        idle_timeout_ms: Option<u64>,
+        /// A connection that has not completed MoQT SETUP this many milliseconds after it was
+        /// accepted is closed (CONTROL_MESSAGE_TIMEOUT) [default: 5000].
+        #[arg(long, value_name = "MS")]
+        setup_timeout_ms: Option<u64>,
+        /// Connections one core accepts before refusing more [default: 10000].
+        #[arg(long, value_name = "N")]
+        max_connections_per_core: Option<usize>,
+    }
+    /// How each core spends its time: congestion control, admission under load, GSO and the
+    /// batching of sends and receives.
+    #[command(next_help_heading = "Cores")]
+    CoreKeys in core {
+        /// Congestion control: bbr2, cubic, reno [default: bbr2: the lowest latency on lossy
+        /// viewer links and across lossy tiers, about cubic's CPU on clean ones for small objects,
+        /// more for objects of many packets on sub-millisecond paths; bench/README.md "Impaired
+        /// viewer links", "The 2x target"].
+        #[arg(long, value_name = "NAME")]
+        congestion_control: Option<String>,
+        /// Admission under load: a core busy more than this percentage of the last second refuses
+        /// new work (new connections; SUBSCRIBE, FETCH and namespace subscriptions get
+        /// REQUEST_ERROR EXCESSIVE_LOAD) while what it serves goes on; 0 or 100 turns it off
+        /// [default: 90].
+        #[arg(long, value_name = "PCT")]
+        admission_busy_pct: Option<u8>,
+        /// Send with UDP GSO (segmentation offload) [default: true].
+        #[arg(long, value_name = "BOOL")]
+        gso: Option<bool>,
+        /// While a core is busy (half of the last second or more), a connection's packets are
+        /// held up to this many microseconds so that several leave in one GSO train: less CPU per
+        /// byte at high load for that much more latency (bench/README.md); 0: never [default: 0].
+        #[arg(long, value_name = "US")]
+        send_coalesce_us: Option<u64>,
+        /// While datagrams arrive fast enough that this many microseconds gather four or more, a
+        /// core that has just read some reads again only this long after that turn began (or at
+        /// its next timer), so that a turn handles many at once: less CPU per byte for at most this much
+        /// more latency (bench/README.md); 0: wake for every datagram [default: 500].
+        #[arg(long, value_name = "US")]
+        recv_coalesce_us: Option<u64>,
+    }
+    /// The relay's timers, queues and cache, and how it leaves (GOAWAY).
+    #[command(next_help_heading = "Delivery")]
+    DeliveryKeys in delivery {
+        /// How long an upstream subscription outlives its last subscriber, in milliseconds
+        /// [default: 2000].
+        #[arg(long, value_name = "MS")]
+        linger_ms: Option<u64>,
+        /// What the relay asks of a publisher's PUBLISH: `always` (objects at once: the track is
+        /// cached, and the first subscriber starts from the cache) or `on-demand` (FORWARD=0 until
+        /// someone subscribes, then REQUEST_UPDATE; saves ingest, but publishers that ignore
+        /// REQUEST_UPDATE then never send) [default: always].
+        #[arg(long, value_name = "POLICY")]
+        publish_forward: Option<String>,
+        /// Bytes (in KiB) a subscriber session may have queued beyond QUIC flow control before
+        /// its oldest subgroup streams are reset [default: 1024].
+        #[arg(long, value_name = "KIB")]
+        max_backlog_kib: Option<u64>,
+        /// Subgroup data (in KiB) a subscriber connection's QUIC stack may hold not yet sent;
+        /// beyond it the data waits in the session's queue, where --max-backlog-kib and
+        /// --max-lag-ms apply [default: 128].
+        #[arg(long, value_name = "KIB")]
+        max_unsent_kib: Option<u64>,
+        /// Objects (in MiB, payloads and their messages) one core may have queued toward another
+        /// core that has not taken them yet: past half of it, new subgroup streams are not
+        /// forwarded to that core; an object that would pass it resets its stream there
+        /// (EXCESSIVE_LOAD) [default: 8].
+        #[arg(long, value_name = "MIB")]
+        mesh_queue_mib: Option<u64>,
+        /// Freshness budget of live delivery, in milliseconds: an object a subscriber's connection
+        /// has not taken within this of its arrival is not sent, and its subgroup stream is reset
+        /// (a subscription that keeps losing streams so ends with TOO_FAR_BEHIND); a subscriber's
+        /// smaller delivery timeouts apply as they are; 0 turns it off [default: 2000].
+        #[arg(long, value_name = "MS")]
+        max_lag_ms: Option<u64>,
+        /// Object cache for late joiners and FETCH, in MiB for the whole relay (split evenly
+        /// between the cores); 0 disables it [default: 1024].
+        #[arg(long, value_name = "MIB")]
+        cache_mib: Option<u64>,
+        /// Graceful shutdown (SIGTERM/SIGINT): every session gets GOAWAY and is served this long,
+        /// in milliseconds, before the rest are closed with GOAWAY_TIMEOUT; 0 closes at once
+        /// [default: 5000].
+        #[arg(long, value_name = "MS")]
+        goaway_timeout_ms: Option<u64>,
+        /// New Session URI sent in GOAWAY (for example moqt://other-edge:4443); empty: clients
+        /// reconnect to the URI they used [default: empty].
+        #[arg(long, value_name = "URI")]
+        goaway_uri: Option<String>,
+    }
+    /// Who may do what: the authorization mode, its keys, or the platform's admission service.
+    #[command(next_help_heading = "Authorization")]
+    AccessKeys in access {
+        /// Authorization: `open` (tokens are not needed), or the token formats every request
+        /// needs one of, comma-separated: `tokens` (this relay's own, signed with an --auth-key),
+        /// `jwt` (JSON Web Tokens verified with --auth-jwt-keys), `cat` (Common Access Tokens
+        /// verified with --auth-cat-keys); e.g. `jwt,tokens`; or `http`: the platform's service at
+        /// --auth-url admits each session [default: open].
+        #[arg(long, value_name = "MODE")]
+        auth: Option<String>,
+        /// With `--auth http`: the platform's admission service, POSTed a JSON question about each
+        /// session (its tokens and URL) and asked again when the answer's time is up.
+        #[arg(long, value_name = "URL")]
+        auth_url: Option<String>,
+        /// With `--auth http`: what a service that cannot be reached (or answers garbage) means:
+        /// `deny`, or `allow-known` (what it last allowed for the same question stays allowed)
+        /// [default: allow-known].
+        #[arg(long, value_name = "POLICY")]
+        auth_failure: Option<String>,
+        /// A token key, `ID=SECRET` (SECRET: base64url, at least 16 bytes); repeat to rotate keys.
+        #[arg(long = "auth-key", value_name = "ID=SECRET")]
+        auth_keys: Option<Vec<String>>,
+        /// JWT keys: a JWK set (`{"keys": [...]}`, HS256, ES256, EdDSA or RS256 keys with `kid`), one
+        /// JWK, or a file holding an HS256 secret. Reloaded on SIGHUP and when it changes; repeat
+        /// for several files.
+        #[arg(long = "auth-jwt-keys", value_name = "FILE")]
+        auth_jwt_keys: Option<Vec<PathBuf>>,
+        /// CAT keys: a JWK set of `oct` (HMAC-SHA256) and `EC` P-256 (ES256) keys with `kid`.
+        /// Reloaded on SIGHUP and when it changes; repeat for several files.
+        #[arg(long = "auth-cat-keys", value_name = "FILE")]
+        auth_cat_keys: Option<Vec<PathBuf>>,
+    }
+    /// Parent relays and the cluster's namespace directory.
+    #[command(next_help_heading = "Tiers")]
+    TierKeys in tiers {
+        /// A parent relay: `moqt://HOST:PORT` (the default route) or `PREFIX=moqt://HOST:PORT`
+        /// (namespaces under PREFIX, fields separated by `/`; the longest prefix wins). Tracks no
+        /// local publisher serves are subscribed there; local announcements are forwarded there.
+        /// Repeat for several.
+        #[arg(long = "upstream", value_name = "[PREFIX=]URL")]
+        upstream: Option<Vec<String>>,
+        /// Authorization token this relay sends to its upstreams.
+        #[arg(long, value_name = "TOKEN")]
+        upstream_token: Option<String>,
+        /// PEM bundle of CAs that upstream certificates must chain to [default: system roots].
+        #[arg(long, value_name = "PEM")]
+        upstream_ca: Option<PathBuf>,
+        /// Do not check upstream certificates (labs and tests only) [default: false].
+        #[arg(long, value_name = "BOOL")]
+        upstream_insecure: Option<bool>,
+        /// A namespace directory shared by the relays of a cluster:
+        /// `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, or `rediss://…` for TLS.
+        /// Namespaces announced here are registered there; tracks no local publisher and no
+        /// upstream route serves are looked up there and subscribed from the relay that has them
+        /// [default: off]. Needs --advertise.
+        #[arg(long, value_name = "URL")]
+        directory: Option<String>,
+        /// PEM bundle of CAs the directory's certificate (`rediss://`) must chain to [default:
+        /// the system roots].
+        #[arg(long, value_name = "PEM")]
+        directory_ca: Option<PathBuf>,
+        /// Key prefix of this cluster's entries in the directory (several clusters may share one
+        /// Redis) [default: moq-edge].
+        #[arg(long, value_name = "PREFIX")]
+        directory_prefix: Option<String>,
+        /// How long a directory entry outlives the relay that wrote it, in milliseconds (refreshed
+        /// every third of it) [default: 6000].
+        #[arg(long, value_name = "MS")]
+        directory_lease_ms: Option<u64>,
+        /// The URL other relays reach this one at, `moqt://HOST:PORT`, written in the directory.
+        #[arg(long, value_name = "URL")]
+        advertise: Option<String>,
+    }
+    /// What an operator reads: metrics, the web listener, logs and qlog.
+    #[command(next_help_heading = "Operations")]
+    OpsKeys in ops {
+        /// Serve Prometheus metrics (/metrics) and health (/healthz, /readyz) over HTTP on this
+        /// TCP address, e.g. 127.0.0.1:9090 [default: off].
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+        /// Serve the watch page and /certificate.sha256 over HTTP on this TCP address, or `off`
+        /// [default: the --listen address, so TCP and UDP share the port].
+        #[arg(long, value_name = "ADDR|off")]
+        web: Option<String>,
+        /// Log format: human or json [default: human].
+        #[arg(long, value_name = "FORMAT")]
+        log_format: Option<String>,
+        /// Log filter (tracing syntax, e.g. `info,moq_edge::relay=debug`); RUST_LOG wins when set
+        /// [default: info].
+        #[arg(long, value_name = "FILTER")]
+        log_level: Option<String>,
+        /// Write a qlog file per QUIC connection into this directory [default: off].
+        #[arg(long, value_name = "DIR")]
+        qlog_dir: Option<PathBuf>,
+    }
+    /// The platform's event hooks.
+    #[command(next_help_heading = "Event hooks")]
+    EventKeys in events {
+        /// Event hooks: POST each batch of events (broadcast, track and session starts and ends)
+        /// as a JSON array to this http:// or https:// URL [default: off].
+        #[arg(long, value_name = "URL")]
+        events_url: Option<String>,
+        /// Event hooks: append events as JSON lines to this file, or `-` for standard output
+        /// [default: off].
+        #[arg(long, value_name = "PATH")]
+        events_file: Option<PathBuf>,
+        /// Events held while the hook's sink does not take them; the oldest are dropped beyond
+        /// (counted) [default: 10000].
+        #[arg(long, value_name = "N")]
+        events_queue: Option<usize>,
+    }
 }
 
 /// Subcommands (without one, the relay runs).
@@ -313,58 +346,6 @@ pub enum Command {
         #[arg(long, value_name = "S", default_value_t = 3600)]
         ttl: u64,
     },
-}
-
-/// The TOML file: the same keys as the flags.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<String>,
-    cores: Option<usize>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    congestion_control: Option<String>,
-    drafts: Option<Vec<u32>>,
-    retry: Option<String>,
-    idle_timeout_ms: Option<u64>,
-    setup_timeout_ms: Option<u64>,
-    max_connections_per_core: Option<usize>,
-    admission_busy_pct: Option<u8>,
-    gso: Option<bool>,
-    send_coalesce_us: Option<u64>,
-    recv_coalesce_us: Option<u64>,
-    linger_ms: Option<u64>,
-    publish_forward: Option<String>,
-    max_backlog_kib: Option<u64>,
-    max_lag_ms: Option<u64>,
-    max_unsent_kib: Option<u64>,
-    mesh_queue_mib: Option<u64>,
-    cache_mib: Option<u64>,
-    goaway_timeout_ms: Option<u64>,
-    goaway_uri: Option<String>,
-    auth: Option<String>,
-    auth_url: Option<String>,
-    auth_failure: Option<String>,
-    auth_keys: Option<Vec<String>>,
-    auth_jwt_keys: Option<Vec<PathBuf>>,
-    auth_cat_keys: Option<Vec<PathBuf>>,
-    upstream: Option<Vec<String>>,
-    upstream_token: Option<String>,
-    directory: Option<String>,
-    directory_prefix: Option<String>,
-    directory_ca: Option<PathBuf>,
-    directory_lease_ms: Option<u64>,
-    advertise: Option<String>,
-    upstream_ca: Option<PathBuf>,
-    upstream_insecure: Option<bool>,
-    metrics: Option<String>,
-    web: Option<String>,
-    log_format: Option<String>,
-    log_level: Option<String>,
-    qlog_dir: Option<PathBuf>,
-    events_url: Option<String>,
-    events_file: Option<PathBuf>,
-    events_queue: Option<usize>,
 }
 
 /// Log output format.
@@ -543,12 +524,13 @@ impl Config {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),
         };
-        let listen = resolve_listen(cli, &file)?;
-        let cores = cli.cores.or(file.cores).unwrap_or(available_cores);
+        let s = &cli.settings.clone().or_file(file);
+        let listen = resolve_listen(s)?;
+        let cores = s.serve.cores.unwrap_or(available_cores);
         if cores == 0 || cores > 256 {
             bail!("config key `cores`: {cores} is out of range (1..=256)");
         }
-        let tls = match (cli.cert.clone().or(file.cert.clone()), cli.key.clone().or(file.key.clone())) {
+        let tls = match (s.serve.cert.clone(), s.serve.key.clone()) {
             (Some(cert), Some(key)) => Tls::Files { cert, key },
             (None, None) => Tls::SelfSigned,
             (Some(_), None) => bail!("config key `key`: required when `cert` is set"),
@@ -565,7 +547,7 @@ impl Config {
             gso,
             coalesce_us,
             recv_coalesce_us,
-        } = resolve_transport(cli, &file)?;
+        } = resolve_transport(s)?;
         let RelayLimits {
             linger_ms,
             backlog_kib,
@@ -576,25 +558,20 @@ impl Config {
             goaway_ms,
             publish_forward,
             goaway_uri,
-        } = resolve_relay_limits(cli, &file)?;
-        let (auth, admission) = resolve_access(cli, &file)?;
-        let token = cli.upstream_token.clone().or(file.upstream_token.clone());
-        let upstream_entries = if cli.upstreams.is_empty() {
-            file.upstream.clone().unwrap_or_default()
-        } else {
-            cli.upstreams.clone()
-        };
-        let upstreams = parse_upstreams(&upstream_entries, token.as_deref())?;
-        let upstream_ca = cli.upstream_ca.clone().or(file.upstream_ca.clone());
+        } = resolve_relay_limits(s)?;
+        let (auth, admission) = resolve_access(s)?;
+        let token = s.tiers.upstream_token.clone();
+        let upstreams = parse_upstreams(s.tiers.upstream.as_deref().unwrap_or_default(), token.as_deref())?;
+        let upstream_ca = s.tiers.upstream_ca.clone();
         if let Some(ca) = &upstream_ca {
             if !ca.is_file() {
                 bail!("config key `upstream_ca`: {} is not a readable file", ca.display());
             }
         }
-        let upstream_insecure = cli.upstream_insecure.or(file.upstream_insecure).unwrap_or(false);
-        let directory = resolve_directory(cli, &file, token.as_ref())?;
-        let Ops { metrics, web, log_format, log_level, qlog_dir } = resolve_ops(cli, &file)?;
-        let events = resolve_events(cli, &file, directory.as_ref(), listen)?;
+        let upstream_insecure = s.tiers.upstream_insecure.unwrap_or(false);
+        let directory = resolve_directory(s, token.as_ref())?;
+        let Ops { metrics, web, log_format, log_level, qlog_dir } = resolve_ops(s)?;
+        let events = resolve_events(s, directory.as_ref(), listen)?;
         Ok(Config {
             upstreams,
             upstream_ca,
@@ -659,12 +636,8 @@ impl Config {
 }
 
 /// The namespace directory (`directory` and the keys that go with it), if one is configured.
-fn resolve_directory(
-    cli: &Cli,
-    file: &FileConfig,
-    token: Option<&String>,
-) -> anyhow::Result<Option<Directory>> {
-    Ok(match cli.directory.clone().or(file.directory.clone()).filter(|d| !d.is_empty()) {
+fn resolve_directory(s: &Settings, token: Option<&String>) -> anyhow::Result<Option<Directory>> {
+    Ok(match s.tiers.directory.clone().filter(|d| !d.is_empty()) {
         None => None,
         Some(url) => {
             let parsed = url::Url::parse(&url)
@@ -672,7 +645,7 @@ fn resolve_directory(
             if !matches!(parsed.scheme(), "redis" | "rediss") {
                 bail!("config key `directory`: {url:?} is not redis://HOST:PORT[/DB] or rediss://…");
             }
-            let ca = cli.directory_ca.clone().or(file.directory_ca.clone());
+            let ca = s.tiers.directory_ca.clone();
             if let Some(ca) = &ca {
                 if !ca.is_file() {
                     bail!("config key `directory_ca`: {} is not a readable file", ca.display());
@@ -681,11 +654,11 @@ fn resolve_directory(
             if parsed.host_str().is_none_or(str::is_empty) {
                 bail!("config key `directory`: {url:?} names no host");
             }
-            let advertise = cli.advertise.clone().or(file.advertise.clone()).unwrap_or_default();
+            let advertise = s.tiers.advertise.clone().unwrap_or_default();
             if let Err(why) = moqt_host_port(&advertise) {
                 bail!("config key `advertise`: {advertise:?}: {why} (a directory needs moqt://HOST:PORT)");
             }
-            let prefix = cli.directory_prefix.clone().or(file.directory_prefix.clone());
+            let prefix = s.tiers.directory_prefix.clone();
             let prefix = prefix.unwrap_or_else(|| "moq-edge".into());
             if prefix.is_empty()
                 || prefix.len() > 64
@@ -693,7 +666,7 @@ fn resolve_directory(
             {
                 bail!("config key `directory_prefix`: {prefix:?} must be 1 to 64 characters, without spaces or * ? [ ]");
             }
-            let lease_ms = cli.directory_lease_ms.or(file.directory_lease_ms).unwrap_or(6000);
+            let lease_ms = s.tiers.directory_lease_ms.unwrap_or(6000);
             if !(300..=600_000).contains(&lease_ms) {
                 bail!("config key `directory_lease_ms`: {lease_ms} is not between 300 and 600000");
             }
@@ -712,32 +685,28 @@ struct Ops {
     qlog_dir: Option<PathBuf>,
 }
 
-fn resolve_ops(cli: &Cli, file: &FileConfig) -> anyhow::Result<Ops> {
-    let metrics = match (cli.metrics, &file.metrics) {
-        (Some(a), _) => Some(a),
-        (None, Some(s)) if s.is_empty() => None,
-        (None, Some(s)) => {
-            Some(s.parse().with_context(|| format!("config key `metrics`: bad address {s:?}"))?)
-        }
-        (None, None) => None,
+fn resolve_ops(s: &Settings) -> anyhow::Result<Ops> {
+    let metrics = match s.ops.metrics.as_deref() {
+        None | Some("") => None,
+        Some(a) => Some(a.parse().with_context(|| format!("config key `metrics`: bad address {a:?}"))?),
     };
-    let web = match cli.web.as_deref().or(file.web.as_deref()) {
+    let web = match s.ops.web.as_deref() {
         None => Web::Listen,
         Some("off") => Web::Off,
-        Some(s) => Web::At(s.parse().with_context(|| {
-            format!("config key `web`: {s:?} is neither an address (HOST:PORT) nor `off`")
+        Some(a) => Web::At(a.parse().with_context(|| {
+            format!("config key `web`: {a:?} is neither an address (HOST:PORT) nor `off`")
         })?),
     };
-    let log_format = match cli.log_format.as_deref().or(file.log_format.as_deref()).unwrap_or("human") {
+    let log_format = match s.ops.log_format.as_deref().unwrap_or("human") {
         "human" => LogFormat::Human,
         "json" => LogFormat::Json,
         other => bail!("config key `log_format`: {other:?} is not one of human, json"),
     };
-    let log_level = cli.log_level.clone().or(file.log_level.clone()).unwrap_or_else(|| "info".into());
+    let log_level = s.ops.log_level.clone().unwrap_or_else(|| "info".into());
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
         bail!("config key `log_level`: {log_level:?}: {e}");
     }
-    let qlog_dir = cli.qlog_dir.clone().or(file.qlog_dir.clone()).filter(|d| !d.as_os_str().is_empty());
+    let qlog_dir = s.ops.qlog_dir.clone().filter(|d| !d.as_os_str().is_empty());
     if let Some(d) = &qlog_dir {
         if !d.is_dir() {
             bail!("config key `qlog_dir`: {} is not a directory", d.display());
@@ -746,33 +715,23 @@ fn resolve_ops(cli: &Cli, file: &FileConfig) -> anyhow::Result<Ops> {
     Ok(Ops { metrics, web, log_format, log_level, qlog_dir })
 }
 
-/// The flag's values, else the file's.
-fn or_file<T: Clone>(flag: &[T], key: &Option<Vec<T>>) -> Vec<T> {
-    if flag.is_empty() {
-        key.clone().unwrap_or_default()
-    } else {
-        flag.to_vec()
-    }
-}
-
 /// `listen`, or the default.
-fn resolve_listen(cli: &Cli, file: &FileConfig) -> anyhow::Result<SocketAddr> {
-    Ok(match (cli.listen, &file.listen) {
-        (Some(a), _) => a,
-        (None, Some(s)) => s.parse().with_context(|| format!("config key `listen`: bad address {s:?}"))?,
-        (None, None) => DEFAULT_LISTEN.parse().context("default listen address")?,
+fn resolve_listen(s: &Settings) -> anyhow::Result<SocketAddr> {
+    Ok(match s.serve.listen.as_deref() {
+        Some(a) => a.parse().with_context(|| format!("config key `listen`: bad address {a:?}"))?,
+        None => DEFAULT_LISTEN.parse().context("default listen address")?,
     })
 }
 
 /// `auth` and the keys of each format it names: the key ring that verifies tokens, or `None`
 /// in open mode. Each format named needs keys of its own; key files are read now.
-fn resolve_auth(cli: &Cli, file: &FileConfig) -> anyhow::Result<Option<auth::KeyRing>> {
-    let tokens = or_file(&cli.auth_keys, &file.auth_keys);
-    let jwt_files = or_file(&cli.auth_jwt_keys, &file.auth_jwt_keys);
-    let cat_files = or_file(&cli.auth_cat_keys, &file.auth_cat_keys);
+fn resolve_auth(s: &Settings) -> anyhow::Result<Option<auth::KeyRing>> {
+    let tokens = s.access.auth_keys.clone().unwrap_or_default();
+    let jwt_files = s.access.auth_jwt_keys.clone().unwrap_or_default();
+    let cat_files = s.access.auth_cat_keys.clone().unwrap_or_default();
     // The keys are checked in open mode too: a typo is an error before it matters.
     auth::Keys::parse(&tokens).map_err(|e| anyhow!("config key `auth_keys`: {e}"))?;
-    let mode = cli.auth.clone().or(file.auth.clone()).unwrap_or_else(|| "open".into());
+    let mode = s.access.auth.clone().unwrap_or_else(|| "open".into());
     if mode == "open" {
         return Ok(None);
     }
@@ -807,38 +766,35 @@ struct Transport {
     recv_coalesce_us: u64,
 }
 
-fn resolve_transport(cli: &Cli, file: &FileConfig) -> anyhow::Result<Transport> {
-    let congestion_control =
-        cli.congestion_control.clone().or(file.congestion_control.clone()).unwrap_or_else(|| "bbr2".into());
+fn resolve_transport(s: &Settings) -> anyhow::Result<Transport> {
+    let congestion_control = s.core.congestion_control.clone().unwrap_or_else(|| "bbr2".into());
     if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
         bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
     }
-    let drafts =
-        parse_drafts(if cli.drafts.is_empty() { file.drafts.as_deref() } else { Some(&cli.drafts) })?;
-    let retry = parse_retry(cli.retry.as_deref().or(file.retry.as_deref()).unwrap_or("auto"))?;
-    let idle_ms = cli.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(30_000);
+    let drafts = parse_drafts(s.serve.drafts.as_deref())?;
+    let retry = parse_retry(s.serve.retry.as_deref().unwrap_or("auto"))?;
+    let idle_ms = s.serve.idle_timeout_ms.unwrap_or(30_000);
     if idle_ms == 0 {
         bail!("config key `idle_timeout_ms`: must be greater than 0");
     }
-    let setup_ms = cli.setup_timeout_ms.or(file.setup_timeout_ms).unwrap_or(5_000);
+    let setup_ms = s.serve.setup_timeout_ms.unwrap_or(5_000);
     if setup_ms == 0 {
         bail!("config key `setup_timeout_ms`: must be greater than 0");
     }
-    let max_connections_per_core =
-        cli.max_connections_per_core.or(file.max_connections_per_core).unwrap_or(10_000);
+    let max_connections_per_core = s.serve.max_connections_per_core.unwrap_or(10_000);
     if max_connections_per_core == 0 {
         bail!("config key `max_connections_per_core`: must be greater than 0");
     }
-    let admission_busy_pct = cli.admission_busy_pct.or(file.admission_busy_pct).unwrap_or(90);
+    let admission_busy_pct = s.core.admission_busy_pct.unwrap_or(90);
     if admission_busy_pct > 100 {
         bail!("config key `admission_busy_pct`: {admission_busy_pct} is more than 100");
     }
-    let gso = cli.gso.or(file.gso).unwrap_or(true);
-    let coalesce_us = cli.send_coalesce_us.or(file.send_coalesce_us).unwrap_or(0);
+    let gso = s.core.gso.unwrap_or(true);
+    let coalesce_us = s.core.send_coalesce_us.unwrap_or(0);
     if coalesce_us > 20_000 {
         bail!("config key `send_coalesce_us`: {coalesce_us} is more than 20000 (20 ms)");
     }
-    let recv_coalesce_us = cli.recv_coalesce_us.or(file.recv_coalesce_us).unwrap_or(500);
+    let recv_coalesce_us = s.core.recv_coalesce_us.unwrap_or(500);
     if recv_coalesce_us > 5_000 {
         bail!("config key `recv_coalesce_us`: {recv_coalesce_us} is more than 5000 (5 ms)");
     }
@@ -869,43 +825,43 @@ struct RelayLimits {
     goaway_uri: String,
 }
 
-fn resolve_relay_limits(cli: &Cli, file: &FileConfig) -> anyhow::Result<RelayLimits> {
-    let linger_ms = cli.linger_ms.or(file.linger_ms).unwrap_or(2_000);
+fn resolve_relay_limits(s: &Settings) -> anyhow::Result<RelayLimits> {
+    let linger_ms = s.delivery.linger_ms.unwrap_or(2_000);
     if linger_ms > 3_600_000 {
         bail!("config key `linger_ms`: {linger_ms} is more than an hour");
     }
-    let backlog_kib = cli.max_backlog_kib.or(file.max_backlog_kib).unwrap_or(1024);
+    let backlog_kib = s.delivery.max_backlog_kib.unwrap_or(1024);
     if !(64..=1 << 20).contains(&backlog_kib) {
         bail!("config key `max_backlog_kib`: {backlog_kib} is out of range (64..=1048576)");
     }
-    let lag_ms = cli.max_lag_ms.or(file.max_lag_ms).unwrap_or(2_000);
+    let lag_ms = s.delivery.max_lag_ms.unwrap_or(2_000);
     if lag_ms > 600_000 {
         bail!("config key `max_lag_ms`: {lag_ms} is more than 10 minutes");
     }
-    let unsent_kib = cli.max_unsent_kib.or(file.max_unsent_kib).unwrap_or(128);
+    let unsent_kib = s.delivery.max_unsent_kib.unwrap_or(128);
     if !(16..=1 << 16).contains(&unsent_kib) {
         bail!("config key `max_unsent_kib`: {unsent_kib} is out of range (16..=65536)");
     }
-    let mesh_mib = cli.mesh_queue_mib.or(file.mesh_queue_mib).unwrap_or(8);
+    let mesh_mib = s.delivery.mesh_queue_mib.unwrap_or(8);
     if !(1..=4096).contains(&mesh_mib) {
         bail!("config key `mesh_queue_mib`: {mesh_mib} is out of range (1..=4096)");
     }
-    let cache_mib = cli.cache_mib.or(file.cache_mib).unwrap_or(1024);
+    let cache_mib = s.delivery.cache_mib.unwrap_or(1024);
     if cache_mib > 1 << 20 {
         bail!("config key `cache_mib`: {cache_mib} is more than 1 TiB");
     }
-    let goaway_ms = cli.goaway_timeout_ms.or(file.goaway_timeout_ms).unwrap_or(5_000);
+    let goaway_ms = s.delivery.goaway_timeout_ms.unwrap_or(5_000);
     if goaway_ms > 600_000 {
         bail!("config key `goaway_timeout_ms`: {goaway_ms} is more than 10 minutes");
     }
-    let publish_forward = match cli.publish_forward.as_deref().or(file.publish_forward.as_deref()) {
+    let publish_forward = match s.delivery.publish_forward.as_deref() {
         None | Some("always") => PublishForward::Always,
         Some("on-demand") => PublishForward::OnDemand,
         Some(other) => {
             bail!("config key `publish_forward`: {other:?} is neither \"always\" nor \"on-demand\"")
         }
     };
-    let goaway_uri = cli.goaway_uri.clone().or(file.goaway_uri.clone()).unwrap_or_default();
+    let goaway_uri = s.delivery.goaway_uri.clone().unwrap_or_default();
     // draft-22 §9.2: at most 8,192 bytes, and it should use the same scheme.
     if goaway_uri.len() > 8192 {
         bail!("config key `goaway_uri`: longer than 8192 bytes");
