@@ -65,7 +65,7 @@ fn the_relay_names_no_draft() {
 }
 
 /// ARCHITECTURE.md: the relay reads no clock. The runtime gives it the time (`now`) and the
-/// wall clock (`RelayShard::set_wall_clock`); its unit tests (after `#[cfg(test)]`) may.
+/// wall clock (`Input::WallClock`); its unit tests (after `#[cfg(test)]`) may.
 #[test]
 fn the_relay_reads_no_clock() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/relay");

@@ -30,7 +30,7 @@ use relay::alias::AliasKey;
 use relay::directory::DirectoryAsk;
 use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
 use relay::msg::RelayMsg;
-use relay::{ConnId, PathState, RelayConfig, RelayShard, RelayStats};
+use relay::{ConnId, Input, PathState, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
 use runtime::{
     AppFactory, ConnApp, ConnHandle, Connect, QuicConnection, ShardApp, ShardId, ShardOutput, StreamRequest,
@@ -82,7 +82,7 @@ const RESOLVE_POLL: Duration = Duration::from_millis(10);
 /// Keep-alive of an idle link (well under its QUIC idle timeout, `tls::LINK_IDLE_TIMEOUT`).
 const LINK_KEEPALIVE: Duration = Duration::from_secs(1);
 
-/// How often the relay shard is told the wall clock (`RelayShard::set_wall_clock`), so that a
+/// How often the relay shard is told the wall clock (`Input::WallClock`), so that a
 /// step of the system clock reaches token expiry within this.
 const WALL_CLOCK_EVERY: Duration = Duration::from_secs(10);
 
@@ -304,7 +304,7 @@ impl Admitting {
             } else {
                 self.asked.remove(&conn);
             }
-            relay.admitted(conn, verdict, now);
+            relay.handle(now, Input::Admitted { conn, verdict });
         }
         while let Some(&std::cmp::Reverse((at, conn))) = self.due.peek() {
             if at > now {
@@ -328,18 +328,22 @@ impl Host {
             // No directory thread (none configured, or it is gone): every lookup is a miss.
             for ask in self.relay.take_directory() {
                 if let DirectoryAsk::Lookup(namespace) = ask {
-                    self.relay.directory_answer(&namespace, false, now);
+                    self.relay.handle(now, Input::DirectoryAnswer { namespace: &namespace, found: false });
                 }
             }
             return;
         };
         while let Ok(event) = port.rx.try_recv() {
             match event {
-                DirEvent::Answer { namespace, found } => self.relay.directory_answer(&namespace, found, now),
-                DirEvent::Remote { namespace, on } => self.relay.directory_namespace(namespace, on, now),
+                DirEvent::Answer { namespace, found } => {
+                    self.relay.handle(now, Input::DirectoryAnswer { namespace: &namespace, found })
+                }
+                DirEvent::Remote { namespace, on } => {
+                    self.relay.handle(now, Input::RemoteNamespace { namespace, on })
+                }
                 DirEvent::Route { url, prefix, on } => {
                     match self.links.directory_route(&url, &prefix, on, token.as_deref(), now) {
-                        Ok(Some(conn)) => self.relay.link_route(conn, prefix, on, now),
+                        Ok(Some(conn)) => self.relay.handle(now, Input::LinkRoute { conn, prefix, on }),
                         Ok(None) => {}
                         Err(why) => {
                             warn!(relay = %url, why, "directory names a relay URL that is not moqt://HOST:PORT")
@@ -497,7 +501,7 @@ impl RelayHost {
             }
             pump = pump.with_webtransport(wt);
         }
-        h.relay.add_session(id(conn), session);
+        h.relay.handle(h.now, Input::Session(id(conn), session));
         h.sessions_served += 1;
         let serial = h.sessions_served;
         let hook = h.events.as_ref().map(|_| Hook {
@@ -554,10 +558,8 @@ impl ShardApp for RelayHost {
         let session = Session::new(version, Role::Client, host.session.clone(), setup);
         let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
         let directory = slot.is_directory();
-        host.relay.add_link(id(conn), session, routes, replaces);
-        if directory {
-            host.relay.mark_directory_link(id(conn));
-        }
+        let link = Input::Link { conn: id(conn), session, routes, replaces, directory };
+        host.relay.handle(now, link);
         let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
         let link = Some(now);
         Box::new(RelayConn { key: id(conn), host: self.0.clone(), pump, link, drained: false, hook: None })
@@ -575,7 +577,7 @@ impl ShardApp for RelayHost {
 
     fn set_load(&mut self, busy_pct: u8) {
         let host = &mut *self.0.borrow_mut();
-        host.relay.set_load(busy_pct);
+        host.relay.handle(host.now, Input::Load(busy_pct));
         if let Some((port, _)) = &host.directory {
             let sessions = host.relay.session_count() as u64;
             // Err: the directory thread is gone (it logs why); the load goes unreported.
@@ -586,24 +588,27 @@ impl ShardApp for RelayHost {
     }
 
     fn set_receive_lag(&mut self, lag: Duration) {
-        self.0.borrow_mut().relay.set_receive_lag(lag);
+        let host = &mut *self.0.borrow_mut();
+        host.relay.handle(host.now, Input::ReceiveLag(lag));
     }
 
     fn set_mesh_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
-        self.0.borrow_mut().relay.set_mesh_backlog(congested, bytes);
+        let host = &mut *self.0.borrow_mut();
+        host.relay.handle(host.now, Input::MeshBacklog { congested, bytes });
     }
 
-    fn on_message(&mut self, from: usize, msg: RelayMsg) {
+    fn on_message(&mut self, _from: usize, msg: RelayMsg) {
         let mut host = self.0.borrow_mut();
         let now = host.now;
-        host.relay.on_message(from, msg, now);
+        host.relay.handle(now, Input::Message(msg));
     }
 
     fn drain(&mut self, now: Instant, timeout: std::time::Duration) {
         let host = &mut *self.0.borrow_mut();
         host.now = now;
         let sibling = host.drain_to.lock().ok().and_then(|s| s.clone());
-        host.relay.go_away_to(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX), sibling.as_deref());
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        host.relay.handle(now, Input::GoAway { timeout_ms, sibling: sibling.as_deref() });
         // Each WebTransport connection passes it on at its next turn (GOAWAY wakes them all).
         host.draining = true;
     }
@@ -619,7 +624,7 @@ impl ShardApp for RelayHost {
         if now >= host.wall_at {
             // The relay reads no clock: it measures token expiry against this.
             host.wall_at = now + WALL_CLOCK_EVERY;
-            host.relay.set_wall_clock(now, auth::unix_now());
+            host.relay.handle(now, Input::WallClock(auth::unix_now()));
         }
         host.run_directory();
         if let Some(port) = &host.side_door {
@@ -634,7 +639,8 @@ impl ShardApp for RelayHost {
                 hooks.record(Record::Relay(e));
             }
         }
-        out.deadline = [host.relay.tick(now), revalidate_at].into_iter().flatten().min();
+        host.relay.handle(now, Input::Timers);
+        out.deadline = [host.relay.poll_timeout(), revalidate_at].into_iter().flatten().min();
         if !host.links.is_empty() {
             host.run_links(out);
             if now >= host.ping_at {
@@ -732,7 +738,7 @@ impl ConnApp for RelayConn {
         self.closed(stats.recv_bytes, stats.sent_bytes, close);
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
-        host.relay.remove_session(self.key, now);
+        host.relay.handle(now, Input::Gone(self.key));
         if let Some(a) = &mut host.admission {
             a.asked.remove(&self.key);
         }
@@ -749,7 +755,7 @@ impl ConnApp for RelayConn {
         }
         let host = &mut *self.host.borrow_mut();
         let now = host.now;
-        host.relay.remove_session(self.key, now);
+        host.relay.handle(now, Input::Gone(self.key));
         if let Some(a) = &mut host.admission {
             a.asked.remove(&self.key);
         }
@@ -808,7 +814,7 @@ impl RelayConn {
             self.pump.read(conn, session, &mut host.buf);
         }
         loop {
-            host.relay.handle_events(key, now);
+            host.relay.handle(now, Input::Events(key));
             let Some(session) = host.relay.session_mut(key) else { break };
             let written = self.pump.write(conn, session, now);
             if written.control_piled {
@@ -817,16 +823,16 @@ impl RelayConn {
             // Writing can surface events (STOP_SENDING seen by stream_send) and shed streams
             // from an over-long backlog (which may end subscriptions: PUBLISH_DONE to write).
             if !written.finished.is_empty() {
-                host.relay.streams_finished(key, &written.finished, now);
+                host.relay.handle(now, Input::Finished { conn: key, streams: &written.finished });
             }
             if !written.shed.is_empty() || !written.expired.is_empty() {
                 let path =
                     if self.pump.path_stalled(now) { PathState::Stalled } else { PathState::Delivering };
                 if !written.shed.is_empty() {
-                    host.relay.streams_shed(key, &written.shed, path, now);
+                    host.relay.handle(now, Input::Shed { conn: key, streams: &written.shed, path });
                 }
                 if !written.expired.is_empty() {
-                    host.relay.streams_expired(key, &written.expired, path, now);
+                    host.relay.handle(now, Input::Expired { conn: key, streams: &written.expired, path });
                 }
                 continue;
             }

@@ -1,7 +1,7 @@
 //! Admission by the platform (config `auth = "http"`, `RelayConfig::admission`; README.md
 //! "Admission by HTTP"). A session that is set up (not a link) is held: its later events wait
 //! in it, unread, while the host asks the platform's service about the tokens of its SETUP and
-//! its URL ([`AdmitAsk`], taken by the host). The verdict (`RelayShard::admitted`) either
+//! its URL ([`AdmitAsk`], taken by the host). The verdict (`Input::Admitted`) either
 //! lets it go on, its requests authorized by the grants the service answered as a token's
 //! would be, or closes it UNAUTHORIZED. The host asks again when an answer's time is up
 //! (revalidation): a later verdict replaces the grants, or closes the session.

@@ -92,7 +92,7 @@ pub struct RelayConfig {
     /// loops between relays (`links`).
     pub node_id: u64,
     /// Admission under load: while the runtime says the core was busier than this
-    /// percentage ([`RelayShard::set_load`]), new SUBSCRIBE, FETCH and namespace
+    /// percentage (`Input::Load`), new SUBSCRIBE, FETCH and namespace
     /// subscriptions are refused with EXCESSIVE_LOAD; 0 (or 100): never.
     pub admission_busy_pct: u8,
     /// Sessions are admitted by the platform's service (`auth = "http"`, `admission.rs`):

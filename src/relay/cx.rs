@@ -150,7 +150,7 @@ impl Cx {
     }
 
     /// Whether this core's mesh queue to `core` is backed up (see
-    /// `RelayShard::set_mesh_backlog`): no new stream is forwarded there (`shed.rs`).
+    /// `Input::MeshBacklog`): no new stream is forwarded there (`shed.rs`).
     pub(crate) fn mesh_backed_up(&self, core: usize) -> bool {
         self.mail.congested.get(core).copied().unwrap_or(false)
             || self.mail.queued(core) > self.config.mesh_queue / 2
@@ -198,7 +198,7 @@ pub(crate) struct Mail {
     /// (core, message, its weight: `RelayMsg::weight`).
     outbox: Vec<(usize, RelayMsg, usize)>,
     /// By core: the weight (`RelayMsg::weight`) of what was sent to it and it has not taken
-    /// yet, as the runtime last said (`RelayShard::set_mesh_backlog`), plus what was sent since.
+    /// yet, as the runtime last said (`Input::MeshBacklog`), plus what was sent since.
     queued: Vec<usize>,
     /// Cores this core's mesh queues are backed up to, as the runtime last said.
     congested: Vec<bool>,
@@ -236,7 +236,7 @@ impl Mail {
         self.queued.get(core).copied().unwrap_or(0)
     }
 
-    /// The runtime's view of the mesh queues (`RelayShard::set_mesh_backlog`).
+    /// The runtime's view of the mesh queues (`Input::MeshBacklog`).
     pub(crate) fn set_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
         self.congested.clear();
         self.congested.extend_from_slice(congested);

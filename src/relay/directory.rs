@@ -1,10 +1,9 @@
 //! The relay's side of the namespace directory (config `directory`; ARCHITECTURE.md
 //! "Namespace directory"). The directory itself is a Redis client off the cores; a core only
 //! says what it needs ([`DirectoryAsk`], taken by the runtime) and hears back answers
-//! ([`RelayShard::directory_answer`](super::RelayShard::directory_answer)), routes (the link
-//! of the relay that has a namespace takes it as a route, `RelayShard::link_route`) and, for
-//! discovery, namespaces announced at other relays
-//! ([`RelayShard::directory_namespace`](super::RelayShard::directory_namespace)).
+//! (`Input::DirectoryAnswer`), routes (the link of the relay that has a namespace takes it as
+//! a route, `Input::LinkRoute`) and, for discovery, namespaces announced at other relays
+//! (`Input::RemoteNamespace`).
 //!
 //! - Register: an announcement by a session of this core that is not a link (a publisher, or
 //!   a downstream relay), and a PUBLISH of a track, register the namespace; its withdrawal,

@@ -58,7 +58,7 @@
 //!   within the freshness budget after a stream got through whole (`streams_finished`), or behind
 //!   a newer group of a descending subscription. Ending them then turned overload into no
 //!   delivery at all (bench/README.md "Overload").
-//! - Freshness: each object's deadline is its kernel receive time (`set_receive_lag`) plus
+//! - Freshness: each object's deadline is its kernel receive time (`Input::ReceiveLag`) plus
 //!   `max_lag_ms`, or the subscriber's smaller delivery timeout; a late object is not sent and
 //!   the `Pump` resets streams whose bytes expire while queued.
 //! - Cache: eviction takes a track's oldest group in the order groups were created across the
@@ -93,6 +93,7 @@ mod fanout;
 mod fetch;
 mod handover;
 mod ingest;
+mod input;
 pub mod link_slot;
 pub mod links;
 mod malformed;
@@ -105,18 +106,19 @@ mod shed;
 mod stats;
 mod upfetch;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tracing::debug;
 
-use self::admission::{Admissions, AdmitAsk, Verdict};
+use self::admission::{Admissions, AdmitAsk};
 use self::alias::AliasKey;
 pub use self::config::{over_admission_threshold, PublishForward, RelayConfig};
 use self::cx::Cx;
 pub use self::cx::BEHIND_WINDOW;
 pub use self::fanout::PathState;
 use self::fanout::StreamLoss;
+pub use self::input::Input;
 pub use self::msg::ConnId;
 use self::msg::{DiscoveryMsg, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg};
 use self::namespaces::Via;
@@ -148,11 +150,13 @@ pub struct RelayShard {
     links: links::Links,
     /// Sessions held for the platform's verdict (`admission.rs`).
     admissions: admission::Admissions,
+    /// When the links' next timer is due, as of their last tick.
+    links_due: Option<Instant>,
 }
 
 impl RelayShard {
     /// The shard of core `core` of `cores`, starting at `now` of its clock, when the wall
-    /// clock reads `unix_secs` (Unix seconds; see [`RelayShard::set_wall_clock`]).
+    /// clock reads `unix_secs` (Unix seconds; see `Input::WallClock`).
     pub fn new(
         core: usize,
         cores: usize,
@@ -172,42 +176,8 @@ impl RelayShard {
             upfetch: upfetch::UpFetches::default(),
             links: links::Links::default(),
             admissions: admission::Admissions::default(),
+            links_due: None,
         }
-    }
-
-    /// The wall clock reads `unix_secs` (Unix seconds) at `now` of the shard's clock: the
-    /// runtime says so from time to time, so that token expiry follows the wall clock.
-    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
-        self.cx.set_wall_clock(now, unix_secs);
-    }
-
-    /// The runtime measured how long this turn's input waited in the socket before the core
-    /// read it: objects read this turn arrived that much earlier than the turn's clock says,
-    /// and their delivery deadlines (`max_lag`, delivery timeouts) count from then. Input
-    /// that waited `behind_lag` or more means the core itself is behind (see
-    /// [`Cx::overloaded`]).
-    pub fn set_receive_lag(&mut self, lag: Duration) {
-        self.cx.load.receive_lag = lag;
-        if lag >= self.cx.config.behind_lag {
-            self.cx.load.behind_at = Some(self.cx.now);
-        }
-    }
-
-    /// The runtime's view of this core's mesh queues, by destination core: backed up
-    /// (`congested`: the queue is full and messages wait in overflow), and the weight
-    /// (`RelayMsg::weight`) sent there and not taken yet. A backed-up core, or one with more
-    /// than half of `mesh_queue` waiting, is forwarded no new stream; an object that would take
-    /// it past `mesh_queue` resets its stream there instead (`shed.rs`: whole subgroups are
-    /// shed, never an object of a stream already forwarded; control messages always go).
-    pub fn set_mesh_backlog(&mut self, congested: &[bool], bytes: &[usize]) {
-        self.cx.mail.set_backlog(congested, bytes);
-    }
-
-    /// The core was busy `busy_pct` percent of the last second (the runtime measures it; the
-    /// relay reads no clock). Over `admission_busy_pct`, new downstream requests are refused
-    /// (ARCHITECTURE.md, "Admission under load").
-    pub fn set_load(&mut self, busy_pct: u8) {
-        self.cx.load.busy_pct = busy_pct;
     }
 
     /// Whether the core is over its admission threshold.
@@ -215,17 +185,8 @@ impl RelayShard {
         over_admission_threshold(self.cx.load.busy_pct, self.cx.config.admission_busy_pct)
     }
 
-    /// The relay is going away (graceful shutdown): every session gets GOAWAY with the
-    /// configured New Session URI and `timeout_ms` (draft-22 carries it; draft-16's GOAWAY has
-    /// no timeout field), and so does every session set up from now on. Nothing else changes:
-    /// subscriptions keep flowing until the sessions close or the core's time is up.
-    pub fn go_away(&mut self, timeout_ms: u64) {
-        self.go_away_to(timeout_ms, None)
-    }
-
-    /// [`RelayShard::go_away`], naming `sibling` (a relay the namespace directory says is
-    /// the least loaded) as the New Session URI when no `goaway_uri` is configured.
-    pub fn go_away_to(&mut self, timeout_ms: u64, sibling: Option<&str>) {
+    /// `Input::GoAway`.
+    fn go_away(&mut self, timeout_ms: u64, sibling: Option<&str>) {
         if self.cx.goaway.is_some() {
             return;
         }
@@ -253,16 +214,6 @@ impl RelayShard {
         }
     }
 
-    /// Session `conn`'s transport reset these data streams of ours to shed a backlog the
-    /// subscriber was not taking (which count toward TOO_FAR_BEHIND: `Fanout::streams_lost`).
-    pub fn streams_shed(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
-        self.cx.now = now;
-        self.cx.stats.backlog_resets += streams.len() as u64;
-        let how = StreamLoss::Backlog;
-        self.fanout.streams_lost(&mut self.cx, &mut self.sessions, conn, streams, (how, path));
-        self.run_local();
-    }
-
     /// Subscriptions this core has visited on behalf of one session's streams or close, so
     /// far: each visit is to one of that session's subscriptions (tests and profiling; see
     /// ARCHITECTURE.md, "Aggregation and state").
@@ -276,24 +227,19 @@ impl RelayShard {
         self.ingest.visits()
     }
 
-    /// Session `conn`'s transport took these data streams of ours in full while it was losing
-    /// others: their subscriptions are on a thin path, not behind (`Fanout::streams_finished`).
-    pub fn streams_finished(&mut self, conn: ConnId, streams: &[StreamId], now: Instant) {
-        self.fanout.streams_finished(now, conn, streams);
-    }
-
-    /// Session `conn`'s transport reset these data streams of ours because an object's time
-    /// ran out before QUIC took it (DELIVERY_TIMEOUT; which count: `Fanout::streams_lost`).
-    pub fn streams_expired(&mut self, conn: ConnId, streams: &[StreamId], path: PathState, now: Instant) {
-        self.cx.now = now;
-        self.cx.stats.lag_resets += streams.len() as u64;
-        let how = StreamLoss::Lag;
+    /// `Input::Shed` and `Input::Expired`: they count toward TOO_FAR_BEHIND
+    /// (`Fanout::streams_lost`).
+    fn streams_lost(&mut self, conn: ConnId, streams: &[StreamId], how: StreamLoss, path: PathState) {
+        let resets = match how {
+            StreamLoss::Backlog => &mut self.cx.stats.backlog_resets,
+            StreamLoss::Lag => &mut self.cx.stats.lag_resets,
+        };
+        *resets += streams.len() as u64;
         self.fanout.streams_lost(&mut self.cx, &mut self.sessions, conn, streams, (how, path));
-        self.run_local();
     }
 
-    /// A new session on this core, named `conn` (unique on this core).
-    pub fn add_session(&mut self, conn: ConnId, mut session: Session) {
+    /// `Input::Session`.
+    fn add_session(&mut self, conn: ConnId, mut session: Session) {
         session.set_log_id(self.cx.core, conn.0);
         self.sessions.insert(conn, session);
     }
@@ -353,13 +299,6 @@ impl RelayShard {
         self.admissions.take()
     }
 
-    /// The platform's verdict on session `conn`, at its admission or at a revalidation.
-    pub fn admitted(&mut self, conn: ConnId, verdict: Verdict, now: Instant) {
-        self.cx.now = now;
-        Admissions::verdict(&self.cx, &mut self.sessions, conn, verdict);
-        self.run_local();
-    }
-
     /// The namespaces at or below `prefix` this relay can serve (`GET /announced`): those
     /// discovery reports (announced here, at the parent relay, or elsewhere in the cluster),
     /// and those of this core's sessions' PUBLISHes (each core knows only its own: ask every
@@ -392,8 +331,7 @@ impl RelayShard {
 
     /// Handles every queued event of session `conn`, then the messages this shard sent
     /// itself.
-    pub fn handle_events(&mut self, conn: ConnId, now: Instant) {
-        self.cx.now = now;
+    fn read_events(&mut self, conn: ConnId) {
         loop {
             if Admissions::holds(&self.cx, &self.sessions, conn) {
                 break; // its events wait for the platform's verdict (`admission.rs`)
@@ -401,13 +339,10 @@ impl RelayShard {
             let Some(event) = self.sessions.in_turn(conn).and_then(Session::poll_event) else { break };
             self.on_event(conn, event);
         }
-        self.run_local();
     }
 
-    /// The connection under session `conn` is gone: forget the session and everything it
-    /// had (subscriptions end upstream, its tracks end downstream).
-    pub fn remove_session(&mut self, conn: ConnId, now: Instant) {
-        self.cx.now = now;
+    /// `Input::Gone`.
+    fn remove_session(&mut self, conn: ConnId) {
         if !self.sessions.remove(conn) {
             return;
         }
@@ -419,26 +354,58 @@ impl RelayShard {
         self.ingest.session_closed(cx, sessions, conn);
         self.links.session_closed(cx, conn);
         self.sessions.forget_peer(conn);
+    }
+
+    /// What the host tells the relay, at `now` of the shard's clock (`input.rs`); then the
+    /// messages the relay sent itself meanwhile are handled.
+    pub fn handle(&mut self, now: Instant, input: Input<'_>) {
+        self.cx.now = now;
+        match input {
+            Input::Session(conn, session) => self.add_session(conn, session),
+            Input::Link { conn, session, routes, replaces, directory } => {
+                self.add_link(conn, session, routes, replaces, directory)
+            }
+            Input::Events(conn) => self.read_events(conn),
+            Input::Gone(conn) => self.remove_session(conn),
+            Input::Message(msg) => self.dispatch(msg),
+            Input::Timers => self.timers(),
+            Input::Shed { conn, streams, path } => {
+                self.streams_lost(conn, streams, StreamLoss::Backlog, path)
+            }
+            Input::Expired { conn, streams, path } => self.streams_lost(conn, streams, StreamLoss::Lag, path),
+            Input::Finished { conn, streams } => self.fanout.streams_finished(now, conn, streams),
+            Input::Admitted { conn, verdict } => {
+                Admissions::verdict(&self.cx, &mut self.sessions, conn, verdict)
+            }
+            Input::DirectoryAnswer { namespace, found } => self.directory_answer(namespace, found),
+            Input::RemoteNamespace { namespace, on } => self.remote_namespace(namespace, on),
+            Input::LinkRoute { conn, prefix, on } => self.link_route(conn, prefix, on),
+            Input::GoAway { timeout_ms, sibling } => self.go_away(timeout_ms, sibling),
+            Input::WallClock(unix_secs) => self.cx.set_wall_clock(now, unix_secs),
+            Input::ReceiveLag(lag) => {
+                self.cx.load.receive_lag = lag;
+                if lag >= self.cx.config.behind_lag {
+                    self.cx.load.behind_at = Some(now);
+                }
+            }
+            Input::MeshBacklog { congested, bytes } => self.cx.mail.set_backlog(congested, bytes),
+            Input::Load(busy_pct) => self.cx.load.busy_pct = busy_pct,
+        }
         self.run_local();
     }
 
-    /// A message from the relay shard on core `from`.
-    pub fn on_message(&mut self, _from: usize, msg: RelayMsg, now: Instant) {
-        self.cx.now = now;
-        self.dispatch(msg);
-        self.run_local();
-    }
-
-    /// Timers (linger, held PUBLISH_DONE). Returns the next deadline.
-    pub fn tick(&mut self, now: Instant) -> Option<Instant> {
-        self.cx.now = now;
+    /// `Input::Timers`: each role's due timers.
+    fn timers(&mut self) {
         let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         self.owner.tick(cx);
         self.ingest.tick(cx, sessions);
         self.fanout.tick(cx, sessions);
-        let links = self.links.tick(cx);
-        self.run_local();
-        [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline(), links]
+        self.links_due = self.links.tick(cx);
+    }
+
+    /// When the relay's next timer is due (`Input::Timers` then), as of the last call.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.owner.next_deadline(), self.ingest.next_deadline(), self.fanout.next_deadline(), self.links_due]
             .into_iter()
             .flatten()
             .min()

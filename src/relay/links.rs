@@ -93,7 +93,7 @@ struct Link {
     replaces: Option<ConnId>,
     /// Its replacement is up: its tracks are moving there, and it closes once they have.
     moved: bool,
-    /// It leads to a relay the namespace directory named (`RelayShard::mark_directory_link`):
+    /// It leads to a relay the namespace directory named (`Input::Link`):
     /// announcements are not forwarded up it.
     directory: bool,
     /// The relay's SUBSCRIBE_NAMESPACEs up this link, one per route: their prefixes.

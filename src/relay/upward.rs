@@ -3,8 +3,6 @@
 //! core asks of it, and its answers). The links' own state is `links.rs`; the directory's
 //! `directory.rs` (ARCHITECTURE.md, "Upstream links").
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use session::{Session, SessionCode};
 use wire::model::TrackNamespace;
@@ -14,28 +12,22 @@ use crate::namespaces::Via;
 use crate::{directory, RelayShard};
 
 impl RelayShard {
-    /// A session this core opened to a parent relay, serving the namespace prefixes `routes`
-    /// (an empty prefix is the default route). The routes take effect when its SETUP exchange
-    /// completes. `replaces`: the link (on this core) whose parent sent GOAWAY; its tracks
-    /// move to this one once it is up.
-    pub fn add_link(
+    /// `Input::Link`.
+    pub(crate) fn add_link(
         &mut self,
         conn: ConnId,
         mut session: Session,
         routes: Vec<TrackNamespace>,
         replaces: Option<ConnId>,
+        directory: bool,
     ) {
         self.links.add(conn, routes, replaces);
+        if directory {
+            self.links.mark_directory(conn);
+        }
         session.set_log_id(self.cx.core, conn.0);
         self.sessions.insert(conn, session);
         self.sessions.mark_link(conn);
-    }
-
-    /// Link `conn` leads to a relay the namespace directory named, not to a parent: local
-    /// announcements are not forwarded up it (the directory already tells every relay where
-    /// they are; forwarding would make the other relay hold them too).
-    pub fn mark_directory_link(&mut self, conn: ConnId) {
-        self.links.mark_directory(conn);
     }
 
     /// Whether session `conn` is an upstream link of this core.
@@ -91,24 +83,17 @@ impl RelayShard {
         }
     }
 
-    /// The directory answered this core's lookup of `namespace`: on a miss, the requests
-    /// held for it get the answer they would have had without a directory; on a hit they
-    /// wait for the route (the link to the relay named comes up) until their time is up.
-    pub fn directory_answer(&mut self, namespace: &TrackNamespace, found: bool, now: Instant) {
-        self.cx.now = now;
+    /// `Input::DirectoryAnswer`.
+    pub(crate) fn directory_answer(&mut self, namespace: &TrackNamespace, found: bool) {
         self.cx.directory.answered(namespace);
         if !found {
             let cx = &mut self.cx;
             self.owner.directory_miss(cx, namespace);
         }
-        self.run_local();
     }
 
-    /// A namespace registered by another relay of the cluster appeared (`on`) or went away:
-    /// namespace subscriptions hear of it like of a local announcement (it routes nothing:
-    /// a SUBSCRIBE to it is looked up).
-    pub fn directory_namespace(&mut self, namespace: TrackNamespace, on: bool, now: Instant) {
-        self.cx.now = now;
+    /// `Input::RemoteNamespace` (it routes nothing: a SUBSCRIBE to it is looked up).
+    pub(crate) fn remote_namespace(&mut self, namespace: TrackNamespace, on: bool) {
         let changed = if on {
             self.cx.namespaces.insert(namespace.clone(), SessionRef::REMOTE, Via::Remote)
         } else {
@@ -117,14 +102,11 @@ impl RelayShard {
         if changed {
             self.discovery.changed(&mut self.sessions, &namespace, on);
         }
-        self.run_local();
     }
 
-    /// Link `conn` (on this core) takes namespace prefix `prefix` as a route (`on`) or drops
-    /// it: the directory names the relay it leads to as the one serving `prefix`. A link not
-    /// set up yet takes the routes its slot gives when it is (`add_link`).
-    pub fn link_route(&mut self, conn: ConnId, prefix: TrackNamespace, on: bool, now: Instant) {
-        self.cx.now = now;
+    /// `Input::LinkRoute`. A link not set up yet takes the routes its slot gives when it is
+    /// (`add_link`).
+    pub(crate) fn link_route(&mut self, conn: ConnId, prefix: TrackNamespace, on: bool) {
         let (cx, sessions) = (&mut self.cx, &mut self.sessions);
         if on {
             if let Some(rid) = self.links.add_route(cx, conn, prefix.clone()) {
@@ -133,7 +115,6 @@ impl RelayShard {
         } else if let Some(rid) = self.links.remove_route(conn, &prefix) {
             self.ingest.withdraw_namespace(cx, sessions, conn, rid);
         }
-        self.run_local();
     }
 
     /// Whether link `conn` carries nothing: no subscription of ours, none of the parent's.

@@ -3,6 +3,7 @@
 //! REQUEST_ERROR EXCESSIVE_LOAD, while what it already serves keeps flowing and publishers'
 //! requests are still answered; back under the threshold, new requests are accepted again.
 
+use relay::Input;
 use relay::RelayConfig;
 use wire::code;
 use wire::model::{Location, LocationFilter, Message, SubscribeTracks};
@@ -28,7 +29,7 @@ fn a_busy_core_refuses_new_requests_with_excessive_load_and_keeps_serving() {
         let (p, subs, _up) = r.established(pv, sv, &t, &[1], None);
         let (s1, rid1) = subs[0];
         for shard in &mut r.shards {
-            shard.set_load(95);
+            shard.handle(r.now, Input::Load(95));
             assert!(shard.over_load());
         }
 
@@ -64,7 +65,7 @@ fn a_busy_core_refuses_new_requests_with_excessive_load_and_keeps_serving() {
 
         // Back under the threshold: the same SUBSCRIBE is accepted.
         for shard in &mut r.shards {
-            shard.set_load(50);
+            shard.handle(r.now, Input::Load(50));
             assert!(!shard.over_load());
         }
         let rid = r.subscribe(s2, &t, None);
@@ -78,7 +79,7 @@ fn a_busy_core_refuses_new_requests_with_excessive_load_and_keeps_serving() {
 fn a_busy_core_refuses_subscribe_tracks() {
     for v in [D18, D22] {
         let mut r = Relay::with_config(1, config(90));
-        r.shards[0].set_load(100);
+        r.shards[0].handle(r.now, Input::Load(100));
         let s = r.connect(0, v);
         let rid = r.next_request_id(s);
         r.send(
@@ -105,7 +106,7 @@ fn admission_off_or_under_the_threshold_refuses_nothing() {
             let t = r.track_owned_by(&["live", "cam"], 1);
             let (_p, _subs, _up) = r.established(pv, sv, &t, &[1], None);
             for shard in &mut r.shards {
-                shard.set_load(load);
+                shard.handle(r.now, Input::Load(load));
             }
             let s = r.connect(1, sv);
             let rid = r.subscribe(s, &t, None);

@@ -3,6 +3,7 @@
 //! the directory gives (a link to the relay that has a namespace) serve and move tracks. The
 //! directory itself (Redis) is played by the test: it takes the asks and answers them.
 
+use relay::Input;
 use std::time::Duration;
 
 use relay::directory::{DirectoryAsk, DIRECTORY_WAIT};
@@ -31,24 +32,22 @@ impl Relay {
 
     /// A link on `core` to the relay the directory names (node `node`), with no route yet.
     fn directory_link(&mut self, core: usize, v: Version, node: u64) -> ClientId {
-        let link = self.connect_link(core, v, Vec::new(), parent_setup(node));
+        let link = self.connect_directory_link(core, v, parent_setup(node));
         assert!(matches!(self.take_events(link).as_slice(), [Event::Ready { .. }]));
-        let conn = self.clients[link].conn;
-        self.shards[core].mark_directory_link(conn);
         link
     }
 
     /// The directory routes `prefix` to the relay of `link` (`on`) or no longer.
     fn route(&mut self, link: ClientId, prefix: &[&str], on: bool) {
         let (core, conn, now) = (self.clients[link].core, self.clients[link].conn, self.now);
-        self.shards[core].link_route(conn, ns(prefix), on, now);
+        self.shards[core].handle(now, Input::LinkRoute { conn, prefix: ns(prefix), on });
         self.run_until_quiet();
     }
 
     /// The directory's answer to core `core`'s lookup of `namespace`.
     fn answer(&mut self, core: usize, namespace: &TrackNamespace, found: bool) {
         let now = self.now;
-        self.shards[core].directory_answer(namespace, found, now);
+        self.shards[core].handle(now, Input::DirectoryAnswer { namespace, found });
         self.run_until_quiet();
     }
 }
@@ -190,12 +189,12 @@ fn publishers_register_and_namespace_subscribers_see_the_cluster() {
         assert_eq!(r.directory_asks(), vec![(0, DirectoryAsk::Watch { prefix: ns(&["live"]), on: true })]);
         let now = r.now;
         for shard in r.shards.iter_mut() {
-            shard.directory_namespace(ns(&["live", "far"]), true, now);
+            shard.handle(now, Input::RemoteNamespace { namespace: ns(&["live", "far"]), on: true });
         }
         r.run_until_quiet();
         assert_eq!(r.namespace_events(s, nrid), vec![(true, ns(&["far"]))], "{v:?}");
         for shard in r.shards.iter_mut() {
-            shard.directory_namespace(ns(&["live", "far"]), false, now);
+            shard.handle(now, Input::RemoteNamespace { namespace: ns(&["live", "far"]), on: false });
         }
         r.run_until_quiet();
         assert_eq!(r.namespace_events(s, nrid), vec![(false, ns(&["far"]))], "{v:?}");

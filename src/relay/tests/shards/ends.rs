@@ -1,6 +1,7 @@
 //! How tracks and sessions end: the publisher gone mid-group, PUBLISH_DONE held for the streams
 //! it counts, a malformed control message, a malformed track.
 
+use relay::Input;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -133,7 +134,14 @@ fn publish_done_is_passed_on_after_done_wait() {
         assert!(messages(&r.take_events(s)).is_empty(), "{pv:?}->{sv:?}: PUBLISH_DONE not held");
         let wait = RelayConfig::default().done_wait;
         let now = r.now;
-        assert_eq!(r.shards[0].tick(now), Some(now + wait), "ingest's done_wait deadline");
+        assert_eq!(
+            {
+                r.shards[0].handle(now, Input::Timers);
+                r.shards[0].poll_timeout()
+            },
+            Some(now + wait),
+            "ingest's done_wait deadline"
+        );
 
         r.advance(wait - Duration::from_millis(1));
         assert!(messages(&r.take_events(s)).is_empty());

@@ -9,6 +9,7 @@
 //! that was never woken fails the run), and the shard never sends a mesh message to itself.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use relay::Input;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -128,7 +129,7 @@ impl Relay {
         self.next_conn[core] += 1;
         let conn = ConnId(self.next_conn[core]);
         let server = Session::new(version, Role::Server, SessionConfig::default(), self.server_setup.clone());
-        self.shards[core].add_session(conn, server);
+        self.shards[core].handle(self.now, Input::Session(conn, server));
         let session = Session::new(version, Role::Client, SessionConfig::default(), setup);
         let id = self.push_client(version, core, conn, session);
         self.run_until_quiet();
@@ -161,7 +162,18 @@ impl Relay {
         routes: Vec<wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
     ) -> ClientId {
-        self.link_with(core, version, routes, parent_setup, None)
+        self.link_with(core, version, routes, parent_setup, (None, false))
+    }
+
+    /// Like [`Relay::connect_link`], to a relay the namespace directory named (not a parent:
+    /// local announcements do not go up it).
+    pub fn connect_directory_link(
+        &mut self,
+        core: usize,
+        version: Version,
+        parent_setup: SetupOptions,
+    ) -> ClientId {
+        self.link_with(core, version, Vec::new(), parent_setup, (None, true))
     }
 
     /// Like [`Relay::connect_link`], as the replacement of link `old` (on the same core),
@@ -174,7 +186,7 @@ impl Relay {
     ) -> ClientId {
         let (core, version, conn) =
             (self.clients[old].core, self.clients[old].version, self.clients[old].conn);
-        self.link_with(core, version, routes, parent_setup, Some(conn))
+        self.link_with(core, version, routes, parent_setup, (Some(conn), false))
     }
 
     fn link_with(
@@ -183,13 +195,14 @@ impl Relay {
         version: Version,
         routes: Vec<wire::model::TrackNamespace>,
         parent_setup: SetupOptions,
-        replaces: Option<ConnId>,
+        (replaces, directory): (Option<ConnId>, bool),
     ) -> ClientId {
         self.next_conn[core] += 1;
         let conn = ConnId(self.next_conn[core]);
         let setup = self.shards[core].config().link_setup(None);
         let relay_side = Session::new(version, Role::Client, SessionConfig::default(), setup);
-        self.shards[core].add_link(conn, relay_side, routes, replaces);
+        let link = Input::Link { conn, session: relay_side, routes, replaces, directory };
+        self.shards[core].handle(self.now, link);
         let session = Session::new(version, Role::Server, SessionConfig::default(), parent_setup);
         let id = self.push_client(version, core, conn, session);
         self.flush_relay_session(core, conn);
@@ -249,7 +262,7 @@ impl Relay {
         let now = self.now;
         let Some(s) = self.shards[core].session_mut(conn) else { return };
         deliver(s, t, Split::Whole);
-        self.shards[core].handle_events(conn, now);
+        self.shards[core].handle(now, Input::Events(conn));
         self.flush_relay_session(core, conn);
     }
 
@@ -258,7 +271,7 @@ impl Relay {
         let (core, conn) = (self.clients[c].core, self.clients[c].conn);
         self.clients[c].gone = true;
         let now = self.now;
-        self.shards[core].remove_session(conn, now);
+        self.shards[core].handle(now, Input::Gone(conn));
     }
 
     /// Advances the clock, runs every shard's timers, then runs until quiet.
@@ -266,7 +279,7 @@ impl Relay {
         self.now += by;
         let now = self.now;
         for shard in &mut self.shards {
-            shard.tick(now);
+            shard.handle(now, Input::Timers);
         }
         self.run_until_quiet();
     }
@@ -305,7 +318,7 @@ impl Relay {
                     // does may need another round.
                     let now = self.now;
                     moved |= self.shards[core].has_events(conn);
-                    self.shards[core].handle_events(conn, now);
+                    self.shards[core].handle(now, Input::Events(conn));
                     self.flush_relay_session(core, conn);
                 }
             }
@@ -339,7 +352,7 @@ impl Relay {
                 *b -= msg.weight();
             }
             self.tell_backlog(*src);
-            self.shards[*dst].on_message(*src, msg, now);
+            self.shards[*dst].handle(now, Input::Message(msg));
             self.mesh_delivered += 1;
             self.collect_outboxes();
         }
@@ -366,7 +379,7 @@ impl Relay {
         let congested: Vec<bool> = (0..cores).map(|dst| self.congested.contains(&(src, dst))).collect();
         let bytes: Vec<usize> =
             (0..cores).map(|dst| self.mesh_bytes.get(&(src, dst)).copied().unwrap_or(0)).collect();
-        self.shards[src].set_mesh_backlog(&congested, &bytes);
+        self.shards[src].handle(self.now, Input::MeshBacklog { congested: &congested, bytes: &bytes });
     }
 
     /// Core `dst` takes nothing more from core `src` (`true`) or catches up (`false`): what

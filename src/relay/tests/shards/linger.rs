@@ -1,6 +1,7 @@
 //! Linger: an upstream subscription nobody wants any more is kept for `linger` before it ends;
 //! subscribers leaving and joining while answers are in flight.
 
+use relay::Input;
 use std::time::Duration;
 
 use relay::RelayConfig;
@@ -37,7 +38,14 @@ fn last_unsubscribe_stops_upstream_after_the_linger() {
         r.run_until_quiet();
         assert!(r.take_events(p).is_empty(), "{pv:?}->{sv:?}: upstream ended at once");
         let now = r.now;
-        assert_eq!(r.shards[2].tick(now), Some(now + linger), "owner's linger deadline");
+        assert_eq!(
+            {
+                r.shards[2].handle(now, Input::Timers);
+                r.shards[2].poll_timeout()
+            },
+            Some(now + linger),
+            "owner's linger deadline"
+        );
         assert_eq!(r.state_counts()[2].0, 1, "track kept while lingering");
 
         r.advance(linger - Duration::from_millis(1));
@@ -69,7 +77,7 @@ fn a_draining_relay_does_not_linger() {
         let t = r.track_owned_by(&["live"], 2);
         let (p, subs, up) = r.established(pv, sv, &t, &[1], None);
         for shard in &mut r.shards {
-            shard.go_away(10_000);
+            shard.handle(r.now, Input::GoAway { timeout_ms: 10_000, sibling: None });
         }
         r.run_until_quiet();
         for c in [p, subs[0].0] {

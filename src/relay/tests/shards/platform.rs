@@ -6,6 +6,7 @@
 use auth::{Grant, KeyRing, Keys};
 use bytes::Bytes;
 use relay::admission::Verdict;
+use relay::Input;
 use relay::RelayConfig;
 use session::Event;
 use wire::model::{AuthToken, Message, PublishNamespace, SetupOptions};
@@ -49,7 +50,7 @@ impl Relay {
 
     fn verdict(&mut self, c: ClientId, verdict: Verdict) {
         let (core, conn, now) = (self.clients[c].core, self.clients[c].conn, self.now);
-        self.shards[core].admitted(conn, verdict, now);
+        self.shards[core].handle(now, Input::Admitted { conn, verdict });
         self.run_until_quiet();
     }
 }

@@ -1,5 +1,6 @@
 //! Time limits: RENDEZVOUS_TIMEOUT, object and subgroup delivery timeouts, MAX_CACHE_DURATION.
 
+use relay::Input;
 use std::time::Duration;
 
 use relay::{ConnId, PathState, RelayConfig};
@@ -370,7 +371,7 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
         let s = subs[0].0;
 
         // Read 200 ms after the kernel got it: its deadline is 300 ms from now.
-        r.shards[0].set_receive_lag(ms(200));
+        r.shards[0].handle(r.now, Input::ReceiveLag(ms(200)));
         let g1 = r.open(p, &header(pv, PUB_ALIAS, 1, 0));
         r.put(p, g1, &object(1, 0));
         r.run_until_quiet();
@@ -380,7 +381,7 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
         assert_eq!(objects[1..], [Some(r.now + ms(300)); 2], "{ctx}: counted from the kernel's receipt");
 
         // Read 700 ms late: past the budget, not sent; its stream is reset.
-        r.shards[0].set_receive_lag(ms(700));
+        r.shards[0].handle(r.now, Input::ReceiveLag(ms(700)));
         r.put(p, g1, &object(1, 1));
         r.run_until_quiet();
         let events = r.take_events(s);
@@ -389,7 +390,7 @@ fn time_spent_in_the_socket_counts_against_the_budget() {
             matches!(e, Event::DataStreamEnd { stream, reset: Some(c) } if *stream == st.stream && *c == code::RESET_DELIVERY_TIMEOUT)
         });
         assert!(reset, "{ctx}: its stream reset with DELIVERY_TIMEOUT: {events:?}");
-        r.shards[0].set_receive_lag(Duration::ZERO);
+        r.shards[0].handle(r.now, Input::ReceiveLag(Duration::ZERO));
         r.assert_no_closes();
     }
 }
@@ -409,7 +410,7 @@ fn one_object_groups(r: &mut Relay, p: ClientId, pv: wire::Version, groups: std:
 /// delivers.
 fn expire(r: &mut Relay, conn: ConnId, lost: &[StreamId]) {
     let now = r.now;
-    r.shards[1].streams_expired(conn, lost, PathState::Delivering, now);
+    r.shards[1].handle(now, Input::Expired { conn, streams: lost, path: PathState::Delivering });
     r.run_until_quiet();
 }
 
@@ -485,8 +486,22 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         // Two streams out of time: the budget ran out for `lagging`, its own 100 ms for `strict`.
         for i in 0..2 {
             let now = r.now;
-            r.shards[1].streams_expired(lagging_conn, &lagging_ids[i..=i], PathState::Delivering, now);
-            r.shards[1].streams_expired(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
+            r.shards[1].handle(
+                now,
+                Input::Expired {
+                    conn: lagging_conn,
+                    streams: &lagging_ids[i..=i],
+                    path: PathState::Delivering,
+                },
+            );
+            r.shards[1].handle(
+                now,
+                Input::Expired {
+                    conn: strict_conn,
+                    streams: &strict_ids[i..=i],
+                    path: PathState::Delivering,
+                },
+            );
             r.run_until_quiet();
         }
         assert_too_far_behind(&mut r, lagging, sv, lagging_rid, &ctx);
@@ -495,7 +510,10 @@ fn subscriptions_that_keep_losing_streams_end_too_far_behind() {
         // Shed from the backlog: counts whatever the subscriber's timeouts.
         for i in 2..4 {
             let now = r.now;
-            r.shards[1].streams_shed(strict_conn, &strict_ids[i..=i], PathState::Delivering, now);
+            r.shards[1].handle(
+                now,
+                Input::Shed { conn: strict_conn, streams: &strict_ids[i..=i], path: PathState::Delivering },
+            );
             r.run_until_quiet();
         }
         assert_too_far_behind(&mut r, strict, sv, strict_rid, &ctx);
@@ -519,18 +537,21 @@ fn streams_shed_while_the_core_is_overloaded_do_not_end_subscriptions() {
         let shed = |r: &mut Relay, ids: &[StreamId]| {
             for id in ids {
                 let now = r.now;
-                r.shards[1].streams_shed(conn, std::slice::from_ref(id), PathState::Delivering, now);
+                r.shards[1].handle(
+                    now,
+                    Input::Shed { conn, streams: std::slice::from_ref(id), path: PathState::Delivering },
+                );
                 r.run_until_quiet();
             }
         };
 
-        r.shards[1].set_load(95);
+        r.shards[1].handle(r.now, Input::Load(95));
         shed(&mut r, &ids[..2]);
         assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: the core was over its threshold");
 
-        r.shards[1].set_load(50);
-        r.shards[1].set_receive_lag(Duration::from_millis(50));
-        r.shards[1].set_receive_lag(Duration::ZERO);
+        r.shards[1].handle(r.now, Input::Load(50));
+        r.shards[1].handle(r.now, Input::ReceiveLag(Duration::from_millis(50)));
+        r.shards[1].handle(r.now, Input::ReceiveLag(Duration::ZERO));
         shed(&mut r, &ids[2..4]);
         assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: the core's input waited in the socket");
 
@@ -557,9 +578,9 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
             let now = r.now;
             let ids = std::slice::from_ref(id);
             if i % 2 == 0 {
-                r.shards[1].streams_expired(conn, ids, PathState::Stalled, now);
+                r.shards[1].handle(now, Input::Expired { conn, streams: ids, path: PathState::Stalled });
             } else {
-                r.shards[1].streams_shed(conn, ids, PathState::Stalled, now);
+                r.shards[1].handle(now, Input::Shed { conn, streams: ids, path: PathState::Stalled });
             }
             r.run_until_quiet();
         }
@@ -570,7 +591,10 @@ fn streams_lost_while_the_path_is_stalled_do_not_end_subscriptions() {
         // Losses on a path that delivers count again.
         for id in &ids[4..] {
             let now = r.now;
-            r.shards[1].streams_expired(conn, std::slice::from_ref(id), PathState::Delivering, now);
+            r.shards[1].handle(
+                now,
+                Input::Expired { conn, streams: std::slice::from_ref(id), path: PathState::Delivering },
+            );
             r.run_until_quiet();
         }
         assert_too_far_behind(&mut r, s, sv, rid, &ctx);
@@ -595,7 +619,7 @@ fn a_thin_path_that_gets_some_streams_through_whole_is_not_too_far_behind() {
         // One lost, one whole, then three lost at once: never too far behind.
         lose(&mut r, &ids[..1]);
         let now = r.now;
-        r.shards[1].streams_finished(conn, &ids[1..2], now);
+        r.shards[1].handle(now, Input::Finished { conn, streams: &ids[1..2] });
         lose(&mut r, &ids[2..5]);
         assert!(messages(&r.take_events(s)).is_empty(), "{ctx}: a thin path ends nothing");
         // Nothing through for longer than the budget, and two more lost: too far behind.
@@ -674,9 +698,10 @@ fn stream_ends_and_closes_visit_only_the_sessions_own_subscriptions() {
     let before = r.shards[1].subscription_visits();
     let now = r.now;
     let stream = [StreamId(3)];
-    r.shards[1].streams_finished(lone_conn, &stream, now);
-    r.shards[1].streams_expired(lone_conn, &stream, PathState::Delivering, now);
-    r.shards[1].streams_shed(lone_conn, &stream, PathState::Delivering, now);
+    r.shards[1].handle(now, Input::Finished { conn: lone_conn, streams: &stream });
+    r.shards[1]
+        .handle(now, Input::Expired { conn: lone_conn, streams: &stream, path: PathState::Delivering });
+    r.shards[1].handle(now, Input::Shed { conn: lone_conn, streams: &stream, path: PathState::Delivering });
     assert_eq!(r.shards[1].subscription_visits() - before, 3, "one subscription for each of three calls");
     r.disconnect(lone);
     r.run_until_quiet();
