@@ -65,7 +65,9 @@ const CATU_PATH: i64 = 3;
 /// How a `catu` path restriction matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathMatch {
+    /// The URL's path is this.
     Exact(String),
+    /// The URL's path starts with this.
     Prefix(String),
 }
 
@@ -73,17 +75,24 @@ pub enum PathMatch {
 /// as exact field matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoqtScope {
+    /// The actions allowed (draft-ietf-moq-c4m action numbers).
     pub actions: Vec<u64>,
+    /// The namespace prefix, one exact match per field.
     pub namespace: Vec<Vec<u8>>,
 }
 
 /// The claims [`mint_cat`] writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CatClaims {
+    /// Expiry, Unix seconds.
     pub exp: u64,
+    /// Not before, Unix seconds.
     pub nbf: Option<u64>,
+    /// Issued at, Unix seconds.
     pub iat: Option<u64>,
+    /// The `catu` restriction of the URL's path.
     pub catu_path: Option<PathMatch>,
+    /// The `moqt` scopes.
     pub moqt: Vec<MoqtScope>,
 }
 
@@ -346,9 +355,19 @@ fn exact_fields(matches: &[Value]) -> Option<Vec<Vec<u8>>> {
 #[derive(Debug, Clone)]
 pub enum CatSigner {
     /// HMAC 256/256 in COSE_Mac0.
-    Hmac { kid: Vec<u8>, secret: Vec<u8> },
+    Hmac {
+        /// The key ID.
+        kid: Vec<u8>,
+        /// The secret.
+        secret: Vec<u8>,
+    },
     /// ES256 in COSE_Sign1, a P-256 key in PKCS#8 DER.
-    Es256 { kid: Vec<u8>, pkcs8: Vec<u8> },
+    Es256 {
+        /// The key ID.
+        kid: Vec<u8>,
+        /// The private key, PKCS#8 DER.
+        pkcs8: Vec<u8>,
+    },
 }
 
 fn claims_cbor(c: &CatClaims) -> anyhow::Result<Vec<u8>> {

@@ -30,16 +30,22 @@ use crate::{check_times, path_fields, Grant, TokenError};
 /// The claims of a JWT (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JwtClaims {
+    /// The namespace prefix every path below is under, fields separated by `/`.
     #[serde(default)]
     pub root: String,
+    /// Paths under `root` it may publish (one or many).
     #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
     pub put: Vec<String>,
+    /// Paths under `root` it may subscribe to (one or many).
     #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
     pub get: Vec<String>,
+    /// Expiry, Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exp: Option<u64>,
+    /// Not before, Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbf: Option<u64>,
+    /// Issued at, Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<u64>,
 }
@@ -214,12 +220,16 @@ pub(crate) fn header_json(text: &str) -> Option<serde_json::Map<String, serde_js
 /// A key to mint JWTs with, and the algorithm it signs with.
 #[derive(Clone)]
 pub struct JwtSigner {
+    /// The key ID written in the header.
     pub kid: Option<String>,
+    /// The algorithm.
     pub alg: Algorithm,
+    /// The signing key.
     pub key: EncodingKey,
 }
 
 impl JwtSigner {
+    /// An HMAC-SHA256 secret.
     pub fn hs256(secret: &[u8]) -> Self {
         JwtSigner { kid: None, alg: Algorithm::HS256, key: EncodingKey::from_secret(secret) }
     }
@@ -239,6 +249,7 @@ impl JwtSigner {
         JwtSigner { kid: None, alg: Algorithm::RS256, key: EncodingKey::from_rsa_der(der) }
     }
 
+    /// The same key, named `kid` in the header.
     pub fn with_kid(mut self, kid: &str) -> Self {
         self.kid = Some(kid.to_string());
         self

@@ -39,8 +39,11 @@ impl FromStr for Format {
 /// Which formats [`Keys::verify`] accepts (all by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Formats {
+    /// This relay's own tokens.
     pub tokens: bool,
+    /// JSON Web Tokens.
     pub jwt: bool,
+    /// Common Access Tokens.
     pub cat: bool,
 }
 
@@ -74,6 +77,7 @@ pub struct AuthSources {
     pub jwt_files: Vec<PathBuf>,
     /// CAT key files: JWK set JSON with `kid`s, `oct` (HMAC) and `EC` P-256 (ES256) keys.
     pub cat_files: Vec<PathBuf>,
+    /// The formats accepted.
     pub formats: Formats,
 }
 

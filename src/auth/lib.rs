@@ -38,7 +38,7 @@
 //! narrowed to the grants' prefixes (`Scope::Within`), since moq-dev's player discovers from the
 //! root with a token for one broadcast; one that reaches nowhere is UNAUTHORIZED.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -80,7 +80,9 @@ pub struct Grant {
 /// the namespaces under these narrower prefixes (all its tokens grant under the prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
+    /// Every namespace under the prefix.
     All,
+    /// Only those under these narrower prefixes.
     Within(Vec<TrackNamespace>),
 }
 
@@ -97,7 +99,9 @@ impl Scope {
 /// The right a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Right {
+    /// PUBLISH_NAMESPACE, PUBLISH.
     Publish,
+    /// SUBSCRIBE, FETCH, TRACK_STATUS, SUBSCRIBE_NAMESPACE.
     Subscribe,
 }
 

@@ -16,8 +16,10 @@ use crate::{Grant, TokenError};
 pub struct Claims {
     /// Namespace prefix, one string per field.
     pub ns: Vec<String>,
+    /// May publish under it.
     #[serde(rename = "pub", default)]
     pub publish: bool,
+    /// May subscribe under it.
     #[serde(rename = "sub", default)]
     pub subscribe: bool,
     /// Expiry, seconds since the Unix epoch.

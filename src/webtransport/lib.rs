@@ -23,7 +23,7 @@
 //! `web-transport-proto` crate; this module keeps the state: which stream is which, the
 //! CONNECT exchange, the limits a hostile peer meets, and the errors of RFC 9114 §8.1.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod early;
 
@@ -39,22 +39,10 @@ use web_transport_proto::{
 /// The ALPN of HTTP/3, which carries WebTransport (RFC 9114 §3.1).
 pub const ALPN: &str = "h3";
 
-/// HTTP/3 error codes (RFC 9114 §8.1) and WebTransport's (draft-ietf-webtrans-http3 §9.5).
-pub mod code {
-    pub const H3_NO_ERROR: u64 = 0x100;
-    pub const H3_STREAM_CREATION_ERROR: u64 = 0x103;
-    pub const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
-    pub const H3_FRAME_UNEXPECTED: u64 = 0x105;
-    pub const H3_FRAME_ERROR: u64 = 0x106;
-    pub const H3_EXCESSIVE_LOAD: u64 = 0x107;
-    pub const H3_SETTINGS_ERROR: u64 = 0x109;
-    pub const H3_MISSING_SETTINGS: u64 = 0x10a;
-    pub const H3_MESSAGE_ERROR: u64 = 0x10e;
-    /// A stream for a session that does not exist (or not yet, past the buffering limit).
-    pub const WT_BUFFERED_STREAM_REJECTED: u64 = 0x3994_bd84;
-    /// The stream's session is gone.
-    pub const WT_SESSION_GONE: u64 = 0x170d_7b68;
-}
+pub mod code;
+mod io;
+
+pub use io::{Event, Output};
 
 /// The WEBTRANSPORT_STREAM signal that starts a bidirectional WebTransport stream.
 const WT_BIDI_SIGNAL: u64 = 0x41;
@@ -86,36 +74,10 @@ pub struct Accepted {
     /// Whether the protocol was negotiated (the client offered WT-Available-Protocols and the
     /// server's answer named one), rather than the default taken for a client that named none.
     pub negotiated: bool,
-    /// `:authority` and `:path` (with its query) of the request.
+    /// `:authority` of the request.
     pub authority: String,
+    /// `:path` of the request, with its query.
     pub path: String,
-}
-
-/// What the transport is asked to do, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    /// Append `data` to QUIC stream `quic` (`fin`: end our direction).
-    Stream { quic: u64, data: Bytes, fin: bool },
-    /// Ask the peer to stop sending on QUIC stream `quic` with an HTTP/3 error code.
-    StopSending { quic: u64, code: u64 },
-    /// Reset our direction of QUIC stream `quic` with an HTTP/3 error code.
-    Reset { quic: u64, code: u64 },
-    /// Close the QUIC connection with an HTTP/3 error code (a connection error).
-    Close { code: u64, reason: String },
-}
-
-/// What happened to the WebTransport session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// Server: a CONNECT was accepted (answered 200); the MoQT session may start.
-    /// Client: the server answered 200.
-    Accepted(Accepted),
-    /// Client: the server refused the CONNECT with this status.
-    Refused { status: u16 },
-    /// The peer closed the session (CLOSE_WEBTRANSPORT_SESSION, or the CONNECT stream ended).
-    Closed { code: u32, reason: String },
-    /// The peer asked to drain the session (DRAIN_WEBTRANSPORT_SESSION).
-    Draining,
 }
 
 /// What a peer's stream is, as far as its first bytes tell.
@@ -139,7 +101,9 @@ enum PeerStream {
 /// Server or client side of the exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// Accepts the CONNECT (the relay).
     Server,
+    /// Sends the CONNECT (our client, the tests).
     Client,
 }
 
@@ -182,7 +146,9 @@ pub struct WebTransport {
 /// given to [`WebTransport::on_stream_data`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deliver {
+    /// The session stream the payload is on.
     pub stream: u64,
+    /// Where the payload starts in the bytes given.
     pub offset: usize,
 }
 
