@@ -138,7 +138,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("src/webtransport", &[]),
     // QMux is a transport beside quiche: it knows streams and frames, no MoQT.
     ("src/qmux", &[]),
-    ("src/auth", &["wire", "session"]),
+    ("src/auth", &["wire"]),
     ("src/relay", &["wire", "session", "auth"]),
     ("src/runtime", &["qmux"]),
     ("src/moqt", &["wire", "session", "webtransport", "qmux", "runtime"]),

@@ -47,9 +47,9 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use bytes::Bytes;
 
-use session::SessionCode;
 use wire::model::{AuthToken, TrackNamespace};
 use wire::RequestErrorCode;
+use wire::SessionCode;
 
 pub mod cat;
 pub mod jwt;

@@ -7,9 +7,9 @@ use ciborium::value::{Integer, Value};
 use proptest::prelude::*;
 use ring::rand::SystemRandom;
 use ring::signature::{self, Ed25519KeyPair, KeyPair};
-use session::SessionCode;
 use wire::model::{AuthToken, TrackNamespace};
 use wire::RequestErrorCode;
+use wire::SessionCode;
 
 use super::*;
 use crate::jwt::Algorithm;

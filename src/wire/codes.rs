@@ -4,7 +4,9 @@
 //! [`RequestErrorCode::code_for`]),
 //! PUBLISH_DONE status codes ([`DoneStatus`]; draft-16 §13.1.3, draft-18 §15.10.3, draft-22
 //! §12.4) and data stream reset codes ([`ResetCode`]; draft-16 §13.1.4, draft-18 §15.10.4,
-//! draft-22 §12.5). Layers above name the meaning; each draft
+//! draft-22 §12.5), and the session termination codes ([`SessionCode`]; draft-16 §13.1.1,
+//! draft-18 §15.10.1, draft-22 §12.2), one union whose code points agree across drafts.
+//! Layers above name the meaning; each draft
 //! has one mapping to and from its code points, so a code read from a peer of one draft
 //! reaches a peer of another as the same meaning, not the same number. A code point a draft
 //! does not define travels as `Other` unchanged.
@@ -468,6 +470,95 @@ impl RequestErrorCode {
                 table.iter().find(|(_, n)| *n == c).map_or(RequestErrorCode::Other(c), |(e, _)| *e)
             }
             _ => RequestErrorCode::from_code(c, v),
+        }
+    }
+}
+
+/// A session termination code (the application error code of CONNECTION_CLOSE). The union of
+/// draft-16, draft-18 and draft-22; the code points agree where several define a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionCode {
+    /// NO_ERROR (0x0).
+    NoError,
+    /// INTERNAL_ERROR (0x1).
+    InternalError,
+    /// UNAUTHORIZED (0x2).
+    Unauthorized,
+    /// PROTOCOL_VIOLATION (0x3).
+    ProtocolViolation,
+    /// INVALID_REQUEST_ID (0x4).
+    InvalidRequestId,
+    /// DUPLICATE_TRACK_ALIAS (0x5).
+    DuplicateTrackAlias,
+    /// KEY_VALUE_FORMATTING_ERROR (0x6).
+    KeyValueFormatting,
+    /// TOO_MANY_REQUESTS (0x7), draft-16 only.
+    TooManyRequests,
+    /// INVALID_PATH (0x8).
+    InvalidPath,
+    /// MALFORMED_PATH (0x9).
+    MalformedPath,
+    /// GOAWAY_TIMEOUT (0x10).
+    GoawayTimeout,
+    /// CONTROL_MESSAGE_TIMEOUT (0x11).
+    ControlMessageTimeout,
+    /// DATA_STREAM_TIMEOUT (0x12).
+    DataStreamTimeout,
+    /// AUTH_TOKEN_CACHE_OVERFLOW (0x13).
+    AuthTokenCacheOverflow,
+    /// DUPLICATE_AUTH_TOKEN_ALIAS (0x14).
+    DuplicateAuthTokenAlias,
+    /// VERSION_NEGOTIATION_FAILED (0x15), draft-16 and draft-18.
+    VersionNegotiationFailed,
+    /// MALFORMED_AUTH_TOKEN (0x16).
+    MalformedAuthToken,
+    /// UNKNOWN_AUTH_TOKEN_ALIAS (0x17).
+    UnknownAuthTokenAlias,
+    /// EXPIRED_AUTH_TOKEN (0x18).
+    ExpiredAuthToken,
+    /// INVALID_AUTHORITY (0x19).
+    InvalidAuthority,
+    /// MALFORMED_AUTHORITY (0x1A).
+    MalformedAuthority,
+    /// TOO_MANY_REQUEST_UPDATES (0x1B), draft-22 only.
+    TooManyRequestUpdates,
+}
+
+impl SessionCode {
+    /// The code point on the wire.
+    pub const fn code(self) -> u64 {
+        match self {
+            SessionCode::NoError => 0x0,
+            SessionCode::InternalError => 0x1,
+            SessionCode::Unauthorized => 0x2,
+            SessionCode::ProtocolViolation => 0x3,
+            SessionCode::InvalidRequestId => 0x4,
+            SessionCode::DuplicateTrackAlias => 0x5,
+            SessionCode::KeyValueFormatting => 0x6,
+            SessionCode::TooManyRequests => 0x7,
+            SessionCode::InvalidPath => 0x8,
+            SessionCode::MalformedPath => 0x9,
+            SessionCode::GoawayTimeout => 0x10,
+            SessionCode::ControlMessageTimeout => 0x11,
+            SessionCode::DataStreamTimeout => 0x12,
+            SessionCode::AuthTokenCacheOverflow => 0x13,
+            SessionCode::DuplicateAuthTokenAlias => 0x14,
+            SessionCode::VersionNegotiationFailed => 0x15,
+            SessionCode::MalformedAuthToken => 0x16,
+            SessionCode::UnknownAuthTokenAlias => 0x17,
+            SessionCode::ExpiredAuthToken => 0x18,
+            SessionCode::InvalidAuthority => 0x19,
+            SessionCode::MalformedAuthority => 0x1A,
+            SessionCode::TooManyRequestUpdates => 0x1B,
+        }
+    }
+}
+
+impl From<crate::ErrorCode> for SessionCode {
+    fn from(c: crate::ErrorCode) -> Self {
+        match c {
+            crate::ErrorCode::ProtocolViolation => SessionCode::ProtocolViolation,
+            crate::ErrorCode::KeyValueFormatting => SessionCode::KeyValueFormatting,
         }
     }
 }

@@ -99,7 +99,7 @@ pub mod typed_forms;
 pub mod varint;
 mod version;
 
-pub use codes::{code, DoneStatus, RequestErrorCode, ResetCode};
+pub use codes::{code, DoneStatus, RequestErrorCode, ResetCode, SessionCode};
 pub use error::{DecodeError, EncodeError, ErrorCode};
 pub use streams::{FetchReader, FetchWriter, SubgroupReader, SubgroupWriter};
 pub use varint::{Quic, VarInt, Vi64};
