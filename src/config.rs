@@ -536,7 +536,7 @@ impl Config {
             (Some(_), None) => bail!("config key `key`: required when `cert` is set"),
             (None, Some(_)) => bail!("config key `cert`: required when `key` is set"),
         };
-        let Transport {
+        let Serving {
             congestion_control,
             drafts,
             retry,
@@ -547,7 +547,7 @@ impl Config {
             gso,
             coalesce_us,
             recv_coalesce_us,
-        } = resolve_transport(s)?;
+        } = resolve_serving(s)?;
         let RelayLimits {
             linger_ms,
             backlog_kib,
@@ -753,7 +753,7 @@ fn resolve_auth(s: &Settings) -> anyhow::Result<Option<auth::KeyRing>> {
 }
 
 /// QUIC and the cores: congestion control, retry, timeouts, limits, batching.
-struct Transport {
+struct Serving {
     congestion_control: String,
     drafts: Vec<Version>,
     retry: RetryPolicy,
@@ -766,7 +766,7 @@ struct Transport {
     recv_coalesce_us: u64,
 }
 
-fn resolve_transport(s: &Settings) -> anyhow::Result<Transport> {
+fn resolve_serving(s: &Settings) -> anyhow::Result<Serving> {
     let congestion_control = s.core.congestion_control.clone().unwrap_or_else(|| "bbr2".into());
     if !["cubic", "reno", "bbr2", "bbr2_gcongestion"].contains(&congestion_control.as_str()) {
         bail!("config key `congestion_control`: {congestion_control:?} is not one of cubic, reno, bbr2");
@@ -798,7 +798,7 @@ fn resolve_transport(s: &Settings) -> anyhow::Result<Transport> {
     if recv_coalesce_us > 5_000 {
         bail!("config key `recv_coalesce_us`: {recv_coalesce_us} is more than 5000 (5 ms)");
     }
-    Ok(Transport {
+    Ok(Serving {
         congestion_control,
         drafts,
         retry,
