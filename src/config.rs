@@ -18,7 +18,7 @@ use serde::Deserialize;
 use crate::host::admission::AdmissionConfig;
 use crate::host::events::EventsConfig;
 use platform::{resolve_access, resolve_events};
-pub use relay::links::{moqt_host_port, Upstream, MAX_ROUTES_PER_UPSTREAM};
+pub use relay::links::{moqt_host_port, Parent, MAX_ROUTES_PER_UPSTREAM};
 pub use relay::PublishForward;
 pub use runtime::RetryPolicy;
 use runtime::{RuntimeConfig, TlsSource, UpstreamTls};
@@ -416,7 +416,7 @@ pub struct Config {
     /// Admission by the platform's service (`auth = "http"`).
     pub admission: Option<AdmissionConfig>,
     /// Parent relays, one per distinct URL with its routes.
-    pub upstreams: Vec<Upstream>,
+    pub upstreams: Vec<Parent>,
     pub upstream_ca: Option<PathBuf>,
     pub upstream_insecure: bool,
     /// The cluster's namespace directory, when one is configured.
@@ -449,8 +449,8 @@ pub struct Directory {
 }
 
 /// `upstream` entries (`[PREFIX=]moqt://HOST:PORT`) grouped by URL: one link per parent.
-fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Vec<Upstream>> {
-    let mut out: Vec<Upstream> = Vec::new();
+fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Vec<Parent>> {
+    let mut out: Vec<Parent> = Vec::new();
     for entry in entries {
         let (prefix, url) = match entry.split_once("=moqt://") {
             Some((p, rest)) => (p, format!("moqt://{rest}")),
@@ -472,7 +472,7 @@ fn parse_upstreams(entries: &[String], token: Option<&str>) -> anyhow::Result<Ve
                 bail!("config key `upstream`: prefix {prefix:?} given twice")
             }
             Some(u) => u.routes.push(route),
-            None => out.push(Upstream {
+            None => out.push(Parent {
                 url: format!("moqt://{authority}"),
                 host,
                 port,

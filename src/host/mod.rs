@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 use self::events::{Hooks, Record, SessionInfo, SessionTotals};
 use self::redis_client::{DirEvent, DirRequest, DirectoryPort};
-use crate::config::{Config, Upstream};
+use crate::config::{Config, Parent};
 use moqt::{Pump, WebTransportAccept, WebTransportConn};
 use relay::alias::AliasKey;
 use relay::directory::DirectoryAsk;
@@ -96,7 +96,7 @@ pub struct RelayFactory {
     /// The MoQT drafts offered to clients (upstream links offer every draft).
     pub drafts: Vec<Version>,
     /// Parent relays; link `i` lives on core `i % cores`.
-    pub upstreams: Vec<Upstream>,
+    pub upstreams: Vec<Parent>,
     /// The namespace directory's end for each core (each core takes its own), and the token
     /// sent on the links it leads to.
     pub directory: Option<(redis_client::Ports, Option<String>)>,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::links::{moqt_host_port, Upstream};
+use crate::links::{moqt_host_port, Parent};
 
 /// First and longest wait before connecting a link again.
 pub const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
@@ -58,7 +58,7 @@ enum State {
 #[derive(Debug)]
 pub struct LinkSlot {
     tag: u64,
-    upstream: Upstream,
+    upstream: Parent,
     state: State,
     /// Connections whose parent sent GOAWAY, oldest first: open while their tracks move to
     /// the slot's new connection (make before break), closed once none is left on them.
@@ -73,12 +73,12 @@ pub struct LinkSlot {
 
 impl LinkSlot {
     /// A slot that connects at `now`; `tag` names it in commands.
-    pub fn new(tag: u64, upstream: Upstream, now: Instant) -> Self {
+    pub fn new(tag: u64, upstream: Parent, now: Instant) -> Self {
         let state = State::Down { retry_at: now, backoff: LINK_BACKOFF_MIN };
         LinkSlot { tag, upstream, state, old: Vec::new(), target: None, directory: false }
     }
 
-    pub fn upstream(&self) -> &Upstream {
+    pub fn upstream(&self) -> &Parent {
         &self.upstream
     }
 
@@ -235,7 +235,7 @@ const DIRECTORY_TAGS: u64 = 1 << 32;
 impl LinkSlots {
     /// The slots of core `core` of `cores`: parent `i` is slot `i` on core `i % cores`; each
     /// connects at `now`.
-    pub fn new(upstreams: &[Upstream], core: usize, cores: usize, now: Instant) -> Self {
+    pub fn new(upstreams: &[Parent], core: usize, cores: usize, now: Instant) -> Self {
         let slots = upstreams
             .iter()
             .enumerate()
@@ -264,7 +264,7 @@ impl LinkSlots {
             None => {
                 let (host, port) = moqt_host_port(url)?;
                 let token = token.map(str::to_string);
-                let upstream = Upstream { url: url.to_string(), host, port, routes: Vec::new(), token };
+                let upstream = Parent { url: url.to_string(), host, port, routes: Vec::new(), token };
                 let mut slot = LinkSlot::new(self.next_tag, upstream, now);
                 self.next_tag += 1;
                 slot.directory = true;
@@ -390,8 +390,8 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn parent(host: &str) -> Upstream {
-        Upstream {
+    fn parent(host: &str) -> Parent {
+        Parent {
             url: format!("moqt://{host}:4443"),
             host: host.to_string(),
             port: 4443,
@@ -613,7 +613,7 @@ mod tests {
     #[test]
     fn slots_of_a_core_are_every_cores_th_parent_and_events_find_their_slot() {
         let t0 = Instant::now();
-        let parents: Vec<Upstream> = ["10.0.0.1", "10.0.0.2", "10.0.0.3"].map(parent).into();
+        let parents: Vec<Parent> = ["10.0.0.1", "10.0.0.2", "10.0.0.3"].map(parent).into();
         let mut slots = LinkSlots::new(&parents, 1, 2, t0);
         assert_eq!(slots.iter().map(|s| s.tag).collect::<Vec<_>>(), [1]);
         assert!(LinkSlots::new(&parents, 0, 2, t0).get(2).is_some());

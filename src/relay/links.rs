@@ -31,7 +31,7 @@ use wire::model::{
 
 /// A parent relay this relay subscribes from (an upstream link).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
+pub struct Parent {
     /// `moqt://host:port` as configured (for logs).
     pub url: String,
     pub host: String,
