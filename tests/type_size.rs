@@ -18,7 +18,7 @@ const CRATES: &[&str] =
 /// (crate, type, fields, methods, files): the types over a limit today, and the most each
 /// may have until it is split.
 const NOT_YET: &[(&str, &str, usize, usize, usize)] = &[
-    ("session", "Session", 32, 109, 6),
+    ("session", "Session", 17, 109, 6),
     ("relay", "RelayShard", 10, 54, 3),
     ("relay", "Owner", 10, 49, 9),
     ("relay", "RelayConfig", 23, 2, 1),

@@ -29,7 +29,10 @@ mod d14;
 mod data_in;
 mod data_out;
 mod outgoing;
+mod parts;
 mod verbs;
+
+use self::parts::{ControlStreams, GoAways, Requests, SetupState};
 
 use ahash::HashMap;
 use std::collections::VecDeque;
@@ -118,47 +121,24 @@ pub struct Session {
     role: Role,
     peer: Role,
     config: SessionConfig,
-    local_setup: SetupOptions,
-    sent_setup: bool,
-    peer_setup: Option<SetupOptions>,
-    ready: bool,
+    /// The SETUP exchange.
+    setup: SetupState,
     closed: bool,
     /// The connection's name in logs: the relay's core and connection id (0 elsewhere).
     log_id: (usize, u64),
     events: VecDeque<Event>,
     transmits: VecDeque<Transmit>,
-    /// Our sending control stream (draft-16: 0; draft-22: our first unidirectional stream).
-    local_control: StreamId,
-    /// The peer's control stream once known (draft-16: 0).
-    peer_control: Option<StreamId>,
-    control_recv: RecvBuf,
-    goaway_received: bool,
-    /// draft-18: we sent a control-stream GOAWAY, so every request the peer opens from now on
-    /// is refused with GOING_AWAY (§10.4).
-    goaway_sent: bool,
-    /// draft-22: peer unidirectional streams whose type is not yet known.
-    uni_pending: HashMap<StreamId, RecvBuf>,
+    /// The control streams.
+    control: ControlStreams,
+    /// GOAWAY, each way.
+    goaway: GoAways,
     /// Peer data streams, datagrams and the Track Alias table.
     data: DataState,
     /// Our data streams.
     data_out: DataOut,
-    streams: HashMap<StreamId, ReqStream>,
-    /// Peer-opened bidirectional streams already finished with (late bytes are ignored).
-    closed_peer: ClosedStreams,
-    by_request: HashMap<RequestId, StreamId>,
-    /// Peer streams waiting for SETUP, in arrival order.
-    pre_setup: Vec<StreamId>,
-    next_local_bidi: StreamId,
+    /// The request streams.
+    reqs: Requests,
     ids: RequestIds,
-    /// What the transport already said about the peer's setup (a WebTransport CONNECT's
-    /// authority, path and URL token): merged into the peer's SETUP options.
-    transport_setup: Option<SetupOptions>,
-    /// Bytes buffered on peer-opened request streams (bounded by `max_request_buffer`).
-    request_buffered: usize,
-    /// Peer-opened bidirectional streams in `streams` (bounded by `max_peer_streams`).
-    peer_streams: usize,
-    /// The session closes with CONTROL_MESSAGE_TIMEOUT if SETUP has not completed by then.
-    setup_deadline: Option<Instant>,
     /// draft-14's request kinds, subscription state and namespace names (`control/d14.rs`).
     d14: D14,
 }
@@ -217,20 +197,26 @@ impl Session {
             role,
             peer,
             config,
-            local_setup,
-            sent_setup: false,
-            peer_setup: None,
-            ready: false,
+            setup: SetupState {
+                local: local_setup,
+                sent: false,
+                peer: None,
+                ready: false,
+                transport: None,
+                deadline: None,
+                waiting: Vec::new(),
+            },
             closed: false,
             log_id: (0, 0),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
-            local_control,
-            peer_control,
-            control_recv: RecvBuf::default(),
-            goaway_received: false,
-            goaway_sent: false,
-            uni_pending: HashMap::default(),
+            control: ControlStreams {
+                local: local_control,
+                peer: peer_control,
+                recv: RecvBuf::default(),
+                uni_pending: HashMap::default(),
+            },
+            goaway: GoAways::default(),
             data,
             // draft-18/22: our first unidirectional stream is the control stream.
             data_out: DataOut::new({
@@ -241,24 +227,23 @@ impl Session {
                     first
                 }
             }),
-            streams: HashMap::default(),
-            // draft-16: the client's stream 0 is the control stream, never a request stream.
-            closed_peer: ClosedStreams::new(
-                if !version.request_streams() && peer == Role::Client {
-                    StreamId::first(peer, false).next()
-                } else {
-                    StreamId::first(peer, false)
-                },
-                CLOSED_BIDI_WINDOW,
-            ),
-            by_request: HashMap::default(),
-            pre_setup: Vec::new(),
-            next_local_bidi,
+            reqs: Requests {
+                streams: HashMap::default(),
+                // draft-16: the client's stream 0 is the control stream, never a request stream.
+                closed_peer: ClosedStreams::new(
+                    if !version.request_streams() && peer == Role::Client {
+                        StreamId::first(peer, false).next()
+                    } else {
+                        StreamId::first(peer, false)
+                    },
+                    CLOSED_BIDI_WINDOW,
+                ),
+                by_request: HashMap::default(),
+                next_local_bidi,
+                buffered: 0,
+                peer_count: 0,
+            },
             ids: RequestIds::new(version, role, local_max),
-            transport_setup: None,
-            request_buffered: 0,
-            peer_streams: 0,
-            setup_deadline: None,
             d14: D14::default(),
         };
         if role == Role::Client || version.request_streams() {
@@ -274,7 +259,7 @@ impl Session {
 
     /// True once both SETUP messages have been exchanged.
     pub fn is_ready(&self) -> bool {
-        self.ready
+        self.setup.ready
     }
 
     /// True once the session has closed (no more input is processed).
@@ -300,12 +285,12 @@ impl Session {
     /// What the session holds for its peer (see [`SessionUsage`]).
     pub fn usage(&self) -> SessionUsage {
         let (data_bytes, data_streams, data_closed) = self.data.usage();
-        let req_bytes: usize = self.streams.values().map(|s| s.recv.data().len()).sum();
-        let uni_bytes: usize = self.uni_pending.values().map(|b| b.data().len()).sum();
+        let req_bytes: usize = self.reqs.streams.values().map(|s| s.recv.data().len()).sum();
+        let uni_bytes: usize = self.control.uni_pending.values().map(|b| b.data().len()).sum();
         SessionUsage {
-            buffered_bytes: self.control_recv.data().len() + req_bytes + uni_bytes + data_bytes,
-            streams: self.streams.len() + self.uni_pending.len() + data_streams,
-            closed_ids: self.closed_peer.tracked() + data_closed,
+            buffered_bytes: self.control.recv.data().len() + req_bytes + uni_bytes + data_bytes,
+            streams: self.reqs.streams.len() + self.control.uni_pending.len() + data_streams,
+            closed_ids: self.reqs.closed_peer.tracked() + data_closed,
         }
     }
 
@@ -314,12 +299,12 @@ impl Session {
     /// exchange has completed by `at`. The transport sets it from when the connection was
     /// accepted (`setup_timeout_ms`); see [`Session::on_timeout`].
     pub fn set_setup_deadline(&mut self, at: Instant) {
-        self.setup_deadline = Some(at);
+        self.setup.deadline = Some(at);
     }
 
     /// The next instant [`Session::on_timeout`] must be called by, if any.
     pub fn timeout(&self) -> Option<Instant> {
-        self.setup_deadline.filter(|_| !self.ready && !self.closed)
+        self.setup.deadline.filter(|_| !self.setup.ready && !self.closed)
     }
 
     /// The clock reached `now`: a setup deadline that passed before SETUP completed closes
@@ -360,29 +345,29 @@ impl Session {
         if self.closed {
             return;
         }
-        if self.peer_control == Some(id) {
+        if self.control.peer == Some(id) {
             return self.fail(SessionError::violation("control stream reset"));
         }
         if id.is_uni() && self.data_stream_reset(id, code) {
             return;
         }
-        if self.uni_pending.remove(&id).is_some() {
+        if self.control.uni_pending.remove(&id).is_some() {
             self.data.retire(id);
         }
-        self.pre_setup.retain(|&s| s != id);
+        self.setup.waiting.retain(|&s| s != id);
         self.peer_cancelled(id, false);
     }
 
     /// Whether `id` is a unidirectional stream of ours other than the draft-22 control
     /// stream, i.e. a data stream we opened (open, or finished and still draining).
     pub fn is_local_data_stream(&self, id: StreamId) -> bool {
-        id.is_uni() && id != self.local_control && id.initiator() == self.role
+        id.is_uni() && id != self.control.local && id.initiator() == self.role
     }
 
     /// The stream our control messages go on (draft-14 and draft-16: the bidirectional
     /// stream 0; draft-18 to 22: our first unidirectional stream).
     pub fn local_control_stream(&self) -> StreamId {
-        self.local_control
+        self.control.local
     }
 
     /// Whether `id` is an open bidirectional stream the peer opened (a request stream, or a
@@ -390,8 +375,8 @@ impl Session {
     pub fn is_peer_stream(&self, id: StreamId) -> bool {
         !id.is_uni()
             && id.initiator() != self.role
-            && self.peer_control != Some(id)
-            && self.streams.contains_key(&id)
+            && self.control.peer != Some(id)
+            && self.reqs.streams.contains_key(&id)
     }
 
     /// The peer asked us to stop sending on stream `id`.
@@ -399,7 +384,7 @@ impl Session {
         if self.closed {
             return;
         }
-        if id == self.local_control {
+        if id == self.control.local {
             return self.fail(SessionError::violation("STOP_SENDING on the control stream"));
         }
         if id.is_uni() {
@@ -420,9 +405,9 @@ impl Session {
     fn handle_data(&mut self, id: StreamId, data: &[u8], fin: bool) -> Result<(), SessionError> {
         let limit = self.config.max_stream_buffer;
         let overflow = |_| SessionError::violation("stream buffer limit exceeded");
-        if self.peer_control == Some(id) {
-            self.control_recv.push(data, limit).map_err(overflow)?;
-            self.control_recv.fin |= fin;
+        if self.control.peer == Some(id) {
+            self.control.recv.push(data, limit).map_err(overflow)?;
+            self.control.recv.fin |= fin;
             return self.process_control();
         }
         if id.is_uni() {
@@ -430,7 +415,8 @@ impl Session {
                 // Our own unidirectional streams cannot receive.
                 return Ok(());
             }
-            if !self.version.request_streams() || (!self.uni_pending.contains_key(&id) && self.data.owns(id))
+            if !self.version.request_streams()
+                || (!self.control.uni_pending.contains_key(&id) && self.data.owns(id))
             {
                 // draft-14 and draft-16: every peer unidirectional stream is a data stream.
                 return self.data_stream_input(id, data, fin);
@@ -439,32 +425,32 @@ impl Session {
         }
         if id.initiator() == self.role {
             // One of our request streams; unknown ones were already torn down.
-            let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+            let Some(st) = self.reqs.streams.get_mut(&id) else { return Ok(()) };
             st.recv.push(data, limit).map_err(overflow)?;
             st.recv.fin |= fin;
         } else {
-            if !self.streams.contains_key(&id) {
-                if self.closed_peer.contains(id) {
+            if !self.reqs.streams.contains_key(&id) {
+                if self.reqs.closed_peer.contains(id) {
                     return Ok(());
                 }
-                if !self.ready {
+                if !self.setup.ready {
                     if self.pending_count() >= self.config.max_pre_setup_streams {
                         return Err(SessionError::violation("too many streams before SETUP"));
                     }
-                } else if self.peer_streams >= self.config.max_peer_streams {
+                } else if self.reqs.peer_count >= self.config.max_peer_streams {
                     // Beyond what we serve at once (ARCHITECTURE.md, "Malformed and abusive
                     // input"): refused like a data stream over its limit.
                     let code = overload_code(self.version);
                     self.transmits.push_back(Transmit::StopSending { id, code });
                     self.transmits.push_back(Transmit::Reset { id, code });
-                    self.closed_peer.insert(id);
+                    self.reqs.closed_peer.insert(id);
                     return Ok(());
                 }
-                if !self.ready {
-                    self.pre_setup.push(id);
+                if !self.setup.ready {
+                    self.setup.waiting.push(id);
                 }
-                self.peer_streams += 1;
-                self.streams.insert(
+                self.reqs.peer_count += 1;
+                self.reqs.streams.insert(
                     id,
                     ReqStream {
                         request_id: None,
@@ -476,17 +462,17 @@ impl Session {
                     },
                 );
             }
-            if self.request_buffered.saturating_add(data.len()) > self.config.max_request_buffer {
+            if self.reqs.buffered.saturating_add(data.len()) > self.config.max_request_buffer {
                 self.overloaded(id);
                 return Ok(());
             }
-            if let Some(st) = self.streams.get_mut(&id) {
+            if let Some(st) = self.reqs.streams.get_mut(&id) {
                 st.recv.push(data, limit).map_err(overflow)?;
                 st.recv.fin |= fin;
             }
             self.recount(id);
         }
-        if self.ready {
+        if self.setup.ready {
             self.process_stream(id)?;
             self.recount(id);
         }
@@ -513,9 +499,9 @@ impl Session {
         if id.initiator() == self.role {
             return;
         }
-        if let Some(st) = self.streams.get_mut(&id) {
+        if let Some(st) = self.reqs.streams.get_mut(&id) {
             let len = st.recv.data().len();
-            self.request_buffered = self.request_buffered.saturating_sub(st.counted).saturating_add(len);
+            self.reqs.buffered = self.reqs.buffered.saturating_sub(st.counted).saturating_add(len);
             st.counted = len;
         }
     }
@@ -526,7 +512,7 @@ impl Session {
     /// EXCESSIVE_LOAD (CANCELLED in draft-16), the request cancelled. False when `id` is not
     /// an open peer request stream.
     pub fn shed_request_stream(&mut self, id: StreamId) -> bool {
-        if self.closed || id.is_uni() || id.initiator() == self.role || !self.streams.contains_key(&id) {
+        if self.closed || id.is_uni() || id.initiator() == self.role || !self.reqs.streams.contains_key(&id) {
             return false;
         }
         self.overloaded(id);
@@ -536,7 +522,7 @@ impl Session {
     /// Peer request stream `id` would take the session past `max_request_buffer`: it is
     /// stopped and reset with EXCESSIVE_LOAD (CANCELLED in draft-16), its request cancelled.
     fn overloaded(&mut self, id: StreamId) {
-        let Some(st) = self.streams.get(&id) else { return };
+        let Some(st) = self.reqs.streams.get(&id) else { return };
         let code = overload_code(self.version);
         if let Some(rid) = st.request_id {
             self.events.push_back(Event::Cancelled { request_id: rid });
@@ -552,15 +538,17 @@ impl Session {
     }
 
     fn pending_count(&self) -> usize {
-        self.pre_setup.len() + self.uni_pending.len()
+        self.setup.waiting.len() + self.control.uni_pending.len()
     }
 
     /// draft-22 peer unidirectional stream: the control stream begins with SETUP (§6.4.1).
     fn on_uni_data(&mut self, id: StreamId, data: &[u8], fin: bool) -> Result<(), SessionError> {
-        if !self.uni_pending.contains_key(&id) && self.pending_count() >= self.config.max_pre_setup_streams {
+        if !self.control.uni_pending.contains_key(&id)
+            && self.pending_count() >= self.config.max_pre_setup_streams
+        {
             return Err(SessionError::violation("too many streams of unknown type"));
         }
-        let buf = self.uni_pending.entry(id).or_default();
+        let buf = self.control.uni_pending.entry(id).or_default();
         // No limit needed: the buffer leaves as soon as the type (at most 9 bytes) is whole,
         // so less than that waits here between calls. A first write larger than a control
         // stream's buffer (a data stream's first packets) is not a violation.
@@ -572,27 +560,27 @@ impl Session {
             Ok((ty, _)) => ty,
             Err(DecodeError::NeedMore) => {
                 if fin {
-                    self.uni_pending.remove(&id);
+                    self.control.uni_pending.remove(&id);
                     self.data.retire(id);
                 }
                 return Ok(());
             }
             Err(e) => return Err(e.into()),
         };
-        let Some(buf) = self.uni_pending.remove(&id) else { return Ok(()) };
+        let Some(buf) = self.control.uni_pending.remove(&id) else { return Ok(()) };
         if ty != D22_SETUP {
             // A data or padding stream (§6.4.1): its buffered bytes start the data parser.
             return self.data_stream_input(id, buf.data(), buf.fin);
         }
-        if self.peer_control.is_some() {
+        if self.control.peer.is_some() {
             return Err(SessionError::violation("a second control stream"));
         }
-        self.peer_control = Some(id);
+        self.control.peer = Some(id);
         // Never a data stream: lets the data plane's closed-stream watermark pass it.
         self.data.retire(id);
-        self.control_recv = buf;
+        self.control.recv = buf;
         self.process_control()?;
-        if self.control_recv.data().len() > self.config.max_stream_buffer {
+        if self.control.recv.data().len() > self.config.max_stream_buffer {
             return Err(SessionError::violation("stream buffer limit exceeded"));
         }
         Ok(())
@@ -601,23 +589,23 @@ impl Session {
     fn process_control(&mut self) -> Result<(), SessionError> {
         let ctx = DecodeContext::control(self.peer);
         while !self.closed {
-            match self.codec.decode_message(self.control_recv.data(), &ctx) {
+            match self.codec.decode_message(self.control.recv.data(), &ctx) {
                 Ok((msg, n)) => {
-                    self.control_recv.consume(n);
+                    self.control.recv.consume(n);
                     self.on_control_message(msg)?;
                 }
                 Err(DecodeError::NeedMore) => break,
                 Err(e) => return Err(e.into()),
             }
         }
-        if self.control_recv.fin && !self.closed {
+        if self.control.recv.fin && !self.closed {
             return Err(SessionError::violation("control stream closed"));
         }
         Ok(())
     }
 
     fn on_control_message(&mut self, msg: Message) -> Result<(), SessionError> {
-        if self.peer_setup.is_none() {
+        if self.setup.peer.is_none() {
             let options = match (msg, self.peer) {
                 (Message::ClientSetup(s), Role::Client) | (Message::ServerSetup(s), Role::Server) => {
                     s.options
@@ -644,8 +632,8 @@ impl Session {
                     "speaking the peer's dialect"
                 );
             }
-            self.peer_setup = Some(options);
-            if !self.sent_setup {
+            self.setup.peer = Some(options);
+            if !self.setup.sent {
                 self.send_setup();
             }
             return self.maybe_ready();
@@ -655,7 +643,7 @@ impl Session {
                 Err(SessionError::violation("a second SETUP"))
             }
             Message::GoAway(ref g) => {
-                if self.goaway_received {
+                if self.goaway.received {
                     return Err(SessionError::violation("a second GOAWAY"));
                 }
                 // draft-18 §10.4: the Request ID names one of ours; the wrong parity is
@@ -666,7 +654,7 @@ impl Session {
                         "GOAWAY Request ID of the wrong parity",
                     ));
                 }
-                self.goaway_received = true;
+                self.goaway.received = true;
                 self.events.push_back(Event::Message(msg));
                 Ok(())
             }
@@ -731,22 +719,22 @@ impl Session {
     /// options in [`Event::Ready`]: authority and path where SETUP has none, tokens after
     /// SETUP's.
     pub fn set_transport_setup(&mut self, options: SetupOptions) {
-        self.transport_setup = Some(options);
+        self.setup.transport = Some(options);
     }
 
     fn maybe_ready(&mut self) -> Result<(), SessionError> {
-        if self.ready || !self.sent_setup {
+        if self.setup.ready || !self.setup.sent {
             return Ok(());
         }
-        let Some(mut peer) = self.peer_setup.clone() else { return Ok(()) };
-        if let Some(t) = self.transport_setup.take() {
+        let Some(mut peer) = self.setup.peer.clone() else { return Ok(()) };
+        if let Some(t) = self.setup.transport.take() {
             peer.authority = peer.authority.or(t.authority);
             peer.path = peer.path.or(t.path);
             peer.auth_tokens.extend(t.auth_tokens);
         }
-        self.ready = true;
+        self.setup.ready = true;
         self.events.push_back(Event::Ready { peer });
-        for id in std::mem::take(&mut self.pre_setup) {
+        for id in std::mem::take(&mut self.setup.waiting) {
             if self.closed {
                 break;
             }
@@ -764,7 +752,7 @@ impl Session {
             if self.closed {
                 return Ok(());
             }
-            let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+            let Some(st) = self.reqs.streams.get_mut(&id) else { return Ok(()) };
             let ctx = match st.request_id {
                 Some(r) => DecodeContext::request(self.peer, r),
                 None => DecodeContext::control(self.peer),
@@ -789,7 +777,7 @@ impl Session {
     }
 
     fn on_stream_message(&mut self, id: StreamId, msg: Message) -> Result<(), SessionError> {
-        let Some(st) = self.streams.get_mut(&id) else { return Ok(()) };
+        let Some(st) = self.reqs.streams.get_mut(&id) else { return Ok(()) };
         let Some(rid) = st.request_id else {
             // The first message of a peer-opened stream.
             let allowed = match self.version {
@@ -808,8 +796,8 @@ impl Session {
             st.publish = matches!(msg, Message::Publish(_));
             self.ids.on_peer_request(rid, false)?;
             self.keep_request_window(rid);
-            self.by_request.insert(rid, id);
-            if self.goaway_sent {
+            self.reqs.by_request.insert(rid, id);
+            if self.goaway.sent {
                 return self.refuse_going_away(id, rid);
             }
             self.events.push_back(Event::Message(msg.clone()));
@@ -843,7 +831,7 @@ impl Session {
             }
             // An answer restores one REQUEST_UPDATE credit (draft-22 §9.1.7).
             (Message::RequestOk(_) | Message::RequestError(_), true) => {
-                if let Some(st) = self.streams.get_mut(&id) {
+                if let Some(st) = self.reqs.streams.get_mut(&id) {
                     st.updates_out = st.updates_out.saturating_sub(1);
                 }
             }
@@ -884,7 +872,7 @@ impl Session {
 
     /// The peer finished its direction of a request stream after whole messages.
     fn on_peer_fin(&mut self, id: StreamId) -> Result<(), SessionError> {
-        let Some(st) = self.streams.get(&id) else { return Ok(()) };
+        let Some(st) = self.reqs.streams.get(&id) else { return Ok(()) };
         match st.request_id {
             // draft-16 "SUBSCRIBE_NAMESPACE": a SUBSCRIBE_NAMESPACE is cancelled by FIN from the subscriber.
             Some(rid) if self.version == Version::Draft16 && id.initiator() != self.role => {
@@ -907,7 +895,7 @@ impl Session {
     /// A reset (`stop_sending` false) or STOP_SENDING from the peer on a request stream:
     /// the request is cancelled (draft-22 §6.4.2.3); we abort what is still open.
     fn peer_cancelled(&mut self, id: StreamId, stop_sending: bool) {
-        let Some(st) = self.streams.get(&id) else { return };
+        let Some(st) = self.reqs.streams.get(&id) else { return };
         if let Some(rid) = st.request_id {
             self.events.push_back(Event::Cancelled { request_id: rid });
             self.data.remove_request(rid);
@@ -922,18 +910,18 @@ impl Session {
     }
 
     fn drop_stream(&mut self, id: StreamId) {
-        if let Some(st) = self.streams.remove(&id) {
+        if let Some(st) = self.reqs.streams.remove(&id) {
             if let Some(rid) = st.request_id {
-                self.by_request.remove(&rid);
+                self.reqs.by_request.remove(&rid);
             }
             if id.initiator() != self.role {
-                self.peer_streams = self.peer_streams.saturating_sub(1);
-                self.request_buffered = self.request_buffered.saturating_sub(st.counted);
+                self.reqs.peer_count = self.reqs.peer_count.saturating_sub(1);
+                self.reqs.buffered = self.reqs.buffered.saturating_sub(st.counted);
             }
         }
         if id.initiator() != self.role {
-            self.closed_peer.insert(id);
+            self.reqs.closed_peer.insert(id);
         }
-        self.pre_setup.retain(|&s| s != id);
+        self.setup.waiting.retain(|&s| s != id);
     }
 }

@@ -197,13 +197,13 @@ impl Session {
             ));
         }
         if self.role == Role::Server {
-            self.local_setup.selected_version = ours;
+            self.setup.local.selected_version = ours;
         }
         Ok(())
     }
 
     fn d14_write(&mut self, data: Vec<u8>) {
-        let id = self.local_control;
+        let id = self.control.local;
         self.transmits.push_back(Transmit::Stream { id, data: data.into(), fin: false, expires: None });
     }
 

@@ -86,7 +86,7 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
-        if !self.ready {
+        if !self.setup.ready {
             return Err(SessionError::NotReady);
         }
         Ok(())

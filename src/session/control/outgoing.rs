@@ -15,16 +15,16 @@ use wire::Version;
 
 impl Session {
     pub(super) fn send_setup(&mut self) {
-        let setup = Setup { options: self.local_setup.clone() };
+        let setup = Setup { options: self.setup.local.clone() };
         let msg = match self.role {
             Role::Client => Message::ClientSetup(setup),
             Role::Server => Message::ServerSetup(setup),
         };
         match self.encode(&msg) {
             Ok(data) => {
-                self.sent_setup = true;
+                self.setup.sent = true;
                 self.transmits.push_back(Transmit::Stream {
-                    id: self.local_control,
+                    id: self.control.local,
                     data: data.into(),
                     fin: false,
                     expires: None,
@@ -56,7 +56,7 @@ impl Session {
             Err(Alloc::Blocked { max, send_blocked }) => {
                 if send_blocked {
                     let data = self.encode(&Message::RequestsBlocked(RequestId(max)))?;
-                    self.write(self.local_control, data);
+                    self.write(self.control.local, data);
                 }
                 Err(SessionError::Blocked { max })
             }
@@ -72,7 +72,7 @@ impl Session {
         if !self.version.request_streams() && requests > 0 {
             let max = self.ids.grant(requests);
             let data = self.encode(&Message::MaxRequestId(RequestId(max)))?;
-            self.write(self.local_control, data);
+            self.write(self.control.local, data);
         }
         Ok(())
     }
@@ -88,7 +88,7 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
-        if !self.sent_setup {
+        if !self.setup.sent {
             return Err(SessionError::NotReady);
         }
         match &msg {
@@ -125,14 +125,14 @@ impl Session {
                 self.write(id, data);
             }
             Message::RequestOk(_) | Message::RequestError(_) => {
-                let stream = referenced_id(&msg).and_then(|r| self.by_request.get(&r).copied());
-                self.write(stream.unwrap_or(self.local_control), data);
+                let stream = referenced_id(&msg).and_then(|r| self.reqs.by_request.get(&r).copied());
+                self.write(stream.unwrap_or(self.control.local), data);
             }
             Message::MaxRequestId(m) => {
                 self.ids.set_local_max(m.0);
-                self.write(self.local_control, data);
+                self.write(self.control.local, data);
             }
-            _ => self.write(self.local_control, data),
+            _ => self.write(self.control.local, data),
         }
         Ok(())
     }
@@ -144,10 +144,10 @@ impl Session {
             // not processed: the first the peer has not used.
             if self.version == Version::Draft18 {
                 g.request_id.get_or_insert(self.ids.first_unused_peer());
-                self.goaway_sent = true;
+                self.goaway.sent = true;
             }
             let data = self.encode(&msg)?;
-            self.write(self.local_control, data);
+            self.write(self.control.local, data);
             return Ok(());
         }
         match &msg {
@@ -165,12 +165,12 @@ impl Session {
             }
         }
         let rid = referenced_id(&msg).ok_or(SessionError::Misrouted(msg.name()))?;
-        let id = *self.by_request.get(&rid).ok_or(SessionError::UnknownRequest(rid.0))?;
+        let id = *self.reqs.by_request.get(&rid).ok_or(SessionError::UnknownRequest(rid.0))?;
         if matches!(msg, Message::RequestUpdate(_)) {
             // §9.1.7: at most the peer's MAX_REQUEST_UPDATES unanswered per request stream.
-            let max = self.peer_setup.as_ref().and_then(|p| p.max_request_updates).unwrap_or(0);
+            let max = self.setup.peer.as_ref().and_then(|p| p.max_request_updates).unwrap_or(0);
             // draft-18 has no MAX_REQUEST_UPDATES: its SETUP never carries one, so no limit.
-            if let Some(st) = self.streams.get_mut(&id) {
+            if let Some(st) = self.reqs.streams.get_mut(&id) {
                 if max > 0 && st.updates_out >= max {
                     return Err(SessionError::UpdatesBlocked { max });
                 }
@@ -182,9 +182,9 @@ impl Session {
     }
 
     fn open_request_stream(&mut self, rid: RequestId, publish: bool) -> StreamId {
-        let id = self.next_local_bidi;
-        self.next_local_bidi = self.next_local_bidi.next();
-        self.streams.insert(
+        let id = self.reqs.next_local_bidi;
+        self.reqs.next_local_bidi = self.reqs.next_local_bidi.next();
+        self.reqs.streams.insert(
             id,
             ReqStream {
                 request_id: Some(rid),
@@ -195,7 +195,7 @@ impl Session {
                 counted: 0,
             },
         );
-        self.by_request.insert(rid, id);
+        self.reqs.by_request.insert(rid, id);
         id
     }
 
@@ -208,7 +208,7 @@ impl Session {
         if self.version == Version::Draft14 {
             return self.send_on_d14(request_id, msg);
         }
-        let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
+        let id = *self.reqs.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
         tracing::debug!(core = self.log_id.0, conn = self.log_id.1, ?msg, "message out");
         let data = self.encode(&msg)?;
         self.write(id, data);
@@ -220,16 +220,16 @@ impl Session {
         if self.closed {
             return Err(SessionError::Closed);
         }
-        let id = *self.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
+        let id = *self.reqs.by_request.get(&request_id).ok_or(SessionError::UnknownRequest(request_id.0))?;
         self.finish_stream(id);
-        if self.streams.get(&id).is_some_and(|s| s.recv.fin && s.recv.is_empty()) {
+        if self.reqs.streams.get(&id).is_some_and(|s| s.recv.fin && s.recv.is_empty()) {
             self.drop_stream(id);
         }
         Ok(())
     }
 
     pub(super) fn finish_stream(&mut self, id: StreamId) {
-        if let Some(st) = self.streams.get_mut(&id) {
+        if let Some(st) = self.reqs.streams.get_mut(&id) {
             if !st.send_fin {
                 st.send_fin = true;
                 self.transmits.push_back(Transmit::Stream {
@@ -251,7 +251,7 @@ impl Session {
         if self.version == Version::Draft14 && self.cancel_d14(request_id)? {
             return Ok(());
         }
-        let Some(&id) = self.by_request.get(&request_id) else {
+        let Some(&id) = self.reqs.by_request.get(&request_id) else {
             return Err(match self.version {
                 Version::Draft14 | Version::Draft16 => {
                     SessionError::Misrouted("draft-14 and draft-16 cancel with UNSUBSCRIBE/FETCH_CANCEL")
@@ -261,7 +261,7 @@ impl Session {
                 }
             });
         };
-        if let Some(st) = self.streams.get(&id) {
+        if let Some(st) = self.reqs.streams.get(&id) {
             if !st.send_fin {
                 self.transmits.push_back(Transmit::Reset { id, code: RESET_CANCELLED });
             }
