@@ -22,7 +22,7 @@ const NOT_YET: &[(&str, &str, usize, usize, usize)] = &[
     ("relay", "RelayShard", 10, 54, 3),
     ("relay", "Owner", 10, 49, 9),
     ("relay", "RelayConfig", 23, 2, 1),
-    ("qmux", "Connection", 21, 55, 3),
+    ("qmux", "Connection", 20, 55, 3),
     ("runtime", "ShardStats", 27, 4, 1),
 ];
 

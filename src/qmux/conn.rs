@@ -96,7 +96,6 @@ impl Connection {
             mask: (framing == Framing::WebSocket && role == Role::Client).then(ws::MaskGen::new),
             timers: Timers::new(config, version, framing, role, now),
             dgrams: Default::default(),
-            dgram_bytes: 0,
             stats: Stats::default(),
         };
         // draft-ietf-quic-qmux-01 §4.2: our parameters go first, without waiting for the peer's.
@@ -325,14 +324,7 @@ impl Connection {
     }
 
     pub fn dgram_recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
-        let d = self.dgrams.pop_front().ok_or(Error::Done)?;
-        if d.len() > out.len() {
-            self.dgrams.push_front(d);
-            return Err(Error::BufferTooShort);
-        }
-        self.dgram_bytes -= d.len();
-        out[..d.len()].copy_from_slice(&d);
-        Ok(d.len())
+        self.dgrams.pop(out)
     }
 
     /// The largest datagram payload the peer accepts in a DATAGRAM frame with a Length, alone

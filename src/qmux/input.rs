@@ -270,17 +270,7 @@ impl Connection {
             return Err((code::PROTOCOL_VIOLATION, "DATAGRAM over max_datagram_frame_size").into());
         }
         // draft-ietf-quic-qmux-01 §6: received datagrams may be dropped; the oldest go first.
-        while self.dgrams.len() >= MAX_DGRAMS || self.dgram_bytes + d.len() > MAX_DGRAM_BYTES {
-            let Some(old) = self.dgrams.pop_front() else { break };
-            self.dgram_bytes -= old.len();
-            self.stats.dgrams_dropped += 1;
-        }
-        self.dgram_bytes += d.len();
-        self.dgrams.push_back(d.to_vec());
+        self.stats.dgrams_dropped += self.dgrams.push(d);
         Ok(())
     }
 }
-
-/// The receive queue of datagrams: at most this many, and this many bytes.
-const MAX_DGRAMS: usize = 256;
-const MAX_DGRAM_BYTES: usize = 1 << 20;

@@ -43,12 +43,13 @@
 
 #![warn(unreachable_pub)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::BytesMut;
 
 mod conn;
+mod dgrams;
 mod frame;
 mod input;
 pub mod params;
@@ -206,8 +207,8 @@ pub struct Connection {
     pub(crate) mask: Option<ws::MaskGen>,
     pub(crate) timers: conn::Timers,
     pub(crate) streams: streams::Streams,
-    pub(crate) dgrams: VecDeque<Vec<u8>>,
-    pub(crate) dgram_bytes: usize,
+    /// Datagrams received and not yet read.
+    pub(crate) dgrams: dgrams::DgramQueue,
     pub(crate) stats: Stats,
 }
 
