@@ -193,11 +193,13 @@ impl AppFactory for RelayFactory {
         );
         let host = Host {
             relay,
-            backlog: self.relay.max_backlog,
-            unsent: self.relay.max_unsent,
-            session: self.session.clone(),
-            drafts: self.drafts.clone(),
-            setup: self.relay.server_setup(),
+            new: NewSession {
+                config: self.session.clone(),
+                setup: self.relay.server_setup(),
+                drafts: self.drafts.clone(),
+                backlog: self.relay.max_backlog,
+                unsent: self.relay.max_unsent,
+            },
             draining: false,
             buf: vec![0u8; 65_536],
             now,
@@ -235,17 +237,36 @@ impl AppFactory for RelayFactory {
     }
 }
 
-struct Host {
-    relay: RelayShard,
-    /// The SETUP options every session sends.
+/// What each new session of a core gets: its configuration, the SETUP options it sends, the
+/// drafts a WebTransport client may choose, and its pump's limits.
+struct NewSession {
+    config: SessionConfig,
+    /// The SETUP options every session the relay accepts sends.
     setup: SetupOptions,
+    /// The drafts a WebTransport client may choose.
+    drafts: Vec<Version>,
     /// Bytes a session may queue beyond QUIC flow control (see `Pump::with_backlog_limit`).
     backlog: usize,
     /// Subgroup bytes a connection's quiche may hold unsent (see `Pump::with_unsent_limit`).
     unsent: usize,
-    session: SessionConfig,
-    /// The drafts a WebTransport client may choose.
-    drafts: Vec<Version>,
+}
+
+impl NewSession {
+    /// A session of `version` playing `role`, sending `setup`.
+    fn session(&self, version: Version, role: Role, setup: SetupOptions) -> Session {
+        Session::new(version, role, self.config.clone(), setup)
+    }
+
+    /// A pump with the configured limits.
+    fn pump(&self) -> Pump {
+        Pump::with_backlog_limit(self.backlog).with_unsent_limit(self.unsent)
+    }
+}
+
+struct Host {
+    relay: RelayShard,
+    /// What each new session gets.
+    new: NewSession,
     /// The server is draining: each connection asks its WebTransport peer to drain too.
     draining: bool,
     /// Receive scratch buffer shared by the core's connections.
@@ -493,8 +514,8 @@ impl RelayHost {
         transport: &'static str,
     ) -> Box<dyn ConnApp> {
         let h = &mut *host.borrow_mut();
-        let mut session = Session::new(version, Role::Server, h.session.clone(), h.setup.clone());
-        let mut pump = Pump::with_backlog_limit(h.backlog).with_unsent_limit(h.unsent);
+        let mut session = h.new.session(version, Role::Server, h.new.setup.clone());
+        let mut pump = h.new.pump();
         if let Some(wt) = wt {
             if let Some(accepted) = wt.wt.accepted() {
                 session.set_transport_setup(moqt::setup_from_url(accepted));
@@ -522,7 +543,7 @@ impl ShardApp for RelayHost {
             // `h3`, the only other ALPN offered: MoQT inside WebTransport.
             None => {
                 let host = self.0.clone();
-                let drafts = self.0.borrow().drafts.clone();
+                let drafts = self.0.borrow().new.drafts.clone();
                 Box::new(WebTransportAccept::new(
                     &drafts,
                     webtransport::Limits::default(),
@@ -555,12 +576,12 @@ impl ShardApp for RelayHost {
         let upstream = slot.upstream();
         info!(upstream = %upstream.url, version = ?version, "upstream link connected");
         let setup = host.relay.config().link_setup(upstream.token.as_deref());
-        let session = Session::new(version, Role::Client, host.session.clone(), setup);
+        let session = host.new.session(version, Role::Client, setup);
         let (routes, replaces) = (upstream.routes.clone(), slot.replaced().last().copied());
         let directory = slot.is_directory();
         let link = Input::Link { conn: id(conn), session, routes, replaces, directory };
         host.relay.handle(now, link);
-        let pump = Pump::with_backlog_limit(host.backlog).with_unsent_limit(host.unsent);
+        let pump = host.new.pump();
         let link = Some(now);
         Box::new(RelayConn { key: id(conn), host: self.0.clone(), pump, link, drained: false, hook: None })
     }
