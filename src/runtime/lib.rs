@@ -90,7 +90,7 @@ mod server;
 mod shard;
 mod stats;
 mod stream_tls;
-mod streams;
+mod tcp;
 pub mod testing;
 pub mod tls;
 mod transport;
@@ -106,7 +106,7 @@ pub use retry::RetryPolicy;
 pub use server::{start, ServerHandle, ShutdownTrigger, TlsReloader};
 pub use stats::{ShardReport, ShardStats};
 pub use stream_tls::StreamTls;
-pub use streams::{StreamAcceptor, StreamHandoff, StreamRequest};
+pub use tcp::{StreamAcceptor, StreamHandoff, StreamRequest};
 pub use transport::Transport;
 
 /// Stream data handed to quiche as shared byte slices rather than copied into buffers of its

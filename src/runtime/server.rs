@@ -17,7 +17,7 @@ use super::mesh::{Mesh, MeshEndpoint, Waker};
 use super::shard::{MeshMsg, Shard, ShardParts};
 use super::stats::{ShardReport, ShardStats};
 use super::{tls, udp, RuntimeConfig};
-use crate::streams::{StreamAcceptor, HANDOFF_QUEUE};
+use crate::tcp::{StreamAcceptor, HANDOFF_QUEUE};
 use crossbeam_queue::ArrayQueue;
 
 /// Messages one core can queue for another before the sender sees "full": 4096 on small

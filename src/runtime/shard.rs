@@ -32,7 +32,7 @@ use super::{RetryPolicy, RuntimeConfig};
 mod conns;
 mod output;
 mod state;
-mod streams;
+mod tcp;
 
 use state::{AppSide, ConnTable, Handshakes, LoadState, MeshSide, QuicSetup, UdpPort, Wakeups};
 
@@ -71,7 +71,7 @@ enum Woke {
     Socket,
     Bell((Doorbell, std::io::Result<()>)),
     Timer,
-    Streams,
+    Tcp,
 }
 
 /// A QUIC datagram handed from the core that received it to the core that owns its connection.
@@ -178,7 +178,7 @@ pub(crate) struct Shard<A: ShardApp> {
     shutdown: Arc<AtomicBool>,
     /// Connections over TCP handed to this core, and those it serves.
     handoff: Arc<crossbeam_queue::ArrayQueue<crate::StreamHandoff>>,
-    streams: streams::Streams,
+    tcp: tcp::TcpConns,
 }
 
 /// What `Shard::new` needs beyond the config.
@@ -253,7 +253,7 @@ impl<A: ShardApp> Shard<A> {
             batch: SendBatch::new(BATCH_FLUSH_BYTES + MAX_GSO_SEGMENTS * MAX_DATAGRAM),
             shutdown: parts.shutdown,
             handoff: parts.handoff,
-            streams: streams::Streams::default(),
+            tcp: tcp::TcpConns::default(),
         })
     }
 
@@ -300,10 +300,10 @@ impl<A: ShardApp> Shard<A> {
             let more_mesh = self.drain_mesh();
             let refusing = self.shutdown.load(Ordering::Acquire);
             let app = (&mut self.app.shard, &self.rc, self.id);
-            self.streams.adopt(&self.handoff, refusing, app, now);
+            self.tcp.adopt(&self.handoff, refusing, app, now);
             self.fire_timers(now);
             self.service_dirty(now).await;
-            self.streams.service(now);
+            self.tcp.service(now);
             let woke = self.poll_app(now);
             self.mesh.endpoint.flush();
             if more_input || more_mesh || woke {
@@ -353,7 +353,7 @@ impl<A: ShardApp> Shard<A> {
         let closed = |c: &Conn| c.quic.is_closed() || c.quic.is_draining();
         let quiet = phase != Phase::Serving
             && self.table.conns.iter().flatten().all(|c| closed(c))
-            && self.streams.is_empty();
+            && self.tcp.is_empty();
         // Connections this core opened (to upstream servers) serve the accepted ones until
         // those are gone; then they close.
         let clients_gone = phase != Phase::Serving
@@ -449,7 +449,7 @@ impl<A: ShardApp> Shard<A> {
                 None => future::pending().await,
             }
         };
-        let streams = self.streams.ready.signal.clone().wait();
+        let streams = self.tcp.ready.signal.clone().wait();
         let woke = future::or(
             async {
                 readable.as_mut().await;
@@ -459,7 +459,7 @@ impl<A: ShardApp> Shard<A> {
                 rung,
                 future::or(sleep, async {
                     streams.await;
-                    Woke::Streams
+                    Woke::Tcp
                 }),
             ),
         )
@@ -474,7 +474,7 @@ impl<A: ShardApp> Shard<A> {
                     self.wake.doorbell = Some(bell);
                 }
             }
-            Woke::Timer | Woke::Streams => {}
+            Woke::Timer | Woke::Tcp => {}
         }
     }
 
@@ -484,7 +484,7 @@ impl<A: ShardApp> Shard<A> {
             self.timers.peek().map(|Reverse((at, _))| *at),
             self.app.deadline,
             drain_deadline,
-            self.streams.next_deadline(),
+            self.tcp.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -616,8 +616,8 @@ impl<A: ShardApp> Shard<A> {
         }
         for ConnHandle(h) in self.app.out.wake.drain(..) {
             let (idx, gen) = ((h & 0xFFFF_FFFF) as usize, (h >> 32) as u32);
-            if h & streams::STREAM_BIT != 0 {
-                self.streams.wake(idx & !(streams::STREAM_BIT as usize), gen);
+            if h & tcp::STREAM_BIT != 0 {
+                self.tcp.wake(idx & !(tcp::STREAM_BIT as usize), gen);
                 woke = true;
                 continue;
             }

@@ -334,7 +334,7 @@ impl<A: ShardApp> Shard<A> {
 
     /// Shutdown: close every connection with NO_ERROR; they drain and leave the table.
     pub(super) fn close_all(&mut self, code: u64, reason: &[u8]) {
-        self.streams.close_all(code, reason);
+        self.tcp.close_all(code, reason);
         for idx in 0..self.table.conns.len() {
             if let Some(conn) = self.table.conns[idx].as_mut() {
                 let _ = conn.quic.close(true, code, reason);

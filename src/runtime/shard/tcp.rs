@@ -1,4 +1,4 @@
-//! The core's connections over TCP (`crate::streams`): each one's QMux state and application
+//! The core's connections over TCP (`crate::tcp`): each one's QMux state and application
 //! live here and are serviced in the core's turn like a QUIC connection; two tasks of the
 //! core's executor move its socket's bytes (one reads, one writes), each bounded, and tell the
 //! turn when they did something.
@@ -17,7 +17,7 @@ use glommio::net::TcpStream;
 use glommio::Task;
 
 use super::*;
-use crate::streams::StreamHandoff;
+use crate::tcp::StreamHandoff;
 
 /// Bytes read from one socket and not yet fed to its QMux state, beyond which its reader
 /// waits: a peer cannot make a core hold more of its input than this.
@@ -126,7 +126,7 @@ impl StreamConn {
 
 /// The core's connections over TCP.
 #[derive(Default)]
-pub(super) struct Streams {
+pub(super) struct TcpConns {
     conns: Vec<Option<StreamConn>>,
     free: Vec<usize>,
     next_gen: u32,
@@ -137,7 +137,7 @@ pub(super) struct Streams {
     live: usize,
 }
 
-impl Streams {
+impl TcpConns {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.timers.peek().map(|Reverse((at, _))| *at)
     }
@@ -154,7 +154,7 @@ impl Streams {
     }
 }
 
-impl Streams {
+impl TcpConns {
     /// Takes the connections handed to this core (`StreamAcceptor::adopt`).
     /// `app` makes each one's application; none is taken while `refusing` (shutdown).
     pub(super) fn adopt<A: ShardApp>(
