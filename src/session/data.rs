@@ -42,7 +42,12 @@ use wire::{DecodeError, FetchReader, SubgroupReader, Version};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataObject {
     /// An object on a subgroup stream, with the stream's header.
-    Subgroup { header: SubgroupHeader, object: SubgroupObject },
+    Subgroup {
+        /// The stream's header.
+        header: SubgroupHeader,
+        /// The object.
+        object: SubgroupObject,
+    },
     /// An item on a fetch stream (an End of Range has an empty payload).
     Fetch(FetchItem),
 }

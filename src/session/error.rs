@@ -21,11 +21,17 @@ pub enum SessionError {
     NotReady,
     /// draft-16: the peer's MAX_REQUEST_ID forbids a new request; REQUESTS_BLOCKED was queued.
     #[error("request IDs blocked by the peer's MAX_REQUEST_ID {max}")]
-    Blocked { max: u64 },
+    Blocked {
+        /// The peer's MAX_REQUEST_ID.
+        max: u64,
+    },
     /// draft-22: the peer's MAX_REQUEST_UPDATES unanswered REQUEST_UPDATEs are outstanding
     /// on that request; send it once one is answered.
     #[error("REQUEST_UPDATE blocked by the peer's MAX_REQUEST_UPDATES {max}")]
-    UpdatesBlocked { max: u64 },
+    UpdatesBlocked {
+        /// The peer's MAX_REQUEST_UPDATES.
+        max: u64,
+    },
     /// The message names a request this session does not know (or has no stream for).
     #[error("unknown request {0}")]
     UnknownRequest(u64),
@@ -40,7 +46,12 @@ pub enum SessionError {
     Encode(#[from] EncodeError),
     /// A protocol violation: the session closes with `code`.
     #[error("{reason} (code {:#x})", code.code())]
-    Protocol { code: SessionCode, reason: String },
+    Protocol {
+        /// The session termination code.
+        code: SessionCode,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 impl SessionError {

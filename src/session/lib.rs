@@ -62,7 +62,7 @@
 //! Not yet: a time limit on held data, discarding data of ended aliases at once, checking
 //! FETCH_HEADER request IDs.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod control;
 mod data;
@@ -89,30 +89,78 @@ pub enum Transmit {
     /// delivery timeout (draft-22 §5.2 OBJECT_DELIVERY_TIMEOUT, draft-16 DELIVERY_TIMEOUT)
     /// must be handed to the transport by then; if not, the stream is reset with
     /// DELIVERY_TIMEOUT instead.
-    Stream { id: StreamId, data: Bytes, fin: bool, expires: Option<Instant> },
+    Stream {
+        /// The stream.
+        id: StreamId,
+        /// The bytes to append.
+        data: Bytes,
+        /// Whether they end our direction.
+        fin: bool,
+        /// When object bytes under a delivery timeout must be handed over by.
+        expires: Option<Instant>,
+    },
     /// The finished data stream `id` must be fully delivered by `at` (draft-22 §5.2
     /// SUBGROUP_DELIVERY_TIMEOUT); if the peer has not acknowledged all of it by then, the
     /// stream is reset with DELIVERY_TIMEOUT.
-    DeliverBy { id: StreamId, at: Instant },
+    DeliverBy {
+        /// The finished data stream.
+        id: StreamId,
+        /// When it must be fully delivered by.
+        at: Instant,
+    },
     /// What is written to stream `id` from here on waits until every data stream in `streams`
     /// is fully acknowledged by the peer or reset, or until `until`: a message that must not
     /// overtake the data it counts (PUBLISH_DONE after its subgroup streams). A transport that
     /// cannot tell sends it at once.
-    Hold { id: StreamId, streams: Vec<StreamId>, until: Instant },
+    Hold {
+        /// The stream whose later writes wait.
+        id: StreamId,
+        /// The data streams they wait for.
+        streams: Vec<StreamId>,
+        /// How long they wait at most.
+        until: Instant,
+    },
     /// End our sending direction of `id` abruptly with an application error code.
-    Reset { id: StreamId, code: u64 },
+    Reset {
+        /// The stream.
+        id: StreamId,
+        /// The application error code.
+        code: u64,
+    },
     /// Ask the peer to stop sending on `id`.
-    StopSending { id: StreamId, code: u64 },
+    StopSending {
+        /// The stream.
+        id: StreamId,
+        /// The application error code.
+        code: u64,
+    },
     /// Send one QUIC DATAGRAM (an OBJECT_DATAGRAM); datagrams queued together go most
     /// urgent first (same scale as [`data_urgency`]).
-    Datagram { data: Bytes, urgency: u8 },
+    Datagram {
+        /// The datagram.
+        data: Bytes,
+        /// Its urgency (lower goes first).
+        urgency: u8,
+    },
     /// Close the connection with an application error code (a session termination code).
-    Close { code: u64, reason: String },
+    Close {
+        /// The session termination code.
+        code: u64,
+        /// Why, for the peer's logs.
+        reason: String,
+    },
     /// Send stream `id` with this QUIC urgency (lower goes first; streams default to 127,
     /// which keeps control and request streams ahead of data streams, all 128 or more);
     /// `descending`: among streams of equal urgency, newer (higher ID) ones first (a
     /// subscription's descending GROUP_ORDER), instead of older first.
-    Priority { id: StreamId, urgency: u8, descending: bool },
+    Priority {
+        /// The stream.
+        id: StreamId,
+        /// Its QUIC urgency.
+        urgency: u8,
+        /// Newer streams of equal urgency first.
+        descending: bool,
+    },
 }
 
 /// The QUIC urgency of a data stream (draft-22 §5.1: subscriber priority first, then
@@ -127,26 +175,63 @@ pub fn data_urgency(subscriber_priority: u8, publisher_priority: u8) -> u8 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The SETUP exchange finished: requests may flow. `peer` is the peer's setup options.
-    Ready { peer: SetupOptions },
+    Ready {
+        /// The peer's setup options.
+        peer: SetupOptions,
+    },
     /// A control message from the peer: a request, a response, an update, a namespace
     /// message. Responses carry the Request ID they answer in every draft.
     Message(Message),
     /// A message that names no Request ID on the wire and belongs to request `request_id`
     /// (NAMESPACE / NAMESPACE_DONE on a SUBSCRIBE_NAMESPACE stream, every draft).
-    RequestMessage { request_id: RequestId, message: Message },
+    RequestMessage {
+        /// The request it belongs to.
+        request_id: RequestId,
+        /// The message.
+        message: Message,
+    },
     /// The peer cancelled request `request_id` (draft-22: reset or STOP_SENDING on its
     /// request stream; draft-16 expresses this with UNSUBSCRIBE/FETCH_CANCEL/... messages).
-    Cancelled { request_id: RequestId },
+    Cancelled {
+        /// The request cancelled.
+        request_id: RequestId,
+    },
     /// A whole object (or fetch End of Range) from data stream `stream`, for request
     /// `request_id` (a subgroup stream's Track Alias resolved; a fetch stream's Request ID).
     /// `payload` shares the receive buffer (no copy).
-    Object { stream: StreamId, request_id: RequestId, object: DataObject, payload: Bytes },
+    Object {
+        /// The data stream.
+        stream: StreamId,
+        /// The request it answers.
+        request_id: RequestId,
+        /// The object.
+        object: DataObject,
+        /// Its payload.
+        payload: Bytes,
+    },
     /// A data stream that produced `Object` events ended: `reset` is `None` after FIN, the
     /// peer's reset code, or the STOP_SENDING code we sent when we abandoned it (object over
     /// [`DataLimits::max_object_size`]).
-    DataStreamEnd { stream: StreamId, reset: Option<u64> },
+    DataStreamEnd {
+        /// The data stream.
+        stream: StreamId,
+        /// `None` after FIN, else the reset or STOP_SENDING code.
+        reset: Option<u64>,
+    },
     /// An object datagram for request `request_id` (status datagrams have an empty payload).
-    Datagram { request_id: RequestId, header: DatagramHeader, payload: Bytes },
+    Datagram {
+        /// The request it answers.
+        request_id: RequestId,
+        /// Its header.
+        header: DatagramHeader,
+        /// Its payload.
+        payload: Bytes,
+    },
     /// The session is over (by the peer, or by us after a protocol violation).
-    Closed { code: u64, reason: String },
+    Closed {
+        /// The session termination code.
+        code: u64,
+        /// The reason given.
+        reason: String,
+    },
 }
