@@ -82,7 +82,9 @@ impl<M> Default for ShardOutput<M> {
 /// core calls [`ShardApp::new_outbound`] with `tag`; when it fails, [`ShardApp::connect_failed`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connect {
+    /// The application's name for it, given back with the connection (`new_outbound`).
     pub tag: u64,
+    /// The address to connect to.
     pub peer: std::net::SocketAddr,
     /// TLS server name (SNI, and the name the certificate is checked against).
     pub server_name: Option<String>,
@@ -202,6 +204,7 @@ impl<F> Clone for PerConnection<F> {
 }
 
 impl<F: Fn(&[u8]) -> Box<dyn ConnApp> + Send + Sync + 'static> PerConnection<F> {
+    /// Offers `alpns`; `make` makes each connection's application from its ALPN.
     pub fn new(alpns: Vec<String>, make: F) -> Self {
         PerConnection { alpns, make: std::sync::Arc::new(make) }
     }

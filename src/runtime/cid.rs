@@ -84,6 +84,7 @@ impl Default for CidGenerator {
 }
 
 impl CidGenerator {
+    /// A generator drawing from the system's random source.
     pub fn new() -> Self {
         CidGenerator { rng: SystemRandom::new(), fallback: AtomicU64::new(0) }
     }

@@ -79,7 +79,7 @@
 //! says so. A client whose address changes twice loses its connection: quiche keeps two paths
 //! (`active_connection_id_limit`) and the runtime does not retire old CIDs yet.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod app;
 pub mod cid;
@@ -138,7 +138,12 @@ pub type QuicConnection = quiche::Connection<SharedBufs>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsSource {
     /// PEM certificate chain and private key files.
-    Files { cert: PathBuf, key: PathBuf },
+    Files {
+        /// The certificate chain (PEM).
+        cert: PathBuf,
+        /// The private key (PEM).
+        key: PathBuf,
+    },
     /// A self-signed ECDSA P-256 certificate for `localhost` and the listen address, valid for
     /// 14 days, generated at start.
     SelfSigned,
@@ -147,10 +152,13 @@ pub enum TlsSource {
 /// Everything the runtime needs (the `moq-edge` binary builds it from its configuration).
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
+    /// The UDP address every core's socket binds (SO_REUSEPORT).
     pub listen: SocketAddr,
     /// Executors (and sockets). Each is pinned to one CPU when `pin` is set.
     pub cores: usize,
+    /// Pin each executor to one CPU.
     pub pin: bool,
+    /// The TLS identity.
     pub tls: TlsSource,
     /// QUIC idle timeout.
     pub idle_timeout: Duration,
@@ -183,6 +191,7 @@ pub struct RuntimeConfig {
     pub recv_coalesce: Duration,
     /// Attach the reuseport BPF program that steers short-header packets to their core.
     pub steering: bool,
+    /// When new connections must prove their address (stateless retry).
     pub retry: RetryPolicy,
     /// Key for stateless reset tokens and retry tokens; random when `None`. A fleet that shares
     /// it can reset connections of a restarted node.

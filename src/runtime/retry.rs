@@ -32,7 +32,10 @@ pub enum RetryPolicy {
     /// Always require a validated address token.
     Always,
     /// Only while a core has more than this many handshakes in progress.
-    Auto { pending_handshakes: usize },
+    Auto {
+        /// The handshakes in progress past which retry starts.
+        pending_handshakes: usize,
+    },
 }
 
 /// How long a retry token is accepted after it was minted. A client answers a Retry within
@@ -55,6 +58,7 @@ pub struct RetryTokens {
 }
 
 impl RetryTokens {
+    /// Tokens keyed from the fleet's `secret`.
     pub fn new(secret: &[u8; 32]) -> Self {
         RetryTokens { key: derive_key(secret, b"moq-edge retry token v1") }
     }

@@ -169,6 +169,7 @@ impl ServerHandle {
         self.streams.clone()
     }
 
+    /// What reloads the TLS identity on every core (SIGHUP, a file change).
     pub fn tls_reloader(&self) -> TlsReloader {
         self.reloader.clone()
     }
@@ -178,6 +179,7 @@ impl ServerHandle {
         self.wakers.clone()
     }
 
+    /// What starts the graceful shutdown of every core.
     pub fn shutdown_trigger(&self) -> ShutdownTrigger {
         ShutdownTrigger { shutdown: self.shutdown.clone(), wakers: self.wakers.clone() }
     }

@@ -16,9 +16,13 @@ pub struct ShardStats {
     /// Initials refused (connection cap, draining, over the admission threshold, bad token;
     /// unknown ALPN is counted by quiche).
     pub refused: AtomicU64,
+    /// UDP datagrams received.
     pub datagrams_in: AtomicU64,
+    /// UDP datagrams sent.
     pub datagrams_out: AtomicU64,
+    /// UDP payload bytes received.
     pub bytes_in: AtomicU64,
+    /// UDP payload bytes sent.
     pub bytes_out: AtomicU64,
     /// sendmsg calls that carried a UDP_SEGMENT train of more than one datagram.
     pub gso_sends: AtomicU64,
@@ -42,7 +46,9 @@ pub struct ShardStats {
     pub forwarded_out: AtomicU64,
     /// Datagrams another core handed to this one.
     pub forwarded_in: AtomicU64,
+    /// Stateless resets sent (short-header packets of no connection here).
     pub stateless_resets: AtomicU64,
+    /// Retry packets sent.
     pub retries: AtomicU64,
     /// Datagrams dropped: unparseable, unknown version, full mesh queue.
     pub dropped: AtomicU64,

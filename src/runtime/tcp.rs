@@ -25,6 +25,7 @@ pub struct StreamHandoff {
     pub tls: Option<crate::StreamTls>,
     /// The QMux version and framing the upgrade chose.
     pub version: qmux::Version,
+    /// How QMux frames travel: WebSocket messages or the draft's records.
     pub framing: qmux::Framing,
     /// What the application sees of the request: the application protocol the upgrade
     /// chose (an ALPN of [`crate::AppFactory::alpns`]), the authority and the path.
@@ -37,7 +38,9 @@ pub struct StreamHandoff {
 /// The request behind a connection over TCP, as its application sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamRequest {
+    /// The application protocol the upgrade chose.
     pub alpn: String,
+    /// The request's authority (`Host`).
     pub authority: String,
     /// With the query.
     pub path: String,

@@ -24,10 +24,12 @@ fn rc() -> RuntimeConfig {
 const CLIENT: &str = "127.0.0.1:50000";
 const SERVER: &str = "127.0.0.1:4433";
 
+/// The client's address in the tests' in-memory pairs.
 pub fn client_addr() -> SocketAddr {
     CLIENT.parse().unwrap()
 }
 
+/// The server's address in the tests' in-memory pairs.
 pub fn server_addr() -> SocketAddr {
     SERVER.parse().unwrap()
 }

@@ -140,6 +140,7 @@ pub fn load_identity(rc: &RuntimeConfig) -> anyhow::Result<TlsMaterial> {
 }
 
 impl TlsMaterial {
+    /// The identity (certificate chain and key).
     pub fn identity(&self) -> &Identity {
         &self.identity
     }

@@ -10,18 +10,26 @@ use crate::QuicConnection;
 
 /// A connection's streams and datagrams, in quiche's terms.
 pub trait Transport {
+    /// Reads stream `id` into `out`: bytes read and whether the stream's end was reached.
     fn stream_recv(&mut self, id: u64, out: &mut [u8]) -> quiche::Result<(usize, bool)>;
+    /// Appends `data` to stream `id` (`fin`: ends it): bytes taken.
     fn stream_send(&mut self, id: u64, data: &[u8], fin: bool) -> quiche::Result<usize>;
     /// As `stream_send`, with bytes the transport may keep without copying them.
     fn stream_send_bytes(&mut self, id: u64, data: Bytes, fin: bool) -> quiche::Result<usize>;
     /// What `stream_send` would take now; an error once the stream is gone here (all of it
     /// delivered, or reset).
     fn stream_capacity(&mut self, id: u64) -> quiche::Result<usize>;
+    /// Sets stream `id`'s urgency (lower first) and whether it interleaves with its equals.
     fn stream_priority(&mut self, id: u64, urgency: u8, incremental: bool) -> quiche::Result<()>;
+    /// Ends a direction of stream `id` abruptly with `code` (RESET_STREAM or STOP_SENDING).
     fn stream_shutdown(&mut self, id: u64, how: quiche::Shutdown, code: u64) -> quiche::Result<()>;
+    /// The next stream with something to read.
     fn stream_readable_next(&mut self) -> Option<u64>;
+    /// Sends a datagram.
     fn dgram_send(&mut self, data: &[u8]) -> quiche::Result<()>;
+    /// Reads the next datagram into `out`: its length.
     fn dgram_recv(&mut self, out: &mut [u8]) -> quiche::Result<usize>;
+    /// Closes the connection (`app`: an application error code) with `code` and `reason`.
     fn close(&mut self, app: bool, code: u64, reason: &[u8]) -> quiche::Result<()>;
     /// Bytes handed to the network so far. Cheap: read on every write.
     fn sent_bytes(&self) -> u64;

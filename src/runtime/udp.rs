@@ -115,7 +115,9 @@ pub fn attach_steering(socket: &Socket) -> io::Result<()> {
 /// One received UDP datagram (or GRO super-datagram) in the batch.
 #[derive(Debug, Clone, Copy)]
 pub struct Received {
+    /// Bytes received (several packets with GRO).
     pub len: usize,
+    /// The sender.
     pub from: SocketAddr,
     /// The GRO segment size: the datagram is `len / segment` packets of that size (the last
     /// may be shorter). Equal to `len` without GRO.
@@ -143,6 +145,7 @@ impl Default for RecvBatch {
 }
 
 impl RecvBatch {
+    /// Buffers for one `recvmmsg` of GRO batches.
     pub fn new() -> Self {
         RecvBatch {
             bufs: vec![0u8; RECV_BATCH * MAX_UDP_PAYLOAD],
@@ -298,13 +301,18 @@ pub fn send(fd: RawFd, to: SocketAddr, buf: &[u8], segment: usize, gso: bool) ->
 /// `segment` bytes (the last may be shorter), to `to`.
 #[derive(Debug, Clone, Copy)]
 pub struct Train {
+    /// Where its bytes start in the batch's buffer.
     pub start: usize,
+    /// Its bytes.
     pub len: usize,
+    /// The size of each datagram but the last.
     pub segment: usize,
+    /// The destination.
     pub to: SocketAddr,
 }
 
 impl Train {
+    /// How many datagrams it is.
     pub fn datagrams(&self) -> u64 {
         self.len.div_ceil(self.segment.max(1)) as u64
     }
@@ -344,18 +352,22 @@ impl SendBatch {
         self.trains.last().map_or(0, |t| t.start + t.len)
     }
 
+    /// Adds a train (its bytes already in the buffer).
     pub fn push(&mut self, train: Train) {
         self.trains.push(train);
     }
 
+    /// The trains so far.
     pub fn trains(&self) -> &[Train] {
         &self.trains
     }
 
+    /// Whether it holds as many trains as one `sendmmsg` takes.
     pub fn is_full(&self) -> bool {
         self.trains.len() >= SEND_BATCH
     }
 
+    /// Empties it.
     pub fn clear(&mut self) {
         self.trains.clear();
     }
