@@ -74,6 +74,8 @@ impl Timers {
 }
 
 impl Connection {
+    /// A connection of `version` framed as `framing`, playing `role`, offering `config`, at
+    /// `now`; its transport parameters are queued at once.
     pub fn new(version: Version, framing: Framing, role: Role, config: &Config, now: Instant) -> Self {
         let local = TransportParams::from_config(config, version);
         let mut c = Connection {
@@ -129,6 +131,7 @@ impl Connection {
         self.state = State::Closed;
     }
 
+    /// At most `max` bytes of what is to be written to the byte stream, in order.
     pub fn take_output(&mut self, max: usize) -> Option<Bytes> {
         if self.out.is_empty() || max == 0 {
             return None;
@@ -144,10 +147,12 @@ impl Connection {
         Some(bytes)
     }
 
+    /// Whether bytes wait to be written.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
     }
 
+    /// When `on_timeout` is due next (idle timeout, keep-alive ping).
     pub fn timeout_instant(&self) -> Option<Instant> {
         if self.state != State::Open {
             return None;
@@ -156,6 +161,7 @@ impl Connection {
         [idle, self.timers.ping_check, self.timers.ws_ping].into_iter().flatten().min()
     }
 
+    /// Acts on the timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
         if self.state != State::Open {
             return;
@@ -185,6 +191,7 @@ impl Connection {
         }
     }
 
+    /// Whether the peer's transport parameters arrived (ours go at once).
     pub fn is_established(&self) -> bool {
         self.established
     }
@@ -194,14 +201,17 @@ impl Connection {
         self.state == State::Closed || (self.state == State::Closing && self.out.is_empty())
     }
 
+    /// Whether the connection closed because it was idle too long.
     pub fn is_timed_out(&self) -> bool {
         self.timed_out
     }
 
+    /// How the peer closed the connection, if it did.
     pub fn peer_error(&self) -> Option<&ConnectionError> {
         self.peer_error.as_ref()
     }
 
+    /// How we closed the connection, if we did.
     pub fn local_error(&self) -> Option<&ConnectionError> {
         self.local_error.as_ref()
     }
@@ -302,6 +312,7 @@ impl Connection {
         }
     }
 
+    /// Sends a datagram (if the peer accepts datagrams of its size).
     pub fn dgram_send(&mut self, data: &[u8]) -> Result<(), Error> {
         if self.state != State::Open {
             return Err(Error::Closed);
@@ -323,6 +334,7 @@ impl Connection {
         Ok(())
     }
 
+    /// The oldest datagram received, copied into `out`: its length.
     pub fn dgram_recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
         self.dgrams.pop(out)
     }
@@ -340,10 +352,12 @@ impl Connection {
         Some(p)
     }
 
+    /// What crossed the byte stream so far.
     pub fn stats(&self) -> Stats {
         self.stats
     }
 
+    /// The QMux version spoken.
     pub fn version(&self) -> Version {
         self.version
     }

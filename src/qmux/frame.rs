@@ -6,14 +6,23 @@ use crate::Version;
 
 /// Transport error codes (RFC 9000 §20.1) that QMux uses.
 pub mod code {
+    /// No error: a clean close.
     pub const NO_ERROR: u64 = 0x0;
+    /// The endpoint failed on its own.
     pub const INTERNAL_ERROR: u64 = 0x1;
+    /// The peer sent more than its flow-control credit.
     pub const FLOW_CONTROL_ERROR: u64 = 0x3;
+    /// The peer opened more streams than allowed.
     pub const STREAM_LIMIT_ERROR: u64 = 0x4;
+    /// A frame for a stream in a state that does not take it.
     pub const STREAM_STATE_ERROR: u64 = 0x5;
+    /// A stream's final size changed or was passed.
     pub const FINAL_SIZE_ERROR: u64 = 0x6;
+    /// A frame badly encoded.
     pub const FRAME_ENCODING_ERROR: u64 = 0x7;
+    /// Transport parameters missing, repeated or invalid.
     pub const TRANSPORT_PARAMETER_ERROR: u64 = 0x8;
+    /// Any other violation of the protocol.
     pub const PROTOCOL_VIOLATION: u64 = 0xa;
 }
 

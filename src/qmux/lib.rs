@@ -41,7 +41,7 @@
 //! (replenished), MAX_DATA 4 MiB, MAX_STREAM_DATA 1 MiB; a quiet peer is closed at the idle
 //! timeout (QX_PING at a third of it on -01/-02, a WebSocket Ping every 5 s on -00).
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -82,20 +82,31 @@ pub enum Framing {
     Records,
 }
 
+/// Which side of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Accepted the byte stream (the relay).
     Server,
+    /// Opened it.
     Client,
 }
 
+/// What this side offers and bounds.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Closes the connection when nothing arrives for this long (zero: never).
     pub max_idle_timeout: Duration,
+    /// Connection-level flow-control credit given at the start (RFC 9000 §18.2).
     pub initial_max_data: u64,
+    /// Credit for each bidirectional stream we open.
     pub initial_max_stream_data_bidi_local: u64,
+    /// Credit for each bidirectional stream the peer opens.
     pub initial_max_stream_data_bidi_remote: u64,
+    /// Credit for each unidirectional stream the peer opens.
     pub initial_max_stream_data_uni: u64,
+    /// Bidirectional streams the peer may open at the start.
     pub initial_max_streams_bidi: u64,
+    /// Unidirectional streams the peer may open at the start.
     pub initial_max_streams_uni: u64,
     /// The largest record (WebSocket message) we accept; raised to 16382 if lower
     /// (draft-ietf-quic-qmux-01 §5.2). Not advertised on -00, which accepts 16384-byte frames.
@@ -126,24 +137,34 @@ impl Default for Config {
     }
 }
 
+/// Which direction of a stream to end abruptly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
+    /// The peer's: STOP_SENDING.
     Read,
+    /// Ours: RESET_STREAM.
     Write,
 }
 
+/// What a call on a [`Connection`] refused, as quiche's calls answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// Nothing to read, or no room to write.
     #[error("nothing to do")]
     Done,
+    /// The peer reset the stream with this code.
     #[error("stream reset by the peer with {0:#x}")]
     StreamReset(u64),
+    /// The peer asked us to stop sending on the stream with this code.
     #[error("stream stopped by the peer with {0:#x}")]
     StreamStopped(u64),
+    /// Opening the stream would pass the peer's stream limit.
     #[error("peer's stream limit reached")]
     StreamLimit,
+    /// The stream cannot do this now (not open, already ended).
     #[error("stream {0} in an invalid state")]
     InvalidStreamState(u64),
+    /// The connection is closed.
     #[error("connection closed")]
     Closed,
     /// The peer broke the protocol: we closed the connection with this transport error code.
@@ -157,13 +178,18 @@ pub enum Error {
     BufferTooShort,
 }
 
+/// How a side closed the connection (CONNECTION_CLOSE).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionError {
+    /// An application error code, not a transport one.
     pub is_app: bool,
+    /// The code.
     pub error_code: u64,
+    /// The reason phrase.
     pub reason: Vec<u8>,
 }
 
+/// What crossed the byte stream so far.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stats {
     /// Bytes handed out by `take_output`.
@@ -172,7 +198,9 @@ pub struct Stats {
     pub recv_bytes: u64,
     /// Complete records (WebSocket messages; -00 on TCP: frames) received and sent.
     pub recv_records: u64,
+    /// Complete records sent.
     pub sent_records: u64,
+    /// Datagrams received and dropped unread (the receive queue was full).
     pub dgrams_dropped: u64,
 }
 

@@ -29,11 +29,17 @@ pub(crate) const MAX_STREAMS_LIMIT: u64 = 1 << 60;
 pub struct TransportParams {
     /// Milliseconds; 0 = no idle timeout.
     pub max_idle_timeout: u64,
+    /// Connection-level flow-control credit given at the start (RFC 9000 §18.2).
     pub initial_max_data: u64,
+    /// Credit for each bidirectional stream we open.
     pub initial_max_stream_data_bidi_local: u64,
+    /// Credit for each bidirectional stream the peer opens.
     pub initial_max_stream_data_bidi_remote: u64,
+    /// Credit for each unidirectional stream the peer opens.
     pub initial_max_stream_data_uni: u64,
+    /// Bidirectional streams the peer may open at the start.
     pub initial_max_streams_bidi: u64,
+    /// Unidirectional streams the peer may open at the start.
     pub initial_max_streams_uni: u64,
     /// The largest record (-01/-02: Frames field; -00: frame) the sender of these parameters
     /// accepts.
