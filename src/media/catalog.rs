@@ -21,8 +21,10 @@ pub const CATALOG_TRACK: &str = "catalog.json";
 /// A hang catalog.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Catalog {
+    /// The video renditions, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video: Option<Video>,
+    /// The audio renditions, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<Audio>,
 }
@@ -30,12 +32,14 @@ pub struct Catalog {
 /// The video section: renditions by MoQT track name.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Video {
+    /// By MoQT track name.
     pub renditions: BTreeMap<String, VideoConfig>,
 }
 
 /// The audio section: renditions by MoQT track name.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Audio {
+    /// By MoQT track name.
     pub renditions: BTreeMap<String, AudioConfig>,
 }
 
@@ -55,12 +59,15 @@ pub enum Container {
 pub struct VideoConfig {
     /// The WebCodecs codec string, e.g. `avc1.64000b`.
     pub codec: String,
+    /// How its objects are framed.
     pub container: Container,
     /// The decoder configuration: for H.264 the `avcC` box body (ISO/IEC 14496-15).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "hex")]
     pub description: Option<Bytes>,
+    /// Width in pixels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coded_width: Option<u32>,
+    /// Height in pixels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coded_height: Option<u32>,
     /// Frames per second, measured on the first fragment.
@@ -81,12 +88,15 @@ pub struct VideoConfig {
 pub struct AudioConfig {
     /// The WebCodecs codec string: `mp4a.40.<audio object type>` or `opus`.
     pub codec: String,
+    /// How its objects are framed.
     pub container: Container,
     /// For AAC the AudioSpecificConfig (ISO/IEC 14496-3 §1.6.2.1); none for Opus (the
     /// player configures Opus without one).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "hex")]
     pub description: Option<Bytes>,
+    /// Samples per second.
     pub sample_rate: u32,
+    /// Channels.
     pub number_of_channels: u32,
     /// Bits per second: declared by the stream (`esds`, `btrt`) or measured on the first
     /// fragment.

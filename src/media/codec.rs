@@ -10,7 +10,9 @@ use crate::catalog::{AudioConfig, Container, VideoConfig};
 /// Whether a track is video or audio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MediaKind {
+    /// A video track.
     Video,
+    /// An audio track.
     Audio,
 }
 
@@ -76,7 +78,9 @@ pub(crate) struct TrackSetup {
 /// A track of the `moov` that will not be published, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedTrack {
+    /// Its `tkhd` track ID.
     pub track_id: u32,
+    /// Why it is not published.
     pub reason: String,
 }
 

@@ -8,17 +8,38 @@ pub enum Error {
     /// A box header is malformed: a size smaller than its header, or a size field of zero
     /// ("to the end of the file"), which a stream cannot honour.
     #[error("malformed box header for {kind:?} at byte {at}: {reason}")]
-    BadBox { kind: String, at: u64, reason: &'static str },
+    BadBox {
+        /// The box's type.
+        kind: String,
+        /// Its byte offset in the stream.
+        at: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
 
     /// A box that must be held whole (`moov`, `moof`, `mdat`) is larger than
     /// [`crate::ImportConfig::max_box_size`].
     #[error("{kind} box of {size} bytes exceeds the limit of {limit}")]
-    BoxTooLarge { kind: String, size: u64, limit: usize },
+    BoxTooLarge {
+        /// The box's type.
+        kind: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: usize,
+    },
 
     /// [`crate::Importer::push`] would hold more than [`crate::ImportConfig::max_buffered`]
     /// bytes. Nothing was taken: poll the importer and push again.
     #[error("buffer full: {buffered} bytes held, {pushed} pushed, limit {limit}")]
-    BufferFull { buffered: usize, pushed: usize, limit: usize },
+    BufferFull {
+        /// Bytes held.
+        buffered: usize,
+        /// Bytes pushed.
+        pushed: usize,
+        /// The limit.
+        limit: usize,
+    },
 
     /// A frame could not be packaged (writing its CMAF chunk failed).
     #[error("cannot package a frame: {0}")]
@@ -26,7 +47,12 @@ pub enum Error {
 
     /// mp4-atom could not decode a box's contents.
     #[error("cannot decode {kind}: {reason}")]
-    Decode { kind: &'static str, reason: String },
+    Decode {
+        /// The box's type.
+        kind: &'static str,
+        /// What mp4-atom said.
+        reason: String,
+    },
 
     /// A box arrived where the stream's order does not allow it (an `mdat` or `moof` before
     /// any `moov`, an `mdat` without its `moof`, two `moof` in a row).
@@ -40,7 +66,12 @@ pub enum Error {
 
     /// A track's fields are unusable (a zero timescale, a missing codec configuration).
     #[error("track {track_id}: {reason}")]
-    BadTrack { track_id: u32, reason: String },
+    BadTrack {
+        /// Its `tkhd` track ID.
+        track_id: u32,
+        /// What is wrong.
+        reason: String,
+    },
 
     /// A fragment's sample table is unusable: a sample outside the `mdat`, too many samples,
     /// a zero duration, an unknown track.
@@ -59,7 +90,10 @@ pub enum Error {
 
     /// [`crate::Importer::end_stream`] dropped this many bytes of a box that never completed.
     #[error("the stream ended inside a box: {bytes} bytes dropped")]
-    Truncated { bytes: usize },
+    Truncated {
+        /// Bytes dropped.
+        bytes: usize,
+    },
 
     /// The importer failed earlier; [`crate::Importer::end_stream`] clears it.
     #[error("the importer failed earlier: {0}")]

@@ -91,7 +91,10 @@ pub enum AudioGroups {
     EachFrame,
     /// A group starts at the first frame at least this many microseconds after the current
     /// group's first: fewer streams, coarser skipping.
-    Every { micros: u64 },
+    Every {
+        /// The shortest group, in microseconds.
+        micros: u64,
+    },
 }
 
 /// What the importer produces, in order.
@@ -109,7 +112,9 @@ pub enum Output {
 /// [`Packaging::catalog_track`]: hang's JSON, or MSF's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogUpdate {
+    /// The catalog, typed.
     pub catalog: Catalog,
+    /// The bytes to publish.
     pub json: Bytes,
 }
 
@@ -118,6 +123,7 @@ pub struct CatalogUpdate {
 pub struct Frame {
     /// The MoQT track name, as the catalog names the rendition.
     pub track: Arc<str>,
+    /// Video or audio.
     pub kind: MediaKind,
     /// The group this object belongs to: numbered from 0 per track, one more for each new
     /// group (the player reads consecutive numbers as a continuous timeline).
@@ -142,7 +148,9 @@ pub struct Frame {
 /// Counters of what the importer did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Frames produced.
     pub frames: u64,
+    /// Catalogs produced.
     pub catalogs: u64,
     /// Video frames dropped because their track had no keyframe yet (since the `moov`).
     pub dropped_before_keyframe: u64,
@@ -191,6 +199,7 @@ pub struct Importer {
 }
 
 impl Importer {
+    /// An importer with `config`, before any input.
     pub fn new(config: ImportConfig) -> Self {
         Importer {
             config,
@@ -265,6 +274,7 @@ impl Importer {
         self.renditions.catalog()
     }
 
+    /// What it did so far.
     pub fn stats(&self) -> Stats {
         self.stats
     }

@@ -66,7 +66,7 @@
 //! catalog published once (set [`ImportConfig::repeat_catalog_us`]) and may start a video
 //! track in the middle of a group, whose first object it then takes for a keyframe.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod boxes;
 pub mod catalog;

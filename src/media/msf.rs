@@ -21,7 +21,9 @@ pub const MSF_CATALOG_TRACK: &str = "catalog";
 /// How a track's objects are packaged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MsfPackaging {
+    /// CMAF fragments (`cmaf`): an init segment in the catalog, one `moof`+`mdat` per object.
     Cmaf,
+    /// LOC (`loc`): each object is one codec frame.
     Loc,
 }
 
@@ -38,7 +40,9 @@ impl MsfPackaging {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MsfCatalog {
+    /// The catalog format's version.
     pub version: String,
+    /// The tracks.
     pub tracks: Vec<MsfTrack>,
     /// After `tracks` (MSF-01 §5.1.8).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -49,27 +53,40 @@ pub struct MsfCatalog {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MsfTrack {
+    /// The MoQT track name.
     pub name: String,
+    /// `cmaf` or `loc`.
     pub packaging: &'static str,
+    /// A live track (no end known).
     pub is_live: bool,
+    /// `video` or `audio`.
     pub role: &'static str,
+    /// The codec string.
     pub codec: String,
+    /// Video width in pixels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub width: Option<u32>,
+    /// Video height in pixels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
+    /// Video frames per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub framerate: Option<f64>,
+    /// Audio samples per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samplerate: Option<u32>,
+    /// Audio channel configuration (the channel count, as a string).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel_config: Option<String>,
+    /// Bits per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<u64>,
     /// Every track plays together (MSF §5.1.15).
     pub render_group: u32,
+    /// The CMAF init segment, base64, inline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_data: Option<String>,
+    /// The `initDataList` entry holding its init segment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_ref: Option<String>,
 }
@@ -77,9 +94,12 @@ pub struct MsfTrack {
 /// An entry of `initDataList` (MSF-01 §5.1.8): `type` "inline", `data` base64.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InitData {
+    /// What `initRef` names it by.
     pub id: String,
+    /// `inline`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The init segment, base64.
     pub data: String,
 }
 
