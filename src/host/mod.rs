@@ -29,7 +29,7 @@ use moqt::{Pump, WebTransportAccept, WebTransportConn};
 use relay::alias::AliasKey;
 use relay::directory::DirectoryAsk;
 use relay::link_slot::{CloseReason, LinkCommand, LinkSlots};
-use relay::msg::RelayMsg;
+use relay::RelayMsg;
 use relay::{ConnId, Input, PathState, RelayConfig, RelayShard, RelayStats};
 use runtime::app::DiscardApp;
 use runtime::{

@@ -18,10 +18,13 @@ use crate::sessions::Sessions;
 /// A session to ask the platform about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmitAsk {
+    /// The session.
     pub conn: ConnId,
     /// The values of its SETUP's and its URL's authorization tokens, in order.
     pub tokens: Vec<Bytes>,
+    /// Its authority (SETUP's or the URL's).
     pub authority: Option<Bytes>,
+    /// Its path (SETUP's or the URL's).
     pub path: Option<Bytes>,
 }
 

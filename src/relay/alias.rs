@@ -16,6 +16,7 @@ impl std::fmt::Debug for AliasKey {
 }
 
 impl AliasKey {
+    /// The key every core of the relay derives aliases with.
     pub fn new(secret: &[u8; 32]) -> Self {
         AliasKey(hmac::Key::new(hmac::HMAC_SHA256, secret))
     }

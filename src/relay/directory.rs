@@ -31,13 +31,17 @@ pub const DIRECTORY_WAIT: Duration = Duration::from_secs(2);
 /// What a core asks of the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DirectoryAsk {
+    /// This relay serves this namespace now.
     Register(TrackNamespace),
+    /// It no longer does.
     Unregister(TrackNamespace),
     /// Which relay serves this namespace (the answer comes back to this core).
     Lookup(TrackNamespace),
     /// A namespace subscription's prefix is watched (`on`) or no longer.
     Watch {
+        /// The prefix.
         prefix: TrackNamespace,
+        /// Watched from now on, or no longer.
         on: bool,
     },
 }
@@ -48,16 +52,26 @@ pub enum DirectoryAsk {
 pub enum RelayEvent {
     /// A session of this core (not a link) announced `namespace` (`on`), or withdrew it or
     /// closed.
-    Namespace { namespace: TrackNamespace, on: bool },
+    Namespace {
+        /// The namespace.
+        namespace: TrackNamespace,
+        /// Announced, or withdrawn.
+        on: bool,
+    },
     /// A PUBLISH of `track` by a session of this core (not a link) began (`on`) or ended.
-    Track { track: FullTrackName, on: bool },
+    Track {
+        /// The track.
+        track: FullTrackName,
+        /// Began, or ended.
+        on: bool,
+    },
 }
 
 /// Lookups of one core waiting for their answer at most (more are answered as misses).
 const MAX_LOOKUPS: usize = 4096;
 
 #[derive(Debug, Default)]
-pub struct Directory {
+pub(crate) struct Directory {
     enabled: bool,
     out: Vec<DirectoryAsk>,
     /// Lookups sent and not answered yet.
@@ -72,18 +86,18 @@ pub struct Directory {
 
 impl Directory {
     /// `enabled`: a directory is configured; `events`: event hooks are.
-    pub fn new(enabled: bool, events: bool) -> Self {
+    pub(crate) fn new(enabled: bool, events: bool) -> Self {
         Directory { enabled, events: events.then(Vec::new), ..Directory::default() }
     }
 
     /// Whether a request by `who` is resolved through the directory (see the module header).
-    pub fn resolves(&self, who: Requester) -> bool {
+    pub(crate) fn resolves(&self, who: Requester) -> bool {
         self.enabled && !who.from_upstream && who.node.is_none()
     }
 
     /// Asks which relay serves `namespace`; false when it cannot be asked (too many lookups
     /// under way): the request gets its answer as for a miss.
-    pub fn lookup(&mut self, namespace: &TrackNamespace) -> bool {
+    pub(crate) fn lookup(&mut self, namespace: &TrackNamespace) -> bool {
         if self.looking.contains(namespace) {
             return true;
         }
@@ -96,12 +110,12 @@ impl Directory {
     }
 
     /// The lookup of `namespace` was answered.
-    pub fn answered(&mut self, namespace: &TrackNamespace) {
+    pub(crate) fn answered(&mut self, namespace: &TrackNamespace) {
         self.looking.remove(namespace);
     }
 
     /// Session `conn` of this core announced `namespace`.
-    pub fn announced(&mut self, namespace: &TrackNamespace, conn: ConnId) {
+    pub(crate) fn announced(&mut self, namespace: &TrackNamespace, conn: ConnId) {
         let kept = self.enabled || self.events.is_some();
         if !kept || !self.announced.insert((namespace.clone(), conn)) {
             return;
@@ -115,7 +129,7 @@ impl Directory {
     }
 
     /// Session `conn` of this core withdrew `namespace` (or closed).
-    pub fn withdrawn(&mut self, namespace: &TrackNamespace, conn: ConnId) {
+    pub(crate) fn withdrawn(&mut self, namespace: &TrackNamespace, conn: ConnId) {
         if !self.announced.remove(&(namespace.clone(), conn)) {
             return;
         }
@@ -128,7 +142,7 @@ impl Directory {
     }
 
     /// A PUBLISH of `track` began (`on`) or ended on this core.
-    pub fn published(&mut self, track: FullTrackName, on: bool) {
+    pub(crate) fn published(&mut self, track: FullTrackName, on: bool) {
         if self.enabled {
             let namespace = track.namespace.clone();
             self.out.push(if on {
@@ -143,12 +157,12 @@ impl Directory {
     }
 
     /// The event hooks' record since the last call (empty when hooks are not configured).
-    pub fn take_events(&mut self) -> Vec<RelayEvent> {
+    pub(crate) fn take_events(&mut self) -> Vec<RelayEvent> {
         self.events.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// A namespace subscription of `prefix` began (`on`) or ended on this core.
-    pub fn watch(&mut self, prefix: &TrackNamespace, on: bool) {
+    pub(crate) fn watch(&mut self, prefix: &TrackNamespace, on: bool) {
         if !self.enabled {
             return;
         }
@@ -164,7 +178,7 @@ impl Directory {
         }
     }
 
-    pub fn take(&mut self) -> Vec<DirectoryAsk> {
+    pub(crate) fn take(&mut self) -> Vec<DirectoryAsk> {
         std::mem::take(&mut self.out)
     }
 }

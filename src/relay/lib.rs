@@ -80,7 +80,7 @@
 //!   aliases live in a per-session cache bounded by the MAX_AUTH_TOKEN_CACHE_SIZE advertised
 //!   (4096 bytes).
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod admission;
 pub mod alias;
@@ -98,8 +98,8 @@ pub mod link_slot;
 pub mod links;
 mod malformed;
 mod merge;
-pub mod msg;
-pub mod namespaces;
+mod msg;
+mod namespaces;
 mod owner;
 mod sessions;
 mod shed;
@@ -120,7 +120,8 @@ pub use self::fanout::PathState;
 use self::fanout::StreamLoss;
 pub use self::input::Input;
 pub use self::msg::ConnId;
-use self::msg::{DiscoveryMsg, IngestMsg, NamespaceMsg, OwnerMsg, RelayMsg};
+pub use self::msg::RelayMsg;
+use self::msg::{DiscoveryMsg, IngestMsg, Msg, NamespaceMsg, OwnerMsg};
 use self::namespaces::Via;
 use self::sessions::{Holder, Sessions};
 pub use self::stats::{latency_histogram, CounterDef, RelayStats};
@@ -430,13 +431,13 @@ impl RelayShard {
     /// Routes a message to the role it is for.
     fn dispatch(&mut self, msg: RelayMsg) {
         let (cx, sessions) = (&mut self.cx, &mut self.sessions);
-        match msg {
-            RelayMsg::Owner(m) => self.owner.on_msg(cx, m),
-            RelayMsg::Fanout(m) => self.fanout.on_msg(cx, sessions, m),
-            RelayMsg::Ingest(m) => self.ingest.on_msg(cx, sessions, m),
-            RelayMsg::UpFetch(m) => self.upfetch.on_msg(cx, sessions, m),
-            RelayMsg::Namespace(m) => self.on_namespace_msg(m),
-            RelayMsg::Discovery(m) => match m {
+        match msg.0 {
+            Msg::Owner(m) => self.owner.on_msg(cx, m),
+            Msg::Fanout(m) => self.fanout.on_msg(cx, sessions, m),
+            Msg::Ingest(m) => self.ingest.on_msg(cx, sessions, m),
+            Msg::UpFetch(m) => self.upfetch.on_msg(cx, sessions, m),
+            Msg::Namespace(m) => self.on_namespace_msg(m),
+            Msg::Discovery(m) => match m {
                 DiscoveryMsg::TrackAvailable { alias, track, properties } => {
                     self.discovery.track(cx, &self.fanout, alias, track, properties)
                 }

@@ -18,7 +18,7 @@ use crate::links::{moqt_host_port, Parent};
 
 /// First and longest wait before connecting a link again.
 pub const LINK_BACKOFF_MIN: Duration = Duration::from_millis(250);
-pub const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
+pub(crate) const LINK_BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// A link that stayed up this long starts its backoff afresh when it drops.
 pub const LINK_STABLE: Duration = Duration::from_secs(30);
 /// Replaced links a slot keeps open while their tracks move (beyond it the oldest is closed).
@@ -28,12 +28,33 @@ pub const MAX_OLD_LINKS: usize = 2;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkCommand {
     /// Resolve host name `host` (off the core); the answer goes to [`LinkSlots::resolved`].
-    Resolve { slot: u64, host: String, port: u16 },
+    Resolve {
+        /// The slot asking.
+        slot: u64,
+        /// The host name.
+        host: String,
+        /// The port to connect to.
+        port: u16,
+    },
     /// Open a QUIC connection to `peer`, TLS server name `server_name`; the outcome goes to
     /// [`LinkSlots::connected`] or [`LinkSlots::connect_failed`].
-    Connect { slot: u64, peer: SocketAddr, server_name: String },
+    Connect {
+        /// The slot asking.
+        slot: u64,
+        /// The address.
+        peer: SocketAddr,
+        /// The TLS server name.
+        server_name: String,
+    },
     /// Close replaced link `conn` (the relay closes its session with NO_ERROR).
-    Close { slot: u64, conn: ConnId, why: CloseReason },
+    Close {
+        /// The slot asking.
+        slot: u64,
+        /// The replaced link.
+        conn: ConnId,
+        /// Why.
+        why: CloseReason,
+    },
 }
 
 /// Why a replaced link is closed.
@@ -78,6 +99,7 @@ impl LinkSlot {
         LinkSlot { tag, upstream, state, old: Vec::new(), target: None, directory: false }
     }
 
+    /// The parent it connects to.
     pub fn upstream(&self) -> &Parent {
         &self.upstream
     }
@@ -300,14 +322,17 @@ impl LinkSlots {
         self.slots.retain(|s| !(s.directory && s.conn() == Some(conn)));
     }
 
+    /// Whether there is no slot (no parent configured, none named by the directory).
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
+    /// The slots.
     pub fn iter(&self) -> impl Iterator<Item = &LinkSlot> {
         self.slots.iter()
     }
 
+    /// The slot `tag`.
     pub fn get(&self, tag: u64) -> Option<&LinkSlot> {
         self.slots.iter().find(|s| s.tag == tag)
     }

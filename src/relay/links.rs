@@ -34,7 +34,9 @@ use wire::model::{
 pub struct Parent {
     /// `moqt://host:port` as configured (for logs).
     pub url: String,
+    /// Its host (a name or an address).
     pub host: String,
+    /// Its UDP port.
     pub port: u16,
     /// Namespace prefixes routed to it (an empty prefix: the default route).
     pub routes: Vec<TrackNamespace>,
@@ -117,7 +119,7 @@ struct Forwarded {
 const FORWARD_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default)]
-pub struct Links {
+pub(crate) struct Links {
     on_core: HashMap<ConnId, Link>,
     /// Forwarded announcements not yet answered, oldest first: (forwarded at, link, namespace);
     /// their held confirmations are released [`FORWARD_WAIT`] later at the latest.

@@ -48,7 +48,7 @@ pub struct StreamKey {
 
 /// Identifies one upstream subscription (one SUBSCRIBE the relay sent, or one PUBLISH it
 /// accepted). Unique across cores: the core that made it in the top bits.
-pub type Epoch = u64;
+pub(crate) type Epoch = u64;
 
 /// What the owner learned from an upstream that became Established.
 #[derive(Debug, Clone, Default)]
@@ -134,10 +134,15 @@ impl UpStart {
     }
 }
 
-/// A message between relay shards: one enum per role that receives it, so the shard only
-/// routes (`RelayShard::dispatch`) and each role handles its own.
+/// A message between relay shards, as the runtime's mesh carries it: opaque outside the relay
+/// (`Msg` inside), with its weight in the mesh's per-pair byte count.
 #[derive(Debug)]
-pub enum RelayMsg {
+pub struct RelayMsg(pub(crate) Msg);
+
+/// What a [`RelayMsg`] holds: one enum per role that receives it, so the shard only routes
+/// (`RelayShard::dispatch`) and each role handles its own.
+#[derive(Debug)]
+pub(crate) enum Msg {
     Owner(OwnerMsg),
     Fanout(FanoutMsg),
     Ingest(IngestMsg),
@@ -150,17 +155,18 @@ impl RelayMsg {
     /// What the message costs in the mesh's per-pair byte count (`RelayConfig::mesh_queue`):
     /// the message itself and the payloads it holds.
     pub fn weight(&self) -> usize {
-        let payload = match self {
-            RelayMsg::Owner(OwnerMsg::Upstream { data, .. })
-            | RelayMsg::Fanout(FanoutMsg::Downstream { data, .. }) => match data {
-                Data::Object { payload, .. } | Data::Datagram { payload, .. } => payload.len(),
-                Data::StreamOpen { .. } | Data::StreamEnd { .. } => 0,
-            },
-            RelayMsg::Owner(OwnerMsg::UpstreamFetchItem { piece, .. }) => piece.payload_len(),
-            RelayMsg::Fanout(FanoutMsg::FetchAnswer { answer: Ok(data), .. }) => {
+        let payload = match &self.0 {
+            Msg::Owner(OwnerMsg::Upstream { data, .. }) | Msg::Fanout(FanoutMsg::Downstream { data, .. }) => {
+                match data {
+                    Data::Object { payload, .. } | Data::Datagram { payload, .. } => payload.len(),
+                    Data::StreamOpen { .. } | Data::StreamEnd { .. } => 0,
+                }
+            }
+            Msg::Owner(OwnerMsg::UpstreamFetchItem { piece, .. }) => piece.payload_len(),
+            Msg::Fanout(FanoutMsg::FetchAnswer { answer: Ok(data), .. }) => {
                 data.pieces.iter().map(Piece::payload_len).sum()
             }
-            RelayMsg::Fanout(FanoutMsg::Backfill { objects, .. }) => {
+            Msg::Fanout(FanoutMsg::Backfill { objects, .. }) => {
                 objects.iter().map(|(_, o)| o.payload.len()).sum()
             }
             _ => 0,
@@ -176,37 +182,37 @@ impl RelayMsg {
 
 impl From<OwnerMsg> for RelayMsg {
     fn from(m: OwnerMsg) -> Self {
-        RelayMsg::Owner(m)
+        RelayMsg(Msg::Owner(m))
     }
 }
 
 impl From<FanoutMsg> for RelayMsg {
     fn from(m: FanoutMsg) -> Self {
-        RelayMsg::Fanout(m)
+        RelayMsg(Msg::Fanout(m))
     }
 }
 
 impl From<IngestMsg> for RelayMsg {
     fn from(m: IngestMsg) -> Self {
-        RelayMsg::Ingest(m)
+        RelayMsg(Msg::Ingest(m))
     }
 }
 
 impl From<UpFetchMsg> for RelayMsg {
     fn from(m: UpFetchMsg) -> Self {
-        RelayMsg::UpFetch(m)
+        RelayMsg(Msg::UpFetch(m))
     }
 }
 
 impl From<NamespaceMsg> for RelayMsg {
     fn from(m: NamespaceMsg) -> Self {
-        RelayMsg::Namespace(m)
+        RelayMsg(Msg::Namespace(m))
     }
 }
 
 impl From<DiscoveryMsg> for RelayMsg {
     fn from(m: DiscoveryMsg) -> Self {
-        RelayMsg::Discovery(m)
+        RelayMsg(Msg::Discovery(m))
     }
 }
 

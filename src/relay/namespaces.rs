@@ -40,7 +40,7 @@ pub struct Requester {
 }
 
 #[derive(Debug, Default)]
-pub struct NamespaceTable {
+pub(crate) struct NamespaceTable {
     /// In announcement order; the newest matching entry wins a tie.
     entries: Vec<(TrackNamespace, SessionRef, Via)>,
 }
@@ -49,7 +49,7 @@ impl NamespaceTable {
     /// Adds an entry; true when it is an announcement (here or, `Via::Remote`, at another
     /// relay of the cluster) and `namespace` was not known that way before (upstream routes
     /// are not announcements: discovery does not see them). A remote entry is kept once.
-    pub fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef, via: Via) -> bool {
+    pub(crate) fn insert(&mut self, namespace: TrackNamespace, publisher: SessionRef, via: Via) -> bool {
         if via == Via::Remote && self.entries.iter().any(|(n, _, v)| *n == namespace && *v == Via::Remote) {
             return false;
         }
@@ -61,7 +61,7 @@ impl NamespaceTable {
 
     /// Removes one entry of `namespace` by `publisher`; true when it was the last
     /// announcement of `namespace` (here or remote).
-    pub fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) -> bool {
+    pub(crate) fn remove(&mut self, namespace: &TrackNamespace, publisher: SessionRef) -> bool {
         let Some(i) = self.entries.iter().rposition(|(n, p, _)| n == namespace && *p == publisher) else {
             return false;
         };
@@ -70,7 +70,7 @@ impl NamespaceTable {
     }
 
     /// Every announced namespace at or below `prefix`, each once, in announcement order.
-    pub fn distinct_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
+    pub(crate) fn distinct_under(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
         let mut seen = ahash::HashSet::default();
         self.entries
             .iter()
@@ -83,7 +83,7 @@ impl NamespaceTable {
     /// announcement before an upstream route, then the newest. Upstream routes are skipped
     /// for a request from an upstream link and for a request from the very relay the link
     /// leads to (loops).
-    pub fn route(&self, namespace: &TrackNamespace, who: Requester) -> Option<SessionRef> {
+    pub(crate) fn route(&self, namespace: &TrackNamespace, who: Requester) -> Option<SessionRef> {
         self.best(namespace, |via| match via {
             Via::Announced { .. } => true,
             Via::Upstream { node } => !who.from_upstream && who.node != Some(*node),
@@ -95,7 +95,7 @@ impl NamespaceTable {
     /// once, newest first: a relay subscribes to every matching publisher (draft-22 §7.6),
     /// `first` being the one [`NamespaceTable::route`] chose. Routes to upstream links are not
     /// publishers: they are configuration.
-    pub fn other_announcers(&self, namespace: &TrackNamespace, first: SessionRef) -> Vec<SessionRef> {
+    pub(crate) fn other_announcers(&self, namespace: &TrackNamespace, first: SessionRef) -> Vec<SessionRef> {
         let mut out: Vec<SessionRef> = Vec::new();
         for (n, p, via) in self.entries.iter().rev() {
             let announced = matches!(via, Via::Announced { .. });
@@ -108,7 +108,7 @@ impl NamespaceTable {
 
     /// The upstream link that tracks in `namespace` are subscribed from (ignoring
     /// announcements): where an announcement of `namespace` is forwarded.
-    pub fn upstream_for(&self, namespace: &TrackNamespace) -> Option<SessionRef> {
+    pub(crate) fn upstream_for(&self, namespace: &TrackNamespace) -> Option<SessionRef> {
         self.best(namespace, |via| matches!(via, Via::Upstream { .. }))
     }
 
@@ -127,7 +127,7 @@ impl NamespaceTable {
 
     /// Announced namespaces with their announcer's entry (to forward upstream when a link
     /// comes up).
-    pub fn announced(&self) -> impl Iterator<Item = (&TrackNamespace, SessionRef, Option<u64>)> {
+    pub(crate) fn announced(&self) -> impl Iterator<Item = (&TrackNamespace, SessionRef, Option<u64>)> {
         self.entries.iter().filter_map(|(n, p, v)| match v {
             Via::Announced { node } => Some((n, *p, *node)),
             Via::Upstream { .. } | Via::Remote | Via::Parent => None,
@@ -135,7 +135,7 @@ impl NamespaceTable {
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }

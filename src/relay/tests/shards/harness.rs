@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use relay::alias::{self, AliasKey};
-use relay::msg::RelayMsg;
+use relay::RelayMsg;
 use relay::{ConnId, RelayConfig, RelayShard};
 use session::{DataObject, Event, Session, SessionConfig, StreamId, Transmit};
 use wire::model::{

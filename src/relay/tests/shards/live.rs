@@ -731,7 +731,7 @@ fn a_stuck_core_gets_whole_subgroups_reset_never_more_than_the_mesh_limit() {
             r.run_until_quiet();
             // Data stays within the limit; the reset (control) always goes.
             let queued = r.mesh_queued(src, dst);
-            let reset_msg = relay::msg::RelayMsg::data_weight(0);
+            let reset_msg = relay::RelayMsg::data_weight(0);
             assert!(queued <= LIMIT + reset_msg, "{ctx}: {queued} bytes wait for the stuck core");
             assert!(queued > LIMIT / 2, "{ctx}: {queued} bytes: the limit was what stopped it");
             assert_eq!(r.shards[src].stats().mesh_shed_streams, 2, "{ctx}: g1 reset, g2 not opened");
