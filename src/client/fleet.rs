@@ -224,26 +224,32 @@ impl<C: SessionCore> Fleet<C> {
         result
     }
 
+    /// How many connections.
     pub fn len(&self) -> usize {
         self.cores.len()
     }
 
+    /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.cores.is_empty()
     }
 
+    /// Connection `i`'s state machine.
     pub fn core(&self, i: usize) -> Option<&C> {
         self.cores.get(i)
     }
 
+    /// Connection `i`'s state machine, to act on it.
     pub fn core_mut(&mut self, i: usize) -> Option<&mut C> {
         self.cores.get_mut(i)
     }
 
+    /// Every connection's state machine.
     pub fn cores(&self) -> &[C] {
         &self.cores
     }
 
+    /// Connection `i`'s MoQT session.
     pub fn session(&self, i: usize) -> Option<&Session> {
         self.apps.get(i).map(|a| a.session())
     }
@@ -409,11 +415,14 @@ impl Fleet<SubscriberCore> {
 /// A publisher or a subscriber, to mix both in one [`Fleet`].
 #[derive(Debug)]
 pub enum Endpoint {
+    /// A publisher.
     Publisher(PublisherCore),
+    /// A subscriber.
     Subscriber(SubscriberCore),
 }
 
 impl Endpoint {
+    /// The publisher, if it is one.
     pub fn publisher(&self) -> Option<&PublisherCore> {
         match self {
             Endpoint::Publisher(p) => Some(p),
@@ -421,6 +430,7 @@ impl Endpoint {
         }
     }
 
+    /// The publisher, if it is one, to act on it.
     pub fn publisher_mut(&mut self) -> Option<&mut PublisherCore> {
         match self {
             Endpoint::Publisher(p) => Some(p),
@@ -428,6 +438,7 @@ impl Endpoint {
         }
     }
 
+    /// The subscriber, if it is one.
     pub fn subscriber(&self) -> Option<&SubscriberCore> {
         match self {
             Endpoint::Subscriber(s) => Some(s),
@@ -435,6 +446,7 @@ impl Endpoint {
         }
     }
 
+    /// The subscriber, if it is one, to act on it.
     pub fn subscriber_mut(&mut self) -> Option<&mut SubscriberCore> {
         match self {
             Endpoint::Subscriber(s) => Some(s),

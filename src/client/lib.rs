@@ -13,7 +13,7 @@
 //! new objects until the old subscription reaches them, then cancels it: no loss or repeat for
 //! in-order live tracks.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
 pub mod codes;

@@ -39,7 +39,12 @@ pub enum RequestState {
     /// REQUEST_OK, SUBSCRIBE_OK or PUBLISH_OK arrived.
     Accepted,
     /// REQUEST_ERROR arrived with this code and reason.
-    Refused { code: u64, reason: String },
+    Refused {
+        /// The error code.
+        code: u64,
+        /// The reason phrase.
+        reason: String,
+    },
     /// The peer cancelled the request (draft-22: reset or STOP_SENDING of its stream;
     /// draft-16: PUBLISH_NAMESPACE_CANCEL).
     Cancelled,
@@ -145,6 +150,7 @@ impl Conn {
 /// Keeps every event for the caller.
 #[derive(Debug, Default)]
 pub struct Collect {
+    /// The events, in order.
     pub events: Vec<Event>,
 }
 
@@ -159,7 +165,9 @@ impl RequestHandler for Collect {
 /// QMux over a WebSocket (`ws://` or `wss://host:port/path`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relay {
+    /// The relay's UDP (or TCP) address.
     pub addr: SocketAddr,
+    /// The URL, when not raw QUIC.
     pub url: Option<String>,
     /// The congestion control of our QUIC connections to it (`None`: cubic); QMux over a
     /// WebSocket leaves it to TCP.
@@ -341,6 +349,7 @@ impl MoqtClient {
         Ok(client)
     }
 
+    /// The MoQT session.
     pub fn session(&self) -> &Session {
         self.app.session()
     }
@@ -351,6 +360,7 @@ impl MoqtClient {
         self.app.pump().webtransport_draining()
     }
 
+    /// The MoQT session, to act on it.
     pub fn session_mut(&mut self) -> &mut Session {
         self.app.session_mut()
     }
@@ -507,14 +517,17 @@ impl<C: SessionCore + Default> Driven<C> {
 }
 
 impl<C: SessionCore> Driven<C> {
+    /// The state machine.
     pub fn core(&self) -> &C {
         &self.core
     }
 
+    /// The state machine, to act on it.
     pub fn core_mut(&mut self) -> &mut C {
         &mut self.core
     }
 
+    /// The connection under it.
     pub fn client_mut(&mut self) -> &mut MoqtClient {
         &mut self.client
     }

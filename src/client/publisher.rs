@@ -50,8 +50,11 @@ pub const DEFAULT_PRIORITY: u8 = 128;
 /// One subscription the publisher serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
+    /// The track.
     pub track: FullTrackName,
+    /// The Track Alias its objects carry.
     pub alias: TrackAlias,
+    /// Whether the peer subscribed or we published.
     pub origin: Origin,
     /// `Accepted` once objects may flow (at once for SUBSCRIBE; after PUBLISH_OK for PUBLISH).
     pub state: RequestState,
@@ -59,13 +62,16 @@ pub struct Delivery {
     pub forward: bool,
     /// The filter's bounds (inclusive); `None` = open.
     pub start: Option<Location>,
+    /// The filter's end.
     pub end: Option<Location>,
     /// The filter asks for objects already published: none, an absolute start, or a start some
     /// groups back (not the Largest Object's or the next group's live start).
     pub past: bool,
     /// Subgroup streams opened for this subscription (PUBLISH_DONE's Stream Count).
     pub streams_opened: u64,
+    /// Objects sent on subgroup streams.
     pub objects_sent: u64,
+    /// Objects sent as datagrams.
     pub datagrams_sent: u64,
     /// The subgroup streams of the group in progress, by Subgroup ID.
     streams: Vec<StreamId>,
@@ -115,9 +121,17 @@ pub enum Ended {
     /// UNSUBSCRIBE (draft-16) or the request stream's cancellation (draft-22).
     Unsubscribed,
     /// We sent PUBLISH_DONE with this status.
-    Done { status: u64 },
+    Done {
+        /// The status code.
+        status: u64,
+    },
     /// The peer refused our PUBLISH.
-    Refused { code: u64, reason: String },
+    Refused {
+        /// The error code.
+        code: u64,
+        /// The reason phrase.
+        reason: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -157,6 +171,7 @@ impl Default for PublisherCore {
 }
 
 impl PublisherCore {
+    /// A publisher with no track yet.
     pub fn new() -> Self {
         PublisherCore {
             priority: DEFAULT_PRIORITY,

@@ -40,12 +40,16 @@ const SERVER_NAME: &str = "localhost";
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// A socket call failed.
     #[error("i/o: {0}")]
     Io(#[from] io::Error),
+    /// quiche refused a call.
     #[error("quic: {0}")]
     Quic(#[from] quiche::Error),
+    /// The client's setup was unusable (TLS, an address, a URL).
     #[error(transparent)]
     Config(#[from] anyhow::Error),
+    /// No random bytes for a connection ID.
     #[error("the system random generator failed")]
     Random,
     /// The peer closed the connection (a refused handshake shows up here, with the TLS alert
@@ -55,24 +59,42 @@ pub enum ClientError {
     /// This side closed the connection (a local protocol or TLS error, or [`QuicConn::close`]).
     #[error("closed locally: {}", describe(.0))]
     LocalClosed(quiche::ConnectionError),
+    /// The connection was idle too long.
     #[error("idle timeout")]
     IdleTimeout,
+    /// The connection is closed.
     #[error("connection closed")]
     Closed,
+    /// What was awaited did not happen in time.
     #[error("deadline passed")]
     Deadline,
     /// The MoQT session closed (or refused a message): the session termination code, if any.
     #[error("moqt session: {reason} (code {code:#x})")]
-    Session { code: u64, reason: String },
+    Session {
+        /// The session termination code.
+        code: u64,
+        /// The reason.
+        reason: String,
+    },
     /// A session command was refused locally (not ready, blocked by MAX_REQUEST_ID, ...).
     #[error("moqt: {0}")]
     Command(#[from] session::SessionError),
     /// The peer answered a request with REQUEST_ERROR (or refused it otherwise).
     #[error("request refused: {reason} (error code {code:#x})")]
-    Refused { code: u64, reason: String },
+    Refused {
+        /// The error code.
+        code: u64,
+        /// The reason phrase.
+        reason: String,
+    },
     /// A failure of one connection among several driven by [`drive_many`].
     #[error("connection {index}: {source}")]
-    Conn { index: usize, source: Box<ClientError> },
+    Conn {
+        /// Which connection.
+        index: usize,
+        /// Its failure.
+        source: Box<ClientError>,
+    },
 }
 
 impl ClientError {

@@ -15,6 +15,7 @@ pub const STAMP_LEN: usize = 16;
 /// What a stamped payload carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
+    /// Its sequence number on the track.
     pub seq: u64,
     /// Microseconds since the Unix epoch when the payload was made.
     pub micros: u64,
@@ -57,6 +58,7 @@ pub fn parse_namespace(text: &str) -> Result<TrackNamespace, String> {
 /// and ones that came late or twice.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SeqStats {
+    /// Payloads received.
     pub received: u64,
     /// Sequence numbers skipped between consecutive arrivals (counted when a later one arrives).
     pub missing: u64,
@@ -68,6 +70,7 @@ pub struct SeqStats {
 }
 
 impl SeqStats {
+    /// Counts an arrival of sequence number `seq`.
     pub fn record(&mut self, seq: u64) {
         self.received += 1;
         match self.highest {

@@ -39,15 +39,20 @@ use wire::Version;
 /// One object as it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Received {
+    /// Its group.
     pub group: u64,
     /// The Subgroup ID (0 for datagrams).
     pub subgroup: u64,
+    /// Its Object ID.
     pub object: u64,
+    /// Its payload.
     pub payload: Bytes,
+    /// It came as a datagram.
     pub via_datagram: bool,
 }
 
 impl Received {
+    /// Its Location.
     pub fn location(&self) -> Location {
         Location::new(self.group, self.object)
     }
@@ -56,18 +61,24 @@ impl Received {
 /// PUBLISH_DONE as received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DoneInfo {
+    /// The status code.
     pub status: u64,
+    /// The Stream Count.
     pub stream_count: u64,
+    /// The reason phrase.
     pub reason: Bytes,
 }
 
 /// One subscription of ours, or a PUBLISH we accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
+    /// The track.
     pub track: FullTrackName,
+    /// Whether we subscribed or the peer published.
     pub origin: Origin,
     /// The answer to SUBSCRIBE (`Accepted` at once for an accepted PUBLISH).
     pub state: RequestState,
+    /// The Track Alias its objects carry, once known.
     pub track_alias: Option<TrackAlias>,
     /// LARGEST_OBJECT of SUBSCRIBE_OK or PUBLISH.
     pub largest: Option<Location>,
@@ -81,6 +92,7 @@ pub struct Subscription {
     pub streams_finished: u64,
     /// Reset codes of subgroup streams that ended abruptly, in order.
     pub resets: Vec<u64>,
+    /// PUBLISH_DONE, once it arrived.
     pub done: Option<DoneInfo>,
     /// Objects that arrived after we unsubscribed (not kept).
     pub late_objects: u64,
@@ -141,6 +153,7 @@ pub struct SubscriberCore {
 }
 
 impl SubscriberCore {
+    /// A subscriber with no subscription yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -222,10 +235,12 @@ impl SubscriberCore {
         self.updates.get(&update_id).map(|u| &u.state)
     }
 
+    /// Subscription `request_id`.
     pub fn subscription(&self, request_id: RequestId) -> Option<&Subscription> {
         self.subs.get(&request_id)
     }
 
+    /// Every subscription, by request.
     pub fn subscriptions(&self) -> impl Iterator<Item = (RequestId, &Subscription)> {
         self.subs.iter().map(|(r, s)| (*r, s))
     }
@@ -252,6 +267,7 @@ impl SubscriberCore {
         self.streams.values().any(|&(r, _, g)| r == request_id && g < group)
     }
 
+    /// Objects that matched no subscription.
     pub fn stray_objects(&self) -> u64 {
         self.stray_objects
     }

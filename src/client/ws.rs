@@ -135,6 +135,7 @@ impl WsConn {
         &self.alpn
     }
 
+    /// The QMux connection.
     pub fn qmux(&self) -> &qmux::Connection {
         &self.qmux
     }
