@@ -2,24 +2,15 @@
 //! workspace's crates, the binaries or the benchmarks over 1,000 lines, and no function over
 //! 100. Test files (`tests/` directories) are exempt: their vectors are data.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use sources::rust_sources;
+
+#[path = "support/sources.rs"]
+mod sources;
 
 const MAX_FILE_LINES: usize = 1000;
 const MAX_FN_LINES: usize = 100;
-
-/// Every `.rs` file under `dir`, skipping `tests/` directories.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("source directory") {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "tests") {
-                sources(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The braces of one line of Rust, in order, with comments, strings and character literals
 /// removed. `in_block` carries a `/* */` comment across lines; raw strings are assumed to fit
@@ -122,9 +113,8 @@ fn long_functions(text: &str) -> Vec<(usize, String, usize)> {
 #[test]
 fn no_file_or_function_is_too_long() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
-    sources(&root.join("bench"), &mut files);
+    let mut files = rust_sources(&root.join("src"));
+    files.extend(rust_sources(&root.join("bench")));
     files.sort();
     assert!(files.len() > 50, "sources found: {}", files.len());
     let mut found = Vec::new();

@@ -4,32 +4,18 @@
 //! no draft (the session and `wire` map every difference: typed codes, session verbs) and reads
 //! no clock; the runtime's code names no MoQT.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, but for the crate's own `tests/` (its test harnesses name
-/// drafts and read clocks as any test may).
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("source directory") {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() && !path.ends_with("tests") {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use sources::rust_sources;
+
+#[path = "support/sources.rs"]
+mod sources;
 
 /// The code of each line (comments, which cite the drafts, removed), with its place; `dir`
 /// may also name one file.
 fn code_lines(dir: &str) -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let files = if root.is_file() { vec![root] } else { sources(&root) };
+    let files = if root.is_file() { vec![root] } else { rust_sources(&root) };
     let mut out = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable source");
@@ -70,7 +56,7 @@ fn the_relay_names_no_draft() {
 fn the_relay_reads_no_clock() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/relay");
     let mut found = Vec::new();
-    for file in sources(&root) {
+    for file in rust_sources(&root) {
         let text = std::fs::read_to_string(&file).expect("readable source");
         for (i, line) in text.lines().enumerate().take_while(|(_, l)| !l.contains("#[cfg(test)]")) {
             let code = line.split("//").next().unwrap_or_default();
@@ -97,7 +83,7 @@ fn no_relay_role_imports_the_crate_root() {
         .collect();
     assert!(modules.contains(&"cx") && modules.contains(&"owner"), "modules read from lib.rs: {modules:?}");
     let mut found = Vec::new();
-    for file in sources(&root) {
+    for file in rust_sources(&root) {
         let text = std::fs::read_to_string(&file).expect("readable source");
         let top_level = file.parent() == Some(root.as_path());
         if file.ends_with("lib.rs") || text.contains("impl RelayShard") {

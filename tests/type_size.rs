@@ -7,6 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use sources::rust_sources;
+
+#[path = "support/sources.rs"]
+mod sources;
+
 const MAX_FIELDS: usize = 20;
 const MAX_METHODS: usize = 40;
 const MAX_FILES: usize = 3;
@@ -32,20 +37,6 @@ struct Size {
     fields: usize,
     methods: usize,
     files: BTreeSet<PathBuf>,
-}
-
-/// Every `.rs` file under `dir`, skipping `tests/` directories.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("source directory") {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "tests") {
-                sources(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// `line` with a leading visibility (`pub`, `pub(crate)`, `pub(super)`) removed.
@@ -148,8 +139,7 @@ fn no_type_is_too_big() {
     let mut found = Vec::new();
     let mut listed = 0;
     for krate in CRATES {
-        let mut files = Vec::new();
-        sources(&root.join("src").join(krate), &mut files);
+        let files = rust_sources(&root.join("src").join(krate));
         let mut sizes = BTreeMap::new();
         for file in &files {
             measure(&std::fs::read_to_string(file).expect("readable source"), file, &mut sizes);
